@@ -1,0 +1,24 @@
+# Warnings, sanitizers and ccache, applied to every kiln target through kiln_target_defaults.
+include_guard(GLOBAL)
+
+find_program(KILN_CCACHE ccache)
+if(KILN_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${KILN_CCACHE}")
+endif()
+
+function(kiln_target_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow=local
+                                           -Wnon-virtual-dtor -Wimplicit-fallthrough)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # -Wshadow=local is GNU-only; clang spells it differently.
+  else()
+    target_compile_options(${target} PRIVATE -Wno-unknown-warning-option -Wshadow-uncaptured-local)
+  endif()
+  if(KILN_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(KILN_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${KILN_SANITIZE} -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=${KILN_SANITIZE})
+  endif()
+endfunction()

@@ -1,0 +1,44 @@
+// kiln/ir/scalar_semantics.h - what every elementwise op computes on one element.
+//
+// This is the definition that the reference interpreter runs, constant folding calls and
+// every code generator must reproduce. Values are computed in a wide domain: double for
+// floating-point types, int64 for integers and bool; the result is then stored in the
+// element type (f32 rounds to nearest, i32 wraps, bool is 0/1).
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/ir/dtype.h"
+#include "kiln/ir/op.h"
+
+namespace kiln::scalar {
+
+/// A double-domain value as stored in an element of float type `t` (f32 rounds).
+double store_float(DType t, double v);
+/// An int64-domain value as stored in an element of integer or bool type `t`.
+int64_t store_int(DType t, int64_t v);
+/// Float to integer or bool conversion (the `cast` op): truncates toward zero, saturates
+/// at the type's limits, NaN becomes 0; to bool: v != 0 (so NaN is true).
+int64_t float_to_int(DType t, double v);
+
+/// Unary ops in the double domain (every unary op but `not`).
+double unary_float(OpKind op, double x);
+/// Unary ops in the int64 domain: neg, abs, relu (integers), not (bool).
+int64_t unary_int(OpKind op, int64_t x);
+
+/// add sub mul div pow max min in the double domain. max/min propagate NaN.
+double binary_float(OpKind op, double a, double b);
+/// add sub mul pow max min and/or in the int64 domain; wraps on overflow. pow with a
+/// negative exponent gives 0 unless the base is 1 or -1 (NumPy raises instead).
+int64_t binary_int(OpKind op, int64_t a, int64_t b);
+
+/// eq ne lt le gt ge. Any comparison with NaN is false, except `ne`, which is true.
+bool compare_float(OpKind op, double a, double b);
+bool compare_int(OpKind op, int64_t a, int64_t b);
+
+/// The `rand` op: element `index` of a stream seeded with `seed`, uniform in (0, 1) with
+/// 24 random bits, so f32 and f64 hold exactly the same numbers. Built from 32-bit integer
+/// hashing only, which every backend (LLVM, GLSL, OpenCL C) can reproduce bit for bit.
+double rand_uniform(int64_t seed, uint64_t index);
+
+}  // namespace kiln::scalar

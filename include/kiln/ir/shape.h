@@ -1,0 +1,64 @@
+// kiln/ir/shape.h - static shapes and tensor types.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kiln/ir/dtype.h"
+
+namespace kiln {
+
+/// A static shape of rank 0 to kMaxRank, stored inline so that shapes cost no allocation.
+class Shape {
+ public:
+  static constexpr int kMaxRank = 8;
+
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(std::span<const int64_t> dims);
+
+  int rank() const { return rank_; }
+  int64_t operator[](int i) const { return dims_[static_cast<size_t>(i)]; }
+  int64_t& operator[](int i) { return dims_[static_cast<size_t>(i)]; }
+  std::span<const int64_t> dims() const { return {dims_.data(), static_cast<size_t>(rank_)}; }
+  const int64_t* begin() const { return dims_.data(); }
+  const int64_t* end() const { return dims_.data() + rank_; }
+
+  /// Product of the dims; 1 for rank 0.
+  int64_t numel() const;
+  void push_back(int64_t d);
+
+  /// Row-major (C order) strides in elements.
+  std::array<int64_t, kMaxRank> strides() const;
+
+  /// "[4096,1]"; "[]" for a scalar.
+  std::string str() const;
+
+  friend bool operator==(const Shape& a, const Shape& b);
+
+ private:
+  std::array<int64_t, kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+/// NumPy broadcasting: shapes are aligned at the right; each pair of dims must be equal or
+/// one of them 1. Returns nullopt when they cannot broadcast.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+/// The type of an SSA value: element type and static shape.
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+
+  /// "f32[4096,1]".
+  std::string str() const;
+  friend bool operator==(const TensorType& a, const TensorType& b) {
+    return a.dtype == b.dtype && a.shape == b.shape;
+  }
+};
+
+}  // namespace kiln

@@ -1,0 +1,83 @@
+// kiln/runtime/host_tensor.h - a dense, row-major tensor in host memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kiln/ir/shape.h"
+#include "kiln/support/error.h"
+
+namespace kiln {
+
+/// Owns `numel * dtype_size` bytes in C order. bool is one byte holding 0 or 1, as NumPy.
+class HostTensor {
+ public:
+  HostTensor() = default;
+  /// Zero-filled.
+  explicit HostTensor(TensorType type);
+
+  const TensorType& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const Shape& shape() const { return type_.shape; }
+  int64_t numel() const { return type_.shape.numel(); }
+  size_t nbytes() const { return bytes_.size(); }
+  std::byte* data() { return bytes_.data(); }
+  const std::byte* data() const { return bytes_.data(); }
+
+  /// Element `i` (flat, row-major) converted to double or int64.
+  double get_double(int64_t i) const;
+  int64_t get_int(int64_t i) const;
+  /// Stores `v` in element `i`, converted as the `cast` op converts (f32 rounds, i32 wraps).
+  void set_double(int64_t i, double v);
+  void set_int(int64_t i, int64_t v);
+
+  /// Copies a typed vector in; T must match the dtype (float=f32, double=f64, int32_t,
+  /// int64_t, bool).
+  template <class T>
+  static HostTensor from_vector(const std::vector<T>& values, Shape shape);
+  template <class T>
+  std::vector<T> to_vector() const;
+
+ private:
+  template <class T>
+  static DType dtype_of();
+  TensorType type_;
+  std::vector<std::byte> bytes_;
+};
+
+template <class T>
+DType HostTensor::dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::F32;
+  else if constexpr (std::is_same_v<T, double>) return DType::F64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
+  else {
+    static_assert(std::is_same_v<T, bool>, "HostTensor holds float, double, int32_t, int64_t or bool");
+    return DType::Bool;
+  }
+}
+
+template <class T>
+HostTensor HostTensor::from_vector(const std::vector<T>& values, Shape shape) {
+  HostTensor t(TensorType{dtype_of<T>(), shape});
+  if (static_cast<int64_t>(values.size()) != t.numel())
+    throw Error("from_vector: " + std::to_string(values.size()) + " values for shape " + shape.str());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const T v = values[i];
+    std::memcpy(t.data() + i * sizeof(T), &v, sizeof(T));
+  }
+  return t;
+}
+
+template <class T>
+std::vector<T> HostTensor::to_vector() const {
+  if (dtype_of<T>() != dtype())
+    throw Error("to_vector: tensor holds " + type_.str() + ", not the requested element type");
+  std::vector<T> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) std::memcpy(&out[i], data() + i * sizeof(T), sizeof(T));
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,59 @@
+// ir/graph.cpp - building graphs.
+#include "kiln/ir/graph.h"
+
+#include <fmt/format.h>
+
+namespace kiln {
+
+const AttrValue& Node::attr(std::string_view name) const {
+  const int i = attr_index(op, name);
+  KILN_ASSERT(i >= 0 && static_cast<size_t>(i) < attrs.size(), "node has the attribute asked for");
+  return attrs[static_cast<size_t>(i)];
+}
+
+AttrValue& Node::attr(std::string_view name) {
+  return const_cast<AttrValue&>(static_cast<const Node&>(*this).attr(name));
+}
+
+ValueId Graph::add_input(std::string name, TensorType type) {
+  Node n;
+  n.op = OpKind::Input;
+  n.type = std::move(type);
+  n.name = std::move(name);
+  const ValueId id = add_unchecked(std::move(n));
+  inputs_.push_back(id);
+  return id;
+}
+
+Expected<ValueId> Graph::add(OpKind op, std::span<const ValueId> operands, Attrs attrs,
+                             const TensorType* declared, std::string name) {
+  const OpInfo& info = op_info(op);
+  KILN_ASSERT(op != OpKind::Input, "inputs are added with add_input");
+  if (attrs.size() == 0) attrs = make_attrs(op);
+  if (info.arity >= 0 ? static_cast<int>(operands.size()) != info.arity : operands.empty())
+    return make_error(fmt::format("'{}' takes {} operands, got {}", info.name,
+                                  info.arity >= 0 ? std::to_string(info.arity) : "one or more",
+                                  operands.size()));
+  std::vector<TensorType> types;
+  types.reserve(operands.size());
+  for (ValueId v : operands) {
+    KILN_ASSERT(v < nodes_.size(), "operand defined in this graph");
+    types.push_back(nodes_[v].type);
+  }
+  auto type = infer_type(op, types, attrs, declared);
+  if (!type) return type.error();
+  Node n;
+  n.op = op;
+  n.type = *type;
+  n.operands.assign(operands.begin(), operands.end());
+  n.attrs = std::move(attrs);
+  n.name = std::move(name);
+  return add_unchecked(std::move(n));
+}
+
+ValueId Graph::add_unchecked(Node node) {
+  nodes_.push_back(std::move(node));
+  return static_cast<ValueId>(nodes_.size() - 1);
+}
+
+}  // namespace kiln

@@ -1,0 +1,353 @@
+// ir/parser.cpp - the IR text form, read. Recursive descent, one token of lookahead.
+#include <charconv>
+#include <cstdlib>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "kiln/ir/text.h"
+#include "lexer.h"
+
+namespace kiln {
+namespace {
+
+using text::Tok;
+using text::Token;
+
+class Parser {
+ public:
+  Parser(std::string_view source, std::string_view file, int first_line)
+      : file_(file), lexer_(source, first_line) {
+    tok_ = lexer_.next();
+  }
+
+  Expected<Graph> parse();
+
+ private:
+  // Every parse step returns false after recording the first error in err_.
+  bool fail(SourceLoc loc, std::string message) {
+    if (!err_) err_ = Diagnostic{file_, loc, std::move(message)};
+    return false;
+  }
+  bool expected(std::string_view what) {
+    return fail(tok_.loc, fmt::format("expected {}, found {}", what, describe(tok_)));
+  }
+  Token take() {
+    Token t = tok_;
+    tok_ = lexer_.next();
+    return t;
+  }
+  bool accept(Tok kind) {
+    if (tok_.kind != kind) return false;
+    take();
+    return true;
+  }
+  bool expect(Tok kind, std::string_view what) { return accept(kind) || expected(what); }
+  bool at_ident(std::string_view word) const { return tok_.kind == Tok::Ident && tok_.text == word; }
+
+  bool parse_int(int64_t& out, std::string_view what);
+  bool parse_scalar(Scalar& out);
+  bool parse_type(TensorType& out);
+  bool parse_attr_value(const AttrSpec& spec, AttrValue& out);
+  bool parse_attrs(OpKind op, SourceLoc op_loc, Attrs& out);
+  bool parse_use(ValueId& out);
+  bool define(const Token& name, ValueId id);
+  bool parse_node();
+  bool parse_return(const std::vector<TensorType>& results, SourceLoc results_loc);
+
+  std::string file_;
+  text::Lexer lexer_;
+  Token tok_;
+  std::optional<Diagnostic> err_;
+  Graph graph_;
+  std::unordered_map<std::string, std::pair<ValueId, SourceLoc>> names_;
+};
+
+bool Parser::parse_int(int64_t& out, std::string_view what) {
+  if (tok_.kind != Tok::Number) return expected(what);
+  const Token t = take();
+  const char* end = t.text.data() + t.text.size();
+  auto [ptr, ec] = std::from_chars(t.text.data() + (t.text[0] == '+'), end, out);
+  if (ec != std::errc() || ptr != end)
+    return fail(t.loc, fmt::format("expected {}, found '{}'", what, t.text));
+  return true;
+}
+
+bool Parser::parse_scalar(Scalar& out) {
+  if (tok_.kind == Tok::Ident) {
+    const Token t = take();
+    if (t.text == "true" || t.text == "false") out = Scalar::from_int(t.text == "true");
+    else if (t.text == "inf") out = Scalar::from_float(HUGE_VAL);
+    else if (t.text == "-inf") out = Scalar::from_float(-HUGE_VAL);
+    else if (t.text == "nan") out = Scalar::from_float(NAN);
+    else return fail(t.loc, fmt::format("expected a number, found '{}'", t.text));
+    return true;
+  }
+  if (tok_.kind != Tok::Number) return expected("a number");
+  if (tok_.text.find_first_of(".eE") == std::string_view::npos) {
+    int64_t v = 0;
+    if (!parse_int(v, "an integer")) return false;
+    out = Scalar::from_int(v);
+    return true;
+  }
+  const Token t = take();
+  const std::string s(t.text);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) return fail(t.loc, fmt::format("expected a number, found '{}'", s));
+  out = Scalar::from_float(v);
+  return true;
+}
+
+bool Parser::parse_type(TensorType& out) {
+  if (tok_.kind != Tok::Ident) return expected("a type such as f32[4,4]");
+  const Token name = take();
+  const auto dtype = parse_dtype(name.text);
+  if (!dtype)
+    return fail(name.loc, fmt::format("unknown element type '{}' (expected bool, i32, i64, f32 or f64)", name.text));
+  out.dtype = *dtype;
+  out.shape = Shape();
+  if (!expect(Tok::LBracket, "'[' after the element type")) return false;
+  if (accept(Tok::RBracket)) return true;
+  do {
+    const SourceLoc loc = tok_.loc;
+    int64_t d = 0;
+    if (!parse_int(d, "a dimension")) return false;
+    if (d < 0) return fail(loc, fmt::format("dimension {} is negative", d));
+    if (out.shape.rank() == Shape::kMaxRank)
+      return fail(loc, fmt::format("rank exceeds kiln's maximum rank of {}", Shape::kMaxRank));
+    out.shape.push_back(d);
+  } while (accept(Tok::Comma));
+  return expect(Tok::RBracket, "',' or ']' in the shape");
+}
+
+bool Parser::parse_attr_value(const AttrSpec& spec, AttrValue& out) {
+  out.present = true;
+  if (spec.kind == AttrKind::Flag) return true;
+  if (!expect(Tok::Equal, fmt::format("'=' after attribute '{}'", spec.name))) return false;
+  switch (spec.kind) {
+    case AttrKind::Flag: return true;
+    case AttrKind::Int: return parse_int(out.i, fmt::format("an integer for '{}'", spec.name));
+    case AttrKind::Scalar: return parse_scalar(out.scalar);
+    case AttrKind::Ints:
+    case AttrKind::Scalars: {
+      if (!expect(Tok::LBracket, fmt::format("'[' to start the list '{}'", spec.name))) return false;
+      auto scalars = std::make_shared<std::vector<Scalar>>();
+      if (!accept(Tok::RBracket)) {
+        do {
+          if (spec.kind == AttrKind::Ints) {
+            int64_t v = 0;
+            if (!parse_int(v, fmt::format("an integer in '{}'", spec.name))) return false;
+            out.ints.push_back(v);
+          } else {
+            Scalar s;
+            if (!parse_scalar(s)) return false;
+            scalars->push_back(s);
+          }
+        } while (accept(Tok::Comma));
+        if (!expect(Tok::RBracket, fmt::format("',' or ']' in '{}'", spec.name))) return false;
+      }
+      if (spec.kind == AttrKind::Scalars) out.scalars = std::move(scalars);
+      return true;
+    }
+  }
+  return true;
+}
+
+bool Parser::parse_attrs(OpKind op, SourceLoc op_loc, Attrs& out) {
+  const OpInfo& info = op_info(op);
+  out = Graph::make_attrs(op);
+  if (accept(Tok::LBrace)) {
+    do {
+      if (tok_.kind != Tok::Ident) return expected("an attribute name");
+      const Token name = take();
+      const int i = attr_index(op, name.text);
+      if (i < 0) {
+        std::string known;
+        for (const AttrSpec& s : info.attrs) known += (known.empty() ? "" : ", ") + std::string(s.name);
+        return fail(name.loc, fmt::format("'{}' has no attribute '{}' ({})", info.name, name.text,
+                                          known.empty() ? "it takes none" : "expected one of: " + known));
+      }
+      AttrValue& v = out[static_cast<size_t>(i)];
+      if (v.present) return fail(name.loc, fmt::format("attribute '{}' is given twice", name.text));
+      if (!parse_attr_value(info.attrs[static_cast<size_t>(i)], v)) return false;
+    } while (accept(Tok::Comma));
+    if (!expect(Tok::RBrace, "',' or '}' in the attributes")) return false;
+  }
+  for (size_t i = 0; i < info.attrs.size(); ++i)
+    if (info.attrs[i].required && !out[i].present)
+      return fail(op_loc, fmt::format("'{}' needs attribute '{}'", info.name, info.attrs[i].name));
+  return true;
+}
+
+bool Parser::parse_use(ValueId& out) {
+  if (tok_.kind != Tok::Value) return expected("a value such as %x");
+  const Token t = take();
+  auto it = names_.find(std::string(t.text));
+  if (it == names_.end()) return fail(t.loc, fmt::format("use of undefined value '%{}'", t.text));
+  out = it->second.first;
+  return true;
+}
+
+bool Parser::define(const Token& name, ValueId id) {
+  auto [it, inserted] = names_.emplace(std::string(name.text), std::pair{id, name.loc});
+  if (!inserted)
+    return fail(name.loc, fmt::format("value '%{}' is defined twice (first at line {}, column {})",
+                                      name.text, it->second.second.line, it->second.second.col));
+  return true;
+}
+
+// Scalars attributes are stored as the result element type holds them (0.1 in an f32
+// constant is the float nearest 0.1), so printing gives the shortest text for that type.
+void canonicalize_scalars(Node& n) {
+  const DType t = n.type.dtype;
+  auto canon = [t](Scalar s) { return is_float(t) || s.is_int() ? s.cast_to(t) : s; };
+  const auto specs = n.info().attrs;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    AttrValue& v = n.attrs[i];
+    if (!v.present) continue;
+    if (specs[i].kind == AttrKind::Scalar) v.scalar = canon(v.scalar);
+    if (specs[i].kind == AttrKind::Scalars) {
+      auto values = std::make_shared<std::vector<Scalar>>(*v.scalars);
+      for (Scalar& s : *values) s = canon(s);
+      v.scalars = std::move(values);
+    }
+  }
+}
+
+bool Parser::parse_node() {
+  const Token name = take();  // a Value token, checked by the caller
+  if (!expect(Tok::Equal, fmt::format("'=' after '%{}'", name.text))) return false;
+  if (tok_.kind != Tok::Ident) return expected("an operation name");
+  const Token op_tok = take();
+  const auto op = lookup_op(op_tok.text);
+  if (!op || *op == OpKind::Input)
+    return fail(op_tok.loc, fmt::format("unknown operation '{}'", op_tok.text));
+  Node n;
+  n.op = *op;
+  n.name = std::string(name.text);
+  n.loc = op_tok.loc;
+  if (tok_.kind == Tok::Value) {
+    do {
+      ValueId v = 0;
+      if (!parse_use(v)) return false;
+      n.operands.push_back(v);
+    } while (accept(Tok::Comma));
+  }
+  const OpInfo& info = op_info(*op);
+  if (info.arity >= 0 ? static_cast<int>(n.operands.size()) != info.arity : n.operands.empty())
+    return fail(op_tok.loc, fmt::format("'{}' takes {} operand{}, got {}", info.name,
+                                        info.arity >= 0 ? std::to_string(info.arity) : "one or more",
+                                        info.arity == 1 ? "" : "s", n.operands.size()));
+  if (!parse_attrs(*op, op_tok.loc, n.attrs)) return false;
+  if (!expect(Tok::Colon, "':' and the result type")) return false;
+  if (!parse_type(n.type)) return false;
+  canonicalize_scalars(n);
+  return define(name, graph_.add_unchecked(std::move(n)));
+}
+
+bool Parser::parse_return(const std::vector<TensorType>& results, SourceLoc results_loc) {
+  const Token ret = take();
+  std::vector<ValueId> outputs;
+  std::vector<SourceLoc> locs;
+  do {
+    locs.push_back(tok_.loc);
+    ValueId v = 0;
+    if (!parse_use(v)) return false;
+    outputs.push_back(v);
+  } while (accept(Tok::Comma));
+  if (outputs.size() != results.size())
+    return fail(ret.loc, fmt::format("'return' gives {} values but the signature at line {} declares {}",
+                                     outputs.size(), results_loc.line, results.size()));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (!(graph_.type(outputs[i]) == results[i]))
+      return fail(locs[i], fmt::format("returned value has type {} but the signature declares {}",
+                                       graph_.type(outputs[i]).str(), results[i].str()));
+  graph_.set_outputs(std::move(outputs));
+  return expect(Tok::RBrace, "'}' after 'return'");
+}
+
+Expected<Graph> Parser::parse() {
+  auto run = [&]() -> bool {
+    if (!at_ident("graph")) return expected("'graph'");
+    take();
+    if (tok_.kind != Tok::Global) return expected("a graph name such as @main");
+    graph_.set_name(std::string(take().text));
+    graph_.set_file(file_);
+    if (!expect(Tok::LParen, "'(' to start the parameters")) return false;
+    if (!accept(Tok::RParen)) {
+      do {
+        if (tok_.kind != Tok::Value) return expected("a parameter such as %x");
+        const Token name = take();
+        if (!expect(Tok::Colon, "':' after the parameter name")) return false;
+        TensorType t;
+        if (!parse_type(t)) return false;
+        const ValueId id = graph_.add_input(std::string(name.text), t);
+        graph_.node(id).loc = name.loc;
+        if (!define(name, id)) return false;
+      } while (accept(Tok::Comma));
+      if (!expect(Tok::RParen, "',' or ')' after a parameter")) return false;
+    }
+    if (!expect(Tok::Arrow, "'->' and the result types")) return false;
+    const SourceLoc results_loc = tok_.loc;
+    std::vector<TensorType> results;
+    const bool several = accept(Tok::LParen);
+    do {
+      TensorType t;
+      if (!parse_type(t)) return false;
+      results.push_back(t);
+    } while (several && accept(Tok::Comma));
+    if (several && !expect(Tok::RParen, "',' or ')' after a result type")) return false;
+    if (!expect(Tok::LBrace, "'{' to start the graph body")) return false;
+    for (;;) {
+      if (tok_.kind == Tok::Value) {
+        if (!parse_node()) return false;
+      } else if (at_ident("return")) {
+        if (!parse_return(results, results_loc)) return false;
+        break;
+      } else {
+        return expected("a definition such as '%y = ...' or 'return'");
+      }
+    }
+    if (tok_.kind != Tok::Eof) return expected("end of file after the graph");
+    return true;
+  };
+  if (!run()) return *err_;
+  return std::move(graph_);
+}
+
+}  // namespace
+
+Expected<Graph> parse_graph(std::string_view text, std::string_view file, int first_line) {
+  return Parser(text, file, first_line).parse();
+}
+
+Expected<Graph> parse_and_verify(std::string_view text, std::string_view file, int first_line) {
+  auto g = parse_graph(text, file, first_line);
+  if (!g) return g;
+  if (Status st = verify(*g); !st) return st.error();
+  return g;
+}
+
+std::vector<TextChunk> split_input(std::string_view text) {
+  std::vector<TextChunk> chunks;
+  size_t chunk_start = 0, pos = 0;
+  int line = 1, chunk_line = 1;
+  while (pos <= text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view content = text.substr(pos, eol - pos);
+    while (!content.empty() && (content.back() == ' ' || content.back() == '\r')) content.remove_suffix(1);
+    if (content == "// -----") {
+      chunks.push_back({text.substr(chunk_start, pos - chunk_start), chunk_line});
+      chunk_start = eol + 1;
+      chunk_line = line + 1;
+    }
+    pos = eol + 1;
+    ++line;
+  }
+  if (chunk_start <= text.size()) chunks.push_back({text.substr(chunk_start), chunk_line});
+  return chunks;
+}
+
+}  // namespace kiln

@@ -1,0 +1,91 @@
+// ir/printer.cpp - the IR text form, written.
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kiln/ir/text.h"
+
+namespace kiln {
+namespace {
+
+// Given names are kept; unnamed values get %0, %1... skipping names already taken.
+std::vector<std::string> assign_names(const Graph& g) {
+  std::unordered_set<std::string> taken;
+  for (const Node& n : g.nodes())
+    if (!n.name.empty()) taken.insert(n.name);
+  std::vector<std::string> names(g.size());
+  int next = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (!n.name.empty()) {
+      names[i] = n.name;
+      continue;
+    }
+    std::string candidate;
+    do candidate = std::to_string(next++);
+    while (taken.count(candidate));
+    taken.insert(candidate);
+    names[i] = candidate;
+  }
+  return names;
+}
+
+void print_attr(std::string& out, const AttrSpec& spec, const AttrValue& v, DType dtype) {
+  out += spec.name;
+  switch (spec.kind) {
+    case AttrKind::Flag: return;
+    case AttrKind::Int: out += fmt::format(" = {}", v.i); return;
+    case AttrKind::Ints: out += fmt::format(" = [{}]", fmt::join(v.ints, ", ")); return;
+    case AttrKind::Scalar: out += " = " + format_scalar(v.scalar, dtype); return;
+    case AttrKind::Scalars:
+      out += " = [";
+      for (size_t i = 0; i < v.scalars->size(); ++i) {
+        if (i) out += ", ";
+        out += format_scalar((*v.scalars)[i], dtype);
+      }
+      out += "]";
+      return;
+  }
+}
+
+}  // namespace
+
+std::string print_graph(const Graph& g) {
+  const std::vector<std::string> names = assign_names(g);
+  std::string out = fmt::format("graph @{}(", g.name());
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const ValueId v = g.inputs()[i];
+    out += fmt::format("{}%{}: {}", i ? ", " : "", names[v], g.type(v).str());
+  }
+  out += ") -> ";
+  const auto outputs = g.outputs();
+  if (outputs.size() != 1) out += "(";
+  for (size_t i = 0; i < outputs.size(); ++i) out += (i ? ", " : "") + g.type(outputs[i]).str();
+  if (outputs.size() != 1) out += ")";
+  out += " {\n";
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.nodes()[id];
+    if (n.op == OpKind::Input) continue;
+    const OpInfo& info = n.info();
+    out += fmt::format("  %{} = {}", names[id], info.name);
+    for (size_t i = 0; i < n.operands.size(); ++i)
+      out += fmt::format("{}%{}", i ? ", " : " ", names[n.operands[i]]);
+    bool first = true;
+    for (size_t i = 0; i < info.attrs.size(); ++i) {
+      if (!n.attrs[i].present) continue;
+      out += first ? " {" : ", ";
+      first = false;
+      print_attr(out, info.attrs[i], n.attrs[i], n.type.dtype);
+    }
+    if (!first) out += "}";
+    out += " : " + n.type.str() + "\n";
+  }
+  out += "  return";
+  for (size_t i = 0; i < outputs.size(); ++i) out += fmt::format("{}%{}", i ? ", " : " ", names[outputs[i]]);
+  out += "\n}\n";
+  return out;
+}
+
+}  // namespace kiln

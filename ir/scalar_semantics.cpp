@@ -1,0 +1,144 @@
+// ir/scalar_semantics.cpp - the scalar meaning of every elementwise op.
+#include "kiln/ir/scalar_semantics.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::scalar {
+
+double store_float(DType t, double v) {
+  return t == DType::F32 ? static_cast<double>(static_cast<float>(v)) : v;
+}
+
+int64_t store_int(DType t, int64_t v) {
+  switch (t) {
+    case DType::Bool: return v != 0;
+    case DType::I32: return static_cast<int32_t>(static_cast<uint32_t>(v));
+    default: return v;
+  }
+}
+
+int64_t float_to_int(DType t, double v) {
+  if (t == DType::Bool) return v != 0;  // NaN != 0 is true, as in C and NumPy
+  if (std::isnan(v)) return 0;
+  const double lo = t == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+  const double hi = t == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
+  if (v <= lo) return t == DType::I32 ? std::numeric_limits<int32_t>::min()
+                                      : std::numeric_limits<int64_t>::min();
+  if (v >= hi) return t == DType::I32 ? std::numeric_limits<int32_t>::max()
+                                      : std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(v);  // truncates toward zero
+}
+
+double unary_float(OpKind op, double x) {
+  switch (op) {
+    case OpKind::Neg: return -x;
+    case OpKind::Abs: return std::fabs(x);
+    case OpKind::Exp: return std::exp(x);
+    case OpKind::Log: return std::log(x);
+    case OpKind::Sqrt: return std::sqrt(x);
+    case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
+    case OpKind::Sin: return std::sin(x);
+    case OpKind::Cos: return std::cos(x);
+    case OpKind::Tanh: return std::tanh(x);
+    case OpKind::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case OpKind::Relu: return x < 0 ? 0.0 : x;  // NaN and -0.0 pass through
+    case OpKind::Erf: return std::erf(x);
+    case OpKind::Floor: return std::floor(x);
+    case OpKind::Ceil: return std::ceil(x);
+    default: break;
+  }
+  KILN_ASSERT(false, "unary_float called with a non-unary or non-float op");
+}
+
+int64_t unary_int(OpKind op, int64_t x) {
+  const auto u = static_cast<uint64_t>(x);
+  switch (op) {
+    case OpKind::Neg: return static_cast<int64_t>(0 - u);  // wraps at the minimum
+    case OpKind::Abs: return x < 0 ? static_cast<int64_t>(0 - u) : x;
+    case OpKind::Relu: return x < 0 ? 0 : x;
+    case OpKind::Not: return x == 0;
+    default: break;
+  }
+  KILN_ASSERT(false, "unary_int called with an op that has no integer meaning");
+}
+
+double binary_float(OpKind op, double a, double b) {
+  switch (op) {
+    case OpKind::Add: return a + b;
+    case OpKind::Sub: return a - b;
+    case OpKind::Mul: return a * b;
+    case OpKind::Div: return a / b;
+    case OpKind::Pow: return std::pow(a, b);
+    case OpKind::Max: return std::isnan(a) || std::isnan(b) ? NAN : (a > b ? a : b);
+    case OpKind::Min: return std::isnan(a) || std::isnan(b) ? NAN : (a < b ? a : b);
+    default: break;
+  }
+  KILN_ASSERT(false, "binary_float called with a non-arithmetic op");
+}
+
+static int64_t int_pow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp & 1) ? -1 : 1;
+    return 0;
+  }
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  for (auto e = static_cast<uint64_t>(exp); e; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return static_cast<int64_t>(result);
+}
+
+int64_t binary_int(OpKind op, int64_t a, int64_t b) {
+  const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+  switch (op) {
+    case OpKind::Add: return static_cast<int64_t>(ua + ub);
+    case OpKind::Sub: return static_cast<int64_t>(ua - ub);
+    case OpKind::Mul: return static_cast<int64_t>(ua * ub);
+    case OpKind::Pow: return int_pow(a, b);
+    case OpKind::Max: return a > b ? a : b;
+    case OpKind::Min: return a < b ? a : b;
+    case OpKind::And: return (a != 0) && (b != 0);
+    case OpKind::Or: return (a != 0) || (b != 0);
+    default: break;
+  }
+  KILN_ASSERT(false, "binary_int called with an op that has no integer meaning");
+}
+
+template <class T>
+static bool compare(OpKind op, T a, T b) {
+  switch (op) {
+    case OpKind::Eq: return a == b;
+    case OpKind::Ne: return a != b;
+    case OpKind::Lt: return a < b;
+    case OpKind::Le: return a <= b;
+    case OpKind::Gt: return a > b;
+    case OpKind::Ge: return a >= b;
+    default: break;
+  }
+  KILN_ASSERT(false, "compare called with a non-comparison op");
+}
+
+bool compare_float(OpKind op, double a, double b) { return compare(op, a, b); }
+bool compare_int(OpKind op, int64_t a, int64_t b) { return compare(op, a, b); }
+
+// "lowbias32" by Chris Wellons: a well-mixed 32-bit permutation.
+static uint32_t hash32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+double rand_uniform(int64_t seed, uint64_t index) {
+  const auto s = static_cast<uint64_t>(seed);
+  const uint32_t key = hash32(static_cast<uint32_t>(s) ^ hash32(static_cast<uint32_t>(s >> 32) ^ 0x9e3779b9U));
+  const uint32_t r = hash32(static_cast<uint32_t>(index) ^ hash32(static_cast<uint32_t>(index >> 32) ^ key));
+  return (static_cast<double>(r >> 8) + 0.5) * (1.0 / 16777216.0);
+}
+
+}  // namespace kiln::scalar

@@ -1,0 +1,69 @@
+// ir/shape.cpp - shapes, broadcasting and tensor type names.
+#include "kiln/ir/shape.h"
+
+#include <algorithm>
+
+#include "kiln/support/error.h"
+
+namespace kiln {
+
+Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::span(dims.begin(), dims.size())) {}
+
+Shape::Shape(std::span<const int64_t> dims) {
+  if (dims.size() > static_cast<size_t>(kMaxRank))
+    throw Error("rank " + std::to_string(dims.size()) + " exceeds kiln's maximum rank of " +
+                std::to_string(kMaxRank));
+  std::copy(dims.begin(), dims.end(), dims_.begin());
+  rank_ = static_cast<int>(dims.size());
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims()) n *= d;
+  return n;
+}
+
+void Shape::push_back(int64_t d) {
+  if (rank_ == kMaxRank)
+    throw Error("rank exceeds kiln's maximum rank of " + std::to_string(kMaxRank));
+  dims_[static_cast<size_t>(rank_++)] = d;
+}
+
+std::array<int64_t, Shape::kMaxRank> Shape::strides() const {
+  std::array<int64_t, kMaxRank> s{};
+  int64_t stride = 1;
+  for (int i = rank_ - 1; i >= 0; --i) {
+    s[static_cast<size_t>(i)] = stride;
+    stride *= dims_[static_cast<size_t>(i)];
+  }
+  return s;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank_; ++i) {
+    if (i) s += ',';
+    s += std::to_string(dims_[static_cast<size_t>(i)]);
+  }
+  return s + "]";
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+}
+
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  const int rank = std::max(a.rank(), b.rank());
+  Shape out;
+  for (int i = 0; i < rank; ++i) {
+    const int ia = i - (rank - a.rank()), ib = i - (rank - b.rank());
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out.push_back(da == 1 ? db : da);
+  }
+  return out;
+}
+
+std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape.str(); }
+
+}  // namespace kiln

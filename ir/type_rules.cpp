@@ -1,0 +1,324 @@
+// ir/type_rules.cpp - result types of every operation (NumPy broadcasting and promotion).
+//
+// Each rule returns the result type or a message naming the op and the offending types.
+// The verifier adds the source location; the frontend adds nothing, so the same message
+// reaches a user whether they wrote IR text or C++.
+#include "type_rules.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace kiln::rules {
+namespace {
+
+std::string quoted(OpKind op) { return fmt::format("'{}'", op_name(op)); }
+
+const AttrValue& attr(const TypeRuleInput& in, std::string_view name) {
+  const int i = attr_index(in.op, name);
+  KILN_ASSERT(i >= 0, "type rule reads an attribute its op's schema declares");
+  return in.attrs[static_cast<size_t>(i)];
+}
+
+Diagnostic fail(std::string message) { return make_error(std::move(message)); }
+
+std::string join_types(std::span<const TensorType> types, std::string_view sep) {
+  std::string s;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (i) s += sep;
+    s += types[i].str();
+  }
+  return s;
+}
+
+std::string ints_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+Expected<Shape> broadcast_all(const TypeRuleInput& in) {
+  Shape out = in.operands[0].shape;
+  for (size_t i = 1; i < in.operands.size(); ++i) {
+    auto b = broadcast_shapes(out, in.operands[i].shape);
+    if (!b)
+      return fail(fmt::format("{} operands {} cannot broadcast", quoted(in.op),
+                              join_types(in.operands, " and ")));
+    out = *b;
+  }
+  return out;
+}
+
+Status require(bool ok, std::string message) {
+  if (ok) return Status::ok();
+  return fail(std::move(message));
+}
+
+Status require_numeric(const TypeRuleInput& in) {
+  for (const TensorType& t : in.operands)
+    if (!is_numeric(t.dtype))
+      return fail(fmt::format("{} expects numeric operands, got {}", quoted(in.op), t.str()));
+  return Status::ok();
+}
+
+// A scalar attribute written for an element of `t`: integers need integral values.
+Status check_scalar_fits(const TypeRuleInput& in, const Scalar& s, DType t, std::string_view what) {
+  if (!is_float(t) && !s.is_int())
+    return fail(fmt::format("{} {} for {} must be an integer, got {}", quoted(in.op), what,
+                            dtype_name(t), format_scalar(s, DType::F64)));
+  return Status::ok();
+}
+
+#define KILN_TRY(expr)                             \
+  do {                                             \
+    if (Status st_ = (expr); !st_) return st_.error(); \
+  } while (false)
+
+}  // namespace
+
+Expected<TensorType> rule_given(const TypeRuleInput& in) { return *in.declared; }
+
+Expected<TensorType> rule_constant(const TypeRuleInput& in) {
+  const TensorType& t = *in.declared;
+  const AttrValue& value = attr(in, "value");
+  const AttrValue& data = attr(in, "data");
+  if (value.present == data.present)
+    return fail("'constant' needs exactly one of 'value' (a scalar for every element) or "
+                "'data' (one value per element)");
+  if (value.present) {
+    KILN_TRY(check_scalar_fits(in, value.scalar, t.dtype, "value"));
+    return t;
+  }
+  const auto n = static_cast<int64_t>(data.scalars->size());
+  if (n != t.shape.numel())
+    return fail(fmt::format("'constant' data has {} values but {} holds {}", n, t.str(),
+                            t.shape.numel()));
+  for (const Scalar& s : *data.scalars) KILN_TRY(check_scalar_fits(in, s, t.dtype, "data"));
+  return t;
+}
+
+Expected<TensorType> rule_arange(const TypeRuleInput& in) {
+  const TensorType& t = *in.declared;
+  KILN_TRY(require(t.shape.rank() == 1 && is_numeric(t.dtype),
+                   fmt::format("'arange' produces a 1-D numeric tensor, not {}", t.str())));
+  KILN_TRY(check_scalar_fits(in, attr(in, "start").scalar, t.dtype, "start"));
+  KILN_TRY(check_scalar_fits(in, attr(in, "step").scalar, t.dtype, "step"));
+  return t;
+}
+
+Expected<TensorType> rule_rand(const TypeRuleInput& in) {
+  KILN_TRY(require(is_float(in.declared->dtype),
+                   fmt::format("'rand' produces floating point, not {}", in.declared->str())));
+  return *in.declared;
+}
+
+Expected<TensorType> rule_unary_numeric(const TypeRuleInput& in) {
+  KILN_TRY(require_numeric(in));
+  return in.operands[0];
+}
+
+Expected<TensorType> rule_unary_float(const TypeRuleInput& in) {
+  const TensorType& t = in.operands[0];
+  KILN_TRY(require(is_float(t.dtype),
+                   fmt::format("{} expects a floating-point operand, got {} (cast it first)",
+                               quoted(in.op), t.str())));
+  return t;
+}
+
+Expected<TensorType> rule_unary_bool(const TypeRuleInput& in) {
+  const TensorType& t = in.operands[0];
+  KILN_TRY(require(is_bool(t.dtype),
+                   fmt::format("{} expects a bool operand, got {}", quoted(in.op), t.str())));
+  return t;
+}
+
+Expected<TensorType> rule_cast(const TypeRuleInput& in) {
+  const TensorType& from = in.operands[0];
+  KILN_TRY(require(from.shape == in.declared->shape,
+                   fmt::format("'cast' changes the element type only, not the shape: {} to {}",
+                               from.str(), in.declared->str())));
+  return *in.declared;
+}
+
+Expected<TensorType> rule_arith(const TypeRuleInput& in) {
+  KILN_TRY(require_numeric(in));
+  auto shape = broadcast_all(in);
+  if (!shape) return shape.error();
+  return TensorType{promote(in.operands[0].dtype, in.operands[1].dtype), *shape};
+}
+
+Expected<TensorType> rule_div(const TypeRuleInput& in) {
+  auto t = rule_arith(in);
+  if (t && !is_float(t->dtype)) t->dtype = DType::F64;  // true division, as NumPy's '/'
+  return t;
+}
+
+Expected<TensorType> rule_compare(const TypeRuleInput& in) {
+  auto shape = broadcast_all(in);
+  if (!shape) return shape.error();
+  return TensorType{DType::Bool, *shape};
+}
+
+Expected<TensorType> rule_logic(const TypeRuleInput& in) {
+  for (const TensorType& t : in.operands)
+    KILN_TRY(require(is_bool(t.dtype),
+                     fmt::format("{} expects bool operands, got {}", quoted(in.op), t.str())));
+  auto shape = broadcast_all(in);
+  if (!shape) return shape.error();
+  return TensorType{DType::Bool, *shape};
+}
+
+Expected<TensorType> rule_where(const TypeRuleInput& in) {
+  KILN_TRY(require(is_bool(in.operands[0].dtype),
+                   fmt::format("'where' condition must be bool, got {}", in.operands[0].str())));
+  auto shape = broadcast_all(in);
+  if (!shape) return shape.error();
+  return TensorType{promote(in.operands[1].dtype, in.operands[2].dtype), *shape};
+}
+
+Expected<TensorType> rule_reduce(const TypeRuleInput& in) {
+  const TensorType& x = in.operands[0];
+  const std::vector<int64_t>& axes = attr(in, "axes").ints;
+  const bool keepdim = attr(in, "keepdim").present;
+  const bool is_arg = in.op == OpKind::ArgMax || in.op == OpKind::ArgMin;
+  KILN_TRY(require(!axes.empty(), fmt::format("{} needs at least one axis", quoted(in.op))));
+  KILN_TRY(require(!is_arg || axes.size() == 1,
+                   fmt::format("{} reduces exactly one axis, got {}", quoted(in.op), ints_str(axes))));
+  for (size_t i = 0; i < axes.size(); ++i) {
+    KILN_TRY(require(axes[i] >= 0 && axes[i] < x.shape.rank(),
+                     fmt::format("{} axis {} is out of range for {}", quoted(in.op), axes[i], x.str())));
+    KILN_TRY(require(i == 0 || axes[i] > axes[i - 1],
+                     fmt::format("{} axes {} must be sorted and unique", quoted(in.op), ints_str(axes))));
+  }
+  const bool needs_element = in.op != OpKind::ReduceSum && in.op != OpKind::ReduceProd;
+  Shape out;
+  for (int d = 0; d < x.shape.rank(); ++d) {
+    const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (reduced && needs_element && x.shape[d] == 0)
+      return fail(fmt::format("{} of {} reduces an empty axis {}, which has no {}", quoted(in.op),
+                              x.str(), d, is_arg ? "position" : "identity"));
+    if (!reduced) out.push_back(x.shape[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  DType dtype = x.dtype;
+  if (is_arg) dtype = DType::I64;
+  else if (!needs_element && (is_bool(x.dtype) || x.dtype == DType::I32)) dtype = DType::I64;
+  return TensorType{dtype, out};
+}
+
+Expected<TensorType> rule_reshape(const TypeRuleInput& in) {
+  const TensorType &x = in.operands[0], &to = *in.declared;
+  KILN_TRY(require(x.dtype == to.dtype,
+                   fmt::format("'reshape' keeps the element type: {} to {}", x.str(), to.str())));
+  KILN_TRY(require(x.shape.numel() == to.shape.numel(),
+                   fmt::format("'reshape' cannot reshape {} ({} elements) to {} ({} elements)",
+                               x.str(), x.shape.numel(), to.str(), to.shape.numel())));
+  return to;
+}
+
+Expected<TensorType> rule_permute(const TypeRuleInput& in) {
+  const TensorType& x = in.operands[0];
+  const std::vector<int64_t>& perm = attr(in, "perm").ints;
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  bool ok = static_cast<int>(perm.size()) == x.shape.rank();
+  for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int64_t>(i);
+  KILN_TRY(require(ok, fmt::format("'permute' perm {} is not a permutation of the {} axes of {}",
+                                   ints_str(perm), x.shape.rank(), x.str())));
+  Shape out;
+  for (int64_t p : perm) out.push_back(x.shape[static_cast<int>(p)]);
+  return TensorType{x.dtype, out};
+}
+
+Expected<TensorType> rule_expand(const TypeRuleInput& in) {
+  const TensorType &x = in.operands[0], &to = *in.declared;
+  bool ok = x.dtype == to.dtype && x.shape.rank() <= to.shape.rank();
+  for (int i = 0; ok && i < x.shape.rank(); ++i) {
+    const int64_t d = x.shape[i], t = to.shape[i + to.shape.rank() - x.shape.rank()];
+    ok = d == t || d == 1;
+  }
+  KILN_TRY(require(ok, fmt::format("'expand' cannot broadcast {} to {}", x.str(), to.str())));
+  return to;
+}
+
+Expected<TensorType> rule_slice(const TypeRuleInput& in) {
+  const TensorType& x = in.operands[0];
+  const int rank = x.shape.rank();
+  const auto& start = attr(in, "start").ints;
+  const auto& stop = attr(in, "stop").ints;
+  const AttrValue& step_attr = attr(in, "step");
+  const std::vector<int64_t> step = step_attr.present ? step_attr.ints : std::vector<int64_t>(static_cast<size_t>(rank), 1);
+  KILN_TRY(require(static_cast<int>(start.size()) == rank && static_cast<int>(stop.size()) == rank &&
+                       static_cast<int>(step.size()) == rank,
+                   fmt::format("'slice' start, stop and step need one entry per axis of {}", x.str())));
+  Shape out;
+  for (int d = 0; d < rank; ++d) {
+    const auto i = static_cast<size_t>(d);
+    KILN_TRY(require(step[i] >= 1, fmt::format("'slice' step {} on axis {} must be at least 1", step[i], d)));
+    KILN_TRY(require(0 <= start[i] && start[i] <= stop[i] && stop[i] <= x.shape[d],
+                     fmt::format("'slice' range [{}, {}) on axis {} is outside 0..{} of {}", start[i],
+                                 stop[i], d, x.shape[d], x.str())));
+    out.push_back((stop[i] - start[i] + step[i] - 1) / step[i]);
+  }
+  return TensorType{x.dtype, out};
+}
+
+Expected<TensorType> rule_pad(const TypeRuleInput& in) {
+  const TensorType& x = in.operands[0];
+  const auto& low = attr(in, "low").ints;
+  const auto& high = attr(in, "high").ints;
+  const int rank = x.shape.rank();
+  KILN_TRY(require(static_cast<int>(low.size()) == rank && static_cast<int>(high.size()) == rank,
+                   fmt::format("'pad' low and high need one entry per axis of {}", x.str())));
+  if (attr(in, "value").present) KILN_TRY(check_scalar_fits(in, attr(in, "value").scalar, x.dtype, "value"));
+  Shape out;
+  for (int d = 0; d < rank; ++d) {
+    const auto i = static_cast<size_t>(d);
+    KILN_TRY(require(low[i] >= 0 && high[i] >= 0,
+                     fmt::format("'pad' amounts must be non-negative, got low {} high {}",
+                                 ints_str(low), ints_str(high))));
+    out.push_back(x.shape[d] + low[i] + high[i]);
+  }
+  return TensorType{x.dtype, out};
+}
+
+Expected<TensorType> rule_concat(const TypeRuleInput& in) {
+  const TensorType& first = in.operands[0];
+  const int64_t axis = attr(in, "axis").i;
+  KILN_TRY(require(axis >= 0 && axis < first.shape.rank(),
+                   fmt::format("'concat' axis {} is out of range for {}", axis, first.str())));
+  Shape out = first.shape;
+  DType dtype = first.dtype;
+  for (size_t k = 1; k < in.operands.size(); ++k) {
+    const TensorType& t = in.operands[k];
+    bool ok = t.shape.rank() == first.shape.rank();
+    for (int d = 0; ok && d < t.shape.rank(); ++d) ok = d == axis || t.shape[d] == first.shape[d];
+    KILN_TRY(require(ok, fmt::format("'concat' operands {} differ outside axis {}",
+                                     join_types(in.operands, " and "), axis)));
+    out[static_cast<int>(axis)] += t.shape[static_cast<int>(axis)];
+    dtype = promote(dtype, t.dtype);
+  }
+  return TensorType{dtype, out};
+}
+
+Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
+  const TensorType &a = in.operands[0], &b = in.operands[1];
+  KILN_TRY(require_numeric(in));
+  KILN_TRY(require(a.shape.rank() >= 2 && b.shape.rank() >= 2,
+                   fmt::format("'matmul' needs operands of rank 2 or more, got {} and {}", a.str(), b.str())));
+  const int ra = a.shape.rank(), rb = b.shape.rank();
+  KILN_TRY(require(a.shape[ra - 1] == b.shape[rb - 2],
+                   fmt::format("'matmul' contracting dims differ: {} and {} ({} vs {})", a.str(),
+                               b.str(), a.shape[ra - 1], b.shape[rb - 2])));
+  auto batch = broadcast_shapes(Shape(a.shape.dims().first(static_cast<size_t>(ra - 2))),
+                                Shape(b.shape.dims().first(static_cast<size_t>(rb - 2))));
+  KILN_TRY(require(batch.has_value(), fmt::format("'matmul' batch dims of {} and {} cannot broadcast",
+                                                 a.str(), b.str())));
+  Shape out = *batch;
+  out.push_back(a.shape[ra - 2]);
+  out.push_back(b.shape[rb - 1]);
+  return TensorType{promote(a.dtype, b.dtype), out};
+}
+
+bool needs_declared_type(TypeRule rule) {
+  return rule == &rule_given || rule == &rule_constant || rule == &rule_arange ||
+         rule == &rule_rand || rule == &rule_cast || rule == &rule_reshape || rule == &rule_expand;
+}
+
+}  // namespace kiln::rules

@@ -1,0 +1,35 @@
+// ir/type_rules.h - the type rules named in ops.def (internal to ir/).
+#pragma once
+
+#include "kiln/ir/op.h"
+
+namespace kiln::rules {
+
+#define KILN_RULE(name) Expected<TensorType> name(const TypeRuleInput& in);
+KILN_RULE(rule_given)
+KILN_RULE(rule_constant)
+KILN_RULE(rule_arange)
+KILN_RULE(rule_rand)
+KILN_RULE(rule_unary_numeric)
+KILN_RULE(rule_unary_float)
+KILN_RULE(rule_unary_bool)
+KILN_RULE(rule_cast)
+KILN_RULE(rule_arith)
+KILN_RULE(rule_div)
+KILN_RULE(rule_compare)
+KILN_RULE(rule_logic)
+KILN_RULE(rule_where)
+KILN_RULE(rule_reduce)
+KILN_RULE(rule_reshape)
+KILN_RULE(rule_permute)
+KILN_RULE(rule_expand)
+KILN_RULE(rule_slice)
+KILN_RULE(rule_pad)
+KILN_RULE(rule_concat)
+KILN_RULE(rule_matmul)
+#undef KILN_RULE
+
+/// Rules that need the declared result type (the ones that read `in.declared`).
+bool needs_declared_type(TypeRule rule);
+
+}  // namespace kiln::rules

@@ -1,0 +1,59 @@
+// runtime/host_tensor.cpp - element access for host tensors.
+#include "kiln/runtime/host_tensor.h"
+
+#include "kiln/ir/scalar_semantics.h"
+
+namespace kiln {
+
+HostTensor::HostTensor(TensorType type)
+    : type_(std::move(type)),
+      bytes_(static_cast<size_t>(type_.shape.numel()) * dtype_size(type_.dtype)) {}
+
+namespace {
+template <class T>
+T load(const std::byte* p, int64_t i) {
+  T v;
+  std::memcpy(&v, p + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+  return v;
+}
+template <class T>
+void store(std::byte* p, int64_t i, T v) {
+  std::memcpy(p + static_cast<size_t>(i) * sizeof(T), &v, sizeof(T));
+}
+}  // namespace
+
+double HostTensor::get_double(int64_t i) const {
+  switch (dtype()) {
+    case DType::F32: return load<float>(data(), i);
+    case DType::F64: return load<double>(data(), i);
+    default: return static_cast<double>(get_int(i));
+  }
+}
+
+int64_t HostTensor::get_int(int64_t i) const {
+  switch (dtype()) {
+    case DType::Bool: return load<uint8_t>(data(), i) != 0;
+    case DType::I32: return load<int32_t>(data(), i);
+    case DType::I64: return load<int64_t>(data(), i);
+    default: return scalar::float_to_int(DType::I64, get_double(i));
+  }
+}
+
+void HostTensor::set_double(int64_t i, double v) {
+  switch (dtype()) {
+    case DType::F32: store<float>(data(), i, static_cast<float>(v)); return;
+    case DType::F64: store<double>(data(), i, v); return;
+    default: set_int(i, scalar::float_to_int(dtype(), v)); return;
+  }
+}
+
+void HostTensor::set_int(int64_t i, int64_t v) {
+  switch (dtype()) {
+    case DType::Bool: store<uint8_t>(data(), i, v != 0); return;
+    case DType::I32: store<int32_t>(data(), i, static_cast<int32_t>(scalar::store_int(DType::I32, v))); return;
+    case DType::I64: store<int64_t>(data(), i, v); return;
+    default: set_double(i, static_cast<double>(v)); return;
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,424 @@
+// runtime/interpreter.cpp - the reference interpreter.
+//
+// Clarity over speed: every value is held in a wide domain (double for float types, int64
+// for integers and bool), every op is evaluated whole, broadcasts are materialized. What
+// each element means comes from kiln/ir/scalar_semantics.h, shared with constant folding.
+#include "kiln/runtime/interpreter.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "kiln/ir/scalar_semantics.h"
+
+namespace kiln {
+namespace {
+
+using Strides = std::array<int64_t, Shape::kMaxRank>;
+
+/// A value in the wide domain. Exactly one of `f` (float types) or `i` (integers, bool)
+/// holds the elements, already rounded or wrapped to `dtype`.
+struct Wide {
+  TensorType type;
+  std::vector<double> f;
+  std::vector<int64_t> i;
+
+  bool is_f() const { return is_float(type.dtype); }
+  int64_t numel() const { return type.shape.numel(); }
+};
+
+Wide make_wide(TensorType type) {
+  Wide w;
+  w.type = std::move(type);
+  const auto n = static_cast<size_t>(w.numel());
+  if (w.is_f()) w.f.assign(n, 0.0);
+  else w.i.assign(n, 0);
+  return w;
+}
+
+/// Calls fn(index, flat) for every multi-index of `shape` in row-major order.
+template <class F>
+void for_each_index(const Shape& shape, F&& fn) {
+  const int64_t n = shape.numel();
+  if (n == 0) return;
+  std::array<int64_t, Shape::kMaxRank> idx{};
+  for (int64_t flat = 0; flat < n; ++flat) {
+    fn(idx, flat);
+    for (int d = shape.rank() - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < shape[d]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+}
+
+int64_t dot(const std::array<int64_t, Shape::kMaxRank>& idx, const Strides& strides, int rank) {
+  int64_t off = 0;
+  for (int d = 0; d < rank; ++d) off += idx[static_cast<size_t>(d)] * strides[static_cast<size_t>(d)];
+  return off;
+}
+
+/// out[idx] = src[offset + idx . strides]: every view (broadcast, permute, slice) is one.
+Wide gather(const Wide& src, TensorType out_type, int64_t offset, const Strides& strides) {
+  Wide out = make_wide(std::move(out_type));
+  const int rank = out.type.shape.rank();
+  for_each_index(out.type.shape, [&](const auto& idx, int64_t flat) {
+    const auto from = static_cast<size_t>(offset + dot(idx, strides, rank));
+    if (out.is_f()) out.f[static_cast<size_t>(flat)] = src.f[from];
+    else out.i[static_cast<size_t>(flat)] = src.i[from];
+  });
+  return out;
+}
+
+/// `v` broadcast (NumPy rules, already verified) to `shape`.
+Wide broadcast_to(const Wide& v, const Shape& shape) {
+  if (v.type.shape == shape) return v;
+  const Strides src = v.type.shape.strides();
+  Strides s{};
+  const int shift = shape.rank() - v.type.shape.rank();
+  for (int d = 0; d < v.type.shape.rank(); ++d)
+    s[static_cast<size_t>(d + shift)] = v.type.shape[d] == 1 ? 0 : src[static_cast<size_t>(d)];
+  return gather(v, TensorType{v.type.dtype, shape}, 0, s);
+}
+
+/// `v` converted to element type `t` with the semantics of the `cast` op.
+Wide convert(const Wide& v, DType t) {
+  if (v.type.dtype == t) return v;
+  Wide out = make_wide(TensorType{t, v.type.shape});
+  const auto n = static_cast<size_t>(v.numel());
+  for (size_t k = 0; k < n; ++k) {
+    if (out.is_f()) out.f[k] = scalar::store_float(t, v.is_f() ? v.f[k] : static_cast<double>(v.i[k]));
+    else out.i[k] = v.is_f() ? scalar::float_to_int(t, v.f[k]) : scalar::store_int(t, v.i[k]);
+  }
+  return out;
+}
+
+/// Operand `k` of an elementwise node, broadcast to the result shape and converted to `t`.
+Wide operand_as(const Wide& v, const Shape& shape, DType t) { return convert(broadcast_to(v, shape), t); }
+
+Wide eval_source(const Node& n) {
+  Wide out = make_wide(n.type);
+  const DType t = n.type.dtype;
+  const auto numel = static_cast<size_t>(out.numel());
+  auto put = [&](size_t k, const Scalar& s) {
+    if (out.is_f()) out.f[k] = scalar::store_float(t, s.as_double());
+    else out.i[k] = s.is_int() ? scalar::store_int(t, s.as_int()) : scalar::float_to_int(t, s.as_double());
+  };
+  switch (n.op) {
+    case OpKind::Constant:
+      if (n.attr("value").present) {
+        for (size_t k = 0; k < numel; ++k) put(k, n.attr("value").scalar);
+      } else {
+        for (size_t k = 0; k < numel; ++k) put(k, (*n.attr("data").scalars)[k]);
+      }
+      break;
+    case OpKind::Arange: {
+      const Scalar start = n.attr("start").scalar, step = n.attr("step").scalar;
+      for (size_t k = 0; k < numel; ++k) {
+        if (out.is_f()) out.f[k] = scalar::store_float(t, start.as_double() + static_cast<double>(k) * step.as_double());
+        else out.i[k] = scalar::store_int(t, static_cast<int64_t>(static_cast<uint64_t>(start.as_int()) + k * static_cast<uint64_t>(step.as_int())));
+      }
+      break;
+    }
+    case OpKind::Rand:
+      for (size_t k = 0; k < numel; ++k) out.f[k] = scalar::store_float(t, scalar::rand_uniform(n.attr("seed").i, k));
+      break;
+    default: KILN_ASSERT(false, "eval_source called with a source op");
+  }
+  return out;
+}
+
+Wide eval_elementwise(const Node& n, const std::vector<const Wide*>& args) {
+  const TensorType& rt = n.type;
+  const auto numel = static_cast<size_t>(rt.shape.numel());
+  const OpKind op = n.op;
+  if (op == OpKind::Cast) return convert(*args[0], rt.dtype);
+  Wide out = make_wide(rt);
+
+  if (n.operands.size() == 1) {
+    const Wide a = operand_as(*args[0], rt.shape, rt.dtype);
+    for (size_t k = 0; k < numel; ++k) {
+      if (out.is_f()) out.f[k] = scalar::store_float(rt.dtype, scalar::unary_float(op, a.f[k]));
+      else out.i[k] = scalar::store_int(rt.dtype, scalar::unary_int(op, a.i[k]));
+    }
+    return out;
+  }
+  if (op == OpKind::Where) {
+    const Wide c = operand_as(*args[0], rt.shape, DType::Bool);
+    const Wide a = operand_as(*args[1], rt.shape, rt.dtype), b = operand_as(*args[2], rt.shape, rt.dtype);
+    for (size_t k = 0; k < numel; ++k) {
+      if (out.is_f()) out.f[k] = c.i[k] ? a.f[k] : b.f[k];
+      else out.i[k] = c.i[k] ? a.i[k] : b.i[k];
+    }
+    return out;
+  }
+  // Binary: comparisons compute in the operands' promoted type, the rest in the result's.
+  const bool is_compare = rt.dtype == DType::Bool && op != OpKind::And && op != OpKind::Or;
+  const DType domain = is_compare ? promote(args[0]->type.dtype, args[1]->type.dtype) : rt.dtype;
+  const Wide a = operand_as(*args[0], rt.shape, domain), b = operand_as(*args[1], rt.shape, domain);
+  const bool fd = is_float(domain);
+  for (size_t k = 0; k < numel; ++k) {
+    if (is_compare) out.i[k] = fd ? scalar::compare_float(op, a.f[k], b.f[k]) : scalar::compare_int(op, a.i[k], b.i[k]);
+    else if (fd) out.f[k] = scalar::store_float(rt.dtype, scalar::binary_float(op, a.f[k], b.f[k]));
+    else out.i[k] = scalar::store_int(rt.dtype, scalar::binary_int(op, a.i[k], b.i[k]));
+  }
+  return out;
+}
+
+Wide eval_reduce(const Node& n, const Wide& x) {
+  const auto& axes = n.attr("axes").ints;
+  const Shape& in_shape = x.type.shape;
+  const int rank = in_shape.rank();
+  // Strides that map an input index to its output element (0 along reduced axes).
+  Strides to_out{};
+  {
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (std::find(axes.begin(), axes.end(), d) != axes.end()) continue;
+      to_out[static_cast<size_t>(d)] = stride;
+      stride *= in_shape[d];
+    }
+  }
+  Wide out = make_wide(n.type);
+  const auto count = static_cast<size_t>(out.numel());
+  const OpKind op = n.op;
+  const bool fx = x.is_f();
+  switch (op) {
+    case OpKind::ReduceSum: {
+      // Neumaier-compensated double sums: the oracle must beat any backend's accuracy.
+      std::vector<double> sum(count, 0.0), comp(count, 0.0);
+      std::vector<int64_t> isum(count, 0);
+      for_each_index(in_shape, [&](const auto& idx, int64_t flat) {
+        const auto o = static_cast<size_t>(dot(idx, to_out, rank));
+        const auto k = static_cast<size_t>(flat);
+        if (!fx) {
+          isum[o] = static_cast<int64_t>(static_cast<uint64_t>(isum[o]) + static_cast<uint64_t>(x.i[k]));
+          return;
+        }
+        const double v = x.f[k], t = sum[o] + v;
+        comp[o] += std::fabs(sum[o]) >= std::fabs(v) ? (sum[o] - t) + v : (v - t) + sum[o];
+        sum[o] = t;
+      });
+      for (size_t o = 0; o < count; ++o) {
+        if (out.is_f()) out.f[o] = scalar::store_float(n.type.dtype, sum[o] + comp[o]);
+        else out.i[o] = scalar::store_int(n.type.dtype, isum[o]);
+      }
+      return out;
+    }
+    case OpKind::ReduceProd: {
+      std::vector<double> prod(count, 1.0);
+      std::vector<int64_t> iprod(count, 1);
+      for_each_index(in_shape, [&](const auto& idx, int64_t flat) {
+        const auto o = static_cast<size_t>(dot(idx, to_out, rank));
+        const auto k = static_cast<size_t>(flat);
+        if (fx) prod[o] *= x.f[k];
+        else iprod[o] = scalar::binary_int(OpKind::Mul, iprod[o], x.i[k]);
+      });
+      for (size_t o = 0; o < count; ++o) {
+        if (out.is_f()) out.f[o] = scalar::store_float(n.type.dtype, prod[o]);
+        else out.i[o] = scalar::store_int(n.type.dtype, iprod[o]);
+      }
+      return out;
+    }
+    default: break;
+  }
+  // max, min, argmax, argmin: the first extreme element wins; NaN beats every number.
+  const bool is_max = op == OpKind::ReduceMax || op == OpKind::ArgMax;
+  const bool is_arg = op == OpKind::ArgMax || op == OpKind::ArgMin;
+  const auto axis = static_cast<size_t>(axes[0]);
+  std::vector<double> best(count, 0.0);
+  std::vector<int64_t> ibest(count, 0), where(count, 0);
+  std::vector<bool> seen(count, false);
+  for_each_index(in_shape, [&](const auto& idx, int64_t flat) {
+    const auto o = static_cast<size_t>(dot(idx, to_out, rank));
+    const auto k = static_cast<size_t>(flat);
+    bool better;
+    if (!seen[o]) {
+      better = true;
+    } else if (fx) {
+      const double v = x.f[k], b = best[o];
+      better = !std::isnan(b) && (std::isnan(v) || (is_max ? v > b : v < b));
+    } else {
+      better = is_max ? x.i[k] > ibest[o] : x.i[k] < ibest[o];
+    }
+    if (better) {
+      seen[o] = true;
+      if (fx) best[o] = x.f[k];
+      else ibest[o] = x.i[k];
+      where[o] = idx[axis];
+    }
+  });
+  for (size_t o = 0; o < count; ++o) {
+    if (is_arg) out.i[o] = where[o];
+    else if (out.is_f()) out.f[o] = best[o];
+    else out.i[o] = ibest[o];
+  }
+  return out;
+}
+
+Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
+  const Wide& x = *args[0];
+  const Strides xs = x.type.shape.strides();
+  const int rank = x.type.shape.rank();
+  switch (n.op) {
+    case OpKind::Reshape: {
+      Wide out = x;
+      out.type = n.type;
+      return out;
+    }
+    case OpKind::Expand: return broadcast_to(x, n.type.shape);
+    case OpKind::Permute: {
+      const auto& perm = n.attr("perm").ints;
+      Strides s{};
+      for (size_t k = 0; k < perm.size(); ++k) s[k] = xs[static_cast<size_t>(perm[k])];
+      return gather(x, n.type, 0, s);
+    }
+    case OpKind::Slice: {
+      const auto& start = n.attr("start").ints;
+      const AttrValue& step = n.attr("step");
+      int64_t offset = 0;
+      Strides s{};
+      for (size_t d = 0; d < static_cast<size_t>(rank); ++d) {
+        offset += start[d] * xs[d];
+        s[d] = xs[d] * (step.present ? step.ints[d] : 1);
+      }
+      return gather(x, n.type, offset, s);
+    }
+    case OpKind::Pad: {
+      Wide out = make_wide(n.type);
+      const AttrValue& value = n.attr("value");
+      if (value.present) {
+        if (out.is_f()) std::fill(out.f.begin(), out.f.end(), value.scalar.as_double());
+        else std::fill(out.i.begin(), out.i.end(), value.scalar.as_int());
+      }
+      const auto& low = n.attr("low").ints;
+      const Strides os = n.type.shape.strides();
+      int64_t base = 0;
+      for (size_t d = 0; d < static_cast<size_t>(rank); ++d) base += low[d] * os[d];
+      for_each_index(x.type.shape, [&](const auto& idx, int64_t flat) {
+        const auto to = static_cast<size_t>(base + dot(idx, os, rank));
+        if (out.is_f()) out.f[to] = x.f[static_cast<size_t>(flat)];
+        else out.i[to] = x.i[static_cast<size_t>(flat)];
+      });
+      return out;
+    }
+    case OpKind::Concat: {
+      Wide out = make_wide(n.type);
+      const auto axis = static_cast<size_t>(n.attr("axis").i);
+      const Strides os = n.type.shape.strides();
+      int64_t along = 0;
+      for (const Wide* arg : args) {
+        const Wide part = convert(*arg, n.type.dtype);
+        const int64_t base = along * os[axis];
+        for_each_index(part.type.shape, [&](const auto& idx, int64_t flat) {
+          const auto to = static_cast<size_t>(base + dot(idx, os, rank));
+          if (out.is_f()) out.f[to] = part.f[static_cast<size_t>(flat)];
+          else out.i[to] = part.i[static_cast<size_t>(flat)];
+        });
+        along += part.type.shape[static_cast<int>(axis)];
+      }
+      return out;
+    }
+    default: KILN_ASSERT(false, "eval_movement called with a movement op");
+  }
+}
+
+Wide eval_matmul(const Node& n, const Wide& a0, const Wide& b0) {
+  const Shape& os = n.type.shape;
+  const int r = os.rank();
+  const int64_t m = os[r - 2], nn = os[r - 1];
+  const int64_t k = a0.type.shape[a0.type.shape.rank() - 1];
+  // Broadcast both operands over the result's batch dims.
+  Shape a_shape(os.dims().first(static_cast<size_t>(r - 2))), b_shape = a_shape;
+  a_shape.push_back(m);
+  a_shape.push_back(k);
+  b_shape.push_back(k);
+  b_shape.push_back(nn);
+  const Wide a = operand_as(a0, a_shape, n.type.dtype), b = operand_as(b0, b_shape, n.type.dtype);
+  Wide out = make_wide(n.type);
+  const int64_t batches = m * nn == 0 ? 0 : out.numel() / (m * nn);
+  using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    if (out.is_f()) {
+      Eigen::Map<const Mat> am(a.f.data() + bi * m * k, m, k), bm(b.f.data() + bi * k * nn, k, nn);
+      Eigen::Map<Mat> cm(out.f.data() + bi * m * nn, m, nn);
+      cm.noalias() = am * bm;
+      for (double& v : std::span(out.f).subspan(static_cast<size_t>(bi * m * nn), static_cast<size_t>(m * nn)))
+        v = scalar::store_float(n.type.dtype, v);
+    } else {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < nn; ++j) {
+          int64_t acc = 0;
+          for (int64_t p = 0; p < k; ++p)
+            acc = scalar::binary_int(OpKind::Add, acc,
+                                     scalar::binary_int(OpKind::Mul, a.i[static_cast<size_t>(bi * m * k + i * k + p)],
+                                                        b.i[static_cast<size_t>(bi * k * nn + p * nn + j)]));
+          out.i[static_cast<size_t>(bi * m * nn + i * nn + j)] = scalar::store_int(n.type.dtype, acc);
+        }
+    }
+  }
+  return out;
+}
+
+Wide from_host(const HostTensor& t) {
+  Wide w = make_wide(t.type());
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (w.is_f()) w.f[static_cast<size_t>(k)] = t.get_double(k);
+    else w.i[static_cast<size_t>(k)] = t.get_int(k);
+  }
+  return w;
+}
+
+HostTensor to_host(const Wide& w) {
+  HostTensor t(w.type);
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (w.is_f()) t.set_double(k, w.f[static_cast<size_t>(k)]);
+    else t.set_int(k, w.i[static_cast<size_t>(k)]);
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> inputs) {
+  if (inputs.size() != g.inputs().size())
+    throw Error(fmt::format("graph @{} takes {} inputs, got {}", g.name(), g.inputs().size(), inputs.size()));
+  // Free every value after its last use: the oracle runs workload-sized graphs too.
+  std::vector<size_t> last_use(g.size(), 0);
+  for (size_t id = 0; id < g.size(); ++id)
+    for (ValueId v : g.nodes()[id].operands) last_use[v] = id;
+  for (ValueId v : g.outputs()) last_use[v] = g.size();
+
+  std::vector<Wide> values(g.size());
+  size_t next_input = 0;
+  std::vector<const Wide*> args;
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.nodes()[id];
+    args.clear();
+    for (ValueId v : n.operands) args.push_back(&values[v]);
+    switch (n.info().category) {
+      case OpCategory::Source:
+        if (n.op == OpKind::Input) {
+          const HostTensor& in = inputs[next_input++];
+          if (!(in.type() == n.type))
+            throw Error(fmt::format("input %{} of graph @{} expects {}, got {}", n.name, g.name(),
+                                    n.type.str(), in.type().str()));
+          values[id] = from_host(in);
+        } else {
+          values[id] = eval_source(n);
+        }
+        break;
+      case OpCategory::Elementwise: values[id] = eval_elementwise(n, args); break;
+      case OpCategory::Reduce: values[id] = eval_reduce(n, *args[0]); break;
+      case OpCategory::Movement: values[id] = eval_movement(n, args); break;
+      case OpCategory::Matmul: values[id] = eval_matmul(n, *args[0], *args[1]); break;
+    }
+    for (ValueId v : n.operands)
+      if (last_use[v] == id) values[v] = Wide{};
+  }
+  std::vector<HostTensor> outputs;
+  for (ValueId v : g.outputs()) outputs.push_back(to_host(values[v]));
+  return outputs;
+}
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+// tools/kiln/cli_common.cpp - file input and output shared by the commands.
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include "commands.h"
+#include "kiln/ir/text.h"
+
+namespace kiln::cli {
+
+std::string read_input(const std::string& path) {
+  if (path == "-") return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": error: cannot open file");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text << std::flush;
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !(out << text)) throw Error(path + ": error: cannot write file");
+}
+
+Graph load_graph(const std::string& path) {
+  const std::string text = read_input(path);
+  return parse_and_verify(text, path == "-" ? "<stdin>" : path).take();
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,40 @@
+// tools/kiln/commands.h - the subcommands of the `kiln` tool.
+//
+// Each command registers its options on a CLI11 subcommand and returns the exit status when
+// run. Errors are reported as one line on stderr (`file:line:col: error: ...`) and exit 1.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/host_tensor.h"
+
+namespace kiln::cli {
+
+/// A registered subcommand and what runs it once its options are parsed.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+Command add_opt_command(CLI::App& app);
+Command add_run_command(CLI::App& app);
+Command add_dot_command(CLI::App& app);
+
+/// The contents of `path`, or of stdin for "-". Throws kiln::Error.
+std::string read_input(const std::string& path);
+/// Writes `text` to `path`, or to stdout for "" or "-". Throws kiln::Error.
+void write_output(const std::string& path, const std::string& text);
+/// Parses and verifies the single graph in `path`. Throws kiln::Error with the diagnostic.
+Graph load_graph(const std::string& path);
+
+/// "min=... max=... mean=..." for a tensor (NaN-aware; empty tensors say so).
+std::string summarize(const HostTensor& t);
+/// The values in NumPy's nested-bracket layout; above `threshold` elements, only the first
+/// and last 3 of each axis are shown.
+std::string format_values(const HostTensor& t, int64_t threshold = 1000);
+
+}  // namespace kiln::cli

@@ -1,0 +1,73 @@
+// tools/kiln/value_format.cpp - tensors as text, in NumPy's layout.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string element(const HostTensor& t, int64_t k) {
+  if (is_bool(t.dtype())) return t.get_int(k) ? "True" : "False";
+  if (is_integer(t.dtype())) return std::to_string(t.get_int(k));
+  const double v = t.get_double(k);
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  return fmt::format("{:.6g}", v);
+}
+
+void format_axis(const HostTensor& t, int axis, int64_t offset, bool summarize, int indent,
+                 std::string& out) {
+  const Shape& s = t.shape();
+  const auto strides = s.strides();
+  out += '[';
+  const int64_t n = s[axis];
+  const bool cut = summarize && n > 6;
+  for (int64_t i = 0; i < n; ++i) {
+    if (cut && i == 3) {
+      out += axis + 1 == s.rank() ? "..., " : "...,\n" + std::string(static_cast<size_t>(indent + 1), ' ');
+      i = n - 3;
+    }
+    const int64_t at = offset + i * strides[static_cast<size_t>(axis)];
+    if (axis + 1 == s.rank()) out += element(t, at);
+    else format_axis(t, axis + 1, at, summarize, indent + 1, out);
+    if (i + 1 < n) {
+      if (axis + 1 == s.rank()) out += ", ";
+      else out += ",\n" + std::string(static_cast<size_t>(s.rank() - axis - 2), '\n') + std::string(static_cast<size_t>(indent + 1), ' ');
+    }
+  }
+  out += ']';
+}
+
+}  // namespace
+
+std::string summarize(const HostTensor& t) {
+  if (t.numel() == 0) return "(empty)";
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t nans = 0;
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    const double v = t.get_double(k);
+    if (std::isnan(v)) {
+      ++nans;
+      continue;
+    }
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+  }
+  const int64_t n = t.numel() - nans;
+  std::string s = n ? fmt::format("min={:.6g} max={:.6g} mean={:.6g}", lo, hi, sum / static_cast<double>(n))
+                    : std::string("all nan");
+  if (nans && n) s += fmt::format(" nan={}", nans);
+  return s;
+}
+
+std::string format_values(const HostTensor& t, int64_t threshold) {
+  if (t.shape().rank() == 0) return element(t, 0);
+  std::string out;
+  format_axis(t, 0, 0, t.numel() > threshold, 0, out);
+  return out;
+}
+
+}  // namespace kiln::cli
