@@ -30,7 +30,6 @@ if(KILN_BUILD_TESTS)
   find_package(GTest REQUIRED)
   find_package(benchmark REQUIRED)
   find_program(KILN_FILECHECK FileCheck HINTS ${LLVM_TOOLS_BINARY_DIR} REQUIRED)
-  find_program(KILN_NOT not HINTS ${LLVM_TOOLS_BINARY_DIR} NO_DEFAULT_PATH REQUIRED)
   find_file(KILN_LIT lit.py HINTS /usr/lib/llvm-19/build/utils/lit REQUIRED)
   # Debian's python3 (it has numpy for the .npy test); a pyenv one may be first on PATH.
   find_program(KILN_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH REQUIRED)

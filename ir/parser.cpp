@@ -61,6 +61,8 @@ class Parser {
   std::optional<Diagnostic> err_;
   Graph graph_;
   std::unordered_map<std::string, std::pair<ValueId, SourceLoc>> names_;
+  std::vector<SourceLoc> return_locs_;
+  std::vector<TensorType> results_;
 };
 
 bool Parser::parse_int(int64_t& out, std::string_view what) {
@@ -259,10 +261,8 @@ bool Parser::parse_return(const std::vector<TensorType>& results, SourceLoc resu
   if (outputs.size() != results.size())
     return fail(ret.loc, fmt::format("'return' gives {} values but the signature at line {} declares {}",
                                      outputs.size(), results_loc.line, results.size()));
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (!(graph_.type(outputs[i]) == results[i]))
-      return fail(locs[i], fmt::format("returned value has type {} but the signature declares {}",
-                                       graph_.type(outputs[i]).str(), results[i].str()));
+  return_locs_ = std::move(locs);
+  results_ = results;
   graph_.set_outputs(std::move(outputs));
   return expect(Tok::RBrace, "'}' after 'return'");
 }
@@ -313,6 +313,16 @@ Expected<Graph> Parser::parse() {
     return true;
   };
   if (!run()) return *err_;
+  // Types are checked only now, so that an error points at the node that is wrong rather
+  // than at a 'return' whose value merely inherits the wrong type.
+  if (Status st = verify(graph_); !st) return st.error();
+  for (size_t i = 0; i < results_.size(); ++i) {
+    const TensorType& t = graph_.type(graph_.outputs()[i]);
+    if (!(t == results_[i]))
+      return Diagnostic{file_, return_locs_[i],
+                        fmt::format("returned value has type {} but the signature declares {}",
+                                    t.str(), results_[i].str())};
+  }
   return std::move(graph_);
 }
 
@@ -320,13 +330,6 @@ Expected<Graph> Parser::parse() {
 
 Expected<Graph> parse_graph(std::string_view text, std::string_view file, int first_line) {
   return Parser(text, file, first_line).parse();
-}
-
-Expected<Graph> parse_and_verify(std::string_view text, std::string_view file, int first_line) {
-  auto g = parse_graph(text, file, first_line);
-  if (!g) return g;
-  if (Status st = verify(*g); !st) return st.error();
-  return g;
 }
 
 std::vector<TextChunk> split_input(std::string_view text) {

@@ -138,7 +138,8 @@ double rand_uniform(int64_t seed, uint64_t index) {
   const auto s = static_cast<uint64_t>(seed);
   const uint32_t key = hash32(static_cast<uint32_t>(s) ^ hash32(static_cast<uint32_t>(s >> 32) ^ 0x9e3779b9U));
   const uint32_t r = hash32(static_cast<uint32_t>(index) ^ hash32(static_cast<uint32_t>(index >> 32) ^ key));
-  return (static_cast<double>(r >> 8) + 0.5) * (1.0 / 16777216.0);
+  // (2m + 1) / 2^24 with m < 2^23: odd numerators below 2^24 are exact in f32.
+  return static_cast<double>(2 * (r >> 9) + 1) * (1.0 / 16777216.0);
 }
 
 }  // namespace kiln::scalar

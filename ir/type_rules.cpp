@@ -53,8 +53,16 @@ Status require(bool ok, std::string message) {
 Status require_numeric(const TypeRuleInput& in) {
   for (const TensorType& t : in.operands)
     if (!is_numeric(t.dtype))
-      return fail(fmt::format("{} expects numeric operands, got {}", quoted(in.op), t.str()));
+      return fail(fmt::format("{} expects a numeric operand, got {}", quoted(in.op), t.str()));
   return Status::ok();
+}
+
+// Arithmetic accepts bool mixed with a number (True + 0.5 is 1.5, as in NumPy) but not
+// bool with bool, whose NumPy meaning (logical or for add) belongs to the logic ops.
+Status require_numeric_result(const TypeRuleInput& in, DType promoted) {
+  if (is_numeric(promoted)) return Status::ok();
+  return fail(fmt::format("{} expects a numeric operand, got {} (use the logic ops on bool)",
+                          quoted(in.op), join_types(in.operands, " and ")));
 }
 
 // A scalar attribute written for an element of `t`: integers need integral values.
@@ -137,10 +145,11 @@ Expected<TensorType> rule_cast(const TypeRuleInput& in) {
 }
 
 Expected<TensorType> rule_arith(const TypeRuleInput& in) {
-  KILN_TRY(require_numeric(in));
+  const DType dtype = promote(in.operands[0].dtype, in.operands[1].dtype);
+  KILN_TRY(require_numeric_result(in, dtype));
   auto shape = broadcast_all(in);
   if (!shape) return shape.error();
-  return TensorType{promote(in.operands[0].dtype, in.operands[1].dtype), *shape};
+  return TensorType{dtype, *shape};
 }
 
 Expected<TensorType> rule_div(const TypeRuleInput& in) {
@@ -299,7 +308,7 @@ Expected<TensorType> rule_concat(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
-  KILN_TRY(require_numeric(in));
+  KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));
   KILN_TRY(require(a.shape.rank() >= 2 && b.shape.rank() >= 2,
                    fmt::format("'matmul' needs operands of rank 2 or more, got {} and {}", a.str(), b.str())));
   const int ra = a.shape.rank(), rb = b.shape.rank();

@@ -26,7 +26,7 @@ void write_output(const std::string& path, const std::string& text) {
 
 Graph load_graph(const std::string& path) {
   const std::string text = read_input(path);
-  return parse_and_verify(text, path == "-" ? "<stdin>" : path).take();
+  return parse_graph(text, path == "-" ? "<stdin>" : path).take();
 }
 
 }  // namespace kiln::cli

@@ -26,13 +26,13 @@ Command add_opt_command(CLI::App& app) {
             const std::string text = read_input(opts->input);
             const std::string file = opts->input == "-" ? "<stdin>" : opts->input;
             if (!opts->split) {
-              write_output(opts->output, print_graph(parse_and_verify(text, file).take()));
+              write_output(opts->output, print_graph(parse_graph(text, file).take()));
               return 0;
             }
             std::string out;
             bool failed = false;
             for (const TextChunk& chunk : split_input(text)) {
-              auto g = parse_and_verify(chunk.text, file, chunk.first_line);
+              auto g = parse_graph(chunk.text, file, chunk.first_line);
               if (!out.empty()) out += "// -----\n";
               if (g) {
                 out += print_graph(*g);

@@ -36,8 +36,9 @@ int64_t binary_int(OpKind op, int64_t a, int64_t b);
 bool compare_float(OpKind op, double a, double b);
 bool compare_int(OpKind op, int64_t a, int64_t b);
 
-/// The `rand` op: element `index` of a stream seeded with `seed`, uniform in (0, 1) with
-/// 24 random bits, so f32 and f64 hold exactly the same numbers. Built from 32-bit integer
+/// The `rand` op: element `index` of a stream seeded with `seed`, uniform in (0, 1): the
+/// 2^23 values (2m + 1) / 2^24, which f32 and f64 both hold exactly, so every float type
+/// draws the same numbers. Built from 32-bit integer
 /// hashing only, which every backend (LLVM, GLSL, OpenCL C) can reproduce bit for bit.
 double rand_uniform(int64_t seed, uint64_t index);
 

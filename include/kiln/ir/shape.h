@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kiln/ir/dtype.h"
+#include "kiln/support/error.h"
 
 namespace kiln {
 

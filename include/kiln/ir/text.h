@@ -21,14 +21,10 @@ namespace kiln {
 /// The text form of `g`. Unnamed values get fresh names that collide with no given name.
 std::string print_graph(const Graph& g);
 
-/// Parses one graph; syntax errors carry `file:line:col`. The result is not yet verified.
-/// `first_line` shifts reported lines (for chunks of a split file).
+/// Parses and verifies one graph; errors carry `file:line:col` and say what was found and
+/// what was expected. `first_line` shifts reported lines (for chunks of a split file).
 Expected<Graph> parse_graph(std::string_view text, std::string_view file = "<stdin>",
                             int first_line = 1);
-
-/// Parses and verifies.
-Expected<Graph> parse_and_verify(std::string_view text, std::string_view file = "<stdin>",
-                                 int first_line = 1);
 
 /// Checks every invariant of a graph: SSA order, arity, attributes, the type rule of every
 /// node against its declared type, and outputs. Errors point at the node's source location.

@@ -1,0 +1,14 @@
+# lit configuration for kiln's IR tests: every *.kir file under tests/ir runs its RUN lines
+# with `kiln`, `FileCheck` and `not` from this build and LLVM 19.
+import os
+import lit.formats
+
+config.name = "kiln-ir"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".kir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(os.path.dirname(config.kiln_bin_dir), "tests", "ir")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in"]
+config.substitutions.append(("%kiln", os.path.join(config.kiln_bin_dir, "kiln")))
+config.substitutions.append(("FileCheck", config.filecheck))
+config.environment["FILECHECK_OPTS"] = "--dump-input=fail"

@@ -1,0 +1,418 @@
+// Every op on the reference interpreter against hand-computed values.
+//
+// The interpreter is the oracle for every backend, so it is checked here by hand. Each
+// test names the ops it covers with COVERS(...); EveryOpIsCovered fails until a newly added
+// op in ops.def has a test here.
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::eval;
+using test::run;
+
+std::set<OpKind>& covered() {
+  static std::set<OpKind> ops;
+  return ops;
+}
+struct Cover {
+  Cover(std::initializer_list<OpKind> ops) { covered().insert(ops.begin(), ops.end()); }
+};
+#define COVERS(name, ...) const Cover cover_##name{__VA_ARGS__};
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// Element-wise comparison that treats NaN == NaN and checks the type.
+void expect_values(const HostTensor& t, const TensorType& type, const std::vector<double>& want,
+                   double tol = 0) {
+  ASSERT_EQ(t.type(), type) << "got " << t.type().str();
+  ASSERT_EQ(static_cast<size_t>(t.numel()), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    const double got = t.get_double(static_cast<int64_t>(k));
+    if (std::isnan(want[k])) EXPECT_TRUE(std::isnan(got)) << "element " << k;
+    else if (tol == 0) EXPECT_EQ(got, want[k]) << "element " << k;
+    else EXPECT_NEAR(got, want[k], tol * std::max(1.0, std::fabs(want[k]))) << "element " << k;
+  }
+}
+
+void expect_ints(const HostTensor& t, const TensorType& type, const std::vector<int64_t>& want) {
+  ASSERT_EQ(t.type(), type) << "got " << t.type().str();
+  ASSERT_EQ(static_cast<size_t>(t.numel()), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(t.get_int(static_cast<int64_t>(k)), want[k]) << "element " << k;
+}
+
+const TensorType F32(Shape s) { return {DType::F32, s}; }
+const TensorType F64(Shape s) { return {DType::F64, s}; }
+const TensorType I32(Shape s) { return {DType::I32, s}; }
+const TensorType I64(Shape s) { return {DType::I64, s}; }
+const TensorType B(Shape s) { return {DType::Bool, s}; }
+
+// ---- sources ---------------------------------------------------------------------------
+
+COVERS(sources, OpKind::Input, OpKind::Constant, OpKind::Arange, OpKind::Rand)
+
+TEST(InterpreterSources, ConstantSplatAndData) {
+  expect_values(eval("f32[2,2]", "%c = constant {value = 1.5} : f32[2,2]\nreturn %c"), F32({2, 2}), {1.5, 1.5, 1.5, 1.5});
+  expect_values(eval("f64[3]", "%c = constant {data = [1.0, -2.5, inf]} : f64[3]\nreturn %c"), F64({3}), {1, -2.5, kInf});
+  expect_ints(eval("bool[2]", "%c = constant {data = [true, false]} : bool[2]\nreturn %c"), B({2}), {1, 0});
+  expect_ints(eval("i64[]", "%c = constant {value = 9007199254740993} : i64[]\nreturn %c"), I64({}),
+              {9007199254740993});  // 2^53 + 1 survives: integers are not stored as double
+  // An f32 constant holds the float nearest the literal.
+  expect_values(eval("f32[]", "%c = constant {value = 0.1} : f32[]\nreturn %c"), F32({}),
+                {static_cast<double>(0.1f)});
+}
+
+TEST(InterpreterSources, Input) {
+  const auto out = run("graph @id(%x: i32[3]) -> i32[3] {\n return %x\n}",
+                       {HostTensor::from_vector<int32_t>({7, -1, 3}, {3})});
+  expect_ints(out[0], I32({3}), {7, -1, 3});
+  EXPECT_THROW(run("graph @id(%x: i32[3]) -> i32[3] {\n return %x\n}",
+                   {HostTensor::from_vector<float>({7, -1, 3}, {3})}),
+               Error);
+  EXPECT_THROW(run("graph @id(%x: i32[3]) -> i32[3] {\n return %x\n}", {}), Error);
+}
+
+TEST(InterpreterSources, Arange) {
+  expect_values(eval("f32[4]", "%a = arange {start = 0.5, step = 0.25} : f32[4]\nreturn %a"), F32({4}),
+                {0.5, 0.75, 1.0, 1.25});
+  expect_ints(eval("i64[3]", "%a = arange {start = 10, step = -3} : i64[3]\nreturn %a"), I64({3}), {10, 7, 4});
+  expect_ints(eval("i32[0]", "%a = arange {start = 0, step = 1} : i32[0]\nreturn %a"), I32({0}), {});
+}
+
+TEST(InterpreterSources, RandIsSeededUniformAndIdenticalAcrossFloatTypes) {
+  const HostTensor a = eval("f32[10000]", "%r = rand {seed = 42} : f32[10000]\nreturn %r");
+  const HostTensor b = eval("f32[10000]", "%r = rand {seed = 42} : f32[10000]\nreturn %r");
+  const HostTensor c = eval("f64[10000]", "%r = rand {seed = 42} : f64[10000]\nreturn %r");
+  const HostTensor d = eval("f32[10000]", "%r = rand {seed = 43} : f32[10000]\nreturn %r");
+  double sum = 0;
+  int differ = 0;
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    const double v = a.get_double(k);
+    ASSERT_GT(v, 0.0);
+    ASSERT_LT(v, 1.0);
+    EXPECT_EQ(v, b.get_double(k));
+    EXPECT_EQ(v, c.get_double(k)) << "24-bit values are exact in f32 and f64";
+    differ += v != d.get_double(k);
+    sum += v;
+  }
+  EXPECT_NEAR(sum / 10000, 0.5, 0.01);
+  EXPECT_GT(differ, 9900);
+}
+
+// ---- elementwise unary -----------------------------------------------------------------
+
+COVERS(unary, OpKind::Neg, OpKind::Abs, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
+       OpKind::Sin, OpKind::Cos, OpKind::Tanh, OpKind::Sigmoid, OpKind::Relu, OpKind::Erf,
+       OpKind::Floor, OpKind::Ceil, OpKind::Not)
+
+HostTensor unary(std::string_view op, const std::string& type, const std::string& data) {
+  return eval(type, "%x = constant {data = " + data + "} : " + type + "\n%y = " + std::string(op) +
+                        " %x : " + type + "\nreturn %y");
+}
+
+TEST(InterpreterUnary, FloatMath) {
+  const std::string x = "[-1.5, 0.0, 0.25, 4.0]";
+  const std::vector<double> xs = {-1.5, 0.0, 0.25, 4.0};
+  struct Case { const char* op; double (*f)(double); };
+  const Case cases[] = {
+      {"neg", [](double v) { return -v; }},
+      {"abs", [](double v) { return std::fabs(v); }},
+      {"exp", [](double v) { return std::exp(v); }},
+      {"log", [](double v) { return std::log(v); }},
+      {"sqrt", [](double v) { return std::sqrt(v); }},
+      {"rsqrt", [](double v) { return 1 / std::sqrt(v); }},
+      {"sin", [](double v) { return std::sin(v); }},
+      {"cos", [](double v) { return std::cos(v); }},
+      {"tanh", [](double v) { return std::tanh(v); }},
+      {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"relu", [](double v) { return v < 0 ? 0.0 : v; }},
+      {"erf", [](double v) { return std::erf(v); }},
+      {"floor", [](double v) { return std::floor(v); }},
+      {"ceil", [](double v) { return std::ceil(v); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    std::vector<double> want64, want32;
+    for (double v : xs) {
+      want64.push_back(c.f(v));
+      want32.push_back(static_cast<float>(c.f(v)));  // computed in double, rounded once
+    }
+    expect_values(unary(c.op, "f64[4]", x), F64({4}), want64);
+    expect_values(unary(c.op, "f32[4]", x), F32({4}), want32);
+  }
+}
+
+TEST(InterpreterUnary, SpecialValues) {
+  expect_values(unary("log", "f32[3]", "[0.0, -1.0, inf]"), F32({3}), {-kInf, kNaN, kInf});
+  expect_values(unary("relu", "f32[2]", "[nan, -inf]"), F32({2}), {kNaN, 0});
+  expect_values(unary("sigmoid", "f64[2]", "[-inf, inf]"), F64({2}), {0, 1});
+  expect_values(unary("tanh", "f32[1]", "[nan]"), F32({1}), {kNaN});
+  expect_values(unary("rsqrt", "f32[1]", "[0.0]"), F32({1}), {kInf});
+}
+
+TEST(InterpreterUnary, Integers) {
+  expect_ints(unary("neg", "i32[3]", "[5, -2147483648, 0]"), I32({3}), {-5, -2147483648LL, 0});  // wraps
+  expect_ints(unary("abs", "i32[2]", "[-7, -2147483648]"), I32({2}), {7, -2147483648LL});
+  expect_ints(unary("relu", "i64[3]", "[-3, 0, 3]"), I64({3}), {0, 0, 3});
+  expect_ints(unary("not", "bool[2]", "[true, false]"), B({2}), {0, 1});
+}
+
+// ---- cast ------------------------------------------------------------------------------
+
+COVERS(cast, OpKind::Cast)
+
+HostTensor cast(const std::string& from, const std::string& data, const std::string& to) {
+  return eval(to, "%x = constant {data = " + data + "} : " + from + "\n%y = cast %x : " + to + "\nreturn %y");
+}
+
+TEST(InterpreterCast, FloatToIntTruncatesSaturatesAndZeroesNaN) {
+  expect_ints(cast("f32[6]", "[2.7, -2.7, nan, inf, -inf, 3000000000.0]", "i32[6]"), I32({6}),
+              {2, -2, 0, 2147483647, -2147483648LL, 2147483647});
+  expect_ints(cast("f64[2]", "[1e300, -0.5]", "i64[2]"), I64({2}), {INT64_MAX, 0});
+}
+
+TEST(InterpreterCast, ToAndFromBoolAndBetweenWidths) {
+  expect_ints(cast("f64[3]", "[0.0, -0.0, nan]", "bool[3]"), B({3}), {0, 0, 1});
+  expect_values(cast("bool[2]", "[true, false]", "f32[2]"), F32({2}), {1, 0});
+  expect_ints(cast("i64[2]", "[4294967297, -1]", "i32[2]"), I32({2}), {1, -1});  // wraps
+  expect_values(cast("i64[1]", "[16777217]", "f32[1]"), F32({1}), {16777216});    // rounds
+  expect_values(cast("f64[1]", "[0.1]", "f32[1]"), F32({1}), {static_cast<double>(0.1f)});
+}
+
+// ---- binary ----------------------------------------------------------------------------
+
+COVERS(binary, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Max, OpKind::Min)
+
+HostTensor binary(std::string_view op, const std::string& ta, const std::string& a, const std::string& tb,
+                  const std::string& b, const std::string& tr) {
+  return eval(tr, "%a = constant {data = " + a + "} : " + ta + "\n%b = constant {data = " + b + "} : " + tb +
+                      "\n%y = " + std::string(op) + " %a, %b : " + tr + "\nreturn %y");
+}
+
+TEST(InterpreterBinary, ArithmeticWithBroadcasting) {
+  // [2,1] op [3] -> [2,3]: size-1 dim and rank mismatch at once.
+  const std::string a = "[1.0, 2.0]", b = "[10.0, 20.0, 40.0]";
+  expect_values(binary("add", "f32[2,1]", a, "f32[3]", b, "f32[2,3]"), F32({2, 3}), {11, 21, 41, 12, 22, 42});
+  expect_values(binary("sub", "f32[2,1]", a, "f32[3]", b, "f32[2,3]"), F32({2, 3}), {-9, -19, -39, -8, -18, -38});
+  expect_values(binary("mul", "f32[2,1]", a, "f32[3]", b, "f32[2,3]"), F32({2, 3}), {10, 20, 40, 20, 40, 80});
+  expect_values(binary("div", "f32[2,1]", a, "f32[3]", b, "f32[2,3]"), F32({2, 3}),
+                {0.1f, 0.05f, 0.025f, 0.2f, 0.1f, 0.05f});
+  expect_values(binary("pow", "f64[2,1]", "[2.0, 3.0]", "f64[2]", "[2.0, 0.5]", "f64[2,2]"), F64({2, 2}),
+                {4, std::sqrt(2.0), 9, std::sqrt(3.0)}, 1e-15);
+  expect_values(binary("max", "f32[3]", "[1.0, nan, -1.0]", "f32[3]", "[2.0, 0.0, -2.0]", "f32[3]"), F32({3}),
+                {2, kNaN, -1});
+  expect_values(binary("min", "f32[3]", "[1.0, 5.0, -1.0]", "f32[3]", "[2.0, nan, -2.0]", "f32[3]"), F32({3}),
+                {1, kNaN, -2});
+}
+
+TEST(InterpreterBinary, ScalarAndZeroSizeOperands) {
+  expect_values(binary("mul", "f32[]", "[3.0]", "f32[2]", "[1.0, 2.0]", "f32[2]"), F32({2}), {3, 6});
+  expect_values(binary("add", "f32[0,3]", "[]", "f32[3]", "[1.0, 2.0, 3.0]", "f32[0,3]"), F32({0, 3}), {});
+  expect_values(binary("add", "f32[1]", "[1.0]", "f32[0]", "[]", "f32[0]"), F32({0}), {});
+}
+
+TEST(InterpreterBinary, IntegerSemanticsAndPromotion) {
+  expect_ints(binary("add", "i32[2]", "[2147483647, 1]", "i32[2]", "[1, 2]", "i32[2]"), I32({2}),
+              {-2147483648LL, 3});  // wraps
+  expect_ints(binary("mul", "i64[1]", "[4611686018427387904]", "i64[1]", "[4]", "i64[1]"), I64({1}), {0});
+  expect_ints(binary("pow", "i32[4]", "[2, 2, -1, 1]", "i32[4]", "[10, -1, -3, -5]", "i32[4]"), I32({4}),
+              {1024, 0, -1, 1});
+  expect_ints(binary("max", "i32[2]", "[3, -9]", "i64[2]", "[-4, 2]", "i64[2]"), I64({2}), {3, 2});
+  // NumPy: int / int is true division in f64; i32 + f32 is f64.
+  expect_values(binary("div", "i32[2]", "[7, -7]", "i32[2]", "[2, 2]", "f64[2]"), F64({2}), {3.5, -3.5});
+  expect_values(binary("add", "i32[1]", "[16777217]", "f32[1]", "[0.0]", "f64[1]"), F64({1}), {16777217});
+  expect_values(binary("add", "bool[2]", "[true, false]", "f32[2]", "[0.5, 0.5]", "f32[2]"), F32({2}), {1.5, 0.5});
+}
+
+COVERS(compare, OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le, OpKind::Gt, OpKind::Ge)
+
+TEST(InterpreterCompare, AllSixWithNaNAndMixedTypes) {
+  const std::string a = "[1.0, 2.0, nan]", b = "[2.0, 2.0, nan]";
+  expect_ints(binary("eq", "f32[3]", a, "f32[3]", b, "bool[3]"), B({3}), {0, 1, 0});
+  expect_ints(binary("ne", "f32[3]", a, "f32[3]", b, "bool[3]"), B({3}), {1, 0, 1});
+  expect_ints(binary("lt", "f32[3]", a, "f32[3]", b, "bool[3]"), B({3}), {1, 0, 0});
+  expect_ints(binary("le", "f32[3]", a, "f32[3]", b, "bool[3]"), B({3}), {1, 1, 0});
+  expect_ints(binary("gt", "f32[3]", a, "f32[3]", b, "bool[3]"), B({3}), {0, 0, 0});
+  expect_ints(binary("ge", "f32[3]", a, "f32[3]", b, "bool[3]"), B({3}), {0, 1, 0});
+  // i64 against f32 compares in f64: 2^24 + 1 is not equal to the float 2^24.
+  expect_ints(binary("eq", "i64[1]", "[16777217]", "f32[1]", "[16777216.0]", "bool[1]"), B({1}), {0});
+  expect_ints(binary("lt", "i32[2,1]", "[1, 5]", "i32[2]", "[3, 4]", "bool[2,2]"), B({2, 2}), {1, 1, 0, 0});
+}
+
+COVERS(logic, OpKind::And, OpKind::Or, OpKind::Where)
+
+TEST(InterpreterLogic, AndOrWhere) {
+  const std::string a = "[true, true, false, false]", b = "[true, false, true, false]";
+  expect_ints(binary("and", "bool[4]", a, "bool[4]", b, "bool[4]"), B({4}), {1, 0, 0, 0});
+  expect_ints(binary("or", "bool[4]", a, "bool[4]", b, "bool[4]"), B({4}), {1, 1, 1, 0});
+  // where with a broadcast condition and promoted branches (i32 and f32 -> f64).
+  expect_values(eval("f64[2,2]",
+                     "%c = constant {data = [true, false]} : bool[2]\n"
+                     "%a = constant {data = [1, 2, 3, 4]} : i32[2,2]\n"
+                     "%b = constant {value = -0.5} : f32[]\n"
+                     "%y = where %c, %a, %b : f64[2,2]\nreturn %y"),
+                F64({2, 2}), {1, -0.5, 3, -0.5});
+}
+
+// ---- reductions ------------------------------------------------------------------------
+
+COVERS(reduce, OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ArgMax,
+       OpKind::ArgMin)
+
+HostTensor reduce(std::string_view op, const std::string& type, const std::string& data, const std::string& attrs,
+                  const std::string& result) {
+  return eval(result, "%x = constant {data = " + data + "} : " + type + "\n%y = " + std::string(op) + " %x {" +
+                          attrs + "} : " + result + "\nreturn %y");
+}
+
+TEST(InterpreterReduce, SumOverAxesWithAndWithoutKeepdim) {
+  const std::string x = "[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]";  // [[1,2,3],[4,5,6]]
+  expect_values(reduce("reduce_sum", "f32[2,3]", x, "axes = [1], keepdim", "f32[2,1]"), F32({2, 1}), {6, 15});
+  expect_values(reduce("reduce_sum", "f32[2,3]", x, "axes = [0]", "f32[3]"), F32({3}), {5, 7, 9});
+  expect_values(reduce("reduce_sum", "f32[2,3]", x, "axes = [0, 1]", "f32[]"), F32({}), {21});
+  expect_values(reduce("reduce_sum", "f32[2,3]", x, "axes = [0, 1], keepdim", "f32[1,1]"), F32({1, 1}), {21});
+  expect_values(reduce("reduce_sum", "f32[2,0]", "[]", "axes = [1]", "f32[2]"), F32({2}), {0, 0});
+}
+
+TEST(InterpreterReduce, SumAccumulatesInDoubleWithCompensation) {
+  // In f32 arithmetic 2^24 + 1 + 1 stays 2^24; the oracle gets the exact 2^24 + 2.
+  expect_values(reduce("reduce_sum", "f32[3]", "[16777216.0, 1.0, 1.0]", "axes = [0]", "f32[]"), F32({}),
+                {16777218});
+  // Plain double summation loses the 1.0 here; Neumaier's compensation keeps it.
+  expect_values(reduce("reduce_sum", "f64[4]", "[1e100, 1.0, -1e100, 0.0]", "axes = [0]", "f64[]"), F64({}), {1});
+}
+
+TEST(InterpreterReduce, IntegerAndBoolSumsWidenToI64) {
+  expect_ints(reduce("reduce_sum", "i32[2]", "[2147483647, 2147483647]", "axes = [0]", "i64[]"), I64({}),
+              {4294967294LL});
+  expect_ints(reduce("reduce_sum", "bool[3]", "[true, true, false]", "axes = [0]", "i64[]"), I64({}), {2});
+  expect_ints(reduce("reduce_prod", "i32[3]", "[-2, 3, 4]", "axes = [0]", "i64[]"), I64({}), {-24});
+}
+
+TEST(InterpreterReduce, ProdMaxMin) {
+  const std::string x = "[1.0, -2.0, 3.0, 4.0, 0.5, -6.0]";
+  expect_values(reduce("reduce_prod", "f64[2,3]", x, "axes = [1]", "f64[2]"), F64({2}), {-6, -12});
+  expect_values(reduce("reduce_prod", "f64[0]", "[]", "axes = [0]", "f64[]"), F64({}), {1});
+  expect_values(reduce("reduce_max", "f64[2,3]", x, "axes = [1]", "f64[2]"), F64({2}), {3, 4});
+  expect_values(reduce("reduce_min", "f64[2,3]", x, "axes = [0], keepdim", "f64[1,3]"), F64({1, 3}), {1, -2, -6});
+  expect_values(reduce("reduce_max", "f32[3]", "[1.0, nan, 5.0]", "axes = [0]", "f32[]"), F32({}), {kNaN});
+  expect_ints(reduce("reduce_min", "i32[3]", "[4, -7, 2]", "axes = [0]", "i32[]"), I32({}), {-7});
+}
+
+TEST(InterpreterReduce, ArgMaxArgMinTakeTheFirstExtremeAndNaN) {
+  expect_ints(reduce("argmax", "f32[2,3]", "[1.0, 3.0, 3.0, 7.0, 7.0, 0.0]", "axes = [1]", "i64[2]"), I64({2}),
+              {1, 0});
+  expect_ints(reduce("argmin", "f32[2,3]", "[1.0, 3.0, 0.0, 7.0, -7.0, 0.0]", "axes = [0]", "i64[3]"), I64({3}),
+              {0, 1, 0});
+  expect_ints(reduce("argmax", "f32[4]", "[1.0, nan, 9.0, nan]", "axes = [0]", "i64[]"), I64({}), {1});
+  expect_ints(reduce("argmin", "i64[3]", "[5, 2, 2]", "axes = [0], keepdim", "i64[1]"), I64({1}), {1});
+}
+
+// ---- movement --------------------------------------------------------------------------
+
+COVERS(movement, OpKind::Reshape, OpKind::Permute, OpKind::Expand, OpKind::Slice, OpKind::Pad, OpKind::Concat)
+
+const char* kIota6 = "%x = arange {start = 0, step = 1} : i32[6]\n";
+
+TEST(InterpreterMovement, ReshapePermuteExpand) {
+  expect_ints(eval("i32[3,2]", std::string(kIota6) + "%y = reshape %x : i32[3,2]\nreturn %y"), I32({3, 2}),
+              {0, 1, 2, 3, 4, 5});
+  expect_ints(eval("i32[3,2]", std::string(kIota6) +
+                                   "%r = reshape %x : i32[2,3]\n%y = permute %r {perm = [1, 0]} : i32[3,2]\nreturn %y"),
+              I32({3, 2}), {0, 3, 1, 4, 2, 5});
+  expect_ints(eval("i32[2,1,3]", std::string(kIota6) +
+                                     "%r = reshape %x : i32[1,2,3]\n%y = permute %r {perm = [1, 0, 2]} : i32[2,1,3]\nreturn %y"),
+              I32({2, 1, 3}), {0, 1, 2, 3, 4, 5});
+  expect_ints(eval("i32[2,2,3]", std::string(kIota6) +
+                                     "%r = reshape %x : i32[2,1,3]\n%y = expand %r : i32[2,2,3]\nreturn %y"),
+              I32({2, 2, 3}), {0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5});
+  expect_ints(eval("i32[2,3]", "%x = constant {value = 7} : i32[]\n%y = expand %x : i32[2,3]\nreturn %y"),
+              I32({2, 3}), {7, 7, 7, 7, 7, 7});
+}
+
+TEST(InterpreterMovement, SliceWithSteps) {
+  const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
+  expect_ints(eval("i32[2,2]", base + "%y = slice %r {start = [0, 0], stop = [2, 3], step = [1, 2]} : i32[2,2]\nreturn %y"),
+              I32({2, 2}), {0, 2, 3, 5});
+  expect_ints(eval("i32[1,2]", base + "%y = slice %r {start = [1, 1], stop = [2, 3]} : i32[1,2]\nreturn %y"),
+              I32({1, 2}), {4, 5});
+  expect_ints(eval("i32[0,3]", base + "%y = slice %r {start = [1, 0], stop = [1, 3]} : i32[0,3]\nreturn %y"),
+              I32({0, 3}), {});
+}
+
+TEST(InterpreterMovement, PadWithDefaultAndGivenValue) {
+  expect_values(eval("f32[4]", "%x = constant {data = [1.0, 2.0]} : f32[2]\n%y = pad %x {low = [1], high = [1]} : f32[4]\nreturn %y"),
+                F32({4}), {0, 1, 2, 0});
+  expect_values(eval("f32[3,3]",
+                     "%x = constant {value = 1.0} : f32[1,2]\n"
+                     "%y = pad %x {low = [1, 0], high = [1, 1], value = -inf} : f32[3,3]\nreturn %y"),
+                F32({3, 3}), {-kInf, -kInf, -kInf, 1, 1, -kInf, -kInf, -kInf, -kInf});
+}
+
+TEST(InterpreterMovement, ConcatPromotes) {
+  expect_values(eval("f64[2,3]",
+                     "%a = constant {data = [1, 2]} : i32[2,1]\n"
+                     "%b = constant {data = [0.5, 1.5]} : f32[2,1]\n"
+                     "%c = constant {data = [7.25, 8.25]} : f64[2,1]\n"
+                     "%y = concat %a, %b, %c {axis = 1} : f64[2,3]\nreturn %y"),
+                F64({2, 3}), {1, 0.5, 7.25, 2, 1.5, 8.25});
+  expect_ints(eval("i32[4]", "%a = arange {start = 0, step = 1} : i32[3]\n%b = constant {value = 9} : i32[1]\n"
+                             "%y = concat %a, %b {axis = 0} : i32[4]\nreturn %y"),
+              I32({4}), {0, 1, 2, 9});
+}
+
+// ---- matmul ----------------------------------------------------------------------------
+
+COVERS(matmul, OpKind::Matmul)
+
+TEST(InterpreterMatmul, PlainBatchedAndBroadcast) {
+  const std::string ab =
+      "%a = constant {data = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]} : f32[2,3]\n"
+      "%b = constant {data = [7.0, 8.0, 9.0, 10.0, 11.0, 12.0]} : f32[3,2]\n";
+  expect_values(eval("f32[2,2]", ab + "%y = matmul %a, %b : f32[2,2]\nreturn %y"), F32({2, 2}), {58, 64, 139, 154});
+  // Batch dims broadcast: [2,1,2,3] @ [3,3,2] -> [2,3,2,2].
+  const HostTensor y = eval("f32[2,3,2,2]",
+                            "%a0 = arange {start = 0.0, step = 1.0} : f32[12]\n"
+                            "%a = reshape %a0 : f32[2,1,2,3]\n"
+                            "%b0 = arange {start = 0.0, step = 0.5} : f32[18]\n"
+                            "%b = reshape %b0 : f32[3,3,2]\n"
+                            "%y = matmul %a, %b : f32[2,3,2,2]\nreturn %y");
+  ASSERT_EQ(y.type(), F32({2, 3, 2, 2}));
+  // Batch (1, 2): a = [[6,7,8],[9,10,11]], b = [[6,6.5],[7,7.5],[8,8.5]].
+  const int64_t base = (1 * 3 + 2) * 4;
+  EXPECT_EQ(y.get_double(base + 0), 6 * 6 + 7 * 7 + 8 * 8.0);
+  EXPECT_EQ(y.get_double(base + 3), 9 * 6.5 + 10 * 7.5 + 11 * 8.5);
+  expect_ints(eval("i64[1,1]", "%a = constant {data = [3, 4]} : i32[1,2]\n%b = constant {data = [5, 6]} : i64[2,1]\n"
+                               "%y = matmul %a, %b : i64[1,1]\nreturn %y"),
+              I64({1, 1}), {39});
+  expect_values(eval("f32[2,2]", "%a = constant {data = []} : f32[2,0]\n%b = constant {data = []} : f32[0,2]\n"
+                                 "%y = matmul %a, %b : f32[2,2]\nreturn %y"),
+                F32({2, 2}), {0, 0, 0, 0});
+}
+
+TEST(InterpreterOps, EveryOpIsCovered) {
+  for (const OpInfo& info : all_ops())
+    EXPECT_TRUE(covered().count(info.kind)) << "op '" << info.name << "' has no interpreter test";
+}
+
+TEST(InterpreterOps, IntermediatesAreFreedButOutputsSurvive) {
+  // A value used twice and also returned must still be intact at the end.
+  const auto out = run(
+      "graph @g(%x: f32[3]) -> (f32[3], f32[3]) {\n"
+      "  %a = exp %x : f32[3]\n  %b = add %a, %a : f32[3]\n  %c = mul %b, %a : f32[3]\n  return %a, %c\n}",
+      {HostTensor::from_vector<float>({0, 1, 2}, {3})});
+  ASSERT_EQ(out.size(), 2u);
+  for (int k = 0; k < 3; ++k) {
+    const float a = static_cast<float>(std::exp(static_cast<double>(k)));
+    EXPECT_EQ(out[0].get_double(k), a);
+    EXPECT_FLOAT_EQ(static_cast<float>(out[1].get_double(k)), 2 * a * a);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
