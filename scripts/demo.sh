@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Quick start, step 1: install dependencies, build, and run the main demo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+build_dir=${KILN_BUILD_DIR:-build}
+echo
+echo "== kiln opt examples/softmax.kir: the IR, parsed, verified and printed"
+"$build_dir/bin/kiln" opt examples/softmax.kir
+echo
+echo "== kiln run examples/softmax.kir --print: each row sums to 1"
+"$build_dir/bin/kiln" run examples/softmax.kir --print
