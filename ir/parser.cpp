@@ -1,5 +1,7 @@
 // ir/parser.cpp - the IR text form, read. Recursive descent, one token of lookahead.
+#include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -86,6 +88,11 @@ bool Parser::parse_scalar(Scalar& out) {
     return true;
   }
   if (tok_.kind != Tok::Number) return expected("a number");
+  if (tok_.text == "+inf") {
+    take();
+    out = Scalar::from_float(HUGE_VAL);
+    return true;
+  }
   if (tok_.text.find_first_of(".eE") == std::string_view::npos) {
     int64_t v = 0;
     if (!parse_int(v, "an integer")) return false;
@@ -95,8 +102,12 @@ bool Parser::parse_scalar(Scalar& out) {
   const Token t = take();
   const std::string s(t.text);
   char* end = nullptr;
+  errno = 0;
   const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size()) return fail(t.loc, fmt::format("expected a number, found '{}'", s));
+  if (end != s.c_str() + s.size() || s.find_first_of("xX") != std::string::npos)
+    return fail(t.loc, fmt::format("expected a number, found '{}'", s));
+  if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL))
+    return fail(t.loc, fmt::format("{} is out of range for f64 (write inf for infinity)", s));
   out = Scalar::from_float(v);
   return true;
 }
@@ -111,11 +122,15 @@ bool Parser::parse_type(TensorType& out) {
   out.shape = Shape();
   if (!expect(Tok::LBracket, "'[' after the element type")) return false;
   if (accept(Tok::RBracket)) return true;
+  int64_t numel = 1;
   do {
     const SourceLoc loc = tok_.loc;
     int64_t d = 0;
     if (!parse_int(d, "a dimension")) return false;
     if (d < 0) return fail(loc, fmt::format("dimension {} is negative", d));
+    if (d > 0 && numel > INT64_MAX / d)
+      return fail(loc, "the shape has more elements than an int64 can count");
+    numel *= d == 0 ? 1 : d;
     if (out.shape.rank() == Shape::kMaxRank)
       return fail(loc, fmt::format("rank exceeds kiln's maximum rank of {}", Shape::kMaxRank));
     out.shape.push_back(d);
@@ -203,7 +218,8 @@ bool Parser::define(const Token& name, ValueId id) {
 // constant is the float nearest 0.1), so printing gives the shortest text for that type.
 void canonicalize_scalars(Node& n) {
   const DType t = n.type.dtype;
-  auto canon = [t](Scalar s) { return is_float(t) || s.is_int() ? s.cast_to(t) : s; };
+  // Integers are kept as written: the type rule rejects those that do not fit the type.
+  auto canon = [t](Scalar s) { return is_float(t) ? s.cast_to(t) : s; };
   const auto specs = n.info().attrs;
   for (size_t i = 0; i < specs.size(); ++i) {
     AttrValue& v = n.attrs[i];

@@ -67,9 +67,13 @@ Status require_numeric_result(const TypeRuleInput& in, DType promoted) {
 
 // A scalar attribute written for an element of `t`: integers need integral values.
 Status check_scalar_fits(const TypeRuleInput& in, const Scalar& s, DType t, std::string_view what) {
-  if (!is_float(t) && !s.is_int())
+  if (is_float(t)) return Status::ok();
+  if (!s.is_int())
     return fail(fmt::format("{} {} for {} must be an integer, got {}", quoted(in.op), what,
                             dtype_name(t), format_scalar(s, DType::F64)));
+  if (!(s.cast_to(t) == s))
+    return fail(fmt::format("{} {} {} does not fit in {}", quoted(in.op), what, s.as_int(),
+                            dtype_name(t)));
   return Status::ok();
 }
 
@@ -263,7 +267,7 @@ Expected<TensorType> rule_slice(const TypeRuleInput& in) {
     KILN_TRY(require(0 <= start[i] && start[i] <= stop[i] && stop[i] <= x.shape[d],
                      fmt::format("'slice' range [{}, {}) on axis {} is outside 0..{} of {}", start[i],
                                  stop[i], d, x.shape[d], x.str())));
-    out.push_back((stop[i] - start[i] + step[i] - 1) / step[i]);
+    out.push_back(stop[i] > start[i] ? (stop[i] - start[i] - 1) / step[i] + 1 : 0);  // no overflow
   }
   return TensorType{x.dtype, out};
 }

@@ -196,11 +196,13 @@ Wide eval_reduce(const Node& n, const Wide& x) {
           return;
         }
         const double v = x.f[k], t = sum[o] + v;
-        comp[o] += std::fabs(sum[o]) >= std::fabs(v) ? (sum[o] - t) + v : (v - t) + sum[o];
+        // Compensation only between finite values: with an infinity it would be inf - inf.
+        if (std::isfinite(t)) comp[o] += std::fabs(sum[o]) >= std::fabs(v) ? (sum[o] - t) + v : (v - t) + sum[o];
         sum[o] = t;
       });
       for (size_t o = 0; o < count; ++o) {
-        if (out.is_f()) out.f[o] = scalar::store_float(n.type.dtype, sum[o] + comp[o]);
+        const double total = std::isfinite(sum[o]) ? sum[o] + comp[o] : sum[o];
+        if (out.is_f()) out.f[o] = scalar::store_float(n.type.dtype, total);
         else out.i[o] = scalar::store_int(n.type.dtype, isum[o]);
       }
       return out;
@@ -381,6 +383,12 @@ HostTensor to_host(const Wide& w) {
 }  // namespace
 
 std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> inputs) {
+  std::vector<const HostTensor*> views;
+  for (const HostTensor& t : inputs) views.push_back(&t);
+  return interpret(g, views);
+}
+
+std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor* const> inputs) {
   if (inputs.size() != g.inputs().size())
     throw Error(fmt::format("graph @{} takes {} inputs, got {}", g.name(), g.inputs().size(), inputs.size()));
   // Free every value after its last use: the oracle runs workload-sized graphs too.
@@ -399,7 +407,7 @@ std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> in
     switch (n.info().category) {
       case OpCategory::Source:
         if (n.op == OpKind::Input) {
-          const HostTensor& in = inputs[next_input++];
+          const HostTensor& in = *inputs[next_input++];
           if (!(in.type() == n.type))
             throw Error(fmt::format("input %{} of graph @{} expects {}, got {}", n.name, g.name(),
                                     n.type.str(), in.type().str()));

@@ -33,8 +33,8 @@ Command add_opt_command(CLI::App& app) {
             bool failed = false;
             for (const TextChunk& chunk : split_input(text)) {
               auto g = parse_graph(chunk.text, file, chunk.first_line);
-              if (!out.empty()) out += "// -----\n";
               if (g) {
+                if (!out.empty()) out += "// -----\n";
                 out += print_graph(*g);
               } else {
                 std::cerr << g.error().str() << "\n";

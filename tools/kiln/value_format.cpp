@@ -57,7 +57,9 @@ std::string summarize(const HostTensor& t) {
     sum += v;
   }
   const int64_t n = t.numel() - nans;
-  std::string s = n ? fmt::format("min={:.6g} max={:.6g} mean={:.6g}", lo, hi, sum / static_cast<double>(n))
+  const double mean = sum / static_cast<double>(n);  // nan when +inf meets -inf
+  std::string s = n ? fmt::format("min={:.6g} max={:.6g} mean={}", lo, hi,
+                                  std::isnan(mean) ? "nan" : fmt::format("{:.6g}", mean))
                     : std::string("all nan");
   if (nans && n) s += fmt::format(" nan={}", nans);
   return s;

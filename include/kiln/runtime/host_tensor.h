@@ -76,7 +76,11 @@ std::vector<T> HostTensor::to_vector() const {
   if (dtype_of<T>() != dtype())
     throw Error("to_vector: tensor holds " + type_.str() + ", not the requested element type");
   std::vector<T> out(static_cast<size_t>(numel()));
-  for (size_t i = 0; i < out.size(); ++i) std::memcpy(&out[i], data() + i * sizeof(T), sizeof(T));
+  for (size_t i = 0; i < out.size(); ++i) {
+    T v;  // through a temporary: std::vector<bool> has no addressable elements
+    std::memcpy(&v, data() + i * sizeof(T), sizeof(T));
+    out[i] = v;
+  }
   return out;
 }
 

@@ -15,6 +15,7 @@ namespace kiln {
 
 /// Evaluates `g` on `inputs` (one per graph parameter, in order, of the declared types).
 /// Throws kiln::Error when an input does not match its parameter.
+std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor* const> inputs);
 std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> inputs);
 
 }  // namespace kiln

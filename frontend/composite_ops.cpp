@@ -1,0 +1,102 @@
+// frontend/composite_ops.cpp - composite ops, decomposed into primitives so that fusion sees
+// through them: mean, var, softmax, log_softmax, layer_norm, gelu, silu, linear.
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "record.h"
+
+namespace kiln {
+namespace {
+
+void require_float(std::string_view fn, const Tensor& x) {
+  detail::require_defined(fn, x);
+  if (!is_float(x.dtype()))
+    detail::fail(fn, fmt::format("expects a floating-point tensor, got {} (convert with .to(kiln::DType::F32))",
+                                 TensorType{x.dtype(), x.shape()}.str()));
+}
+
+int64_t count_over(const Tensor& x, const std::vector<int64_t>& axes) {
+  int64_t n = 1;
+  for (int64_t a : axes) n *= x.shape()[static_cast<int>(a)];
+  return n;
+}
+
+}  // namespace
+
+Tensor Tensor::mean(const Axes& axes, bool keepdim) const {
+  require_float("mean", *this);
+  const int64_t n = count_over(*this, detail::normalize_axes("mean", axes, *this));
+  return sum(axes, keepdim) / static_cast<double>(n);
+}
+
+Tensor Tensor::var(const Axes& axes, bool keepdim, int64_t correction) const {
+  require_float("var", *this);
+  const int64_t n = count_over(*this, detail::normalize_axes("var", axes, *this));
+  const Tensor d = *this - mean(axes, /*keepdim=*/true);
+  return (d * d).sum(axes, keepdim) / static_cast<double>(n - correction);
+}
+
+Tensor Tensor::softmax(int64_t dim) const {
+  require_float("softmax", *this);
+  const Tensor e = (*this - max({dim}, true)).exp();
+  return e / e.sum({dim}, true);
+}
+
+Tensor Tensor::log_softmax(int64_t dim) const {
+  require_float("log_softmax", *this);
+  const Tensor s = *this - max({dim}, true);
+  return s - s.exp().sum({dim}, true).log();
+}
+
+Tensor Tensor::silu() const {
+  require_float("silu", *this);
+  return *this * sigmoid();
+}
+
+Tensor Tensor::gelu(GeluApproximation approximate) const {
+  require_float("gelu", *this);
+  const Tensor& x = *this;
+  if (approximate == GeluApproximation::Tanh) {
+    const double k = std::sqrt(2 / std::numbers::pi);  // 0.7978845608...
+    return 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh());
+  }
+  return 0.5 * x * (1.0 + (x * (1 / std::numbers::sqrt2)).erf());
+}
+
+Tensor mean(const Tensor& x, const Axes& axes, bool keepdim) { return x.mean(axes, keepdim); }
+Tensor var(const Tensor& x, const Axes& axes, bool keepdim, int64_t correction) { return x.var(axes, keepdim, correction); }
+Tensor softmax(const Tensor& x, int64_t dim) { return x.softmax(dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return x.log_softmax(dim); }
+
+Tensor layer_norm(const Tensor& x, double eps) {
+  require_float("layer_norm", x);
+  if (x.rank() == 0) detail::fail("layer_norm", "needs a tensor of rank 1 or more");
+  const Tensor d = x - x.mean({-1}, true);
+  return d * ((d * d).mean({-1}, true) + eps).rsqrt();
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  require_float("layer_norm", x);
+  for (const Tensor* p : {&weight, &bias}) {
+    detail::require_defined("layer_norm", *p);
+    if (x.rank() == 0 || p->rank() != 1 || p->shape()[0] != x.shape()[x.rank() - 1])
+      detail::fail("layer_norm", fmt::format("weight and bias must have the shape of the last axis of {}, got {}",
+                                             TensorType{x.dtype(), x.shape()}.str(),
+                                             TensorType{p->dtype(), p->shape()}.str()));
+  }
+  return layer_norm(x, eps) * weight + bias;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight) {
+  detail::require_defined("linear", weight);
+  if (weight.rank() != 2)
+    detail::fail("linear", fmt::format("weight must be [out_features, in_features], got {}",
+                                       TensorType{weight.dtype(), weight.shape()}.str()));
+  return x.matmul(weight.transpose(0, 1));
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return linear(x, weight) + bias; }
+
+}  // namespace kiln

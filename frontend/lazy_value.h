@@ -1,0 +1,88 @@
+// frontend/lazy_value.h - the node behind every kiln::Tensor (internal to frontend/).
+//
+// A LazyValue is either pending (it holds the recipe: op, operands, attributes) or
+// evaluated (it holds a buffer). Values form a reference-counted DAG: a value nobody refers
+// to is freed with its recipe, so work that nobody can read is never run. Pending values of
+// a thread are also linked into that thread's pending list, which kiln::sync() drains.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "kiln/frontend/tensor.h"
+#include "kiln/ir/attrs.h"
+#include "kiln/ir/op.h"
+#include "kiln/runtime/engine.h"
+
+namespace kiln::detail {
+
+struct PendingList;
+
+struct LazyValue {
+  std::atomic<uint32_t> refs{1};
+  OpKind op = OpKind::Input;
+  uint8_t num_operands = 0;
+  bool trace_input = false;  // a kiln::trace parameter: has no value, cannot be evaluated
+  Device device;
+  TensorType type;
+  uint64_t hash = 0;           // structural hash of the recipe (operands included)
+  uint32_t pending_nodes = 0;  // upper bound of pending nodes this value needs; 0 = evaluated
+
+  // The recipe, while pending. Operands hold a reference each.
+  std::array<LazyValue*, 3> inline_operands{};
+  std::vector<LazyValue*> extra_operands;  // concat with more than 3 operands
+  Attrs attrs;
+
+  // The result, once evaluated.
+  BufferRef buffer;
+
+  // Links in the owning thread's pending list.
+  PendingList* list = nullptr;
+  LazyValue* prev = nullptr;
+  LazyValue* next = nullptr;
+
+  bool pending() const { return !buffer; }
+  LazyValue* operand(size_t i) const { return i < 3 ? inline_operands[i] : extra_operands[i - 3]; }
+
+  // Values are recycled through a per-thread free list: recording does not call malloc.
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size);
+};
+
+/// A new pending value with the given recipe; takes a reference on each operand.
+/// The caller has already checked the types.
+LazyValue* make_pending(OpKind op, const TensorType& type, Device device,
+                        std::span<LazyValue* const> operands, Attrs attrs);
+/// A new evaluated value holding `buffer`.
+LazyValue* make_evaluated(BufferRef buffer, Device device);
+/// A trace parameter of the given type.
+LazyValue* make_trace_input(const TensorType& type, Device device);
+
+void retain(LazyValue* v);
+/// Drops one reference; frees the value (and, iteratively, what only it kept alive).
+void release(LazyValue* v);
+
+/// Turns a pending value into an evaluated one: stores the buffer, drops the recipe.
+void set_result(LazyValue* v, BufferRef buffer);
+
+/// The calling thread's pending values, oldest first.
+std::vector<LazyValue*> thread_pending_values();
+
+/// Evaluates `targets` (and every pending value in their subgraphs that another tensor
+/// still refers to) with one engine execution per device. Throws kiln::Error.
+void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap = false);
+
+/// Counters shared by the frontend files.
+struct Counters {
+  std::atomic<uint64_t> executions{0};
+  std::atomic<uint64_t> nodes_executed{0};
+  std::atomic<uint64_t> ops_recorded{0};
+  std::atomic<uint64_t> cap_flushes{0};
+  std::atomic<int64_t> live_values{0};
+  std::atomic<int64_t> live_buffer_bytes{0};
+};
+Counters& counters();
+
+}  // namespace kiln::detail

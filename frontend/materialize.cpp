@@ -1,0 +1,263 @@
+// frontend/materialize.cpp - from pending values to a Graph, and from a Graph to results.
+//
+// At a sync point the pending subgraph behind the requested values is cut out (evaluated
+// values it reads become graph parameters), handed to the device's engine as one Graph, and
+// the results are stored back. Besides the requested values, every pending value in the
+// subgraph that some other tensor still refers to is returned too, so it is not recomputed
+// later; values only the subgraph itself refers to die with it.
+#include <cstdlib>
+#include <iostream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "kiln/frontend/lazy.h"
+#include "kiln/ir/text.h"
+#include "lazy_value.h"
+
+namespace kiln {
+namespace detail {
+namespace {
+
+struct CutGraph {
+  Graph graph;
+  std::vector<LazyValue*> leaves;    // evaluated values read, in parameter order
+  std::vector<LazyValue*> produced;  // values returned, in output order
+};
+
+enum class LeafPolicy { Evaluate, Trace, Dump };
+
+/// Builds the graph that computes `targets` from their pending subgraph. With `trace_inputs`
+/// given, those come first as parameters %arg0... (they may be unused).
+CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
+             std::span<LazyValue* const> trace_inputs = {}) {
+  CutGraph out;
+  out.graph.set_name(policy == LeafPolicy::Trace ? "traced" : policy == LeafPolicy::Dump ? "pending" : "stream");
+  std::unordered_map<const LazyValue*, ValueId> ids;
+  std::unordered_map<const LazyValue*, uint32_t> internal_uses;
+  std::unordered_set<const LazyValue*> visited;
+
+  for (size_t i = 0; i < trace_inputs.size(); ++i)
+    ids[trace_inputs[i]] = out.graph.add_input(fmt::format("arg{}", i), trace_inputs[i]->type);
+
+  // Iterative post-order DFS: chains can be thousands of values long.
+  struct Frame {
+    LazyValue* v;
+    size_t next_operand;
+  };
+  std::vector<Frame> stack;
+  std::vector<LazyValue*> order;
+  auto visit = [&](LazyValue* root) {
+    if (!visited.insert(root).second) return;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      LazyValue* v = f.v;
+      if (!v->pending()) {  // evaluated: a leaf
+        stack.pop_back();
+        continue;
+      }
+      if (f.next_operand < v->num_operands) {
+        LazyValue* o = v->operand(f.next_operand++);
+        ++internal_uses[o];
+        if (visited.insert(o).second) stack.push_back({o, 0});
+        continue;
+      }
+      order.push_back(v);
+      stack.pop_back();
+    }
+  };
+  for (LazyValue* t : targets) visit(t);
+
+  // Parameters: trace inputs first (already added), then evaluated leaves in first-use order.
+  auto leaf_id = [&](LazyValue* v) -> ValueId {
+    auto it = ids.find(v);
+    if (it != ids.end()) return it->second;
+    if (v->trace_input && policy == LeafPolicy::Evaluate)
+      throw Error("a value computed from a kiln::trace input cannot be evaluated inside the trace");
+    const std::string name = fmt::format("{}{}", policy == LeafPolicy::Trace ? "capture" : "in", out.leaves.size());
+    const ValueId id = out.graph.add_input(name, v->type);
+    out.leaves.push_back(v);
+    ids[v] = id;
+    return id;
+  };
+  for (LazyValue* v : order) {
+    if (v->trace_input) {
+      leaf_id(v);
+      continue;
+    }
+    Node n;
+    n.op = v->op;
+    n.type = v->type;
+    n.attrs = v->attrs;
+    n.operands.reserve(v->num_operands);
+    for (size_t i = 0; i < v->num_operands; ++i) {
+      LazyValue* o = v->operand(i);
+      n.operands.push_back(o->pending() && !o->trace_input ? ids.at(o) : leaf_id(o));
+    }
+    ids[v] = out.graph.add_unchecked(std::move(n));
+  }
+  for (LazyValue* t : targets) {
+    if (!t->pending() || t->trace_input) leaf_id(t);
+  }
+
+  // Outputs: the targets, then pending values that tensors outside the subgraph hold.
+  std::vector<ValueId> outputs;
+  for (LazyValue* t : targets) {
+    outputs.push_back(ids.at(t));
+    out.produced.push_back(t);
+  }
+  if (policy == LeafPolicy::Evaluate) {
+    for (LazyValue* v : order) {
+      const bool is_target = std::find(targets.begin(), targets.end(), v) != targets.end();
+      if (!is_target && v->refs.load(std::memory_order_relaxed) > internal_uses[v]) {
+        outputs.push_back(ids.at(v));
+        out.produced.push_back(v);
+      }
+    }
+  }
+  out.graph.set_outputs(std::move(outputs));
+  return out;
+}
+
+bool log_flushes() {
+  static const bool on = [] {
+    const char* env = std::getenv("KILN_LOG");
+    return env && std::string_view(env).find("flush") != std::string_view::npos;
+  }();
+  return on;
+}
+
+}  // namespace
+
+void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
+  // One execution per device: group the targets.
+  std::vector<LazyValue*> todo;
+  for (LazyValue* t : targets)
+    if (t->pending()) todo.push_back(t);
+  while (!todo.empty()) {
+    const Device device = todo.front()->device;
+    std::vector<LazyValue*> group, rest;
+    for (LazyValue* t : todo) (t->device == device ? group : rest).push_back(t);
+    todo = std::move(rest);
+    // Deduplicate while keeping order.
+    std::vector<LazyValue*> unique;
+    for (LazyValue* t : group)
+      if (std::find(unique.begin(), unique.end(), t) == unique.end()) unique.push_back(t);
+
+    CutGraph cg = cut(unique, LeafPolicy::Evaluate);
+#ifndef NDEBUG
+    if (Status st = verify(cg.graph); !st) KILN_ASSERT(false, "the frontend records verified graphs");
+#endif
+    std::vector<BufferRef> inputs;
+    inputs.reserve(cg.leaves.size());
+    for (LazyValue* leaf : cg.leaves) inputs.push_back(leaf->buffer);
+    // Keep every produced value alive while its result is stored.
+    for (LazyValue* v : cg.produced) retain(v);
+    std::vector<BufferRef> results;
+    try {
+      results = engine_for(device).run(cg.graph, inputs);
+    } catch (...) {
+      for (LazyValue* v : cg.produced) release(v);
+      throw;
+    }
+    Counters& c = counters();
+    c.executions.fetch_add(1, std::memory_order_relaxed);
+    c.nodes_executed.fetch_add(cg.graph.size() - cg.graph.inputs().size(), std::memory_order_relaxed);
+    if (forced_by_cap) {
+      c.cap_flushes.fetch_add(1, std::memory_order_relaxed);
+      if (log_flushes())
+        std::cerr << fmt::format("kiln: flush: a value needed more than {} pending nodes; executed {} nodes\n",
+                                 max_pending(), cg.graph.size() - cg.graph.inputs().size());
+    }
+    for (size_t i = 0; i < cg.produced.size(); ++i) {
+      if (cg.produced[i]->pending()) set_result(cg.produced[i], std::move(results[i]));
+    }
+    for (LazyValue* v : cg.produced) release(v);
+  }
+}
+
+}  // namespace detail
+
+using detail::LazyValue;
+
+void sync() {
+  std::vector<LazyValue*> pending = detail::thread_pending_values();
+  // Only values some tensor refers to matter; hold them while the list changes under us.
+  for (LazyValue* v : pending) detail::retain(v);
+  try {
+    detail::evaluate(pending);
+  } catch (...) {
+    for (LazyValue* v : pending) detail::release(v);
+    throw;
+  }
+  for (LazyValue* v : pending) detail::release(v);
+}
+
+Graph pending_graph(const Tensor& t) {
+  if (!t.defined()) throw Error("dump: the tensor is undefined");
+  LazyValue* v = t.impl();
+  return detail::cut({&v, 1}, detail::LeafPolicy::Dump).graph;
+}
+
+std::string dump(const Tensor& t) { return print_graph(pending_graph(t)); }
+
+Graph trace(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+            const std::vector<Tensor>& example_inputs) {
+  std::vector<Tensor> inputs;
+  std::vector<LazyValue*> raw;
+  for (const Tensor& e : example_inputs) {
+    if (!e.defined()) throw Error("trace: an example input is undefined");
+    inputs.emplace_back(detail::make_trace_input(TensorType{e.dtype(), e.shape()}, e.device()));
+    raw.push_back(inputs.back().impl());
+  }
+  const std::vector<Tensor> outputs = fn(inputs);
+  if (outputs.empty()) throw Error("trace: the function returned no tensors");
+  std::vector<LazyValue*> targets;
+  for (const Tensor& o : outputs) {
+    if (!o.defined()) throw Error("trace: the function returned an undefined tensor");
+    targets.push_back(o.impl());
+  }
+  return detail::cut(targets, detail::LeafPolicy::Trace, raw).graph;
+}
+
+Graph trace(const std::function<Tensor(const Tensor&)>& fn, const Tensor& example_input) {
+  return trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; },
+               std::vector<Tensor>{example_input});
+}
+
+Stats stats() {
+  const detail::Counters& c = detail::counters();
+  Stats s;
+  s.executions = c.executions.load();
+  s.nodes_executed = c.nodes_executed.load();
+  s.ops_recorded = c.ops_recorded.load();
+  s.cap_flushes = c.cap_flushes.load();
+  s.live_values = c.live_values.load();
+  s.live_buffer_bytes = c.live_buffer_bytes.load();
+  return s;
+}
+
+namespace {
+std::atomic<uint32_t>& pending_cap() {
+  static std::atomic<uint32_t> cap = [] {
+    if (const char* env = std::getenv("KILN_MAX_PENDING")) {
+      const long v = std::strtol(env, nullptr, 10);
+      if (v > 0) return static_cast<uint32_t>(v);
+      std::cerr << "kiln: warning: ignoring KILN_MAX_PENDING='" << env << "' (want a positive integer)\n";
+    }
+    return 4096u;
+  }();
+  return cap;
+}
+}  // namespace
+
+void set_max_pending(uint32_t nodes) {
+  if (nodes == 0) throw Error("set_max_pending: the cap must be at least 1");
+  pending_cap().store(nodes);
+}
+
+uint32_t max_pending() { return pending_cap().load(); }
+
+}  // namespace kiln

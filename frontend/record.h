@@ -1,0 +1,38 @@
+// frontend/record.h - recording one op: checks, node creation, the pending cap (internal).
+#pragma once
+
+#include <initializer_list>
+#include <span>
+#include <string_view>
+
+#include "kiln/frontend/tensor.h"
+#include "kiln/ir/op.h"
+
+namespace kiln::detail {
+
+/// Records `op` on `operands` for the user-facing function `fn`: checks devices and types
+/// (throwing kiln::Error "fn: ..." at this call), creates the pending value, and evaluates it
+/// at once if it would exceed the pending-stream cap.
+Tensor record(std::string_view fn, OpKind op, std::span<const Tensor* const> operands,
+              Attrs attrs = {}, const TensorType* declared = nullptr);
+inline Tensor record(std::string_view fn, OpKind op, std::initializer_list<const Tensor*> operands,
+                     Attrs attrs = {}, const TensorType* declared = nullptr) {
+  return record(fn, op, std::span<const Tensor* const>(operands.begin(), operands.size()),
+                std::move(attrs), declared);
+}
+
+/// Attributes for `op` with `name` set (asserts the schema has it).
+AttrValue& attr_slot(Attrs& attrs, OpKind op, std::string_view name);
+
+/// `axis` in [-rank, rank) made non-negative, or kiln::Error naming `fn` and the tensor.
+int64_t normalize_axis(std::string_view fn, int64_t axis, const Tensor& t, int rank_extra = 0);
+/// Sorted, unique, non-negative axes; empty means all axes.
+std::vector<int64_t> normalize_axes(std::string_view fn, const Axes& axes, const Tensor& t);
+
+/// A rank-0 constant holding `n`, typed for an operation with `like` (weak scalar rules).
+Tensor scalar_for(const Number& n, const Tensor& like);
+
+[[noreturn]] void fail(std::string_view fn, std::string_view message);
+void require_defined(std::string_view fn, const Tensor& t);
+
+}  // namespace kiln::detail

@@ -1,0 +1,455 @@
+// frontend/tensor_ops.cpp - the primitive ops of kiln::Tensor, one IR op each.
+//
+// Recording is the hot path (a budget of 0.3 us per op): the checks reuse the IR's type
+// rules, operand types are copied into a stack array, and no strings are built unless an
+// error is thrown.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kiln/frontend/lazy.h"
+#include "lazy_value.h"
+#include "record.h"
+
+namespace kiln {
+namespace detail {
+
+[[noreturn]] void fail(std::string_view fn, std::string_view message) {
+  throw Error(fmt::format("{}: {}", fn, message));
+}
+
+void require_defined(std::string_view fn, const Tensor& t) {
+  if (!t.defined()) fail(fn, "the tensor is undefined (default-constructed or moved from)");
+}
+
+namespace {
+std::string type_str(const Tensor& t) { return TensorType{t.dtype(), t.shape()}.str(); }
+}  // namespace
+
+Tensor record(std::string_view fn, OpKind op, std::span<const Tensor* const> operands, Attrs attrs,
+              const TensorType* declared) {
+  constexpr size_t kInline = 3;
+  std::array<TensorType, kInline> inline_types;
+  std::array<LazyValue*, kInline> inline_values{};
+  std::vector<TensorType> more_types;
+  std::vector<LazyValue*> more_values;
+  const bool spill = operands.size() > kInline;
+  if (spill) {
+    more_types.resize(operands.size());
+    more_values.resize(operands.size());
+  }
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& t = *operands[i];
+    require_defined(fn, t);
+    LazyValue* v = t.impl();
+    if (v->device != operands[0]->impl()->device)
+      fail(fn, fmt::format("operands are on different devices ({} and {})", operands[0]->impl()->device.str(),
+                           v->device.str()));
+    (spill ? more_types[i] : inline_types[i]) = v->type;
+    (spill ? more_values[i] : inline_values[i]) = v;
+  }
+  if (attrs.size() == 0) attrs = Graph::make_attrs(op);
+  const std::span<const TensorType> types = spill ? std::span<const TensorType>(more_types)
+                                                  : std::span<const TensorType>(inline_types.data(), operands.size());
+  auto type = infer_type(op, types, attrs, declared);
+  if (!type) fail(fn, type.error().message);
+  const std::span<LazyValue* const> values = spill ? std::span<LazyValue* const>(more_values)
+                                                   : std::span<LazyValue* const>(inline_values.data(), operands.size());
+  LazyValue* v = make_pending(op, *type, operands.empty() ? Device{} : operands[0]->impl()->device, values,
+                              std::move(attrs));
+  Tensor result(v);
+  if (v->pending_nodes > max_pending()) evaluate({&v, 1}, /*forced_by_cap=*/true);
+  return result;
+}
+
+AttrValue& attr_slot(Attrs& attrs, OpKind op, std::string_view name) {
+  const int i = attr_index(op, name);
+  KILN_ASSERT(i >= 0, "the op's schema has the attribute");
+  AttrValue& v = attrs[static_cast<size_t>(i)];
+  v.present = true;
+  return v;
+}
+
+int64_t normalize_axis(std::string_view fn, int64_t axis, const Tensor& t, int rank_extra) {
+  const int64_t rank = t.rank() + rank_extra;
+  if (axis < -rank || axis >= rank)
+    fail(fn, fmt::format("axis {} is out of range for {}", axis, type_str(t)));
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int64_t> normalize_axes(std::string_view fn, const Axes& axes, const Tensor& t) {
+  std::vector<int64_t> out;
+  if (axes.empty()) {
+    for (int64_t d = 0; d < t.rank(); ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t a : axes) out.push_back(normalize_axis(fn, a, t));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    fail(fn, fmt::format("axes [{}] name an axis twice", fmt::join(axes, ", ")));
+  return out;
+}
+
+Tensor scalar_for(const Number& n, const Tensor& like) {
+  require_defined("scalar", like);
+  const Scalar& s = n.value();
+  const DType t = like.dtype();
+  // Weak scalars: the tensor's type wins within a kind; a float meeting an integer or bool
+  // tensor gives f32 (PyTorch's default float), an integer meeting bool gives i64.
+  DType dtype = t;
+  if (!s.is_int() && !is_float(t)) dtype = DType::F32;
+  else if (s.is_int() && is_bool(t)) dtype = DType::I64;
+  if (s.is_int() && !is_float(dtype) && !(s.cast_to(dtype) == s))
+    throw Error(fmt::format("scalar {} does not fit in {}", s.as_int(), dtype_name(dtype)));
+  Attrs a = Graph::make_attrs(OpKind::Constant);
+  attr_slot(a, OpKind::Constant, "value").scalar = s.cast_to(dtype);
+  return Tensor(make_pending(OpKind::Constant, TensorType{dtype, {}}, like.device(), {}, std::move(a)));
+}
+
+}  // namespace detail
+
+using detail::record;
+
+namespace {
+// A float scalar meeting an integer or bool tensor computes in f32 (PyTorch's default
+// float), not in the f64 that NumPy's promotion of i32 with f32 would give.
+Tensor weak_operand(const Tensor& t, const Number& n) {
+  detail::require_defined("scalar", t);
+  return !n.value().is_int() && !is_float(t.dtype()) ? t.to(DType::F32) : t;
+}
+}  // namespace
+
+
+// ---- elementwise ------------------------------------------------------------------------
+
+#define KILN_UNARY(method, op) \
+  Tensor Tensor::method() const { return record(#method, OpKind::op, {this}); }
+KILN_UNARY(neg, Neg)
+KILN_UNARY(abs, Abs)
+KILN_UNARY(exp, Exp)
+KILN_UNARY(log, Log)
+KILN_UNARY(sqrt, Sqrt)
+KILN_UNARY(rsqrt, Rsqrt)
+KILN_UNARY(sin, Sin)
+KILN_UNARY(cos, Cos)
+KILN_UNARY(tanh, Tanh)
+KILN_UNARY(sigmoid, Sigmoid)
+KILN_UNARY(relu, Relu)
+KILN_UNARY(erf, Erf)
+KILN_UNARY(floor, Floor)
+KILN_UNARY(ceil, Ceil)
+KILN_UNARY(logical_not, Not)
+#undef KILN_UNARY
+
+namespace {
+// Broadcast failures get the frontend's own wording: "add: cannot broadcast f32[3,4] with f32[5]".
+Tensor binary(std::string_view fn, OpKind op, const Tensor& a, const Tensor& b) {
+  detail::require_defined(fn, a);
+  detail::require_defined(fn, b);
+  if (!broadcast_shapes(a.shape(), b.shape()))
+    detail::fail(fn, fmt::format("cannot broadcast {} with {}", detail::type_str(a), detail::type_str(b)));
+  return record(fn, op, {&a, &b});
+}
+}  // namespace
+
+#define KILN_BINARY(method, op) \
+  Tensor Tensor::method(const Tensor& other) const { return binary(#method, OpKind::op, *this, other); }
+KILN_BINARY(add, Add)
+KILN_BINARY(sub, Sub)
+KILN_BINARY(mul, Mul)
+KILN_BINARY(div, Div)
+KILN_BINARY(pow, Pow)
+KILN_BINARY(maximum, Max)
+KILN_BINARY(minimum, Min)
+KILN_BINARY(eq, Eq)
+KILN_BINARY(ne, Ne)
+KILN_BINARY(lt, Lt)
+KILN_BINARY(le, Le)
+KILN_BINARY(gt, Gt)
+KILN_BINARY(ge, Ge)
+KILN_BINARY(logical_and, And)
+KILN_BINARY(logical_or, Or)
+#undef KILN_BINARY
+
+Tensor Tensor::pow(Number exponent) const {
+  const Tensor t = weak_operand(*this, exponent);
+  return t.pow(detail::scalar_for(exponent, t));
+}
+
+Tensor Tensor::to(DType dtype) const {
+  detail::require_defined("to", *this);
+  if (dtype == this->dtype()) return *this;
+  const TensorType type{dtype, shape()};
+  return record("to", OpKind::Cast, {this}, {}, &type);
+}
+
+Tensor cast(const Tensor& x, DType dtype) { return x.to(dtype); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  for (const Tensor* t : {&cond, &a, &b}) detail::require_defined("where", *t);
+  if (!broadcast_shapes(cond.shape(), a.shape()) ||
+      !broadcast_shapes(*broadcast_shapes(cond.shape(), a.shape()), b.shape()))
+    detail::fail("where", fmt::format("cannot broadcast {}, {} and {}", detail::type_str(cond), detail::type_str(a),
+                                      detail::type_str(b)));
+  return record("where", OpKind::Where, {&cond, &a, &b});
+}
+
+Tensor Tensor::where(const Tensor& cond, const Tensor& other) const { return kiln::where(cond, *this, other); }
+
+// ---- reductions -------------------------------------------------------------------------
+
+namespace {
+Tensor reduce(std::string_view fn, OpKind op, const Tensor& x, const Axes& axes, bool keepdim) {
+  detail::require_defined(fn, x);
+  std::vector<int64_t> norm = detail::normalize_axes(fn, axes, x);
+  if (norm.empty()) {
+    // A rank-0 tensor: nothing to reduce, but sum and prod still widen small integers.
+    const TensorType widened = *infer_type(op, std::array{TensorType{x.dtype(), {1}}}, [&] {
+      Attrs a = Graph::make_attrs(op);
+      detail::attr_slot(a, op, "axes").ints = {0};
+      return a;
+    }(), nullptr);
+    return x.to(widened.dtype);
+  }
+  Attrs a = Graph::make_attrs(op);
+  detail::attr_slot(a, op, "axes").ints = std::move(norm);
+  if (keepdim) detail::attr_slot(a, op, "keepdim");
+  return record(fn, op, {&x}, std::move(a));
+}
+}  // namespace
+
+Tensor Tensor::sum(const Axes& axes, bool keepdim) const { return reduce("sum", OpKind::ReduceSum, *this, axes, keepdim); }
+Tensor Tensor::prod(const Axes& axes, bool keepdim) const { return reduce("prod", OpKind::ReduceProd, *this, axes, keepdim); }
+Tensor Tensor::max(const Axes& axes, bool keepdim) const { return reduce("max", OpKind::ReduceMax, *this, axes, keepdim); }
+Tensor Tensor::min(const Axes& axes, bool keepdim) const { return reduce("min", OpKind::ReduceMin, *this, axes, keepdim); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
+  detail::require_defined("argmax", *this);
+  if (rank() == 0) return zeros({}, DType::I64, device());
+  return reduce("argmax", OpKind::ArgMax, *this, {dim}, keepdim);
+}
+Tensor Tensor::argmin(int64_t dim, bool keepdim) const {
+  detail::require_defined("argmin", *this);
+  if (rank() == 0) return zeros({}, DType::I64, device());
+  return reduce("argmin", OpKind::ArgMin, *this, {dim}, keepdim);
+}
+
+Tensor sum(const Tensor& x, const Axes& axes, bool keepdim) { return x.sum(axes, keepdim); }
+Tensor prod(const Tensor& x, const Axes& axes, bool keepdim) { return x.prod(axes, keepdim); }
+Tensor amax(const Tensor& x, const Axes& axes, bool keepdim) { return x.max(axes, keepdim); }
+Tensor amin(const Tensor& x, const Axes& axes, bool keepdim) { return x.min(axes, keepdim); }
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return x.argmax(dim, keepdim); }
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) { return x.argmin(dim, keepdim); }
+
+// ---- movement ---------------------------------------------------------------------------
+
+Tensor Tensor::reshape(const std::vector<int64_t>& shape) const {
+  detail::require_defined("reshape", *this);
+  Shape out;
+  int infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
+    if (d == -1 && infer_at < 0) {
+      infer_at = static_cast<int>(i);
+      out.push_back(1);
+      continue;
+    }
+    if (d < 0) detail::fail("reshape", fmt::format("shape [{}] may hold one -1 and no other negative size", fmt::join(shape, ", ")));
+    known *= d;
+    out.push_back(d);
+  }
+  if (infer_at >= 0) {
+    if (known == 0 || numel() % known != 0)
+      detail::fail("reshape", fmt::format("cannot infer the -1 in [{}] for {}", fmt::join(shape, ", "), detail::type_str(*this)));
+    out[infer_at] = numel() / known;
+  }
+  if (out == this->shape()) return *this;
+  const TensorType type{dtype(), out};
+  return record("reshape", OpKind::Reshape, {this}, {}, &type);
+}
+
+Tensor Tensor::permute(const Axes& perm) const {
+  detail::require_defined("permute", *this);
+  if (static_cast<int>(perm.size()) != rank())
+    detail::fail("permute", fmt::format("perm [{}] needs one entry per axis of {}", fmt::join(perm, ", "), detail::type_str(*this)));
+  Attrs a = Graph::make_attrs(OpKind::Permute);
+  auto& p = detail::attr_slot(a, OpKind::Permute, "perm").ints;
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    p.push_back(detail::normalize_axis("permute", perm[i], *this));
+    identity = identity && p.back() == static_cast<int64_t>(i);
+  }
+  if (identity) {
+    std::vector<int64_t> sorted = p;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) return *this;
+  }
+  return record("permute", OpKind::Permute, {this}, std::move(a));
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  detail::require_defined("transpose", *this);
+  Axes perm;
+  for (int64_t d = 0; d < rank(); ++d) perm.push_back(d);
+  std::swap(perm[static_cast<size_t>(detail::normalize_axis("transpose", dim0, *this))],
+            perm[static_cast<size_t>(detail::normalize_axis("transpose", dim1, *this))]);
+  return permute(perm);
+}
+
+Tensor Tensor::expand(const std::vector<int64_t>& shape) const {
+  detail::require_defined("expand", *this);
+  Shape out;
+  const int shift = static_cast<int>(shape.size()) - rank();
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int src = static_cast<int>(i) - shift;
+    out.push_back(shape[i] == -1 && src >= 0 ? this->shape()[src] : shape[i]);
+  }
+  if (out == this->shape()) return *this;
+  const TensorType type{dtype(), out};
+  return record("expand", OpKind::Expand, {this}, {}, &type);
+}
+
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t stop, int64_t step) const {
+  detail::require_defined("slice", *this);
+  const auto d = static_cast<int>(detail::normalize_axis("slice", dim, *this));
+  if (step < 1) detail::fail("slice", fmt::format("step {} must be at least 1", step));
+  const int64_t n = shape()[d];
+  auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{0}, n); };
+  start = clamp(start);
+  stop = std::max(start, clamp(stop));
+  Attrs a = Graph::make_attrs(OpKind::Slice);
+  auto& s0 = detail::attr_slot(a, OpKind::Slice, "start").ints;
+  auto& s1 = detail::attr_slot(a, OpKind::Slice, "stop").ints;
+  auto& s2 = detail::attr_slot(a, OpKind::Slice, "step").ints;
+  for (int k = 0; k < rank(); ++k) {
+    s0.push_back(k == d ? start : 0);
+    s1.push_back(k == d ? stop : shape()[k]);
+    s2.push_back(k == d ? step : 1);
+  }
+  if (step == 1) a[static_cast<size_t>(attr_index(OpKind::Slice, "step"))] = AttrValue{};
+  return record("slice", OpKind::Slice, {this}, std::move(a));
+}
+
+Tensor Tensor::pad(const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value) const {
+  detail::require_defined("pad", *this);
+  Attrs a = Graph::make_attrs(OpKind::Pad);
+  detail::attr_slot(a, OpKind::Pad, "low").ints = low;
+  detail::attr_slot(a, OpKind::Pad, "high").ints = high;
+  const Scalar& v = value.value();
+  if (!(v.is_int() && v.as_int() == 0))
+    detail::attr_slot(a, OpKind::Pad, "value").scalar = is_float(dtype()) ? v.cast_to(dtype()) : v;
+  return record("pad", OpKind::Pad, {this}, std::move(a));
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  detail::require_defined("flatten", *this);
+  if (rank() == 0) return reshape({1});
+  const int64_t s = detail::normalize_axis("flatten", start_dim, *this), e = detail::normalize_axis("flatten", end_dim, *this);
+  if (s > e) detail::fail("flatten", fmt::format("start_dim {} comes after end_dim {}", start_dim, end_dim));
+  std::vector<int64_t> out;
+  int64_t merged = 1;
+  for (int64_t d = 0; d < rank(); ++d) {
+    if (d < s || d > e) out.push_back(shape()[static_cast<int>(d)]);
+    else merged *= shape()[static_cast<int>(d)];
+    if (d == e) out.push_back(merged);
+  }
+  return reshape(out);
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  detail::require_defined("unsqueeze", *this);
+  const int64_t d = detail::normalize_axis("unsqueeze", dim, *this, 1);
+  std::vector<int64_t> out(shape().begin(), shape().end());
+  out.insert(out.begin() + d, 1);
+  return reshape(out);
+}
+
+Tensor Tensor::squeeze(int64_t dim) const {
+  detail::require_defined("squeeze", *this);
+  const int64_t d = detail::normalize_axis("squeeze", dim, *this);
+  if (shape()[static_cast<int>(d)] != 1)
+    detail::fail("squeeze", fmt::format("axis {} of {} has size {}, not 1", dim, detail::type_str(*this), shape()[static_cast<int>(d)]));
+  std::vector<int64_t> out(shape().begin(), shape().end());
+  out.erase(out.begin() + d);
+  return reshape(out);
+}
+
+Tensor Tensor::squeeze() const {
+  detail::require_defined("squeeze", *this);
+  std::vector<int64_t> out;
+  for (int64_t d : shape().dims())
+    if (d != 1) out.push_back(d);
+  return reshape(out);
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) detail::fail("cat", "needs at least one tensor");
+  Attrs a = Graph::make_attrs(OpKind::Concat);
+  detail::attr_slot(a, OpKind::Concat, "axis").i = detail::normalize_axis("cat", dim, tensors[0]);
+  std::vector<const Tensor*> operands;
+  for (const Tensor& t : tensors) operands.push_back(&t);
+  return record("cat", OpKind::Concat, operands, std::move(a));
+}
+
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) { return x.reshape(shape); }
+Tensor permute(const Tensor& x, const Axes& perm) { return x.permute(perm); }
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) { return x.transpose(dim0, dim1); }
+Tensor expand(const Tensor& x, const std::vector<int64_t>& shape) { return x.expand(shape); }
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) { return x.flatten(start_dim, end_dim); }
+Tensor unsqueeze(const Tensor& x, int64_t dim) { return x.unsqueeze(dim); }
+Tensor squeeze(const Tensor& x, int64_t dim) { return x.squeeze(dim); }
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t stop, int64_t step) {
+  return x.slice(dim, start, stop, step);
+}
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value) {
+  return x.pad(low, high, value);
+}
+
+// ---- matmul -----------------------------------------------------------------------------
+
+Tensor Tensor::matmul(const Tensor& other) const {
+  detail::require_defined("matmul", *this);
+  detail::require_defined("matmul", other);
+  // NumPy: a 1-D left operand is a row, a 1-D right operand a column; both are removed again.
+  const bool row = rank() == 1, col = other.rank() == 1;
+  if (rank() == 0 || other.rank() == 0)
+    detail::fail("matmul", fmt::format("operands must have rank 1 or more, got {} and {}", detail::type_str(*this),
+                                       detail::type_str(other)));
+  const Tensor a = row ? unsqueeze(0) : *this;
+  const Tensor b = col ? other.unsqueeze(-1) : other;
+  Tensor y = record("matmul", OpKind::Matmul, {&a, &b});
+  if (col) y = y.squeeze(-1);
+  if (row) y = y.squeeze(col ? -1 : -2);
+  return y;
+}
+
+// ---- operators --------------------------------------------------------------------------
+
+Tensor operator-(const Tensor& x) { return x.neg(); }
+Tensor operator~(const Tensor& x) { return x.logical_not(); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return a.logical_and(b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return a.logical_or(b); }
+
+#define KILN_OPERATOR(sym, method)                                              \
+  Tensor operator sym(const Tensor& a, const Tensor& b) { return a.method(b); } \
+  Tensor operator sym(const Tensor& a, Number b) {                              \
+    const Tensor t = weak_operand(a, b);                                        \
+    return t.method(detail::scalar_for(b, t));                                  \
+  }                                                                             \
+  Tensor operator sym(Number a, const Tensor& b) {                              \
+    const Tensor t = weak_operand(b, a);                                        \
+    return detail::scalar_for(a, t).method(t);                                  \
+  }
+KILN_OPERATOR(+, add)
+KILN_OPERATOR(-, sub)
+KILN_OPERATOR(*, mul)
+KILN_OPERATOR(/, div)
+KILN_OPERATOR(==, eq)
+KILN_OPERATOR(!=, ne)
+KILN_OPERATOR(<, lt)
+KILN_OPERATOR(<=, le)
+KILN_OPERATOR(>, gt)
+KILN_OPERATOR(>=, ge)
+#undef KILN_OPERATOR
+
+}  // namespace kiln

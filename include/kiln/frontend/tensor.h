@@ -1,0 +1,292 @@
+// kiln/frontend/tensor.h - kiln::Tensor: eager-looking, lazily recorded tensor code.
+//
+//   kiln::Tensor x = kiln::rand({4096, 4096}, /*seed=*/1);
+//   kiln::Tensor y = (x * 1.5f + 0.25f).tanh().softmax(-1);   // records, runs nothing
+//   std::vector<float> v = y.to_vector<float>();               // sync point: runs once
+//
+// Every call checks shapes and dtypes and throws kiln::Error at the call that is wrong;
+// nothing executes until a sync point (to_vector, item, eval, kiln::sync). See
+// docs/frontend.md for laziness, flushing, memory and threads.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/ir/attrs.h"
+#include "kiln/ir/shape.h"
+#include "kiln/runtime/device.h"
+#include "kiln/runtime/host_tensor.h"
+
+namespace kiln {
+
+namespace detail {
+struct LazyValue;
+}  // namespace detail
+
+/// A list of axes; negative values count from the end, as in PyTorch.
+using Axes = std::vector<int64_t>;
+
+/// A number on one side of a tensor operation. Like a Python scalar in PyTorch it is
+/// "weak": `f32_tensor * 0.5` stays f32, `i32_tensor + 1` stays i32, and a float scalar
+/// with an integer or bool tensor gives f32.
+class Number {
+ public:
+  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  Number(T v)  // NOLINT: implicit, so that `x * 2` and `x * 0.5f` read naturally
+      : value_(std::is_floating_point_v<T> ? Scalar::from_float(static_cast<double>(v))
+                                           : Scalar::from_int(static_cast<int64_t>(v))) {}
+  const Scalar& value() const { return value_; }
+
+ private:
+  Scalar value_;
+};
+
+enum class GeluApproximation { Erf, Tanh };
+
+/// A cheap-to-copy handle to a lazily computed tensor. Copies share the value.
+class Tensor {
+ public:
+  /// An undefined tensor; every operation on it throws.
+  Tensor() = default;
+  Tensor(const Tensor& other);
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(const Tensor& other);
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor();
+
+  bool defined() const { return value_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const;
+  Device device() const;
+  int rank() const { return shape().rank(); }
+  int64_t numel() const { return shape().numel(); }
+  /// Extent of axis `dim` (negative counts from the end).
+  int64_t size(int64_t dim) const;
+
+  // ---- sync points --------------------------------------------------------------------
+  /// Computes the value on its device (no host copy) and keeps it; returns *this.
+  const Tensor& eval() const;
+  /// True once the value has been computed (by eval or by any sync that needed it).
+  bool is_evaluated() const;
+  /// The elements in row-major order. T must match dtype(): float (f32), double (f64),
+  /// int32_t (i32), int64_t (i64), bool (bool).
+  template <class T>
+  std::vector<T> to_vector() const {
+    return host().to_vector<T>();
+  }
+  /// The single element of a one-element tensor.
+  template <class T>
+  T item() const;
+  /// The evaluated value as a host tensor (a sync point).
+  const HostTensor& host() const;
+
+  // ---- elementwise --------------------------------------------------------------------
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor erf() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor logical_not() const;
+  Tensor silu() const;
+  Tensor gelu(GeluApproximation approximate = GeluApproximation::Erf) const;
+  /// Converts the elements to `dtype` (truncating, saturating; see docs/ir.md `cast`).
+  Tensor to(DType dtype) const;
+
+  Tensor add(const Tensor& other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(Number exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  /// `cond ? *this : other`, elementwise with broadcasting (PyTorch's x.where(cond, y)).
+  Tensor where(const Tensor& cond, const Tensor& other) const;
+
+  // ---- reductions (empty `axes`: all axes) --------------------------------------------
+  Tensor sum(const Axes& axes = {}, bool keepdim = false) const;
+  Tensor prod(const Axes& axes = {}, bool keepdim = false) const;
+  Tensor max(const Axes& axes = {}, bool keepdim = false) const;
+  Tensor min(const Axes& axes = {}, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor mean(const Axes& axes = {}, bool keepdim = false) const;
+  /// Variance with Bessel's `correction` (1: unbiased, as torch.var; 0: biased).
+  Tensor var(const Axes& axes = {}, bool keepdim = false, int64_t correction = 1) const;
+  Tensor softmax(int64_t dim = -1) const;
+  Tensor log_softmax(int64_t dim = -1) const;
+
+  // ---- movement (views: no data is copied) --------------------------------------------
+  /// One dim may be -1: inferred from the element count.
+  Tensor reshape(const std::vector<int64_t>& shape) const;
+  Tensor permute(const Axes& perm) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  /// NumPy's broadcast_to; -1 keeps a dim.
+  Tensor expand(const std::vector<int64_t>& shape) const;
+  /// Elements start, start+step, ... before stop along `dim`. Negative start/stop count
+  /// from the end and out-of-range bounds are clamped, as in Python slicing; step >= 1.
+  Tensor slice(int64_t dim, int64_t start, int64_t stop, int64_t step = 1) const;
+  /// Pads every axis with low[i] elements before and high[i] after, filled with `value`.
+  Tensor pad(const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value = 0) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unsqueeze(int64_t dim) const;
+  /// Removes axis `dim`, which must have size 1.
+  Tensor squeeze(int64_t dim) const;
+  /// Removes every axis of size 1.
+  Tensor squeeze() const;
+
+  /// Matrix product with broadcast batch dims; 1-D operands are treated as in NumPy.
+  Tensor matmul(const Tensor& other) const;
+
+  /// Internal: the shared lazy value (for the frontend's own files).
+  detail::LazyValue* impl() const { return value_; }
+  explicit Tensor(detail::LazyValue* adopted) : value_(adopted) {}
+
+ private:
+  detail::LazyValue* value_ = nullptr;
+};
+
+template <>
+float Tensor::item<float>() const;
+template <>
+double Tensor::item<double>() const;
+template <>
+int32_t Tensor::item<int32_t>() const;
+template <>
+int64_t Tensor::item<int64_t>() const;
+template <>
+bool Tensor::item<bool>() const;
+
+// ---- factories ----------------------------------------------------------------------
+/// A tensor holding `data` (row-major), on `device`. T picks the dtype as in to_vector.
+template <class T>
+Tensor from_vector(std::vector<T> data, Shape shape, Device device = {});
+Tensor from_host(HostTensor data, Device device = {});
+Tensor full(Shape shape, Number value, DType dtype = DType::F32, Device device = {});
+Tensor zeros(Shape shape, DType dtype = DType::F32, Device device = {});
+Tensor ones(Shape shape, DType dtype = DType::F32, Device device = {});
+/// 0, 1, ..., n-1.
+Tensor arange(int64_t n, DType dtype = DType::I64, Device device = {});
+/// start, start+step, ... up to but excluding stop.
+Tensor arange(double start, double stop, double step = 1, DType dtype = DType::F32, Device device = {});
+/// Uniform in (0, 1), counter-based: the same numbers for the same seed on every device.
+Tensor rand(Shape shape, uint64_t seed, DType dtype = DType::F32, Device device = {});
+/// Standard normal (Box-Muller over two rand streams).
+Tensor randn(Shape shape, uint64_t seed, DType dtype = DType::F32, Device device = {});
+
+// ---- free functions, PyTorch names ---------------------------------------------------
+#define KILN_UNARY_FN(name) \
+  inline Tensor name(const Tensor& x) { return x.name(); }
+KILN_UNARY_FN(neg)
+KILN_UNARY_FN(abs)
+KILN_UNARY_FN(exp)
+KILN_UNARY_FN(log)
+KILN_UNARY_FN(sqrt)
+KILN_UNARY_FN(rsqrt)
+KILN_UNARY_FN(sin)
+KILN_UNARY_FN(cos)
+KILN_UNARY_FN(tanh)
+KILN_UNARY_FN(sigmoid)
+KILN_UNARY_FN(relu)
+KILN_UNARY_FN(erf)
+KILN_UNARY_FN(floor)
+KILN_UNARY_FN(ceil)
+KILN_UNARY_FN(logical_not)
+KILN_UNARY_FN(silu)
+#undef KILN_UNARY_FN
+
+#define KILN_BINARY_FN(name) \
+  inline Tensor name(const Tensor& a, const Tensor& b) { return a.name(b); }
+KILN_BINARY_FN(add)
+KILN_BINARY_FN(sub)
+KILN_BINARY_FN(mul)
+KILN_BINARY_FN(div)
+KILN_BINARY_FN(pow)
+KILN_BINARY_FN(maximum)
+KILN_BINARY_FN(minimum)
+KILN_BINARY_FN(eq)
+KILN_BINARY_FN(ne)
+KILN_BINARY_FN(lt)
+KILN_BINARY_FN(le)
+KILN_BINARY_FN(gt)
+KILN_BINARY_FN(ge)
+KILN_BINARY_FN(logical_and)
+KILN_BINARY_FN(logical_or)
+KILN_BINARY_FN(matmul)
+#undef KILN_BINARY_FN
+
+inline Tensor gelu(const Tensor& x, GeluApproximation a = GeluApproximation::Erf) { return x.gelu(a); }
+/// `cond ? a : b`, elementwise with broadcasting and promotion.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor cast(const Tensor& x, DType dtype);
+Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const Axes& axes = {}, bool keepdim = false, int64_t correction = 1);
+Tensor prod(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+/// Normalizes over the last axis: (x - mean) / sqrt(var + eps) with biased variance.
+Tensor layer_norm(const Tensor& x, double eps = 1e-5);
+/// layer_norm(x) * weight + bias; weight and bias have the shape of x's last axis.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+/// x @ weight^T + bias, with weight [out, in] as torch.nn.functional.linear.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+Tensor linear(const Tensor& x, const Tensor& weight);
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape);
+Tensor permute(const Tensor& x, const Axes& perm);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor expand(const Tensor& x, const std::vector<int64_t>& shape);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t stop, int64_t step = 1);
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value = 0);
+/// Concatenates along `dim`; operands are promoted to a common dtype.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// ---- operators ------------------------------------------------------------------------
+Tensor operator-(const Tensor& x);
+Tensor operator~(const Tensor& x);  // logical not (bool tensors), as in PyTorch
+Tensor operator&(const Tensor& a, const Tensor& b);  // logical and
+Tensor operator|(const Tensor& a, const Tensor& b);  // logical or
+
+#define KILN_BINARY_OPERATOR(sym)                                \
+  Tensor operator sym(const Tensor& a, const Tensor& b);         \
+  Tensor operator sym(const Tensor& a, Number b);                \
+  Tensor operator sym(Number a, const Tensor& b);
+KILN_BINARY_OPERATOR(+)
+KILN_BINARY_OPERATOR(-)
+KILN_BINARY_OPERATOR(*)
+KILN_BINARY_OPERATOR(/)
+KILN_BINARY_OPERATOR(==)
+KILN_BINARY_OPERATOR(!=)
+KILN_BINARY_OPERATOR(<)
+KILN_BINARY_OPERATOR(<=)
+KILN_BINARY_OPERATOR(>)
+KILN_BINARY_OPERATOR(>=)
+#undef KILN_BINARY_OPERATOR
+
+}  // namespace kiln

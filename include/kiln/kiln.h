@@ -1,0 +1,11 @@
+// kiln/kiln.h - everything a kiln user needs: tensors, sync, capture, the IR and devices.
+#pragma once
+
+#include "kiln/frontend/lazy.h"
+#include "kiln/frontend/tensor.h"
+#include "kiln/ir/graph.h"
+#include "kiln/ir/text.h"
+#include "kiln/runtime/device.h"
+#include "kiln/runtime/host_tensor.h"
+#include "kiln/support/error.h"
+#include "kiln/version.h"

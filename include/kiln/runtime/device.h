@@ -1,0 +1,27 @@
+// kiln/runtime/device.h - where tensors live and kernels run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+/// A device: `cpu` (the default), `interp` (the reference interpreter, always available),
+/// and later `vulkan:N` and `opencl:N`.
+struct Device {
+  enum class Kind : uint8_t { Cpu, Interp };
+
+  Kind kind = Kind::Cpu;
+  int index = 0;
+
+  static Device cpu() { return {Kind::Cpu, 0}; }
+  static Device interp() { return {Kind::Interp, 0}; }
+  /// "cpu", "interp"; throws kiln::Error naming the devices that exist otherwise.
+  static Device parse(std::string_view name);
+
+  std::string str() const;
+  friend bool operator==(const Device& a, const Device& b) = default;
+};
+
+}  // namespace kiln

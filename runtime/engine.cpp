@@ -1,0 +1,35 @@
+// runtime/engine.cpp - the engine registry and the interpreter engine.
+#include "kiln/runtime/engine.h"
+
+#include "kiln/runtime/interpreter.h"
+
+namespace kiln {
+namespace {
+
+class InterpreterEngine final : public Engine {
+ public:
+  const char* name() const override { return "interp"; }
+  std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs) override {
+    std::vector<const HostTensor*> views;
+    views.reserve(inputs.size());
+    for (const BufferRef& b : inputs) views.push_back(b.get());
+    std::vector<HostTensor> results = interpret(g, views);
+    std::vector<BufferRef> out;
+    out.reserve(results.size());
+    for (HostTensor& t : results) out.push_back(std::make_shared<const HostTensor>(std::move(t)));
+    return out;
+  }
+};
+
+}  // namespace
+
+Engine& engine_for(Device device) {
+  static InterpreterEngine interpreter;
+  switch (device.kind) {
+    case Device::Kind::Cpu:  // TODO: the LLVM CPU backend (issue 5) takes over here.
+    case Device::Kind::Interp: return interpreter;
+  }
+  return interpreter;
+}
+
+}  // namespace kiln
