@@ -72,6 +72,8 @@ bool Parser::parse_int(int64_t& out, std::string_view what) {
   const Token t = take();
   const char* end = t.text.data() + t.text.size();
   auto [ptr, ec] = std::from_chars(t.text.data() + (t.text[0] == '+'), end, out);
+  if (ec == std::errc::result_out_of_range && ptr == end)
+    return fail(t.loc, fmt::format("integer {} is out of range for int64", t.text));
   if (ec != std::errc() || ptr != end)
     return fail(t.loc, fmt::format("expected {}, found '{}'", what, t.text));
   return true;
@@ -95,7 +97,7 @@ bool Parser::parse_scalar(Scalar& out) {
   }
   if (tok_.text.find_first_of(".eE") == std::string_view::npos) {
     int64_t v = 0;
-    if (!parse_int(v, "an integer")) return false;
+    if (!parse_int(v, "a number")) return false;
     out = Scalar::from_int(v);
     return true;
   }
@@ -107,7 +109,7 @@ bool Parser::parse_scalar(Scalar& out) {
   if (end != s.c_str() + s.size() || s.find_first_of("xX") != std::string::npos)
     return fail(t.loc, fmt::format("expected a number, found '{}'", s));
   if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL))
-    return fail(t.loc, fmt::format("{} is out of range for f64 (write inf for infinity)", s));
+    return fail(t.loc, fmt::format("{} is out of range for f64 (write {} for infinity)", s, v < 0 ? "-inf" : "inf"));
   out = Scalar::from_float(v);
   return true;
 }
@@ -275,8 +277,9 @@ bool Parser::parse_return(const std::vector<TensorType>& results, SourceLoc resu
     outputs.push_back(v);
   } while (accept(Tok::Comma));
   if (outputs.size() != results.size())
-    return fail(ret.loc, fmt::format("'return' gives {} values but the signature at line {} declares {}",
-                                     outputs.size(), results_loc.line, results.size()));
+    return fail(ret.loc, fmt::format("'return' gives {} value{} but the signature at line {} declares {}",
+                                     outputs.size(), outputs.size() == 1 ? "" : "s", results_loc.line,
+                                     results.size()));
   return_locs_ = std::move(locs);
   results_ = results;
   graph_.set_outputs(std::move(outputs));

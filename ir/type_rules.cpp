@@ -241,7 +241,9 @@ Expected<TensorType> rule_permute(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_expand(const TypeRuleInput& in) {
   const TensorType &x = in.operands[0], &to = *in.declared;
-  bool ok = x.dtype == to.dtype && x.shape.rank() <= to.shape.rank();
+  KILN_TRY(require(x.dtype == to.dtype,
+                   fmt::format("'expand' keeps the element type: {} to {}", x.str(), to.str())));
+  bool ok = x.shape.rank() <= to.shape.rank();
   for (int i = 0; ok && i < x.shape.rank(); ++i) {
     const int64_t d = x.shape[i], t = to.shape[i + to.shape.rank() - x.shape.rank()];
     ok = d == t || d == 1;
@@ -264,7 +266,9 @@ Expected<TensorType> rule_slice(const TypeRuleInput& in) {
   for (int d = 0; d < rank; ++d) {
     const auto i = static_cast<size_t>(d);
     KILN_TRY(require(step[i] >= 1, fmt::format("'slice' step {} on axis {} must be at least 1", step[i], d)));
-    KILN_TRY(require(0 <= start[i] && start[i] <= stop[i] && stop[i] <= x.shape[d],
+    KILN_TRY(require(start[i] <= stop[i],
+                     fmt::format("'slice' start {} is after stop {} on axis {}", start[i], stop[i], d)));
+    KILN_TRY(require(0 <= start[i] && stop[i] <= x.shape[d],
                      fmt::format("'slice' range [{}, {}) on axis {} is outside 0..{} of {}", start[i],
                                  stop[i], d, x.shape[d], x.str())));
     out.push_back(stop[i] > start[i] ? (stop[i] - start[i] - 1) / step[i] + 1 : 0);  // no overflow
@@ -286,7 +290,11 @@ Expected<TensorType> rule_pad(const TypeRuleInput& in) {
     KILN_TRY(require(low[i] >= 0 && high[i] >= 0,
                      fmt::format("'pad' amounts must be non-negative, got low {} high {}",
                                  ints_str(low), ints_str(high))));
-    out.push_back(x.shape[d] + low[i] + high[i]);
+    int64_t dim = 0;
+    if (__builtin_add_overflow(x.shape[d], low[i], &dim) || __builtin_add_overflow(dim, high[i], &dim))
+      return fail(fmt::format("'pad' of {} by low {} high {} overflows int64 on axis {}", x.str(),
+                              ints_str(low), ints_str(high), d));
+    out.push_back(dim);
   }
   return TensorType{x.dtype, out};
 }
@@ -304,7 +312,9 @@ Expected<TensorType> rule_concat(const TypeRuleInput& in) {
     for (int d = 0; ok && d < t.shape.rank(); ++d) ok = d == axis || t.shape[d] == first.shape[d];
     KILN_TRY(require(ok, fmt::format("'concat' operands {} differ outside axis {}",
                                      join_types(in.operands, " and "), axis)));
-    out[static_cast<int>(axis)] += t.shape[static_cast<int>(axis)];
+    int64_t& dim = out[static_cast<int>(axis)];
+    if (__builtin_add_overflow(dim, t.shape[static_cast<int>(axis)], &dim))
+      return fail(fmt::format("'concat' of {} overflows int64 on axis {}", join_types(in.operands, " and "), axis));
     dtype = promote(dtype, t.dtype);
   }
   return TensorType{dtype, out};

@@ -287,6 +287,15 @@ TEST(InterpreterReduce, SumAccumulatesInDoubleWithCompensation) {
   expect_values(reduce("reduce_sum", "f64[4]", "[1e100, 1.0, -1e100, 0.0]", "axes = [0]", "f64[]"), F64({}), {1});
 }
 
+TEST(InterpreterReduce, SumsWithInfinitiesAndOverflow) {
+  // The compensation term must not turn an infinite sum into nan (inf - inf).
+  expect_values(reduce("reduce_sum", "f32[2]", "[1.0, inf]", "axes = [0]", "f32[]"), F32({}), {kInf});
+  expect_values(reduce("reduce_sum", "f64[3]", "[-inf, 2.0, 1.0]", "axes = [0]", "f64[]"), F64({}), {-kInf});
+  expect_values(reduce("reduce_sum", "f64[2]", "[1e308, 1e308]", "axes = [0]", "f64[]"), F64({}), {kInf});
+  expect_values(reduce("reduce_sum", "f32[2]", "[inf, -inf]", "axes = [0]", "f32[]"), F32({}), {kNaN});
+  expect_values(reduce("reduce_sum", "f32[2]", "[3e38, 3e38]", "axes = [0]", "f32[]"), F32({}), {kInf});
+}
+
 TEST(InterpreterReduce, IntegerAndBoolSumsWidenToI64) {
   expect_ints(reduce("reduce_sum", "i32[2]", "[2147483647, 2147483647]", "axes = [0]", "i64[]"), I64({}),
               {4294967294LL});
