@@ -95,7 +95,7 @@ HostTensor read_npy(const std::string& path) {
   if (bytes.size() - data_start < t.nbytes())
     throw fail(fmt::format("truncated data: {} needs {} bytes, the file has {}", t.type().str(),
                            t.nbytes(), bytes.size() - data_start));
-  std::memcpy(t.data(), bytes.data() + data_start, t.nbytes());
+  if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start, t.nbytes());  // empty: data() is null
   return t;
 }
 

@@ -31,7 +31,9 @@ TEST(Npy, RoundTripsEveryDType) {
     const HostTensor back = read_npy(path);
     ASSERT_EQ(back.type(), t.type());
     ASSERT_EQ(back.nbytes(), t.nbytes());
-    EXPECT_EQ(std::memcmp(back.data(), t.data(), t.nbytes()), 0) << t.type().str();
+    if (t.nbytes()) {
+      EXPECT_EQ(std::memcmp(back.data(), t.data(), t.nbytes()), 0) << t.type().str();
+    }
   }
 }
 
