@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-numpy
-  # LLVM 19 and Clang 19 (the libraries for codegen; clang-19 to check the build with clang)
-  llvm-19-dev llvm-19-tools libclang-19-dev clang-19 libzstd-dev
+  # LLVM 19 and Clang 19 (the libraries for codegen; clang-19 and its sanitizer runtimes
+  # for the clang build of the tests)
+  llvm-19-dev llvm-19-tools libclang-19-dev clang-19 libclang-rt-19-dev libzstd-dev
   # Vulkan on lavapipe, shaderc, glslang, SPIRV-Tools
   libvulkan-dev mesa-vulkan-drivers libshaderc-dev glslang-dev glslang-tools spirv-tools
   # OpenCL on PoCL
