@@ -70,8 +70,16 @@ double binary_float(OpKind op, double a, double b) {
     case OpKind::Mul: return a * b;
     case OpKind::Div: return a / b;
     case OpKind::Pow: return std::pow(a, b);
-    case OpKind::Max: return std::isnan(a) || std::isnan(b) ? NAN : (a > b ? a : b);
-    case OpKind::Min: return std::isnan(a) || std::isnan(b) ? NAN : (a < b ? a : b);
+    // IEEE 754-2019 maximum/minimum: NaN wins, and +0.0 > -0.0, so both are commutative
+    // bit for bit (LLVM's llvm.maximum/llvm.minimum).
+    case OpKind::Max:
+      if (std::isnan(a) || std::isnan(b)) return NAN;
+      if (a == b) return std::signbit(a) ? b : a;
+      return a > b ? a : b;
+    case OpKind::Min:
+      if (std::isnan(a) || std::isnan(b)) return NAN;
+      if (a == b) return std::signbit(a) ? a : b;
+      return a < b ? a : b;
     default: break;
   }
   KILN_ASSERT(false, "binary_float called with a non-arithmetic op");

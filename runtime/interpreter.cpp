@@ -240,6 +240,9 @@ Wide eval_reduce(const Node& n, const Wide& x) {
     } else if (fx) {
       const double v = x.f[k], b = best[o];
       better = !std::isnan(b) && (std::isnan(v) || (is_max ? v > b : v < b));
+      // reduce_max/min pick +0.0 / -0.0 as the elementwise max/min do; arg* keep the first.
+      if (!is_arg && v == 0 && b == 0 && std::signbit(v) != std::signbit(b))
+        better = is_max ? std::signbit(b) : std::signbit(v);
     } else {
       better = is_max ? x.i[k] > ibest[o] : x.i[k] < ibest[o];
     }

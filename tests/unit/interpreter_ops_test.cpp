@@ -270,6 +270,21 @@ HostTensor reduce(std::string_view op, const std::string& type, const std::strin
                           attrs + "} : " + result + "\nreturn %y");
 }
 
+TEST(InterpreterBinary, MaxMinAreCommutativeOnSignedZeros) {
+  // IEEE 754-2019 maximum/minimum: +0.0 > -0.0 in either operand order (CSE relies on it).
+  for (const char* order : {"[-0.0, 0.0]", "[0.0, -0.0]"}) {
+    SCOPED_TRACE(order);
+    const std::string a = order[1] == '-' ? "[-0.0]" : "[0.0]", b = order[1] == '-' ? "[0.0]" : "[-0.0]";
+    const HostTensor mx = binary("max", "f64[1]", a, "f64[1]", b, "f64[1]");
+    const HostTensor mn = binary("min", "f64[1]", a, "f64[1]", b, "f64[1]");
+    EXPECT_FALSE(std::signbit(mx.get_double(0)));
+    EXPECT_TRUE(std::signbit(mn.get_double(0)));
+    EXPECT_FALSE(std::signbit(reduce("reduce_max", "f32[2]", order, "axes = [0]", "f32[]").get_double(0)));
+    EXPECT_TRUE(std::signbit(reduce("reduce_min", "f32[2]", order, "axes = [0]", "f32[]").get_double(0)));
+  }
+  expect_ints(reduce("argmax", "f32[2]", "[-0.0, 0.0]", "axes = [0]", "i64[]"), I64({}), {0});
+}
+
 TEST(InterpreterReduce, SumOverAxesWithAndWithoutKeepdim) {
   const std::string x = "[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]";  // [[1,2,3],[4,5,6]]
   expect_values(reduce("reduce_sum", "f32[2,3]", x, "axes = [1], keepdim", "f32[2,1]"), F32({2, 1}), {6, 15});

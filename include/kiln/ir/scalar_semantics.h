@@ -26,7 +26,8 @@ double unary_float(OpKind op, double x);
 /// Unary ops in the int64 domain: neg, abs, relu (integers), not (bool).
 int64_t unary_int(OpKind op, int64_t x);
 
-/// add sub mul div pow max min in the double domain. max/min propagate NaN.
+/// add sub mul div pow max min in the double domain. max/min are IEEE 754-2019
+/// maximum/minimum: NaN propagates and +0.0 counts as greater than -0.0.
 double binary_float(OpKind op, double a, double b);
 /// add sub mul pow max min and/or in the int64 domain; wraps on overflow. pow with a
 /// negative exponent gives 0 unless the base is 1 or -1 (NumPy raises instead).

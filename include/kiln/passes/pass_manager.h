@@ -1,0 +1,75 @@
+// kiln/passes/pass_manager.h - named graph passes and the pipelines that chain them.
+//
+// A pass maps a Graph to a Graph that computes the same outputs from the same parameters.
+// Every pass is one function in its own file under passes/ and one row in the registry
+// (passes/pass_registry.cpp); `kiln opt --passes=a,b` and `-O1`/`-O2` run them by name.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/support/error.h"
+
+namespace kiln {
+
+struct PassOptions {
+  /// Allow rewrites that change NaN or infinity behaviour (x * 0 -> 0, exp(log x) -> x,
+  /// x - x -> 0). Off by default: without it every pass preserves every bit of every output.
+  bool fast_math = false;
+  /// Largest tensor constant folding materializes as a literal (splats of any size fold).
+  int64_t max_folded_elements = 4096;
+};
+
+using PassFn = Graph (*)(const Graph&, const PassOptions&);
+
+struct PassInfo {
+  std::string_view name;     // as written in --passes
+  std::string_view summary;  // one line for --help and docs
+  PassFn run;
+};
+
+/// Every registered pass, in registry order.
+std::span<const PassInfo> all_passes();
+const PassInfo* find_pass(std::string_view name);
+
+/// The passes of -O0 (none), -O1 (clean-up) and -O2 (everything).
+std::vector<const PassInfo*> pipeline_for_level(int level);
+/// Parses "cse,dce" into passes; an unknown name is an error that lists the known ones.
+Expected<std::vector<const PassInfo*>> parse_pipeline(std::string_view names);
+
+/// Counts that `kiln opt --stats` prints before and after a pipeline.
+struct GraphStats {
+  int64_t nodes = 0;        // operations, parameters excluded
+  int64_t kernels = 0;      // launches if run as is: one per op that computes (no views/sources)
+  int64_t bytes_moved = 0;  // estimate: each kernel reads its operands and writes its result once
+};
+GraphStats graph_stats(const Graph& g);
+
+struct PipelineOptions {
+  /// Verify the graph after every pass and fail naming the pass that broke it. On by
+  /// default in debug builds; kiln opt always does.
+#ifdef NDEBUG
+  bool verify_each = false;
+#else
+  bool verify_each = true;
+#endif
+  /// Called after each pass with its result (kiln opt --print-after-all).
+  std::function<void(const PassInfo&, const Graph&)> after_each;
+};
+
+/// Runs `passes` in order. Fails only when verification after a pass fails (a kiln bug,
+/// reported with the pass's name).
+Expected<Graph> run_pipeline(Graph g, std::span<const PassInfo* const> passes,
+                             const PassOptions& options = {}, const PipelineOptions& pipeline = {});
+
+// The passes, callable directly.
+Graph dead_code_elimination(const Graph& g, const PassOptions& options = {});
+Graph common_subexpression_elimination(const Graph& g, const PassOptions& options = {});
+Graph constant_folding(const Graph& g, const PassOptions& options = {});
+Graph simplify(const Graph& g, const PassOptions& options = {});
+
+}  // namespace kiln

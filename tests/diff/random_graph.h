@@ -1,0 +1,34 @@
+// tests/diff/random_graph.h - reproducible random graphs for differential testing.
+//
+// A seed gives the same graph on every machine. Graphs mix every op category (sources,
+// elementwise with broadcasting and promotion, reductions, views, matmul) and plant the
+// patterns the passes look for (splat constants such as 0, -0.0 and 1, repeated
+// subexpressions, chains of views and casts, dead nodes).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/runtime/host_tensor.h"
+
+namespace kiln::test {
+
+struct RandomGraphOptions {
+  int nodes = 20;        // operations to attempt
+  int max_rank = 3;
+  int64_t max_dim = 4;
+  bool zero_size = true;  // occasionally a dimension of 0
+};
+
+Graph random_graph(uint64_t seed, const RandomGraphOptions& options = {});
+
+/// Inputs for `g`: floats in [-3, 3] with 4% each of 0 and -0.0, 1% each of inf and nan; integers in
+/// [-5, 5]; fair bools.
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed);
+
+/// Compares outputs bit for bit (any NaN equals any NaN); on a difference returns a message
+/// naming the output and element, else "".
+std::string compare_exact(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got);
+
+}  // namespace kiln::test
