@@ -50,6 +50,7 @@ struct Ctx {
     Node c;
     c.op = OpKind::Constant;
     c.type = node.type;
+    c.name = node.name;  // it replaces the node, so it may carry its name
     c.loc = node.loc;
     c.attrs = Graph::make_attrs(OpKind::Constant);
     AttrValue& v = c.attr("value");
@@ -57,13 +58,14 @@ struct Ctx {
     v.scalar = is_float(node.type.dtype) ? Scalar::from_float(value) : Scalar::from_int(static_cast<int64_t>(value));
     return r.add(std::move(c));
   }
-  // A copy of `n` (a node of the new graph) with a different operand list and type.
+  // A new node of the visited node's type and name, with the given op, operands and attributes.
   ValueId make(OpKind op, std::vector<ValueId> ops, Attrs attrs) const {
     Node n;
     n.op = op;
     n.type = node.type;
     n.operands = std::move(ops);
     n.attrs = std::move(attrs);
+    n.name = node.name;
     n.loc = node.loc;
     return r.add(std::move(n));
   }
