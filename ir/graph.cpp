@@ -1,6 +1,8 @@
 // ir/graph.cpp - building graphs.
 #include "kiln/ir/graph.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace kiln {
@@ -49,6 +51,35 @@ Expected<ValueId> Graph::add(OpKind op, std::span<const ValueId> operands, Attrs
   n.attrs = std::move(attrs);
   n.name = std::move(name);
   return add_unchecked(std::move(n));
+}
+
+std::vector<ValueId> Graph::kernel_members(int32_t k) const {
+  std::vector<ValueId> out;
+  for (size_t id = 0; id < nodes_.size(); ++id)
+    if (nodes_[id].kernel == k) out.push_back(static_cast<ValueId>(id));
+  return out;
+}
+
+std::vector<ValueId> Graph::kernel_inputs(int32_t k) const {
+  std::vector<ValueId> out;
+  for (const Node& n : nodes_) {
+    if (n.kernel != k) continue;
+    for (ValueId o : n.operands)
+      if (nodes_[o].kernel != k && std::find(out.begin(), out.end(), o) == out.end()) out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<ValueId> Graph::kernel_outputs(int32_t k) const {
+  std::vector<bool> used_outside(nodes_.size(), false);
+  for (const Node& n : nodes_)
+    for (ValueId o : n.operands)
+      if (n.kernel != k) used_outside[o] = true;
+  for (ValueId v : outputs_) used_outside[v] = true;
+  std::vector<ValueId> out;
+  for (size_t id = 0; id < nodes_.size(); ++id)
+    if (nodes_[id].kernel == k && used_outside[id]) out.push_back(static_cast<ValueId>(id));
+  return out;
 }
 
 ValueId Graph::add_unchecked(Node node) {

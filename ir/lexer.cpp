@@ -19,6 +19,24 @@ std::string describe(const Token& t) {
   }
 }
 
+std::string unquote(std::string_view raw) {
+  std::string out;
+  for (size_t i = 1; i + 1 < raw.size(); ++i) {
+    if (raw[i] == '\\' && i + 2 < raw.size()) ++i;
+    out += raw[i];
+  }
+  return out;
+}
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
 void Lexer::advance() {
   if (peek() == '\n') {
     ++line_;
@@ -70,6 +88,22 @@ Token Lexer::next() {
     default: break;
   }
   if (c == '-' && peek(1) == '>') return take(Tok::Arrow, 2);
+  if (c == '"') {
+    advance();
+    while (pos_ < text_.size() && peek() != '"' && peek() != '\n') {
+      if (peek() == '\\' && pos_ + 1 < text_.size()) advance();
+      advance();
+    }
+    if (peek() != '"') {
+      t.kind = Tok::Invalid;
+      t.text = text_.substr(start, 1);
+      return t;
+    }
+    advance();
+    t.kind = Tok::String;
+    t.text = text_.substr(start, pos_ - start);
+    return t;
+  }
   if (c == '%' || c == '@') {
     advance();
     const size_t name_start = pos_;

@@ -10,17 +10,22 @@ namespace kiln::text {
 
 enum class Tok {
   Eof, Value, Global, Ident, Number, LParen, RParen, LBracket, RBracket, LBrace, RBrace,
-  Comma, Colon, Equal, Arrow, Invalid,
+  Comma, Colon, Equal, Arrow, String, Invalid,
 };
 
 struct Token {
   Tok kind = Tok::Eof;
-  std::string_view text;  // without the sigil for %value and @global
+  std::string_view text;  // without the sigil for %value and @global; a String's raw text
   SourceLoc loc;
 };
 
 /// What a token looks like in "expected X, found Y" messages.
 std::string describe(const Token& t);
+
+/// The value of a String token's raw text `"..."` (escapes \" and \\ undone).
+std::string unquote(std::string_view raw);
+/// `s` as a string literal that unquote() reads back.
+std::string quote(std::string_view s);
 
 class Lexer {
  public:

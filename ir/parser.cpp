@@ -56,6 +56,8 @@ class Parser {
   bool define(const Token& name, ValueId id);
   bool parse_node();
   bool parse_return(const std::vector<TensorType>& results, SourceLoc results_loc);
+  bool parse_kernel();
+  Status check_kernel_headers() const;
 
   std::string file_;
   text::Lexer lexer_;
@@ -65,7 +67,82 @@ class Parser {
   std::unordered_map<std::string, std::pair<ValueId, SourceLoc>> names_;
   std::vector<SourceLoc> return_locs_;
   std::vector<TensorType> results_;
+  // What each kernel header claims, checked against the body once everything is parsed.
+  struct KernelHeader {
+    int32_t kernel;
+    SourceLoc loc;
+    std::vector<ValueId> inputs;
+    std::vector<Token> outputs;
+  };
+  std::vector<KernelHeader> kernel_headers_;
 };
+
+bool Parser::parse_kernel() {
+  take();  // 'kernel'
+  if (tok_.kind != Tok::Global) return expected("a kernel name such as @k0");
+  const Token name = take();
+  for (const KernelRegion& k : graph_.kernels())
+    if (k.name == name.text) return fail(name.loc, fmt::format("kernel @{} is defined twice", name.text));
+  KernelHeader h{0, name.loc, {}, {}};
+  if (!expect(Tok::LParen, "'(' and the values the kernel reads")) return false;
+  if (!accept(Tok::RParen)) {
+    do {
+      ValueId v = 0;
+      if (!parse_use(v)) return false;
+      h.inputs.push_back(v);
+    } while (accept(Tok::Comma));
+    if (!expect(Tok::RParen, "',' or ')' after a kernel input")) return false;
+  }
+  if (!expect(Tok::Arrow, "'->' and the values the kernel produces")) return false;
+  if (!expect(Tok::LParen, "'(' and the values the kernel produces")) return false;
+  do {
+    if (tok_.kind != Tok::Value) return expected("a value such as %y");
+    h.outputs.push_back(take());
+  } while (accept(Tok::Comma));
+  if (!expect(Tok::RParen, "',' or ')' after a kernel output")) return false;
+  std::string note;
+  if (at_ident("note")) {
+    take();
+    if (tok_.kind != Tok::String) return expected("a quoted note");
+    note = text::unquote(take().text);
+  }
+  if (!expect(Tok::LBrace, "'{' to start the kernel body")) return false;
+  h.kernel = graph_.add_kernel(KernelRegion{std::string(name.text), std::move(note)});
+  while (tok_.kind == Tok::Value) {
+    if (!parse_node()) return false;
+    graph_.node(static_cast<ValueId>(graph_.size() - 1)).kernel = h.kernel;
+  }
+  if (!expect(Tok::RBrace, "a definition such as '%y = ...' or '}' to end the kernel")) return false;
+  kernel_headers_.push_back(std::move(h));
+  return true;
+}
+
+// The header is derived information written out for the reader; it must say the truth.
+Status Parser::check_kernel_headers() const {
+  auto list = [&](const std::vector<ValueId>& values) {
+    std::string s;
+    for (ValueId v : values) s += (s.empty() ? "%" : ", %") + graph_.node(v).name;
+    return "(" + s + ")";
+  };
+  for (const KernelHeader& h : kernel_headers_) {
+    const std::string& name = graph_.kernels()[static_cast<size_t>(h.kernel)].name;
+    std::vector<ValueId> outputs;
+    for (const Token& t : h.outputs) {
+      auto it = names_.find(std::string(t.text));
+      if (it == names_.end()) return Diagnostic{file_, t.loc, fmt::format("use of undefined value '%{}'", t.text)};
+      outputs.push_back(it->second.first);
+    }
+    if (graph_.kernel_members(h.kernel).empty())
+      return Diagnostic{file_, h.loc, fmt::format("kernel @{} has no operations", name)};
+    if (const auto inputs = graph_.kernel_inputs(h.kernel); inputs != h.inputs)
+      return Diagnostic{file_, h.loc, fmt::format("kernel @{} lists inputs {} but its body reads {}", name,
+                                                  list(h.inputs), list(inputs))};
+    if (const auto produced = graph_.kernel_outputs(h.kernel); produced != outputs)
+      return Diagnostic{file_, h.loc, fmt::format("kernel @{} lists outputs {} but the values used outside it are {}",
+                                                  name, list(outputs), list(produced))};
+  }
+  return Status::ok();
+}
 
 bool Parser::parse_int(int64_t& out, std::string_view what) {
   if (tok_.kind != Tok::Number) return expected(what);
@@ -321,11 +398,13 @@ Expected<Graph> Parser::parse() {
     for (;;) {
       if (tok_.kind == Tok::Value) {
         if (!parse_node()) return false;
+      } else if (at_ident("kernel")) {
+        if (!parse_kernel()) return false;
       } else if (at_ident("return")) {
         if (!parse_return(results, results_loc)) return false;
         break;
       } else {
-        return expected("a definition such as '%y = ...' or 'return'");
+        return expected("a definition such as '%y = ...', 'kernel' or 'return'");
       }
     }
     if (tok_.kind != Tok::Eof) return expected("end of file after the graph");
@@ -335,6 +414,7 @@ Expected<Graph> Parser::parse() {
   // Types are checked only now, so that an error points at the node that is wrong rather
   // than at a 'return' whose value merely inherits the wrong type.
   if (Status st = verify(graph_); !st) return st.error();
+  if (Status st = check_kernel_headers(); !st) return st.error();
   for (size_t i = 0; i < results_.size(); ++i) {
     const TensorType& t = graph_.type(graph_.outputs()[i]);
     if (!(t == results_[i]))

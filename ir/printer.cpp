@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "kiln/ir/text.h"
+#include "lexer.h"
 
 namespace kiln {
 namespace {
@@ -65,11 +66,28 @@ std::string print_graph(const Graph& g) {
   for (size_t i = 0; i < outputs.size(); ++i) out += (i ? ", " : "") + g.type(outputs[i]).str();
   if (outputs.size() != 1) out += ")";
   out += " {\n";
+  int32_t open_kernel = -1;
+  auto value_list = [&](const std::vector<ValueId>& values) {
+    std::string s;
+    for (size_t i = 0; i < values.size(); ++i) s += fmt::format("{}%{}", i ? ", " : "", names[values[i]]);
+    return s;
+  };
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
     if (n.op == OpKind::Input) continue;
+    if (n.kernel != open_kernel) {
+      if (open_kernel >= 0) out += "  }\n";
+      open_kernel = n.kernel;
+      if (open_kernel >= 0) {
+        const KernelRegion& k = g.kernels()[static_cast<size_t>(open_kernel)];
+        out += fmt::format("  kernel @{}({}) -> ({})", k.name, value_list(g.kernel_inputs(open_kernel)),
+                           value_list(g.kernel_outputs(open_kernel)));
+        if (!k.note.empty()) out += " note " + text::quote(k.note);
+        out += " {\n";
+      }
+    }
     const OpInfo& info = n.info();
-    out += fmt::format("  %{} = {}", names[id], info.name);
+    out += fmt::format("{}%{} = {}", open_kernel >= 0 ? "    " : "  ", names[id], info.name);
     for (size_t i = 0; i < n.operands.size(); ++i)
       out += fmt::format("{}%{}", i ? ", " : " ", names[n.operands[i]]);
     bool first = true;
@@ -82,6 +100,7 @@ std::string print_graph(const Graph& g) {
     if (!first) out += "}";
     out += " : " + n.type.str() + "\n";
   }
+  if (open_kernel >= 0) out += "  }\n";
   out += "  return";
   for (size_t i = 0; i < outputs.size(); ++i) out += fmt::format("{}%{}", i ? ", " : " ", names[outputs[i]]);
   out += "\n}\n";

@@ -45,6 +45,22 @@ Status verify(const Graph& g) {
       return fail(n, fmt::format("'{}' result is declared {} but its operands give {}", info.name,
                                  n.type.str(), inferred->str()));
   }
+  // Kernel regions: valid indices, members consecutive in node order (one region each).
+  std::vector<bool> closed(g.kernels().size(), false);
+  int32_t current = -1;
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.nodes()[id];
+    if (n.op == OpKind::Input) continue;
+    if (n.kernel < -1 || n.kernel >= static_cast<int32_t>(g.kernels().size()))
+      return fail(n, fmt::format("node belongs to kernel {}, which does not exist", n.kernel));
+    if (n.kernel != current) {
+      if (current >= 0) closed[static_cast<size_t>(current)] = true;
+      if (n.kernel >= 0 && closed[static_cast<size_t>(n.kernel)])
+        return fail(n, fmt::format("kernel @{} is split: its operations must be consecutive",
+                                   g.kernels()[static_cast<size_t>(n.kernel)].name));
+      current = n.kernel;
+    }
+  }
   if (next_input != g.inputs().size())
     return Diagnostic{g.file(), {}, "graph parameters must be input nodes in order"};
   if (g.outputs().empty()) return Diagnostic{g.file(), {}, "graph returns nothing"};

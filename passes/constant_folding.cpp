@@ -4,8 +4,11 @@
 // scalar semantics of every backend; nothing is re-implemented here) and replaced by a
 // `constant`: a splat (`value`) when every element is the same, of any size; a literal
 // (`data`) when it has at most PassOptions::max_folded_elements elements; otherwise it
-// stays. Chains fold in one pass, so whole constant subgraphs collapse. `rand` is left
-// alone (a seed is smaller than its numbers). Guarantees: outputs bit-identical.
+// stays. Compile-time work is bounded: operands and results of more than 2^20 elements are
+// only folded when elementwise on splats or views of splats (computed on one element).
+// Chains fold in one pass, so whole constant subgraphs collapse. `rand` and `arange` are
+// left alone (their parameters are smaller than their numbers). Guarantees: outputs
+// bit-identical.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -137,8 +140,10 @@ Graph constant_folding(const Graph& g, const PassOptions& options) {
     } else if (all_splat && (n.op == OpKind::Reshape || n.op == OpKind::Expand || n.op == OpKind::Permute ||
                              n.op == OpKind::Slice)) {
       result = Known{operands[0]->value, true};  // a view of a splat is the same splat
-    } else if (n.type.shape.numel() <= options.max_folded_elements) {
-      // Materialize the operands (bounded) and evaluate the node as it is.
+    } else if (n.type.shape.numel() <= options.max_folded_elements ||
+               (all_splat && n.type.shape.numel() <= kMaxOperandElements)) {
+      // Materialize the operands (bounded) and evaluate the node as it is. A reduction,
+      // pad, concat or matmul of splats may give a splat of any (bounded) size.
       std::vector<Known> full;
       bool small = true;
       for (size_t i = 0; i < operands.size(); ++i) {
@@ -151,7 +156,8 @@ Graph constant_folding(const Graph& g, const PassOptions& options) {
         for (const Known& k : full) ptrs.push_back(&k);
         HostTensor out = evaluate(n, ptrs, false);
         const bool splat = out.numel() > 0 && all_equal(out);
-        result = splat ? Known{first_element(out), true} : Known{std::move(out), false};
+        if (splat) result = Known{first_element(out), true};
+        else if (out.numel() <= options.max_folded_elements) result = Known{std::move(out), false};
       }
     }
     if (!result) {

@@ -74,9 +74,9 @@ Command add_opt_command(CLI::App& app) {
               write_output(opts->output, out);
               return 0;
             }
-            if (opts->input.empty()) throw Error("opt: an input file is required (or - for stdin)");
+            if (opts->input.empty()) throw Error("error: kiln opt needs an input file (or - for stdin)");
             if (opts->level >= 0 && !opts->passes.empty())
-              throw Error("opt: give either -O or --passes, not both");
+              throw Error("error: give either -O or --passes, not both");
             const std::vector<const PassInfo*> passes =
                 opts->passes.empty() ? pipeline_for_level(std::max(opts->level, 0))
                                      : parse_pipeline(opts->passes).take();

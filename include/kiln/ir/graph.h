@@ -25,11 +25,19 @@ struct Node {
   Attrs attrs;
   std::string name;  // SSA name without '%'; empty: the printer makes one up
   SourceLoc loc;     // where the parser found it; unknown for built nodes
+  int32_t kernel = -1;  // the fused kernel region it belongs to (Graph::kernels), or -1
 
   const OpInfo& info() const { return op_info(op); }
   /// Attribute `name` of this node's op; asserts that the op has it.
   const AttrValue& attr(std::string_view name) const;
   AttrValue& attr(std::string_view name);
+};
+
+/// A fused kernel: the nodes whose `kernel` names it run as one launch. Its members are
+/// consecutive in node order, so the text form prints them as one region.
+struct KernelRegion {
+  std::string name;  // "k0"
+  std::string note;  // why the planner stopped here (what it refused to fuse), or ""
 };
 
 /// A function from input tensors to output tensors.
@@ -65,6 +73,20 @@ class Graph {
   std::span<const ValueId> inputs() const { return inputs_; }
   std::span<const ValueId> outputs() const { return outputs_; }
 
+  // ---- fused kernels (see KernelRegion) ----------------------------------------------
+  int32_t add_kernel(KernelRegion k) {
+    kernels_.push_back(std::move(k));
+    return static_cast<int32_t>(kernels_.size() - 1);
+  }
+  std::span<const KernelRegion> kernels() const { return kernels_; }
+  KernelRegion& kernel(int32_t k) { return kernels_[static_cast<size_t>(k)]; }
+  /// Values that kernel `k` reads from outside itself, in first-use order.
+  std::vector<ValueId> kernel_inputs(int32_t k) const;
+  /// Values of kernel `k` used outside it or returned, in definition order.
+  std::vector<ValueId> kernel_outputs(int32_t k) const;
+  /// Members of kernel `k`, in node order.
+  std::vector<ValueId> kernel_members(int32_t k) const;
+
   /// Attributes sized for `op`'s schema, all absent.
   static Attrs make_attrs(OpKind op) { return Attrs(op_info(op).attrs); }
 
@@ -74,6 +96,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
+  std::vector<KernelRegion> kernels_;
 };
 
 }  // namespace kiln
