@@ -76,6 +76,7 @@ Node make_constant(const Node& like, const Known& k) {
   c.type = like.type;
   c.name = like.name;
   c.loc = like.loc;
+  c.kernel = like.kernel;  // stays inside a fused region, where it is inlined
   c.attrs = Graph::make_attrs(OpKind::Constant);
   if (k.splat || (k.value.numel() > 0 && all_equal(k.value))) {
     AttrValue& v = c.attr("value");

@@ -11,6 +11,7 @@ Graph run_dce(const Graph& g, const PassOptions& o) { return dead_code_eliminati
 Graph run_cse(const Graph& g, const PassOptions& o) { return common_subexpression_elimination(g, o); }
 Graph run_fold(const Graph& g, const PassOptions& o) { return constant_folding(g, o); }
 Graph run_simplify(const Graph& g, const PassOptions& o) { return simplify(g, o); }
+Graph run_fuse(const Graph& g, const PassOptions& o) { return fuse(g, o); }
 
 // One row per pass: the name --passes takes, what it does, the function.
 constexpr PassInfo kPasses[] = {
@@ -18,6 +19,7 @@ constexpr PassInfo kPasses[] = {
     {"simplify", "algebraic rewrites: x+0, x*1, double negation, idempotent ops, cast/reshape/permute chains, identity views", run_simplify},
     {"cse", "merge structurally identical nodes across the whole graph", run_cse},
     {"dce", "drop nodes that no output depends on", run_dce},
+    {"fuse", "group operations into kernel regions: elementwise chains, reductions with prologue and epilogue, row-wise chains, matmul epilogues", run_fuse},
 };
 
 }  // namespace
@@ -36,10 +38,8 @@ std::vector<const PassInfo*> pipeline_for_level(int level) {
   // -O1: clean-up. Folding first exposes splats to simplify; CSE then sees the canonical
   // forms; DCE removes what the others left behind.
   for (const char* name : {"constant-fold", "simplify", "cse", "dce"}) out.push_back(find_pass(name));
-  // TODO: -O2 adds view lowering, fusion and memory planning (issue 4); until they land it
-  // runs the clean-up twice, which catches what CSE exposes to simplify.
-  if (level >= 2)
-    for (const char* name : {"simplify", "cse", "dce"}) out.push_back(find_pass(name));
+  // -O2: then fusion. TODO: memory planning joins here (issue 4).
+  if (level >= 2) out.push_back(find_pass("fuse"));
   return out;
 }
 
@@ -61,17 +61,33 @@ Expected<std::vector<const PassInfo*>> parse_pipeline(std::string_view names) {
   return out;
 }
 
+namespace {
+// What reading or writing `v` once costs; a splat constant is a kernel argument, not memory.
+int64_t bytes_of(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  if (n.op == OpKind::Constant && n.attr("value").present) return 0;
+  return n.type.shape.numel() * static_cast<int64_t>(dtype_size(n.type.dtype));
+}
+}  // namespace
+
 GraphStats graph_stats(const Graph& g) {
   GraphStats s;
-  for (const Node& n : g.nodes()) {
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(static_cast<ValueId>(id));
     if (n.op == OpKind::Input) continue;
     ++s.nodes;
     const OpCategory cat = n.info().category;
-    if (cat == OpCategory::Source || cat == OpCategory::Movement) continue;  // no launch of their own
+    // A node in a kernel is counted with its kernel; sources and views launch nothing.
+    if (n.kernel >= 0 || cat == OpCategory::Source || cat == OpCategory::Movement) continue;
     ++s.kernels;
-    s.bytes_moved += n.type.shape.numel() * static_cast<int64_t>(dtype_size(n.type.dtype));
-    for (ValueId o : n.operands)
-      s.bytes_moved += g.type(o).shape.numel() * static_cast<int64_t>(dtype_size(g.type(o).dtype));
+    s.bytes_moved += bytes_of(g, static_cast<ValueId>(id));
+    for (ValueId o : n.operands) s.bytes_moved += bytes_of(g, o);
+  }
+  for (int32_t k = 0; k < static_cast<int32_t>(g.kernels().size()); ++k) {
+    if (g.kernel_members(k).empty()) continue;
+    ++s.kernels;
+    for (ValueId v : g.kernel_inputs(k)) s.bytes_moved += bytes_of(g, v);
+    for (ValueId v : g.kernel_outputs(k)) s.bytes_moved += bytes_of(g, v);
   }
   return s;
 }

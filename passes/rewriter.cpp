@@ -5,6 +5,7 @@ namespace kiln::passes {
 
 Rewriter::Rewriter(const Graph& src) : src_(src), out_(src.name()), map_(src.size(), 0) {
   out_.set_file(src.file());
+  for (const KernelRegion& k : src.kernels()) out_.add_kernel(k);  // members keep their kernel
   for (ValueId v : src.inputs()) {
     const Node& n = src.node(v);
     map_[v] = out_.add_input(n.name, n.type);
@@ -36,6 +37,7 @@ Node with_operands(const Node& n, std::vector<ValueId> operands) {
   copy.attrs = n.attrs;
   copy.name = n.name;
   copy.loc = n.loc;
+  copy.kernel = n.kernel;
   return copy;
 }
 

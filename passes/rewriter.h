@@ -33,7 +33,7 @@ class Rewriter {
   std::vector<ValueId> map_;
 };
 
-/// Copies `n` with new operands (attributes, type, name and location kept).
+/// Copies `n` with new operands (attributes, type, name, location and kernel kept).
 Node with_operands(const Node& n, std::vector<ValueId> operands);
 
 }  // namespace kiln::passes

@@ -50,8 +50,9 @@ struct Ctx {
     Node c;
     c.op = OpKind::Constant;
     c.type = node.type;
-    c.name = node.name;  // it replaces the node, so it may carry its name
+    c.name = node.name;  // it replaces the node, so it may carry its name and kernel
     c.loc = node.loc;
+    c.kernel = node.kernel;
     c.attrs = Graph::make_attrs(OpKind::Constant);
     AttrValue& v = c.attr("value");
     v.present = true;
@@ -67,6 +68,7 @@ struct Ctx {
     n.attrs = std::move(attrs);
     n.name = node.name;
     n.loc = node.loc;
+    n.kernel = node.kernel;
     return r.add(std::move(n));
   }
 };

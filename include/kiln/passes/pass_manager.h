@@ -16,12 +16,28 @@
 
 namespace kiln {
 
+/// How the fusion planner treats a value that more than one kernel needs.
+enum class MultiConsumer : uint8_t {
+  Materialize,     // compute it once in its own kernel and store it
+  RecomputeCheap,  // recompute it inside each consumer kernel when it is one elementwise
+                   // op on values that are in memory anyway (parameters, constants, views
+                   // of them); materialize otherwise
+};
+
+/// The fusion planner's rules, as data that tests and `kiln opt` can change.
+struct FusionPolicy {
+  bool reductions = true;       // reductions with their prologue and epilogue, row-wise chains
+  bool matmul_epilogue = true;  // matmul with the elementwise ops that consume its result
+  MultiConsumer multi_consumer = MultiConsumer::RecomputeCheap;
+};
+
 struct PassOptions {
   /// Allow rewrites that change NaN or infinity behaviour (x * 0 -> 0, exp(log x) -> x,
   /// x - x -> 0). Off by default: without it every pass preserves every bit of every output.
   bool fast_math = false;
   /// Largest tensor constant folding materializes as a literal (splats of any size fold).
   int64_t max_folded_elements = 4096;
+  FusionPolicy fusion;
 };
 
 using PassFn = Graph (*)(const Graph&, const PassOptions&);
@@ -71,5 +87,7 @@ Graph dead_code_elimination(const Graph& g, const PassOptions& options = {});
 Graph common_subexpression_elimination(const Graph& g, const PassOptions& options = {});
 Graph constant_folding(const Graph& g, const PassOptions& options = {});
 Graph simplify(const Graph& g, const PassOptions& options = {});
+/// Groups the graph's operations into kernel regions (see docs/passes.md, "fuse").
+Graph fuse(const Graph& g, const PassOptions& options = {});
 
 }  // namespace kiln

@@ -1,0 +1,324 @@
+// passes/fusion.cpp - the fusion planner: group operations into as few kernels as possible.
+//
+// Walk the graph from its outputs back to its parameters. An operation joins the kernel of
+// its consumers when all of them are in that one kernel and the kernel accepts it:
+//   - elementwise ops join anything (a chain with broadcasts; a reduction's prologue or
+//     epilogue; a matmul's epilogue), except that a matmul's operands are read from memory,
+//     not recomputed for every output tile;
+//   - views (movement ops) join as index maps: no data moves for them;
+//   - a reduction joins a kernel with no reduction (its epilogue broadcasts back over the
+//     rows), or one whose reductions reduce the same axes of the same shape: a row-wise chain
+//     such as softmax or layer norm, which then streams each row once;
+//   - a matmul joins a kernel that is only its elementwise epilogue (bias, activation,
+//     residual).
+// Otherwise the operation starts a kernel of its own, whose note says why. Sources
+// (constants, rand, arange) and parameters stay outside kernels, which read them. A value
+// that several kernels need is stored once, or recomputed in each when the policy allows and
+// it is cheap (FusionPolicy). Joining only kernels that all consumers share keeps the kernel
+// graph acyclic. Kernels are then laid out in dependency order, members consecutive.
+#include <algorithm>
+#include <queue>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "kiln/passes/pass_manager.h"
+#include "rewriter.h"
+
+namespace kiln {
+namespace {
+
+struct Kernel {
+  bool has_reduce = false;
+  std::vector<int64_t> reduce_axes;
+  Shape reduce_input;
+  bool has_matmul = false;
+  std::vector<std::string> notes;
+};
+
+std::string value_name(const Graph& g, ValueId v) {
+  const std::string& n = g.node(v).name;
+  return n.empty() ? fmt::format("%{}", v) : "%" + n;
+}
+
+bool is_view(const Node& n) { return n.info().category == OpCategory::Movement && n.op != OpKind::Concat; }
+bool stays_outside(const Node& n) { return n.info().category == OpCategory::Source; }
+
+// Values already in memory: parameters, sources, and views of them.
+bool in_memory(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  if (n.op == OpKind::Input || stays_outside(n)) return true;
+  return is_view(n) && in_memory(g, n.operands[0]);
+}
+
+// One elementwise op on values in memory, which MultiConsumer::RecomputeCheap recomputes in
+// every kernel that needs it instead of storing it.
+bool cheap_to_recompute(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  return n.info().category == OpCategory::Elementwise &&
+         std::all_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return in_memory(g, o); });
+}
+
+// Clones each value in `dup` once per further use, so that every consumer has its own copy.
+Graph duplicate_values(const Graph& g, const std::vector<bool>& dup) {
+  std::vector<int> uses(g.size(), 0);
+  for (const Node& n : g.nodes())
+    for (ValueId o : n.operands) ++uses[o];
+  passes::Rewriter r(g);
+  std::vector<std::vector<ValueId>> copies(g.size());  // old value -> clones not yet handed out
+  for (size_t id = 0; id < g.size(); ++id) {
+    const auto v = static_cast<ValueId>(id);
+    const Node& n = g.node(v);
+    if (n.op == OpKind::Input) continue;
+    std::vector<ValueId> operands;
+    for (ValueId o : n.operands) {
+      if (!copies[o].empty()) {
+        operands.push_back(copies[o].back());
+        copies[o].pop_back();
+      } else {
+        operands.push_back(r.map(o));
+      }
+    }
+    const ValueId first = r.add(passes::with_operands(n, operands));
+    r.set(v, first);
+    if (!dup[id]) continue;
+    // The first use (and the outputs) take `first`; each further use gets a clone.
+    for (int k = 1; k < uses[id]; ++k) {
+      Node clone = passes::with_operands(n, r.out().node(first).operands);
+      clone.name.clear();
+      copies[id].push_back(r.add(std::move(clone)));
+    }
+  }
+  return r.finish();
+}
+
+class Planner {
+ public:
+  Planner(const Graph& g, const FusionPolicy& policy) : g_(g), policy_(policy), kernel_of_(g.size(), -1), users_(g.size()) {
+    for (size_t id = 0; id < g.size(); ++id)
+      for (ValueId o : g.node(static_cast<ValueId>(id)).operands) users_[o].push_back(static_cast<ValueId>(id));
+  }
+
+  void plan() {
+    for (size_t id = g_.size(); id-- > 0;) {
+      const auto v = static_cast<ValueId>(id);
+      const Node& n = g_.node(v);
+      if (n.op == OpKind::Input || stays_outside(n)) continue;
+      // The kernel every consumer is in, if there is exactly one.
+      int32_t target = -1;
+      bool shared = !users_[v].empty();
+      for (ValueId u : users_[v]) {
+        const int32_t k = kernel_of_[u];
+        if (k < 0 || (target >= 0 && k != target)) shared = false;
+        target = k;
+      }
+      if (shared) {
+        std::string why;
+        if (accepts(static_cast<size_t>(target), v, why)) {
+          join(static_cast<size_t>(target), v);
+          continue;
+        }
+        if (!is_view(n)) start(v, fmt::format("{} not fused into {}: {}", value_name(g_, v), kernel_ref(target), why));
+        continue;
+      }
+      if (is_view(n)) continue;  // a view read by several kernels (or returned): index maps, no launch
+      std::string note;
+      std::vector<int32_t> kernels;
+      for (ValueId u : users_[v])
+        if (kernel_of_[u] >= 0 && std::find(kernels.begin(), kernels.end(), kernel_of_[u]) == kernels.end())
+          kernels.push_back(kernel_of_[u]);
+      if (kernels.size() > 1) {
+        std::vector<std::string> names;
+        for (int32_t k : kernels) names.push_back(kernel_ref(k));
+        note = fmt::format("{} is stored once for {}", value_name(g_, v), fmt::join(names, ", "));
+        shared_by_kernels_.push_back(v);
+      }
+      start(v, note);
+    }
+  }
+
+  int32_t kernel_of(ValueId v) const { return kernel_of_[v]; }
+  const std::vector<Kernel>& kernels() const { return kernels_; }
+  /// Values stored because kernels of their own consumers needed them.
+  const std::vector<ValueId>& shared_by_kernels() const { return shared_by_kernels_; }
+
+  /// Notes name kernels before their final names exist: "\x01<planner index>\x02".
+  static std::string kernel_ref(int32_t k) { return fmt::format("\x01{}\x02", k); }
+
+ private:
+  void start(ValueId v, std::string note) {
+    kernels_.emplace_back();
+    if (!note.empty()) kernels_.back().notes.push_back(std::move(note));
+    join(kernels_.size() - 1, v);
+  }
+
+  void join(size_t k, ValueId v) {
+    kernel_of_[v] = static_cast<int32_t>(k);
+    const Node& n = g_.node(v);
+    Kernel& kern = kernels_[k];
+    if (n.info().category == OpCategory::Reduce && !kern.has_reduce) {
+      kern.has_reduce = true;
+      kern.reduce_axes = n.attr("axes").ints;
+      kern.reduce_input = g_.type(n.operands[0]).shape;
+    }
+    if (n.op == OpKind::Matmul) kern.has_matmul = true;
+    // Operands of a matmul (and views feeding them) are read from memory.
+    if (n.op == OpKind::Matmul || (is_view(n) && matmul_operand_.count(v)))
+      for (ValueId o : n.operands) matmul_operand_.insert(o);
+  }
+
+  bool accepts(size_t k, ValueId v, std::string& why) const {
+    const Node& n = g_.node(v);
+    const Kernel& kern = kernels_[k];
+    const OpCategory cat = n.info().category;
+    if (is_view(n)) return true;  // an index map, free in any kernel
+    if (matmul_operand_.count(v)) {
+      why = "matmul operands are read from memory, not recomputed for every output tile";
+      return false;
+    }
+    if (cat == OpCategory::Elementwise) return true;
+    if (n.op == OpKind::Concat) {
+      why = "concat writes its operands side by side: it is a kernel of its own";
+      return false;
+    }
+    if (cat == OpCategory::Reduce) {
+      if (!policy_.reductions) {
+        why = "reduction fusion is off (FusionPolicy::reductions)";
+        return false;
+      }
+      if (kern.has_matmul) {
+        why = "a reduction does not join a matmul kernel";
+        return false;
+      }
+      const auto& axes = n.attr("axes").ints;
+      const Shape& in = g_.type(n.operands[0]).shape;
+      if (kern.has_reduce && !(axes == kern.reduce_axes && in == kern.reduce_input)) {
+        why = fmt::format("'{}' over axes [{}] of {} cannot join a kernel that reduces axes [{}] of {}: the second "
+                          "reduction needs all of the first",
+                          n.info().name, fmt::join(axes, ", "), in.str(), fmt::join(kern.reduce_axes, ", "),
+                          kern.reduce_input.str());
+        return false;
+      }
+      return true;
+    }
+    if (n.op == OpKind::Matmul) {
+      if (!policy_.matmul_epilogue) {
+        why = "matmul epilogue fusion is off (FusionPolicy::matmul_epilogue)";
+        return false;
+      }
+      if (kern.has_reduce || kern.has_matmul) {
+        why = "a matmul joins only an elementwise epilogue";
+        return false;
+      }
+      return true;
+    }
+    why = "not fusable";
+    return false;
+  }
+
+  const Graph& g_;
+  const FusionPolicy& policy_;
+  std::vector<int32_t> kernel_of_;
+  std::vector<std::vector<ValueId>> users_;
+  std::vector<Kernel> kernels_;
+  std::vector<ValueId> shared_by_kernels_;
+  std::unordered_set<ValueId> matmul_operand_;
+};
+
+}  // namespace
+
+Graph fuse(const Graph& input, const PassOptions& options) {
+  // Plan; if the plan stores cheap values only because several kernels need them, recompute
+  // those in each kernel instead and plan again.
+  Graph g = input;
+  if (options.fusion.multi_consumer == MultiConsumer::RecomputeCheap) {
+    Planner first(g, options.fusion);
+    first.plan();
+    std::vector<bool> dup(g.size(), false);
+    bool any = false;
+    for (ValueId v : first.shared_by_kernels())
+      if (cheap_to_recompute(g, v)) any = dup[v] = true;
+    if (any) g = duplicate_values(g, dup);
+  }
+  Planner planner(g, options.fusion);
+  planner.plan();
+
+  // Groups: one per kernel, one per node outside kernels. Lay them out in dependency order
+  // (Kahn's algorithm, earliest original position first), each kernel's members together.
+  const size_t nk = planner.kernels().size();
+  std::vector<int64_t> group(g.size());
+  for (size_t id = 0; id < g.size(); ++id) {
+    const int32_t k = planner.kernel_of(static_cast<ValueId>(id));
+    group[id] = k >= 0 ? k : static_cast<int64_t>(nk + id);
+  }
+  const size_t ngroups = nk + g.size();
+  std::vector<std::vector<ValueId>> members(ngroups);
+  std::vector<size_t> first(ngroups, SIZE_MAX), indegree(ngroups, 0);
+  std::vector<std::vector<size_t>> next(ngroups);
+  for (size_t id = 0; id < g.size(); ++id) {
+    const auto gi = static_cast<size_t>(group[id]);
+    members[gi].push_back(static_cast<ValueId>(id));
+    first[gi] = std::min(first[gi], id);
+    for (ValueId o : g.node(static_cast<ValueId>(id)).operands) {
+      const auto go = static_cast<size_t>(group[o]);
+      if (go != gi) {
+        next[go].push_back(gi);
+        ++indegree[gi];
+      }
+    }
+  }
+  using Entry = std::pair<size_t, size_t>;  // (first original position, group)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
+  for (size_t gi = 0; gi < ngroups; ++gi)
+    if (!members[gi].empty() && indegree[gi] == 0) ready.push({first[gi], gi});
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    const size_t gi = ready.top().second;
+    ready.pop();
+    order.push_back(gi);
+    for (size_t nx : next[gi])
+      if (--indegree[nx] == 0) ready.push({first[nx], nx});
+  }
+  KILN_ASSERT(order.size() == static_cast<size_t>(std::count_if(members.begin(), members.end(),
+                                                                [](const auto& m) { return !m.empty(); })),
+              "the kernel graph is acyclic");
+
+  // Rebuild in that order; kernels are numbered k0, k1... as they appear.
+  passes::Rewriter r(g);
+  Graph& out = r.out();
+  std::vector<int32_t> renumber(nk, -1);
+  for (size_t gi : order) {
+    int32_t k = -1;
+    if (gi < nk) {
+      renumber[gi] = out.add_kernel(KernelRegion{});
+      k = renumber[gi];
+    }
+    for (ValueId v : members[gi]) {
+      if (g.node(v).op == OpKind::Input) continue;
+      const ValueId nv = r.copy(v);
+      out.node(nv).kernel = k;
+    }
+  }
+  // Name the kernels, and the kernels their notes mention, by their final positions.
+  for (size_t old = 0; old < nk; ++old) {
+    KernelRegion& region = out.kernel(renumber[old]);
+    region.name = fmt::format("k{}", renumber[old]);
+    std::string note;
+    for (const std::string& raw : planner.kernels()[old].notes) {
+      if (!note.empty()) note += "; ";
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] != '\x01') {
+          note += raw[i];
+          continue;
+        }
+        const size_t end = raw.find('\x02', i);
+        note += fmt::format("@k{}", renumber[static_cast<size_t>(std::stoul(raw.substr(i + 1, end - i - 1)))]);
+        i = end;
+      }
+    }
+    region.note = std::move(note);
+  }
+  return r.finish();
+}
+
+}  // namespace kiln

@@ -1,0 +1,101 @@
+// The fusion planner: the kernel counts promised for the peer workloads (docs/passes.md),
+// the case that must not fuse, and the policy knobs.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/passes/pass_manager.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+Graph load(const std::string& name) {
+  const auto path = std::filesystem::path(KILN_SOURCE_DIR) / "examples/workloads" / name;
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_graph(ss.str(), path.string()).take();
+}
+
+Graph optimize(const Graph& g, const PassOptions& options = {}) {
+  return run_pipeline(g, pipeline_for_level(2), options).take();
+}
+
+int64_t kernels_after_o2(const std::string& name) { return graph_stats(optimize(load(name))).kernels; }
+
+TEST(Fusion, PeerWorkloadKernelCounts) {
+  EXPECT_EQ(kernels_after_o2("w1_ew_chain.kir"), 1);
+  EXPECT_EQ(kernels_after_o2("w2_bias_gelu_residual.kir"), 1);
+  EXPECT_EQ(kernels_after_o2("w3_softmax.kir"), 1);
+  EXPECT_EQ(kernels_after_o2("w4_layer_norm.kir"), 1);
+  EXPECT_EQ(kernels_after_o2("w5a_sum_all.kir"), 1);
+  EXPECT_EQ(kernels_after_o2("w5b_col_sum.kir"), 1);
+  EXPECT_EQ(kernels_after_o2("w6_matmul_bias_relu.kir"), 1);
+  EXPECT_EQ(kernels_after_o2("w7_mlp.kir"), 4);  // 3 matmuls with bias/relu epilogues + softmax
+  EXPECT_EQ(kernels_after_o2("w8_chain_200.kir"), 1);
+}
+
+TEST(Fusion, FusedWorkloadsMoveTheMinimalBytes) {
+  // Each input read once, each output written once (peers README, "minimal bytes").
+  const int64_t mib = 1 << 20;
+  EXPECT_EQ(graph_stats(optimize(load("w1_ew_chain.kir"))).bytes_moved, 128 * mib);
+  EXPECT_EQ(graph_stats(optimize(load("w2_bias_gelu_residual.kir"))).bytes_moved, 192 * mib + 16 * 1024);
+  EXPECT_EQ(graph_stats(optimize(load("w3_softmax.kir"))).bytes_moved, 128 * mib);
+  EXPECT_EQ(graph_stats(optimize(load("w4_layer_norm.kir"))).bytes_moved, 128 * mib + 32 * 1024);
+}
+
+TEST(Fusion, CrossAxisReductionsDoNotFuseAndSayWhy) {
+  const Graph g = optimize(load("no_fusion_cross_axis.kir"));
+  EXPECT_EQ(graph_stats(g).kernels, 2);
+  ASSERT_EQ(g.kernels().size(), 2u);
+  EXPECT_NE(g.kernels()[0].note.find("cannot join a kernel that reduces axes [0]"), std::string::npos)
+      << g.kernels()[0].note;
+}
+
+TEST(Fusion, FusedGraphsRoundTripAndKeepValues) {
+  for (const char* name : {"w3_softmax.kir", "w7_mlp.kir", "no_fusion_cross_axis.kir"}) {
+    const Graph fused = optimize(load(name));
+    const std::string text = print_graph(fused);
+    const Graph again = parse_graph(text, "fused").take();
+    EXPECT_EQ(print_graph(again), text) << name;
+  }
+  // Small enough to interpret: the fused softmax computes what the original does.
+  const char* small = "graph @s(%x: f32[3,5]) -> f32[3,5] {\n"
+                      "  %m = reduce_max %x {axes = [1], keepdim} : f32[3,1]\n"
+                      "  %s = sub %x, %m : f32[3,5]\n  %e = exp %s : f32[3,5]\n"
+                      "  %z = reduce_sum %e {axes = [1], keepdim} : f32[3,1]\n"
+                      "  %y = div %e, %z : f32[3,5]\n  return %y\n}";
+  const Graph g = test::parse_or_fail(small);
+  std::vector<float> values(15);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.37f - 2;
+  const HostTensor x = HostTensor::from_vector(values, {3, 5});
+  EXPECT_EQ(interpret(g, {&x, 1})[0].to_vector<float>(), interpret(optimize(g), {&x, 1})[0].to_vector<float>());
+}
+
+TEST(Fusion, PolicyKnobs) {
+  // Without reduction fusion, softmax is max | sub+exp | sum | div.
+  PassOptions no_reduce;
+  no_reduce.fusion.reductions = false;
+  EXPECT_EQ(graph_stats(optimize(load("w3_softmax.kir"), no_reduce)).kernels, 4);
+  // Without matmul epilogues, W6 is the matmul and its epilogue.
+  PassOptions no_epilogue;
+  no_epilogue.fusion.matmul_epilogue = false;
+  EXPECT_EQ(graph_stats(optimize(load("w6_matmul_bias_relu.kir"), no_epilogue)).kernels, 2);
+  // A cheap value two kernels need: recomputed in each, or stored once.
+  const Graph shared = test::parse_or_fail(
+      "graph @shared(%x: f32[8,4], %b: f32[4]) -> (f32[8], f32[4]) {\n"
+      "  %u = add %x, %b : f32[8,4]\n"
+      "  %rows = reduce_sum %u {axes = [1]} : f32[8]\n"
+      "  %cols = reduce_sum %u {axes = [0]} : f32[4]\n"
+      "  return %rows, %cols\n}");
+  PassOptions store;
+  store.fusion.multi_consumer = MultiConsumer::Materialize;
+  const Graph stored = optimize(shared, store);
+  EXPECT_EQ(graph_stats(stored).kernels, 3);
+  EXPECT_NE(print_graph(stored).find("is stored once for"), std::string::npos) << print_graph(stored);
+  EXPECT_EQ(graph_stats(optimize(shared)).kernels, 2) << print_graph(optimize(shared));
+}
+
+}  // namespace
+}  // namespace kiln
