@@ -1,4 +1,6 @@
 // passes/pass_registry.cpp - the table of passes, the pipelines, and the pipeline runner.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "kiln/ir/text.h"
@@ -77,11 +79,16 @@ GraphStats graph_stats(const Graph& g) {
     if (n.op == OpKind::Input) continue;
     ++s.nodes;
     const OpCategory cat = n.info().category;
-    // A node in a kernel is counted with its kernel; sources and views launch nothing.
-    if (n.kernel >= 0 || cat == OpCategory::Source || cat == OpCategory::Movement) continue;
+    // A node in a kernel is counted with its kernel; sources and views launch nothing
+    // (concat is no view: it writes its operands side by side).
+    const bool view = cat == OpCategory::Movement && n.op != OpKind::Concat;
+    if (n.kernel >= 0 || cat == OpCategory::Source || view) continue;
     ++s.kernels;
     s.bytes_moved += bytes_of(g, static_cast<ValueId>(id));
-    for (ValueId o : n.operands) s.bytes_moved += bytes_of(g, o);
+    std::vector<ValueId> read = n.operands;  // each distinct operand is read once
+    std::sort(read.begin(), read.end());
+    read.erase(std::unique(read.begin(), read.end()), read.end());
+    for (ValueId o : read) s.bytes_moved += bytes_of(g, o);
   }
   for (int32_t k = 0; k < static_cast<int32_t>(g.kernels().size()); ++k) {
     if (g.kernel_members(k).empty()) continue;

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "kiln/ir/text.h"
+#include "kiln/passes/memory_plan.h"
 #include "kiln/passes/pass_manager.h"
 
 namespace kiln::cli {
@@ -21,6 +22,8 @@ struct OptOptions {
   bool stats = false;
   bool fast_math = false;
   bool list_passes = false;
+  bool memory_plan = false;
+  std::string donate;  // comma-separated parameter names
 };
 
 std::string stats_line(std::string_view when, const GraphStats& s) {
@@ -41,6 +44,23 @@ Expected<Graph> optimize(Graph g, const OptOptions& opts, const std::vector<cons
   options.fast_math = opts.fast_math;
   auto out = run_pipeline(std::move(g), passes, options, pipeline);
   if (out && opts.stats) std::cerr << stats_line("before", before) << stats_line("after", graph_stats(*out));
+  if (out && opts.memory_plan) {
+    std::vector<bool> donated(out->inputs().size(), false);
+    std::vector<std::string> names;
+    for (size_t at = 0; at < opts.donate.size();) {
+      const size_t comma = std::min(opts.donate.find(',', at), opts.donate.size());
+      if (comma > at) names.push_back(opts.donate.substr(at, comma - at));
+      at = comma + 1;
+    }
+    for (const std::string& name : names) {
+      const std::string bare = name.starts_with("%") ? name.substr(1) : name;
+      bool found = false;
+      for (size_t i = 0; i < out->inputs().size(); ++i)
+        if (out->node(out->inputs()[i]).name == bare) donated[i] = found = true;
+      if (!found) return make_error(fmt::format("--donate names '{}', which is not a parameter of @{}", name, out->name()));
+    }
+    std::cerr << plan_memory(*out, donated).str(*out);
+  }
   return out;
 }
 
@@ -59,6 +79,11 @@ Command add_opt_command(CLI::App& app) {
   sub->add_flag("--fast-math", opts->fast_math,
                 "Allow rewrites that change NaN/inf behaviour (x*0 -> 0, exp(log x) -> x)");
   sub->add_flag("--list-passes", opts->list_passes, "List the passes and the -O pipelines, then exit");
+  sub->add_flag("--memory-plan", opts->memory_plan,
+                "Print the buffer assignment (reuse, in-place writes) after the passes, to stderr");
+  sub->add_option("--donate", opts->donate,
+                  "With --memory-plan: parameters whose buffers the execution may overwrite")
+      ->type_name("NAME[,NAME...]");
   sub->add_flag("--split-input-file", opts->split,
                 "Treat each chunk between '// -----' lines as its own graph; report every "
                 "chunk's error and exit 1 if any failed");
