@@ -80,6 +80,7 @@ struct Counters {
   std::atomic<uint64_t> nodes_executed{0};
   std::atomic<uint64_t> ops_recorded{0};
   std::atomic<uint64_t> cap_flushes{0};
+  std::atomic<uint64_t> donated_inputs{0};
   std::atomic<int64_t> live_values{0};
   std::atomic<int64_t> live_buffer_bytes{0};
 };

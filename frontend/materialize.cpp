@@ -23,6 +23,7 @@ namespace {
 struct CutGraph {
   Graph graph;
   std::vector<LazyValue*> leaves;    // evaluated values read, in parameter order
+  std::vector<uint32_t> leaf_uses;   // references to each leaf from the graph's own nodes
   std::vector<LazyValue*> produced;  // values returned, in output order
 };
 
@@ -79,6 +80,7 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     const std::string name = fmt::format("{}{}", policy == LeafPolicy::Trace ? "capture" : "in", out.leaves.size());
     const ValueId id = out.graph.add_input(name, v->type);
     out.leaves.push_back(v);
+    out.leaf_uses.push_back(internal_uses[v]);
     ids[v] = id;
     return id;
   };
@@ -150,6 +152,13 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
 #ifndef NDEBUG
     if (Status st = verify(cg.graph); !st) KILN_ASSERT(false, "the frontend records verified graphs");
 #endif
+    // A leaf only this graph refers to (no tensor holds it, no one else shares its buffer)
+    // is dead after this run: its buffer is donated, and the engine may write over it.
+    std::vector<bool> donated(cg.leaves.size(), false);
+    for (size_t i = 0; i < cg.leaves.size(); ++i) {
+      const LazyValue* leaf = cg.leaves[i];
+      donated[i] = leaf->refs.load(std::memory_order_relaxed) == cg.leaf_uses[i] && leaf->buffer.use_count() == 1;
+    }
     std::vector<BufferRef> inputs;
     inputs.reserve(cg.leaves.size());
     for (LazyValue* leaf : cg.leaves) inputs.push_back(leaf->buffer);
@@ -157,7 +166,7 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
     for (LazyValue* v : cg.produced) retain(v);
     std::vector<BufferRef> results;
     try {
-      results = engine_for(device).run(cg.graph, inputs);
+      results = engine_for(device).run(cg.graph, inputs, donated);
     } catch (...) {
       for (LazyValue* v : cg.produced) release(v);
       throw;
@@ -165,6 +174,8 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
     Counters& c = counters();
     c.executions.fetch_add(1, std::memory_order_relaxed);
     c.nodes_executed.fetch_add(cg.graph.size() - cg.graph.inputs().size(), std::memory_order_relaxed);
+    c.donated_inputs.fetch_add(static_cast<uint64_t>(std::count(donated.begin(), donated.end(), true)),
+                               std::memory_order_relaxed);
     if (forced_by_cap) {
       c.cap_flushes.fetch_add(1, std::memory_order_relaxed);
       if (log_flushes())
@@ -234,6 +245,7 @@ Stats stats() {
   s.nodes_executed = c.nodes_executed.load();
   s.ops_recorded = c.ops_recorded.load();
   s.cap_flushes = c.cap_flushes.load();
+  s.donated_inputs = c.donated_inputs.load();
   s.live_values = c.live_values.load();
   s.live_buffer_bytes = c.live_buffer_bytes.load();
   return s;

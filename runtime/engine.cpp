@@ -9,7 +9,8 @@ namespace {
 class InterpreterEngine final : public Engine {
  public:
   const char* name() const override { return "interp"; }
-  std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs) override {
+  // The interpreter is the oracle: it never writes over its inputs, donated or not.
+  std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs, const std::vector<bool>&) override {
     std::vector<const HostTensor*> views;
     views.reserve(inputs.size());
     for (const BufferRef& b : inputs) views.push_back(b.get());

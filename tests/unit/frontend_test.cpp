@@ -287,6 +287,25 @@ TEST(FrontendLaziness, PendingCapFlushesLongStreams) {
   EXPECT_THROW(set_max_pending(0), Error);
 }
 
+TEST(FrontendMemory, DeadInputsAreDonatedToTheEngine) {
+  // x's old value is read by the new pending value only: once `x` is reassigned nothing can
+  // read it again, so its buffer is donated (the engine may write the result over it).
+  Tensor x = from_vector<float>(iota(256), {256});
+  const Stats before = stats();
+  for (int i = 0; i < 10; ++i) {
+    x = (x * 2).exp().log();
+    x.eval();
+  }
+  EXPECT_EQ(stats().donated_inputs - before.donated_inputs, 10u);
+  // A tensor the caller still holds is never donated.
+  const Tensor kept = from_vector<float>(iota(256), {256});
+  const Tensor y = kept * 2;
+  const uint64_t donated = stats().donated_inputs;
+  y.eval();
+  EXPECT_EQ(stats().donated_inputs, donated);
+  EXPECT_EQ(kept.to_vector<float>()[3], 3.0f);
+}
+
 TEST(FrontendMemory, TenThousandStepLoopHasFlatMemory) {
   Tensor x = from_vector<float>(iota(1024, 0.001f), {1024});
   Stats at_1000;

@@ -37,6 +37,8 @@ struct Stats {
   uint64_t nodes_executed = 0;   // nodes in those graphs (parameters excluded)
   uint64_t ops_recorded = 0;     // nodes recorded by the frontend
   uint64_t cap_flushes = 0;      // executions forced by the pending-stream cap
+  uint64_t donated_inputs = 0;   // inputs handed to an engine as dead after the run (no tensor
+                                 // holds them): their buffers may be written over in place
   int64_t live_values = 0;       // lazy values alive now (pending or evaluated)
   int64_t live_buffer_bytes = 0; // bytes of evaluated values alive now
 };

@@ -24,8 +24,11 @@ class Engine {
   /// A short name for logs and errors: "interp".
   virtual const char* name() const = 0;
   /// Runs `g` on `inputs` (one per graph parameter, of the declared types) and returns
-  /// one buffer per graph output. Must be safe to call from several threads at once.
-  virtual std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs) = 0;
+  /// one buffer per graph output. `donated[i]` says nothing else will read input i after
+  /// this run, so its buffer may be overwritten (plan_memory's in-place writes); empty means
+  /// none is. Must be safe to call from several threads at once.
+  virtual std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs,
+                                     const std::vector<bool>& donated = {}) = 0;
 };
 
 /// The engine that executes graphs for `device`. Until the CPU backend lands, `cpu` is
