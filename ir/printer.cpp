@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/index_map.h"
 #include "kiln/ir/text.h"
 #include "lexer.h"
 
@@ -83,7 +84,8 @@ std::string print_graph(const Graph& g) {
         out += fmt::format("  kernel @{}({}) -> ({})", k.name, value_list(g.kernel_inputs(open_kernel)),
                            value_list(g.kernel_outputs(open_kernel)));
         if (!k.note.empty()) out += " note " + text::quote(k.note);
-        out += " {\n";
+        // The index maps are derived: shown for the reader as a comment, not parsed back.
+        out += " {  // " + format_index_maps(g, kernel_index_maps(g, open_kernel), names) + "\n";
       }
     }
     const OpInfo& info = n.info();

@@ -1,0 +1,74 @@
+// kiln/ir/index_map.h - how a fused kernel reads its inputs: index maps over its domain.
+//
+// A kernel iterates over a domain (d0, d1, ...). Every value it reads from outside is read
+// through the views and broadcasts between it and the kernel's operations, which amounts to
+// an index map: one expression in the domain's dims per dim of the value, e.g. %b[d1] for a
+// bias broadcast along rows, %x[d1, d0] through a transpose, %x[d0 floordiv 8, d0 mod 8]
+// through a reshape. Code generators read through these maps; the printer shows them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln {
+
+/// An integer expression over domain dims: a linear part (coefficients, constant) or a
+/// floordiv / mod of a linear part by a constant, simplified when the dims' extents allow.
+class IndexExpr {
+ public:
+  static IndexExpr constant(int64_t c);
+  static IndexExpr dim(int d, int64_t extent);
+
+  IndexExpr operator+(const IndexExpr& o) const;
+  IndexExpr operator*(int64_t k) const;
+  IndexExpr floordiv(int64_t n) const;
+  IndexExpr mod(int64_t n) const;
+
+  /// "d0 * 8 + d1", "d1", "0", "(d0 * 8 + d1) floordiv 4".
+  std::string str() const;
+  bool is_linear() const { return op_ == Op::Linear; }
+
+ private:
+  enum class Op : uint8_t { Linear, FloorDiv, Mod };
+  struct Term {
+    int dim;         // a domain dim, or -1 for `atom`
+    int64_t coef;
+    int64_t extent;  // 0 <= d < extent
+    std::shared_ptr<const IndexExpr> atom;  // a floordiv/mod inside a linear expression
+    bool same_atom(const Term& o) const;
+  };
+  // The range [lo, hi] of the expression given 0 <= d < extent for every dim.
+  std::pair<int64_t, int64_t> range() const;
+  IndexExpr as_linear() const;
+
+  Op op_ = Op::Linear;
+  std::vector<Term> terms_;  // Linear: sum of coef * d + constant_
+  int64_t constant_ = 0;
+  std::shared_ptr<const IndexExpr> inner_;  // FloorDiv, Mod: inner_ op divisor_
+  int64_t divisor_ = 1;
+};
+
+using IndexMap = std::vector<IndexExpr>;  // one expression per dim of the value read
+
+struct KernelIndexMaps {
+  Shape domain;
+  /// Per kernel input (Graph::kernel_inputs order): the distinct maps it is read through.
+  std::vector<std::pair<ValueId, std::vector<IndexMap>>> inputs;
+  /// Per kernel output (Graph::kernel_outputs order): where it is written.
+  std::vector<std::pair<ValueId, IndexMap>> outputs;
+};
+
+/// The domain of kernel `k` and the maps of its inputs and outputs. The domain is the shape
+/// its reductions reduce, else its matmul's result with the contracted dim last, else its
+/// largest output.
+KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k);
+
+/// "over [64,32]: %x[d0, d1], %b[d1] -> %y[d0, d1]"
+std::string format_index_maps(const Graph& g, const KernelIndexMaps& maps,
+                              const std::vector<std::string>& names);
+
+}  // namespace kiln

@@ -1,0 +1,334 @@
+// ir/index_map.cpp - index expressions and the index maps of fused kernels.
+#include "kiln/ir/index_map.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace kiln {
+
+// ---- IndexExpr -------------------------------------------------------------------------
+//
+// A Linear expression is sum(coef * atom) + constant, where an atom is a domain dim or a
+// FloorDiv/Mod expression; floordiv and mod simplify when the dims' extents bound the rest.
+
+bool IndexExpr::Term::same_atom(const Term& o) const {
+  if (dim >= 0 || o.dim >= 0) return dim == o.dim;
+  return atom->str() == o.atom->str();
+}
+
+IndexExpr IndexExpr::constant(int64_t c) {
+  IndexExpr e;
+  e.constant_ = c;
+  return e;
+}
+
+IndexExpr IndexExpr::dim(int d, int64_t extent) {
+  IndexExpr e;
+  e.terms_.push_back({d, 1, std::max<int64_t>(extent, 1), nullptr});
+  return e;
+}
+
+// A non-linear expression entering a linear one becomes an atom term.
+IndexExpr IndexExpr::as_linear() const {
+  if (is_linear()) return *this;
+  IndexExpr out;
+  out.terms_.push_back({-1, 1, range().second + 1, std::make_shared<const IndexExpr>(*this)});
+  return out;
+}
+
+std::pair<int64_t, int64_t> IndexExpr::range() const {
+  if (op_ == Op::FloorDiv) {
+    const auto [lo, hi] = inner_->range();
+    return {lo >= 0 ? lo / divisor_ : -((-lo + divisor_ - 1) / divisor_), hi >= 0 ? hi / divisor_ : -((-hi + divisor_ - 1) / divisor_)};
+  }
+  if (op_ == Op::Mod) return {0, divisor_ - 1};
+  int64_t lo = constant_, hi = constant_;
+  for (const Term& t : terms_) {
+    const auto [alo, ahi] = t.atom ? t.atom->range() : std::pair<int64_t, int64_t>{0, t.extent - 1};
+    const int64_t a = t.coef * alo, b = t.coef * ahi;
+    lo += std::min(a, b);
+    hi += std::max(a, b);
+  }
+  return {lo, hi};
+}
+
+IndexExpr IndexExpr::operator+(const IndexExpr& o) const {
+  IndexExpr out = as_linear();
+  const IndexExpr b = o.as_linear();
+  out.constant_ += b.constant_;
+  for (const Term& t : b.terms_) {
+    auto it = std::find_if(out.terms_.begin(), out.terms_.end(), [&](const Term& x) { return x.same_atom(t); });
+    if (it == out.terms_.end()) out.terms_.push_back(t);
+    else it->coef += t.coef;
+  }
+  std::erase_if(out.terms_, [](const Term& t) { return t.coef == 0; });
+  return out;
+}
+
+IndexExpr IndexExpr::operator*(int64_t k) const {
+  if (k == 0) return constant(0);
+  IndexExpr out = as_linear();
+  out.constant_ *= k;
+  for (Term& t : out.terms_) t.coef *= k;
+  return out;
+}
+
+IndexExpr IndexExpr::floordiv(int64_t n) const {
+  if (n == 1) return *this;
+  const auto [lo, hi] = range();
+  if (lo >= 0 && hi < n) return constant(0);
+  if (is_linear()) {
+    // Split into a multiple of n (divides exactly) and a rest; if the rest stays in [0, n),
+    // it contributes nothing to the quotient.
+    IndexExpr high, rest = constant(constant_);
+    for (const Term& t : terms_) (t.coef % n == 0 ? high : rest).terms_.push_back(t);
+    const auto [rlo, rhi] = rest.range();
+    if (rlo >= 0 && rhi < n) {
+      for (Term& t : high.terms_) t.coef /= n;
+      return high;
+    }
+  }
+  IndexExpr out;
+  out.op_ = Op::FloorDiv;
+  out.inner_ = std::make_shared<const IndexExpr>(*this);
+  out.divisor_ = n;
+  return out;
+}
+
+IndexExpr IndexExpr::mod(int64_t n) const {
+  if (n == 1) return constant(0);
+  const auto [lo, hi] = range();
+  if (lo >= 0 && hi < n) return *this;
+  if (is_linear()) {
+    IndexExpr rest = constant(constant_);
+    for (const Term& t : terms_)
+      if (t.coef % n != 0) rest.terms_.push_back(t);
+    const auto [rlo, rhi] = rest.range();
+    if (rlo >= 0 && rhi < n) return rest;
+  }
+  IndexExpr out;
+  out.op_ = Op::Mod;
+  out.inner_ = std::make_shared<const IndexExpr>(*this);
+  out.divisor_ = n;
+  return out;
+}
+
+std::string IndexExpr::str() const {
+  if (op_ != Op::Linear) {
+    const std::string inner = inner_->str();
+    const bool simple = inner_->is_linear() && inner_->terms_.size() <= 1 && inner_->constant_ == 0;
+    return fmt::format("{} {} {}", simple ? inner : "(" + inner + ")", op_ == Op::FloorDiv ? "floordiv" : "mod",
+                       divisor_);
+  }
+  std::string out;
+  for (const Term& t : terms_) {
+    const std::string atom = t.dim >= 0 ? fmt::format("d{}", t.dim) : "(" + t.atom->str() + ")";
+    const int64_t mag = t.coef < 0 ? -t.coef : t.coef;
+    const std::string term = mag == 1 ? atom : fmt::format("{} * {}", atom, mag);
+    if (out.empty()) out = t.coef < 0 ? "-" + term : term;
+    else out += (t.coef < 0 ? " - " : " + ") + term;
+  }
+  if (out.empty()) return std::to_string(constant_);
+  if (constant_ > 0) out += fmt::format(" + {}", constant_);
+  if (constant_ < 0) out += fmt::format(" - {}", -constant_);
+  return out;
+}
+
+// ---- kernel index maps -------------------------------------------------------------------
+
+namespace {
+
+IndexMap identity(const Shape& s, int first_dim, const Shape& domain) {
+  IndexMap m;
+  for (int j = 0; j < s.rank(); ++j) m.push_back(IndexExpr::dim(first_dim + j, domain[first_dim + j]));
+  return m;
+}
+
+// Where `o`, an operand of `c`, is read when `c` is computed at position `p`.
+IndexMap operand_map(const Graph& g, const Node& c, size_t operand, const IndexMap& p, const Shape& domain) {
+  const Shape& cs = c.type.shape;
+  const ValueId ov = c.operands[operand];
+  const Shape& os = g.type(ov).shape;
+  IndexMap m;
+  switch (c.info().category) {
+    case OpCategory::Elementwise: {
+      const int off = cs.rank() - os.rank();
+      for (int j = 0; j < os.rank(); ++j)
+        m.push_back(os[j] == 1 && cs[j + off] != 1 ? IndexExpr::constant(0) : p[static_cast<size_t>(j + off)]);
+      return m;
+    }
+    case OpCategory::Reduce: {
+      // The reduction visits its whole input: reduced axes come from the domain.
+      const auto& axes = c.attr("axes").ints;
+      const bool keep = c.attr("keepdim").present;
+      size_t k = 0;
+      for (int j = 0; j < os.rank(); ++j) {
+        const bool reduced = std::find(axes.begin(), axes.end(), j) != axes.end();
+        if (reduced) {
+          m.push_back(j < domain.rank() ? IndexExpr::dim(j, domain[j]) : IndexExpr::constant(0));
+          if (keep) ++k;
+        } else {
+          m.push_back(k < p.size() ? p[k] : IndexExpr::constant(0));
+          ++k;
+        }
+      }
+      return m;
+    }
+    case OpCategory::Matmul: {
+      const int r = cs.rank(), ro = os.rank();
+      const IndexExpr dk = IndexExpr::dim(domain.rank() - 1, domain[domain.rank() - 1]);
+      for (int j = 0; j < ro - 2; ++j) {
+        const int cj = j + (r - ro);
+        m.push_back(os[j] == 1 && cs[cj] != 1 ? IndexExpr::constant(0) : p[static_cast<size_t>(cj)]);
+      }
+      if (operand == 0) {
+        m.push_back(p[static_cast<size_t>(r - 2)]);
+        m.push_back(dk);
+      } else {
+        m.push_back(dk);
+        m.push_back(p[static_cast<size_t>(r - 1)]);
+      }
+      return m;
+    }
+    default: break;
+  }
+  switch (c.op) {
+    case OpKind::Permute: {
+      m.assign(static_cast<size_t>(os.rank()), IndexExpr::constant(0));
+      const auto& perm = c.attr("perm").ints;
+      for (size_t k = 0; k < perm.size(); ++k) m[static_cast<size_t>(perm[k])] = p[k];
+      return m;
+    }
+    case OpKind::Expand: {
+      const int off = cs.rank() - os.rank();
+      for (int j = 0; j < os.rank(); ++j)
+        m.push_back(os[j] == 1 && cs[j + off] != 1 ? IndexExpr::constant(0) : p[static_cast<size_t>(j + off)]);
+      return m;
+    }
+    case OpKind::Slice: {
+      const auto& start = c.attr("start").ints;
+      const AttrValue& step = c.attr("step");
+      for (size_t j = 0; j < static_cast<size_t>(os.rank()); ++j)
+        m.push_back(p[j] * (step.present ? step.ints[j] : 1) + IndexExpr::constant(start[j]));
+      return m;
+    }
+    case OpKind::Pad: {
+      const auto& low = c.attr("low").ints;
+      for (size_t j = 0; j < static_cast<size_t>(os.rank()); ++j) m.push_back(p[j] + IndexExpr::constant(-low[j]));
+      return m;
+    }
+    case OpKind::Concat: {
+      const auto axis = static_cast<size_t>(c.attr("axis").i);
+      int64_t offset = 0;
+      for (size_t i = 0; i < operand; ++i) offset += g.type(c.operands[i]).shape[static_cast<int>(axis)];
+      m = p;
+      m[axis] = m[axis] + IndexExpr::constant(-offset);
+      return m;
+    }
+    case OpKind::Reshape: {
+      // Through the row-major linear index.
+      const auto cst = cs.strides(), ost = os.strides();
+      IndexExpr linear = IndexExpr::constant(0);
+      for (size_t k = 0; k < static_cast<size_t>(cs.rank()); ++k) linear = linear + p[k] * cst[k];
+      for (int j = 0; j < os.rank(); ++j)
+        m.push_back(linear.floordiv(ost[static_cast<size_t>(j)]).mod(os[j]));
+      return m;
+    }
+    default: break;
+  }
+  return identity(os, 0, domain);
+}
+
+std::string map_str(const IndexMap& m) {
+  std::vector<std::string> parts;
+  for (const IndexExpr& e : m) parts.push_back(e.str());
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k) {
+  KernelIndexMaps out;
+  const std::vector<ValueId> members = g.kernel_members(k);
+  const std::vector<ValueId> outputs = g.kernel_outputs(k);
+  // The domain.
+  bool found = false;
+  for (ValueId v : members) {
+    const Node& n = g.node(v);
+    if (n.info().category == OpCategory::Reduce) {
+      out.domain = g.type(n.operands[0]).shape;
+      found = true;
+      break;
+    }
+  }
+  int contracted = 0;  // trailing domain dims that no value is written over (matmul's k)
+  for (ValueId v : members) {
+    if (found) break;
+    const Node& n = g.node(v);
+    if (n.op == OpKind::Matmul) {
+      contracted = 1;
+      out.domain = n.type.shape;
+      const Shape& a = g.type(n.operands[0]).shape;
+      out.domain.push_back(a[a.rank() - 1]);
+      found = true;
+    }
+  }
+  if (!found) {
+    int64_t best = -1;
+    for (ValueId v : outputs.empty() ? members : outputs)
+      if (g.type(v).shape.numel() > best) {
+        best = g.type(v).shape.numel();
+        out.domain = g.type(v).shape;
+      }
+  }
+  // Positions, from the kernel's outputs back to its inputs (members are in order).
+  std::map<ValueId, std::vector<IndexMap>> pos;
+  auto add_pos = [&](ValueId v, IndexMap m) {
+    auto& list = pos[v];
+    const std::string s = map_str(m);
+    if (list.size() < 4 && std::none_of(list.begin(), list.end(), [&](const IndexMap& x) { return map_str(x) == s; }))
+      list.push_back(std::move(m));
+  };
+  for (auto it = members.rbegin(); it != members.rend(); ++it) {
+    const ValueId v = *it;
+    const Node& n = g.node(v);
+    if (pos[v].empty()) {
+      // Written where its dims line up with the domain's trailing dims (reduced axes kept as 0).
+      const Shape& s = n.type.shape;
+      IndexMap m;
+      const int off = out.domain.rank() - contracted - s.rank();
+      for (int j = 0; j < s.rank(); ++j)
+        m.push_back(off + j >= 0 && s[j] == out.domain[off + j] ? IndexExpr::dim(off + j, out.domain[off + j])
+                                                                 : IndexExpr::constant(0));
+      if (n.info().category == OpCategory::Reduce && s.rank() < out.domain.rank() && !n.attr("keepdim").present) {
+        // A reduction without keepdim: its dims are the domain's unreduced axes.
+        m.clear();
+        const auto& axes = n.attr("axes").ints;
+        for (int j = 0; j < out.domain.rank(); ++j)
+          if (std::find(axes.begin(), axes.end(), j) == axes.end()) m.push_back(IndexExpr::dim(j, out.domain[j]));
+      }
+      add_pos(v, std::move(m));
+    }
+    for (const IndexMap& p : std::vector<IndexMap>(pos[v]))
+      for (size_t i = 0; i < n.operands.size(); ++i) add_pos(n.operands[i], operand_map(g, n, i, p, out.domain));
+  }
+  for (ValueId v : g.kernel_inputs(k)) out.inputs.push_back({v, pos[v]});
+  for (ValueId v : outputs) out.outputs.push_back({v, pos[v].empty() ? IndexMap{} : pos[v][0]});
+  return out;
+}
+
+std::string format_index_maps(const Graph& g, const KernelIndexMaps& maps, const std::vector<std::string>& names) {
+  (void)g;
+  std::vector<std::string> ins, outs;
+  for (const auto& [v, list] : maps.inputs) {
+    std::string s = "%" + names[v];
+    for (const IndexMap& m : list) s += map_str(m);
+    ins.push_back(s);
+  }
+  for (const auto& [v, m] : maps.outputs) outs.push_back("%" + names[v] + map_str(m));
+  return fmt::format("over {}: {} -> {}", maps.domain.str(), fmt::join(ins, ", "), fmt::join(outs, ", "));
+}
+
+}  // namespace kiln
