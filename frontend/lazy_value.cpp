@@ -3,6 +3,8 @@
 
 #include <new>
 
+#include "kiln/support/hash.h"
+
 namespace kiln::detail {
 
 Counters& counters() {
@@ -60,8 +62,10 @@ void LazyValue::operator delete(void* p, size_t) {
 struct PendingList {
   LazyValue* head = nullptr;
   LazyValue* tail = nullptr;
+  size_t size = 0;
 
   void push(LazyValue* v) {
+    ++size;
     v->list = this;
     v->prev = tail;
     v->next = nullptr;
@@ -69,6 +73,7 @@ struct PendingList {
     tail = v;
   }
   void remove(LazyValue* v) {
+    --size;
     (v->prev ? v->prev->next : head) = v->next;
     (v->next ? v->next->prev : tail) = v->prev;
     v->list = nullptr;
@@ -79,29 +84,9 @@ struct PendingList {
 namespace {
 thread_local PendingList pending_list;
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdULL;
-}
-
 uint64_t hash_type(const TensorType& t) {
-  uint64_t h = mix(static_cast<uint64_t>(t.dtype), static_cast<uint64_t>(t.shape.rank()));
-  for (int64_t d : t.shape.dims()) h = mix(h, static_cast<uint64_t>(d));
-  return h;
-}
-
-uint64_t hash_attrs(const Attrs& attrs) {
-  uint64_t h = attrs.size();
-  for (size_t i = 0; i < attrs.size(); ++i) {
-    const AttrValue& a = attrs[i];
-    if (!a.present) continue;
-    h = mix(h, i + 1);
-    h = mix(h, static_cast<uint64_t>(a.i));
-    for (int64_t v : a.ints) h = mix(h, static_cast<uint64_t>(v));
-    h = mix(h, a.scalar.is_int() ? static_cast<uint64_t>(a.scalar.as_int())
-                                 : std::hash<double>{}(a.scalar.as_double()));
-    if (a.scalars) h = mix(h, a.scalars->size());
-  }
+  uint64_t h = hash_mix(static_cast<uint64_t>(t.dtype), static_cast<uint64_t>(t.shape.rank()));
+  for (int64_t d : t.shape.dims()) h = hash_mix(h, static_cast<uint64_t>(d));
   return h;
 }
 
@@ -118,22 +103,18 @@ LazyValue* make_pending(OpKind op, const TensorType& type, Device device,
   v->op = op;
   v->type = type;
   v->device = device;
-  v->num_operands = static_cast<uint8_t>(std::min<size_t>(operands.size(), 255));
-  KILN_ASSERT(operands.size() < 256, "fewer than 256 operands");
-  uint64_t h = mix(static_cast<uint64_t>(op) + 1, hash_type(type));
-  uint64_t pending = 1;
+  v->num_operands = static_cast<uint32_t>(operands.size());
+  uint64_t h = hash_mix(static_cast<uint64_t>(op) + 1, hash_type(type));
   for (size_t i = 0; i < operands.size(); ++i) {
     LazyValue* o = operands[i];
     retain(o);
     if (i < 3) v->inline_operands[i] = o;
     else v->extra_operands.push_back(o);
-    h = mix(h, o->pending() ? o->hash : hash_type(o->type));
-    pending += o->pending_nodes;
+    h = hash_mix(h, o->pending() ? o->hash : hash_type(o->type));
   }
-  if (attrs.size()) h = mix(h, hash_attrs(attrs));
+  if (attrs.size()) h = hash_attrs(h, attrs);
   v->attrs = std::move(attrs);
   v->hash = h;
-  v->pending_nodes = static_cast<uint32_t>(std::min<uint64_t>(pending, UINT32_MAX));
   link_pending(v);
   counters().ops_recorded.fetch_add(1, std::memory_order_relaxed);
   return v;
@@ -156,7 +137,6 @@ LazyValue* make_trace_input(const TensorType& type, Device device) {
   v->device = device;
   v->trace_input = true;
   v->hash = hash_type(type);
-  v->pending_nodes = 1;
   counters().live_values.fetch_add(1, std::memory_order_relaxed);
   return v;
 }
@@ -198,11 +178,18 @@ void set_result(LazyValue* v, BufferRef buffer) {
   if (v->list) v->list->remove(v);
   counters().live_buffer_bytes.fetch_add(static_cast<int64_t>(buffer->nbytes()), std::memory_order_relaxed);
   v->buffer = std::move(buffer);
-  v->pending_nodes = 0;
   std::vector<LazyValue*> operands;
   drop_recipe(v, operands);
   for (LazyValue* o : operands) release(o);
 }
+
+size_t thread_pending_count() { return pending_list.size; }
+
+namespace {
+thread_local bool tracing = false;
+}  // namespace
+bool thread_is_tracing() { return tracing; }
+void set_thread_tracing(bool on) { tracing = on; }
 
 std::vector<LazyValue*> thread_pending_values() {
   std::vector<LazyValue*> out;

@@ -23,12 +23,11 @@ struct PendingList;
 struct LazyValue {
   std::atomic<uint32_t> refs{1};
   OpKind op = OpKind::Input;
-  uint8_t num_operands = 0;
+  uint32_t num_operands = 0;
   bool trace_input = false;  // a kiln::trace parameter: has no value, cannot be evaluated
   Device device;
   TensorType type;
-  uint64_t hash = 0;           // structural hash of the recipe (operands included)
-  uint32_t pending_nodes = 0;  // upper bound of pending nodes this value needs; 0 = evaluated
+  uint64_t hash = 0;  // structural hash of the recipe (operands included), for the plan cache
 
   // The recipe, while pending. Operands hold a reference each.
   std::array<LazyValue*, 3> inline_operands{};
@@ -67,12 +66,22 @@ void release(LazyValue* v);
 /// Turns a pending value into an evaluated one: stores the buffer, drops the recipe.
 void set_result(LazyValue* v, BufferRef buffer);
 
-/// The calling thread's pending values, oldest first.
+/// The calling thread's pending values, oldest first, and how many there are.
 std::vector<LazyValue*> thread_pending_values();
+size_t thread_pending_count();
+
+/// While a kiln::trace runs on this thread, the pending cap does not flush (a flush would
+/// have to evaluate values computed from trace inputs).
+bool thread_is_tracing();
+void set_thread_tracing(bool on);
 
 /// Evaluates `targets` (and every pending value in their subgraphs that another tensor
 /// still refers to) with one engine execution per device. Throws kiln::Error.
 void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap = false);
+
+/// Evaluates the calling thread's pending values that tensors hold (kiln::sync, and the
+/// pending cap when `forced_by_cap`).
+void flush_pending(bool forced_by_cap = true);
 
 /// Counters shared by the frontend files.
 struct Counters {

@@ -111,9 +111,9 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     out.produced.push_back(t);
   }
   if (policy == LeafPolicy::Evaluate) {
+    const std::unordered_set<const LazyValue*> target_set(targets.begin(), targets.end());
     for (LazyValue* v : order) {
-      const bool is_target = std::find(targets.begin(), targets.end(), v) != targets.end();
-      if (!is_target && v->refs.load(std::memory_order_relaxed) > internal_uses[v]) {
+      if (!target_set.count(v) && v->refs.load(std::memory_order_relaxed) > internal_uses[v]) {
         outputs.push_back(ids.at(v));
         out.produced.push_back(v);
       }
@@ -145,8 +145,9 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
     todo = std::move(rest);
     // Deduplicate while keeping order.
     std::vector<LazyValue*> unique;
+    std::unordered_set<const LazyValue*> seen;
     for (LazyValue* t : group)
-      if (std::find(unique.begin(), unique.end(), t) == unique.end()) unique.push_back(t);
+      if (seen.insert(t).second) unique.push_back(t);
 
     CutGraph cg = cut(unique, LeafPolicy::Evaluate);
 #ifndef NDEBUG
@@ -179,7 +180,7 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
     if (forced_by_cap) {
       c.cap_flushes.fetch_add(1, std::memory_order_relaxed);
       if (log_flushes())
-        std::cerr << fmt::format("kiln: flush: a value needed more than {} pending nodes; executed {} nodes\n",
+        std::cerr << fmt::format("kiln: flush: the pending stream passed {} values; executed {} nodes\n",
                                  max_pending(), cg.graph.size() - cg.graph.inputs().size());
     }
     for (size_t i = 0; i < cg.produced.size(); ++i) {
@@ -193,18 +194,34 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
 
 using detail::LazyValue;
 
-void sync() {
-  std::vector<LazyValue*> pending = detail::thread_pending_values();
-  // Only values some tensor refers to matter; hold them while the list changes under us.
-  for (LazyValue* v : pending) detail::retain(v);
+namespace detail {
+
+void flush_pending(bool forced_by_cap) {
+  // The targets are the pending values some tensor holds: more references than the other
+  // pending values account for. The rest are intermediates, computed inside the same graphs.
+  const std::vector<LazyValue*> pending = thread_pending_values();
+  std::unordered_map<const LazyValue*, uint32_t> from_pending;
+  for (const LazyValue* v : pending)
+    for (size_t i = 0; i < v->num_operands; ++i) ++from_pending[v->operand(i)];
+  std::vector<LazyValue*> held;
+  for (LazyValue* v : pending) {
+    const auto it = from_pending.find(v);
+    if (v->refs.load(std::memory_order_relaxed) > (it == from_pending.end() ? 0 : it->second)) held.push_back(v);
+  }
+  // Hold them while evaluation changes the list under us.
+  for (LazyValue* v : held) retain(v);
   try {
-    detail::evaluate(pending);
+    evaluate(held, forced_by_cap);
   } catch (...) {
-    for (LazyValue* v : pending) detail::release(v);
+    for (LazyValue* v : held) release(v);
     throw;
   }
-  for (LazyValue* v : pending) detail::release(v);
+  for (LazyValue* v : held) release(v);
 }
+
+}  // namespace detail
+
+void sync() { detail::flush_pending(/*forced_by_cap=*/false); }
 
 Graph pending_graph(const Tensor& t) {
   if (!t.defined()) throw Error("dump: the tensor is undefined");
@@ -223,6 +240,11 @@ Graph trace(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>
     inputs.emplace_back(detail::make_trace_input(TensorType{e.dtype(), e.shape()}, e.device()));
     raw.push_back(inputs.back().impl());
   }
+  struct TracingScope {
+    bool was = detail::thread_is_tracing();
+    TracingScope() { detail::set_thread_tracing(true); }
+    ~TracingScope() { detail::set_thread_tracing(was); }
+  } scope;
   const std::vector<Tensor> outputs = fn(inputs);
   if (outputs.empty()) throw Error("trace: the function returned no tensors");
   std::vector<LazyValue*> targets;

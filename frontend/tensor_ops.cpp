@@ -58,7 +58,7 @@ Tensor record(std::string_view fn, OpKind op, std::span<const Tensor* const> ope
   LazyValue* v = make_pending(op, *type, operands.empty() ? Device{} : operands[0]->impl()->device, values,
                               std::move(attrs));
   Tensor result(v);
-  if (v->pending_nodes > max_pending()) evaluate({&v, 1}, /*forced_by_cap=*/true);
+  if (thread_pending_count() > max_pending() && !thread_is_tracing()) flush_pending();
   return result;
 }
 

@@ -54,8 +54,6 @@ int attr_index(OpKind op, std::string_view name) {
   return -1;
 }
 
-bool OpInfo::result_type_declared() const { return needs_declared_type(type_rule); }
-
 Expected<TensorType> infer_type(OpKind op, std::span<const TensorType> operands,
                                 const Attrs& attrs, const TensorType* declared) {
   const OpInfo& info = op_info(op);

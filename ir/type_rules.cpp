@@ -339,9 +339,4 @@ Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   return TensorType{promote(a.dtype, b.dtype), out};
 }
 
-bool needs_declared_type(TypeRule rule) {
-  return rule == &rule_given || rule == &rule_constant || rule == &rule_arange ||
-         rule == &rule_rand || rule == &rule_cast || rule == &rule_reshape || rule == &rule_expand;
-}
-
 }  // namespace kiln::rules

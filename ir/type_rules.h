@@ -29,7 +29,4 @@ KILN_RULE(rule_concat)
 KILN_RULE(rule_matmul)
 #undef KILN_RULE
 
-/// Rules that need the declared result type (the ones that read `in.declared`).
-bool needs_declared_type(TypeRule rule);
-
 }  // namespace kiln::rules

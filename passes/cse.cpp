@@ -8,20 +8,18 @@
 #include <unordered_map>
 
 #include "kiln/passes/pass_manager.h"
+#include "kiln/support/hash.h"
 #include "rewriter.h"
 
 namespace kiln {
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) { return (h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2))) * 0xff51afd7ed558ccdULL; }
-
+// Everything the equality below compares, so that distinct nodes rarely share a bucket.
 uint64_t key_hash(const Node& n, const std::vector<ValueId>& operands) {
-  uint64_t h = mix(static_cast<uint64_t>(n.op), static_cast<uint64_t>(n.type.dtype));
-  for (int64_t d : n.type.shape.dims()) h = mix(h, static_cast<uint64_t>(d));
-  for (ValueId o : operands) h = mix(h, o);
-  for (size_t i = 0; i < n.attrs.size(); ++i)
-    if (n.attrs[i].present) h = mix(h, i + static_cast<uint64_t>(n.attrs[i].ints.size()) + static_cast<uint64_t>(n.attrs[i].i));
-  return h;
+  uint64_t h = hash_mix(static_cast<uint64_t>(n.op), static_cast<uint64_t>(n.type.dtype));
+  for (int64_t d : n.type.shape.dims()) h = hash_mix(h, static_cast<uint64_t>(d));
+  for (ValueId o : operands) h = hash_mix(h, o);
+  return hash_attrs(h, n.attrs);
 }
 
 }  // namespace

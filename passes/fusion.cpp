@@ -41,7 +41,7 @@ std::string value_name(const Graph& g, ValueId v) {
   return n.empty() ? fmt::format("%{}", v) : "%" + n;
 }
 
-bool is_view(const Node& n) { return n.info().category == OpCategory::Movement && n.op != OpKind::Concat; }
+bool is_view(const Node& n) { return n.info().is_view(); }
 bool stays_outside(const Node& n) { return n.info().category == OpCategory::Source; }
 
 // Values already in memory: parameters, sources, and views of them.

@@ -24,7 +24,7 @@ bool needs_storage_of_its_own(const Node& n) {
   if (n.op == OpKind::Input) return true;
   if (n.op == OpKind::Constant) return !n.attr("value").present;  // a literal; a splat is an argument
   const OpCategory cat = n.info().category;
-  return cat != OpCategory::Source && !(cat == OpCategory::Movement && n.op != OpKind::Concat);
+  return cat != OpCategory::Source && !n.info().is_view();
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
   std::vector<ValueId> root(g.size());
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.node(static_cast<ValueId>(id));
-    const bool view = n.kernel < 0 && n.info().category == OpCategory::Movement && n.op != OpKind::Concat;
+    const bool view = n.kernel < 0 && n.info().is_view();
     root[id] = view ? root[n.operands[0]] : static_cast<ValueId>(id);
   }
 

@@ -81,8 +81,7 @@ GraphStats graph_stats(const Graph& g) {
     const OpCategory cat = n.info().category;
     // A node in a kernel is counted with its kernel; sources and views launch nothing
     // (concat is no view: it writes its operands side by side).
-    const bool view = cat == OpCategory::Movement && n.op != OpKind::Concat;
-    if (n.kernel >= 0 || cat == OpCategory::Source || view) continue;
+    if (n.kernel >= 0 || cat == OpCategory::Source || n.info().is_view()) continue;
     ++s.kernels;
     s.bytes_moved += bytes_of(g, static_cast<ValueId>(id));
     std::vector<ValueId> read = n.operands;  // each distinct operand is read once

@@ -287,6 +287,40 @@ TEST(FrontendLaziness, PendingCapFlushesLongStreams) {
   EXPECT_THROW(set_max_pending(0), Error);
 }
 
+TEST(FrontendLaziness, SyncReturnsOnlyWhatTensorsHold) {
+  // Intermediates only the held value needs are computed inside the graph, not stored.
+  const Tensor x = from_vector<float>(iota(256), {256});
+  const Tensor c = (x * 2).exp() + 1;
+  const int64_t bytes = stats().live_buffer_bytes;
+  sync();
+  EXPECT_EQ(stats().live_buffer_bytes - bytes, static_cast<int64_t>(256 * sizeof(float)));
+  EXPECT_TRUE(c.is_evaluated());
+}
+
+TEST(FrontendLaziness, ResidualStreamsNeitherFlushEarlyNorBreakTrace) {
+  // h = h + tanh(h) shares h twice per step: the cap counts pending values, not paths.
+  auto block = [](Tensor h) {
+    for (int i = 0; i < 40; ++i) h = h + h.tanh();
+    return h;
+  };
+  const uint64_t flushes = stats().cap_flushes;
+  const Tensor h = block(from_vector<float>({0.5f, -0.5f}, {2}));
+  EXPECT_EQ(stats().cap_flushes, flushes);
+  const Graph g = trace(block, zeros({2}));
+  EXPECT_EQ(g.size(), 1u + 40 * 2);
+  float v = 0.5f;
+  for (int i = 0; i < 40; ++i) v = v + std::tanh(v);
+  EXPECT_NEAR(h.to_vector<float>()[0], v, 1e-4f * v);
+}
+
+TEST(Frontend, CatOfManyTensors) {
+  std::vector<Tensor> parts;
+  for (int i = 0; i < 300; ++i) parts.push_back(full({1}, static_cast<double>(i)));
+  const std::vector<float> v = cat(parts).to_vector<float>();
+  ASSERT_EQ(v.size(), 300u);
+  EXPECT_EQ(v[299], 299.0f);
+}
+
 TEST(FrontendMemory, DeadInputsAreDonatedToTheEngine) {
   // x's old value is read by the new pending value only: once `x` is reassigned nothing can
   // read it again, so its buffer is donated (the engine may write the result over it).

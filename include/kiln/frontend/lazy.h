@@ -12,7 +12,8 @@
 namespace kiln {
 
 /// Computes every pending value of the calling thread that some tensor still refers to,
-/// in one execution per device.
+/// in one execution per device; intermediates only other pending values need are computed
+/// inside those executions, not returned.
 void sync();
 
 /// The graph that `fn` computes from inputs shaped like `example_inputs` (their values are
@@ -44,10 +45,10 @@ struct Stats {
 };
 Stats stats();
 
-/// The pending-stream cap: when a value would depend on more than this many pending nodes
-/// (an upper bound: shared subgraphs count once per use), it is evaluated at once, so a
-/// loop that never syncs runs in bounded memory. Default 4096, or $KILN_MAX_PENDING.
-/// `KILN_LOG=flush` prints one line to stderr per such flush.
+/// The pending-stream cap: when the calling thread has more than this many pending values,
+/// the ones tensors hold are evaluated at once (as kiln::sync does), so a loop that never
+/// syncs runs in bounded memory. Never while kiln::trace records. Default 4096, or
+/// $KILN_MAX_PENDING. `KILN_LOG=flush` prints one line to stderr per such flush.
 void set_max_pending(uint32_t nodes);
 uint32_t max_pending();
 

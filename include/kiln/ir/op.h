@@ -34,6 +34,8 @@ inline constexpr uint32_t Associative = 1u << 1;  // f(f(a, b), c) == f(a, f(b, 
 inline constexpr uint32_t Idempotent = 1u << 2;   // unary f(f(x)) == f(x); binary f(x, x) == x
 inline constexpr uint32_t Involution = 1u << 3;   // f(f(x)) == x
 inline constexpr uint32_t FloatOnly = 1u << 4;    // operands must be floating point
+inline constexpr uint32_t View = 1u << 5;         // an index map over its operand: moves no data
+inline constexpr uint32_t Declared = 1u << 6;     // result type written out, not derived
 }  // namespace trait
 
 /// What a type rule sees: the operand types, the attributes and, for ops whose result
@@ -61,8 +63,10 @@ struct OpInfo {
   std::span<const AttrSpec> attrs;
 
   bool has(uint32_t t) const { return (traits & t) != 0; }
+  /// A movement op that is an index map over its operand (every one but concat).
+  bool is_view() const { return has(trait::View); }
   /// True when the result type cannot be computed from operands and attributes alone.
-  bool result_type_declared() const;
+  bool result_type_declared() const { return has(trait::Declared); }
 };
 
 const OpInfo& op_info(OpKind op);
