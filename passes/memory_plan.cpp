@@ -1,6 +1,8 @@
 // passes/memory_plan.cpp - buffer assignment with reuse and in-place writes.
 #include "kiln/passes/memory_plan.h"
 
+#include "kiln/ir/index_map.h"
+
 #include <algorithm>
 #include <map>
 
@@ -17,14 +19,17 @@ int64_t bytes_of(const TensorType& t) { return t.shape.numel() * static_cast<int
 struct Unit {
   std::vector<ValueId> reads;
   std::vector<ValueId> writes;
-  bool elementwise_only = true;  // every member is elementwise: element i is read before i is written
+  // Reads that may be overwritten by a write of the same type: every member is elementwise
+  // and both are accessed through the identity map of the unit's domain, so element i is
+  // read (once) before element i is written.
+  std::vector<ValueId> aligned_reads;
 };
 
-bool needs_storage_of_its_own(const Node& n) {
-  if (n.op == OpKind::Input) return true;
-  if (n.op == OpKind::Constant) return !n.attr("value").present;  // a literal; a splat is an argument
-  const OpCategory cat = n.info().category;
-  return cat != OpCategory::Source && !n.info().is_view();
+bool is_identity(const IndexMap& m, const Shape& domain) {
+  if (static_cast<int>(m.size()) != domain.rank()) return false;
+  for (size_t j = 0; j < m.size(); ++j)
+    if (m[j].str() != fmt::format("d{}", j)) return false;
+  return true;
 }
 
 }  // namespace
@@ -41,6 +46,9 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
     root[id] = view ? root[n.operands[0]] : static_cast<ValueId>(id);
   }
 
+  std::vector<bool> is_output(g.size(), false);
+  for (ValueId v : g.outputs()) is_output[v] = true;
+
   // Launch units in order.
   std::vector<Unit> units;
   std::vector<int32_t> unit_of_kernel(g.kernels().size(), -1);
@@ -54,14 +62,29 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
         Unit unit;
         unit.reads = g.kernel_inputs(n.kernel);
         unit.writes = g.kernel_outputs(n.kernel);
+        bool elementwise = true;
         for (ValueId m : g.kernel_members(n.kernel))
-          unit.elementwise_only = unit.elementwise_only && g.node(m).info().category == OpCategory::Elementwise;
+          elementwise = elementwise && g.node(m).info().category == OpCategory::Elementwise;
+        if (elementwise) {
+          const KernelIndexMaps maps = kernel_index_maps(g, n.kernel);
+          bool writes_aligned = true;
+          for (const auto& [w, m] : maps.outputs) writes_aligned = writes_aligned && is_identity(m, maps.domain);
+          for (const auto& [r, list] : maps.inputs)
+            if (writes_aligned && list.size() == 1 && is_identity(list[0], maps.domain)) unit.aligned_reads.push_back(r);
+        }
         units.push_back(std::move(unit));
       }
       continue;
     }
-    if (n.op == OpKind::Input || !needs_storage_of_its_own(n) || n.op == OpKind::Constant) continue;
-    units.push_back(Unit{n.operands, {v}, n.info().category == OpCategory::Elementwise});
+    if (n.op == OpKind::Input || n.info().is_view()) continue;
+    // A literal constant has a buffer of its own; a splat is a kernel argument unless it is
+    // returned; rand and arange are computed into a buffer (matmuls read operands from memory).
+    if (n.op == OpKind::Constant && !(n.attr("value").present && is_output[id])) continue;
+    Unit unit{n.operands, {v}, {}};
+    if (n.info().category == OpCategory::Elementwise)
+      for (ValueId o : n.operands)
+        if (g.type(o).shape == n.type.shape) unit.aligned_reads.push_back(o);
+    units.push_back(std::move(unit));
   }
 
   // Last unit reading each stored value (through views); outputs live to the end.
@@ -102,12 +125,16 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
     for (ValueId w : unit.writes) {
       if (plan.buffer_of[w] != MemoryPlan::kNone) continue;
       plan.naive_bytes += bytes_of(g.type(w));
-      // In place: an input read directly (not through a view) of the same type that dies here.
-      if (unit.elementwise_only) {
-        for (ValueId r : unit.reads) {
+      // In place: an aligned read (identity access, not through a view) of the same type that
+      // dies here and that no other read of this launch reaches through a view.
+      {
+        for (ValueId r : unit.aligned_reads) {
           if (root[r] != r || last_use[r] != u || !(g.type(r) == g.type(w)) || !reusable(r) ||
               plan.buffer_of[r] == MemoryPlan::kNone || std::find(taken.begin(), taken.end(), r) != taken.end())
             continue;
+          const bool aliased = std::any_of(unit.reads.begin(), unit.reads.end(),
+                                           [&](ValueId other) { return other != r && root[other] == r; });
+          if (aliased) continue;
           plan.buffer_of[w] = plan.buffer_of[r];
           plan.in_place.push_back({w, r});
           taken.push_back(r);

@@ -43,6 +43,41 @@ TEST(MemoryPlan, ReturnedAndStillNeededValuesAreNotOverwritten) {
   for (const auto& [w, r] : plan.in_place) EXPECT_NE(g.node(r).name, "x") << plan.str(g);
 }
 
+TEST(MemoryPlan, NoInPlaceWriteOverAnInputReadAgain) {
+  // x is also read transposed: writing y[i, j] over x[i, j] would corrupt a later x[j, i].
+  const char* transposed = R"(graph @g(%x: f32[4,4]) -> (f32[4], f32[4,4]) {
+  %t = permute %x {perm = [1, 0]} : f32[4,4]
+  %z = reduce_sum %t {axes = [0]} : f32[4]
+  %y = add %x, %t : f32[4,4]
+  return %z, %y
+})";
+  for (const char* passes : {"fuse", "dce"}) {
+    const Graph g = run_pipeline(test::parse_or_fail(transposed), parse_pipeline(passes).take()).take();
+    EXPECT_TRUE(plan_memory(g, {true}).in_place.empty()) << passes << "\n" << plan_memory(g, {true}).str(g);
+  }
+  // s[4] is written in a kernel over [4,4] that re-reads a[j] for every row.
+  const Graph broadcast = run_pipeline(test::parse_or_fail(R"(graph @g(%a: f32[4], %c: f32[4], %d: f32[4,4]) -> (f32[4], f32[4,4]) {
+  %s = add %a, %c : f32[4]
+  %t = mul %s, %d : f32[4,4]
+  return %s, %t
+})"), parse_pipeline("fuse").take()).take();
+  EXPECT_TRUE(plan_memory(broadcast, {true, true, true}).in_place.empty()) << plan_memory(broadcast, {true, true, true}).str(broadcast);
+}
+
+TEST(MemoryPlan, ReturnedAndMatmulReadSourcesHaveBuffers) {
+  const Graph g = fused(R"(graph @g(%w: f32[4,4]) -> (f32[4,4], f32[4,4]) {
+  %r = rand {seed = 1} : f32[4,4]
+  %m = matmul %r, %w : f32[4,4]
+  return %m, %r
+})");
+  const MemoryPlan plan = plan_memory(g);
+  for (size_t v = 0; v < g.size(); ++v) {
+    if (g.node(static_cast<ValueId>(v)).name == "r") {
+      EXPECT_NE(plan.buffer_of[v], MemoryPlan::kNone) << plan.str(g);
+    }
+  }
+}
+
 TEST(MemoryPlan, DeadIntermediatesGiveTheirBuffersToLaterValues) {
   // Normalizing by column sums, then row sums, alternately: a reduction over the other axis
   // cannot join, so the chain is several kernels whose [64,32] intermediates are stored.
