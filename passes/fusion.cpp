@@ -192,6 +192,7 @@ class Planner {
       }
       const auto& axes = n.attr("axes").ints;
       const Shape& in = g_.type(n.operands[0]).shape;
+      if (!row_aligned(k, v, why)) return false;
       if (kern.has_reduce && !(axes == kern.reduce_axes && in == kern.reduce_input)) {
         why = fmt::format("'{}' over axes [{}] of {} cannot join a kernel that reduces axes [{}] of {}: the second "
                           "reduction needs all of the first",
@@ -214,6 +215,48 @@ class Planner {
     }
     why = "not fusable";
     return false;
+  }
+
+  // A kernel streams a reduction's rows: row i's result may only be used for row i. So the
+  // result must reach the kernel's other operations through elementwise ops only (a view
+  // would move it across rows), and a broadcast may only spread it along the reduced axes.
+  bool row_aligned(size_t k, ValueId r, std::string& why) const {
+    const Node& red = g_.node(r);
+    const Shape& full = g_.type(red.operands[0]).shape;
+    const auto& axes = red.attr("axes").ints;
+    // Right-aligned into the reduced input's shape, every unreduced dim is whole.
+    auto keeps_rows = [&](const Shape& s) {
+      const int off = full.rank() - s.rank();
+      if (off < 0) return false;
+      for (int j = 0; j < full.rank(); ++j) {
+        const int64_t d = j >= off ? s[j - off] : 1;
+        const bool reduced = std::find(axes.begin(), axes.end(), j) != axes.end();
+        if (reduced ? (d != 1 && d != full[j]) : d != full[j]) return false;
+      }
+      return true;
+    };
+    std::vector<ValueId> work{r};
+    std::unordered_set<ValueId> seen{r};
+    while (!work.empty()) {
+      const ValueId u = work.back();
+      work.pop_back();
+      for (ValueId c : users_[u]) {
+        if (kernel_of_[c] != static_cast<int32_t>(k)) continue;
+        const Node& cn = g_.node(c);
+        if (cn.info().category == OpCategory::Reduce) continue;  // consumes whole rows of its own
+        if (cn.info().category != OpCategory::Elementwise) {
+          why = fmt::format("the result of {} reaches {} through '{}', which moves it across the rows the kernel "
+                            "streams", value_name(g_, r), value_name(g_, c), cn.info().name);
+          return false;
+        }
+        if (!(g_.type(u).shape == cn.type.shape) && !(keeps_rows(g_.type(u).shape) && keeps_rows(cn.type.shape))) {
+          why = fmt::format("the result of {} is broadcast across rows at {}", value_name(g_, r), value_name(g_, c));
+          return false;
+        }
+        if (seen.insert(c).second) work.push_back(c);
+      }
+    }
+    return true;
   }
 
   const Graph& g_;
