@@ -76,6 +76,7 @@ IndexExpr IndexExpr::operator*(int64_t k) const {
 }
 
 IndexExpr IndexExpr::floordiv(int64_t n) const {
+  if (n <= 0) return constant(0);  // only for zero-size shapes, which are never indexed
   if (n == 1) return *this;
   const auto [lo, hi] = range();
   if (lo >= 0 && hi < n) return constant(0);
@@ -98,7 +99,7 @@ IndexExpr IndexExpr::floordiv(int64_t n) const {
 }
 
 IndexExpr IndexExpr::mod(int64_t n) const {
-  if (n == 1) return constant(0);
+  if (n <= 1) return constant(0);  // n == 0 only for zero-size shapes, which are never indexed
   const auto [lo, hi] = range();
   if (lo >= 0 && hi < n) return *this;
   if (is_linear()) {

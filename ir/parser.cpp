@@ -95,11 +95,13 @@ bool Parser::parse_kernel() {
   }
   if (!expect(Tok::Arrow, "'->' and the values the kernel produces")) return false;
   if (!expect(Tok::LParen, "'(' and the values the kernel produces")) return false;
-  do {
-    if (tok_.kind != Tok::Value) return expected("a value such as %y");
-    h.outputs.push_back(take());
-  } while (accept(Tok::Comma));
-  if (!expect(Tok::RParen, "',' or ')' after a kernel output")) return false;
+  if (!accept(Tok::RParen)) {  // "()": nothing used outside, e.g. fused dead code
+    do {
+      if (tok_.kind != Tok::Value) return expected("a value such as %y");
+      h.outputs.push_back(take());
+    } while (accept(Tok::Comma));
+    if (!expect(Tok::RParen, "',' or ')' after a kernel output")) return false;
+  }
   std::string note;
   if (at_ident("note")) {
     take();

@@ -10,10 +10,8 @@
 #include "lexer.h"
 
 namespace kiln {
-namespace {
-
 // Given names are kept; unnamed values get %0, %1... skipping names already taken.
-std::vector<std::string> assign_names(const Graph& g) {
+std::vector<std::string> value_names(const Graph& g) {
   std::unordered_set<std::string> taken;
   for (const Node& n : g.nodes())
     if (!n.name.empty()) taken.insert(n.name);
@@ -33,6 +31,8 @@ std::vector<std::string> assign_names(const Graph& g) {
   }
   return names;
 }
+
+namespace {
 
 void print_attr(std::string& out, const AttrSpec& spec, const AttrValue& v, DType dtype) {
   out += spec.name;
@@ -55,7 +55,7 @@ void print_attr(std::string& out, const AttrSpec& spec, const AttrValue& v, DTyp
 }  // namespace
 
 std::string print_graph(const Graph& g) {
-  const std::vector<std::string> names = assign_names(g);
+  const std::vector<std::string> names = value_names(g);
   std::string out = fmt::format("graph @{}(", g.name());
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const ValueId v = g.inputs()[i];

@@ -57,6 +57,7 @@ std::string Hash128::hex() const { return fmt::format("{:016x}{:016x}", hi, lo);
 Hash128 structural_hash(const Graph& g, const HashOptions& options) {
   std::vector<Hash128> node_hash(g.size());
   size_t input_index = 0;
+  uint64_t parameter_slot = 0;  // scalar parameters are numbered in node order
   std::vector<Hash128> operands;
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
@@ -72,6 +73,7 @@ Hash128 structural_hash(const Graph& g, const HashOptions& options) {
     }
     if (is_scalar_parameter(n, options)) {
       h.add(0x5ca1a7ULL);  // a parameter slot: the value is bound at launch
+      h.add(parameter_slot++);
       node_hash[id] = h.done();
       continue;
     }

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
 #include "rewriter.h"
 
@@ -36,10 +37,9 @@ struct Kernel {
   std::vector<std::string> notes;
 };
 
-std::string value_name(const Graph& g, ValueId v) {
-  const std::string& n = g.node(v).name;
-  return n.empty() ? fmt::format("%{}", v) : "%" + n;
-}
+// Notes name values before their final names exist: "\x03<value in the planned graph>\x04",
+// resolved once the fused graph is built.
+std::string value_name(const Graph&, ValueId v) { return fmt::format("\x03{}\x04", v); }
 
 bool is_view(const Node& n) { return n.info().is_view(); }
 bool stays_outside(const Node& n) { return n.info().category == OpCategory::Source; }
@@ -279,8 +279,10 @@ Graph fuse(const Graph& input, const PassOptions& options) {
     first.plan();
     std::vector<bool> dup(g.size(), false);
     bool any = false;
-    for (ValueId v : first.shared_by_kernels())
-      if (cheap_to_recompute(g, v)) any = dup[v] = true;
+    std::vector<bool> returned(g.size(), false);
+    for (ValueId v : g.outputs()) returned[v] = true;
+    for (ValueId v : first.shared_by_kernels())  // a returned value is stored anyway
+      if (cheap_to_recompute(g, v) && !returned[v]) any = dup[v] = true;
     if (any) g = duplicate_values(g, dup);
   }
   Planner planner(g, options.fusion);
@@ -326,8 +328,9 @@ Graph fuse(const Graph& input, const PassOptions& options) {
                                                                 [](const auto& m) { return !m.empty(); })),
               "the kernel graph is acyclic");
 
-  // Rebuild in that order; kernels are numbered k0, k1... as they appear.
-  passes::Rewriter r(g);
+  // Rebuild in that order; kernels are numbered k0, k1... as they appear (any earlier
+  // grouping is replaced: fusing a fused graph plans it afresh).
+  passes::Rewriter r(g, /*keep_kernels=*/false);
   Graph& out = r.out();
   std::vector<int32_t> renumber(nk, -1);
   for (size_t gi : order) {
@@ -342,7 +345,9 @@ Graph fuse(const Graph& input, const PassOptions& options) {
       out.node(nv).kernel = k;
     }
   }
-  // Name the kernels, and the kernels their notes mention, by their final positions.
+  // Name the kernels, and the kernels and values their notes mention, by their final names.
+  // A value a note mentions keeps the name it prints with, so later passes cannot shift it.
+  const std::vector<std::string> names = value_names(out);
   for (size_t old = 0; old < nk; ++old) {
     KernelRegion& region = out.kernel(renumber[old]);
     region.name = fmt::format("k{}", renumber[old]);
@@ -350,12 +355,19 @@ Graph fuse(const Graph& input, const PassOptions& options) {
     for (const std::string& raw : planner.kernels()[old].notes) {
       if (!note.empty()) note += "; ";
       for (size_t i = 0; i < raw.size(); ++i) {
-        if (raw[i] != '\x01') {
+        if (raw[i] != '\x01' && raw[i] != '\x03') {
           note += raw[i];
           continue;
         }
-        const size_t end = raw.find('\x02', i);
-        note += fmt::format("@k{}", renumber[static_cast<size_t>(std::stoul(raw.substr(i + 1, end - i - 1)))]);
+        const size_t end = raw.find(raw[i] == '\x01' ? '\x02' : '\x04', i);
+        const auto index = static_cast<size_t>(std::stoul(raw.substr(i + 1, end - i - 1)));
+        if (raw[i] == '\x01') {
+          note += fmt::format("@k{}", renumber[index]);
+        } else {
+          const ValueId v = r.map(static_cast<ValueId>(index));
+          if (out.node(v).name.empty()) out.node(v).name = names[v];
+          note += "%" + out.node(v).name;
+        }
         i = end;
       }
     }

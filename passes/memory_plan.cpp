@@ -2,6 +2,7 @@
 #include "kiln/passes/memory_plan.h"
 
 #include "kiln/ir/index_map.h"
+#include "kiln/ir/text.h"
 
 #include <algorithm>
 #include <map>
@@ -165,7 +166,8 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
 }
 
 std::string MemoryPlan::str(const Graph& g) const {
-  auto name = [&](ValueId v) { return g.node(v).name.empty() ? fmt::format("%{}", v) : "%" + g.node(v).name; };
+  const std::vector<std::string> names = value_names(g);
+  auto name = [&](ValueId v) { return "%" + names[v]; };
   std::string out = fmt::format("// memory plan: {} bytes allocated, {} without reuse; {} in-place write{}\n",
                                 allocated_bytes, naive_bytes, in_place.size(), in_place.size() == 1 ? "" : "s");
   for (size_t b = 0; b < buffer_bytes.size(); ++b) {

@@ -3,9 +3,10 @@
 
 namespace kiln::passes {
 
-Rewriter::Rewriter(const Graph& src) : src_(src), out_(src.name()), map_(src.size(), 0) {
+Rewriter::Rewriter(const Graph& src, bool keep_kernels) : src_(src), out_(src.name()), map_(src.size(), 0) {
   out_.set_file(src.file());
-  for (const KernelRegion& k : src.kernels()) out_.add_kernel(k);  // members keep their kernel
+  if (keep_kernels)
+    for (const KernelRegion& k : src.kernels()) out_.add_kernel(k);  // members keep their kernel
   for (ValueId v : src.inputs()) {
     const Node& n = src.node(v);
     map_[v] = out_.add_input(n.name, n.type);

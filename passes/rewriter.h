@@ -12,8 +12,9 @@ namespace kiln::passes {
 
 class Rewriter {
  public:
-  /// Starts the new graph with the source's name, file and parameters.
-  explicit Rewriter(const Graph& src);
+  /// Starts the new graph with the source's name, file and parameters, and (unless
+  /// `keep_kernels` is false) its kernel regions, which copied nodes stay in.
+  explicit Rewriter(const Graph& src, bool keep_kernels = true);
 
   const Graph& src() const { return src_; }
   Graph& out() { return out_; }

@@ -16,9 +16,9 @@ struct Hash128 {
 };
 
 struct HashOptions {
-  /// Rank-0 floating-point constants (a learning rate, a step size) hash by type and
-  /// position only, as runtime parameters bound at launch, so that a loop whose scalars
-  /// change every step keeps one plan.
+  /// Rank-0 floating-point constants (a learning rate, a step size) hash by type and slot
+  /// only (slots are numbered in node order), as runtime parameters bound at launch, so that
+  /// a loop whose scalars change every step keeps one plan.
   bool scalars_as_parameters = false;
 };
 

@@ -21,6 +21,9 @@ namespace kiln {
 /// The text form of `g`. Unnamed values get fresh names that collide with no given name.
 std::string print_graph(const Graph& g);
 
+/// The name (without '%') print_graph gives each value of `g`.
+std::vector<std::string> value_names(const Graph& g);
+
 /// Parses and verifies one graph; errors carry `file:line:col` and say what was found and
 /// what was expected. `first_line` shifts reported lines (for chunks of a split file).
 Expected<Graph> parse_graph(std::string_view text, std::string_view file = "<stdin>",
