@@ -85,8 +85,8 @@ Tensor from_host(HostTensor data, Device device) {
 
 template <class T>
 Tensor from_vector(std::vector<T> data, Shape shape, Device device) {
-  for (int64_t d : shape.dims())
-    if (d < 0) detail::fail("from_vector", fmt::format("shape {} has a negative dimension", shape.str()));
+  if (!checked_numel(shape))
+    detail::fail("from_vector", fmt::format("shape {} has a negative dimension or too many elements", shape.str()));
   if (static_cast<int64_t>(data.size()) != shape.numel())
     detail::fail("from_vector", fmt::format("{} values cannot fill shape {} ({} elements)", data.size(), shape.str(),
                                             shape.numel()));
@@ -100,8 +100,9 @@ template Tensor from_vector<bool>(std::vector<bool>, Shape, Device);
 
 namespace {
 Tensor source(std::string_view fn, OpKind op, const TensorType& type, Device device, Attrs attrs) {
-  for (int64_t d : type.shape.dims())
-    if (d < 0) detail::fail(fn, fmt::format("shape {} has a negative dimension", type.shape.str()));
+  if (!checked_numel(type.shape))
+    detail::fail(fn, fmt::format("shape {} has a negative dimension or more elements than an int64 counts",
+                                 type.shape.str()));
   if (auto checked = infer_type(op, {}, attrs, &type); !checked) detail::fail(fn, checked.error().message);
   return Tensor(detail::make_pending(op, type, device, {}, std::move(attrs)));
 }
@@ -131,7 +132,9 @@ Tensor arange(int64_t n, DType dtype, Device device) {
 Tensor arange(double start, double stop, double step, DType dtype, Device device) {
   if (step == 0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop))
     detail::fail("arange", fmt::format("needs finite start, stop and a non-zero step, got {}, {}, {}", start, stop, step));
-  const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
+  const double count = std::max(0.0, std::ceil((stop - start) / step));
+  if (!(count < 9.0e18)) detail::fail("arange", fmt::format("{} elements are more than an int64 counts", count));
+  const auto n = static_cast<int64_t>(count);
   Attrs a = Graph::make_attrs(OpKind::Arange);
   auto& s0 = detail::attr_slot(a, OpKind::Arange, "start");
   auto& s1 = detail::attr_slot(a, OpKind::Arange, "step");

@@ -255,7 +255,8 @@ Tensor Tensor::reshape(const std::vector<int64_t>& shape) const {
       continue;
     }
     if (d < 0) detail::fail("reshape", fmt::format("shape [{}] may hold one -1 and no other negative size", fmt::join(shape, ", ")));
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known))
+      detail::fail("reshape", fmt::format("shape [{}] has more elements than an int64 counts", fmt::join(shape, ", ")));
     out.push_back(d);
   }
   if (infer_at >= 0) {
@@ -302,7 +303,9 @@ Tensor Tensor::expand(const std::vector<int64_t>& shape) const {
   const int shift = static_cast<int>(shape.size()) - rank();
   for (size_t i = 0; i < shape.size(); ++i) {
     const int src = static_cast<int>(i) - shift;
-    out.push_back(shape[i] == -1 && src >= 0 ? this->shape()[src] : shape[i]);
+    if (shape[i] == -1 && src < 0)
+      detail::fail("expand", fmt::format("-1 keeps a dim, but dim {} of [{}] is new", i, fmt::join(shape, ", ")));
+    out.push_back(shape[i] == -1 ? this->shape()[src] : shape[i]);
   }
   if (out == this->shape()) return *this;
   const TensorType type{dtype(), out};

@@ -52,6 +52,17 @@ bool operator==(const Shape& a, const Shape& b) {
   return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
 }
 
+std::optional<int64_t> checked_numel(const Shape& s) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int64_t d : s.dims()) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) zero = true;
+    else if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return zero ? 0 : n;
+}
+
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   const int rank = std::max(a.rank(), b.rank());
   Shape out;

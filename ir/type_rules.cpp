@@ -217,6 +217,8 @@ Expected<TensorType> rule_reduce(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_reshape(const TypeRuleInput& in) {
   const TensorType &x = in.operands[0], &to = *in.declared;
+  KILN_TRY(require(checked_numel(to.shape).has_value(),
+                   fmt::format("'reshape' target {} has a negative dimension or too many elements", to.str())));
   KILN_TRY(require(x.dtype == to.dtype,
                    fmt::format("'reshape' keeps the element type: {} to {}", x.str(), to.str())));
   KILN_TRY(require(x.shape.numel() == to.shape.numel(),
@@ -241,6 +243,8 @@ Expected<TensorType> rule_permute(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_expand(const TypeRuleInput& in) {
   const TensorType &x = in.operands[0], &to = *in.declared;
+  KILN_TRY(require(checked_numel(to.shape).has_value(),
+                   fmt::format("'expand' target {} has a negative dimension or too many elements", to.str())));
   KILN_TRY(require(x.dtype == to.dtype,
                    fmt::format("'expand' keeps the element type: {} to {}", x.str(), to.str())));
   bool ok = x.shape.rank() <= to.shape.rank();

@@ -27,6 +27,7 @@ struct Known {
 };
 
 constexpr int64_t kMaxOperandElements = int64_t{1} << 20;  // bounds compile-time work
+constexpr int64_t kMaxFoldWork = int64_t{1} << 22;          // element operations per folded node
 
 bool all_equal(const HostTensor& t) {
   const size_t size = dtype_size(t.dtype());
@@ -152,6 +153,14 @@ Graph constant_folding(const Graph& g, const PassOptions& options) {
         small = small && shape.numel() <= kMaxOperandElements;
         if (small) full.push_back({operands[i]->splat ? broadcast(operands[i]->value, shape) : operands[i]->value, false});
       }
+      // The interpreter's work: every output element touches each (broadcast) operand, and a
+      // matmul's contracted dim; bounded so that folding never stalls the compiler.
+      int64_t work = n.type.shape.numel() * static_cast<int64_t>(std::max<size_t>(1, n.operands.size()));
+      if (n.op == OpKind::Matmul) {
+        const Shape& a = g.type(n.operands[0]).shape;
+        work *= std::max<int64_t>(1, a[a.rank() - 1]);
+      }
+      small = small && work <= kMaxFoldWork;
       if (small) {
         std::vector<const Known*> ptrs;
         for (const Known& k : full) ptrs.push_back(&k);

@@ -85,11 +85,19 @@ HostTensor read_npy(const std::string& path) {
     while (p < shape_text.size() && (shape_text[p] == ' ' || shape_text[p] == ',')) ++p;
     if (p >= shape_text.size() || shape_text[p] == ')') break;
     size_t used = 0;
-    const int64_t d = std::stoll(shape_text.substr(p), &used);
+    int64_t d = -1;
+    try {
+      d = std::stoll(shape_text.substr(p), &used);
+    } catch (const std::exception&) {
+      throw fail("bad shape " + shape_text);
+    }
     if (used == 0 || d < 0) throw fail("bad shape " + shape_text);
     shape.push_back(d);
     p += used;
   }
+  const auto numel = checked_numel(shape);
+  if (!numel || *numel > static_cast<int64_t>(bytes.size()))
+    throw fail(fmt::format("shape {} does not fit in the file's {} bytes", shape.str(), bytes.size()));
   HostTensor t(TensorType{*dtype, shape});
   const size_t data_start = header_start + header_len;
   if (bytes.size() - data_start < t.nbytes())

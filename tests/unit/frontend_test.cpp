@@ -223,6 +223,10 @@ TEST(Frontend, ShapeErrorsThrowAtTheCallNamingOpAndOperands) {
   EXPECT_THROW(from_vector<bool>({true}, {1}).neg(), Error);
   EXPECT_THROW((void)(a + from_vector<float>({1}, {1}, Device::interp())), Error);
   EXPECT_THROW(Tensor().exp(), Error);
+  EXPECT_THROW(zeros({3}).expand({-1, 3}), Error);                  // -1 for a new dim
+  EXPECT_THROW(zeros({0}).reshape({int64_t{1} << 62, 4, 4}), Error);  // element count overflows
+  EXPECT_THROW(zeros({int64_t{1} << 32, int64_t{1} << 32}), Error);
+  EXPECT_THROW(arange(0.0, 1e300), Error);
   EXPECT_EQ(stats().executions, executions) << "a failed call executes nothing";
   EXPECT_THROW(a.to_vector<double>(), Error);
   EXPECT_THROW(a.item<float>(), Error);

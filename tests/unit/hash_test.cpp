@@ -100,6 +100,12 @@ TEST(StructuralHash, ScalarConstantsCanBeRuntimeParameters) {
   const char* vec2 = "graph @f(%x: f32[2]) -> f32[2] {\n %c = constant {data = [1.0, 3.0]} : f32[2]\n %y = mul %x, %c : f32[2]\n return %y\n}";
   EXPECT_NE(hash_of(vec1, params), hash_of(vec2, params));
   EXPECT_EQ(hash_of(step("0.1")).hex().size(), 32u);
+  // Parameters are slots, not one shared value: x + (a - b) and x + (b - a) still differ.
+  const char* ab = "graph @f(%x: f32[]) -> f32[] {\n %a = constant {value = 1.0} : f32[]\n %b = constant {value = 2.0} : f32[]\n"
+                   " %d = sub %a, %b : f32[]\n %y = add %x, %d : f32[]\n return %y\n}";
+  const char* ba = "graph @f(%x: f32[]) -> f32[] {\n %a = constant {value = 1.0} : f32[]\n %b = constant {value = 2.0} : f32[]\n"
+                   " %d = sub %b, %a : f32[]\n %y = add %x, %d : f32[]\n return %y\n}";
+  EXPECT_NE(hash_of(ab, params), hash_of(ba, params));
 }
 
 }  // namespace

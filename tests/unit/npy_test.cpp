@@ -72,6 +72,12 @@ TEST(Npy, BadFilesGiveClearErrors) {
   std::string complex = good;
   complex.replace(complex.find("<f4"), 3, "<c8");
   expect_error(complex, "unsupported dtype '<c8'");
+  std::string bad_shape = good;
+  bad_shape.replace(bad_shape.find("(4,)"), 4, "(x4,)");
+  expect_error(bad_shape, "bad shape");
+  std::string huge = good;
+  huge.replace(huge.find("(4,)"), 4, "(4294967296, 4294967296)");
+  expect_error(huge, "does not fit");
   std::string fortran = good;
   fortran.replace(fortran.find("False"), 5, "True ");
   expect_error(fortran, "Fortran-order");

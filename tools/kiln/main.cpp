@@ -26,6 +26,12 @@ int main(int argc, char** argv) {
   } catch (const kiln::Error& e) {
     std::cerr << e.what() << "\n";
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kiln: error: out of memory (the tensors are larger than this machine holds)\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 1;
   }
   return 1;
 }

@@ -28,7 +28,8 @@ struct RunOptions {
 // draws from its own stream, so adding an input does not change the others.
 HostTensor random_input(const TensorType& type, int64_t seed, size_t input_index) {
   HostTensor t(type);
-  const int64_t stream = seed * 1000003 + static_cast<int64_t>(input_index);
+  // Wrapping arithmetic: any seed is valid.
+  const auto stream = static_cast<int64_t>(static_cast<uint64_t>(seed) * 1000003u + input_index);
   for (int64_t k = 0; k < t.numel(); ++k) {
     const double u = scalar::rand_uniform(stream, static_cast<uint64_t>(k));
     if (is_float(type.dtype)) t.set_double(k, 2 * u - 1);

@@ -46,6 +46,9 @@ class Shape {
   int rank_ = 0;
 };
 
+/// The element count of `s`, or nullopt when a dim is negative or the count overflows int64.
+std::optional<int64_t> checked_numel(const Shape& s);
+
 /// NumPy broadcasting: shapes are aligned at the right; each pair of dims must be equal or
 /// one of them 1. Returns nullopt when they cannot broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
