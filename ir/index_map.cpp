@@ -153,13 +153,14 @@ IndexMap operand_map(const Graph& g, const Node& c, size_t operand, const IndexM
   const ValueId ov = c.operands[operand];
   const Shape& os = g.type(ov).shape;
   IndexMap m;
+  // Broadcasting (elementwise operands, expand): right-aligned, size-1 dims read index 0.
+  if (c.info().category == OpCategory::Elementwise || c.op == OpKind::Expand) {
+    const int off = cs.rank() - os.rank();
+    for (int j = 0; j < os.rank(); ++j)
+      m.push_back(os[j] == 1 && cs[j + off] != 1 ? IndexExpr::constant(0) : p[static_cast<size_t>(j + off)]);
+    return m;
+  }
   switch (c.info().category) {
-    case OpCategory::Elementwise: {
-      const int off = cs.rank() - os.rank();
-      for (int j = 0; j < os.rank(); ++j)
-        m.push_back(os[j] == 1 && cs[j + off] != 1 ? IndexExpr::constant(0) : p[static_cast<size_t>(j + off)]);
-      return m;
-    }
     case OpCategory::Reduce: {
       // The reduction visits its whole input: reduced axes come from the domain.
       const auto& axes = c.attr("axes").ints;
@@ -200,12 +201,6 @@ IndexMap operand_map(const Graph& g, const Node& c, size_t operand, const IndexM
       m.assign(static_cast<size_t>(os.rank()), IndexExpr::constant(0));
       const auto& perm = c.attr("perm").ints;
       for (size_t k = 0; k < perm.size(); ++k) m[static_cast<size_t>(perm[k])] = p[k];
-      return m;
-    }
-    case OpKind::Expand: {
-      const int off = cs.rank() - os.rank();
-      for (int j = 0; j < os.rank(); ++j)
-        m.push_back(os[j] == 1 && cs[j + off] != 1 ? IndexExpr::constant(0) : p[static_cast<size_t>(j + off)]);
       return m;
     }
     case OpKind::Slice: {
@@ -320,8 +315,7 @@ KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k) {
   return out;
 }
 
-std::string format_index_maps(const Graph& g, const KernelIndexMaps& maps, const std::vector<std::string>& names) {
-  (void)g;
+std::string format_index_maps(const KernelIndexMaps& maps, const std::vector<std::string>& names) {
   std::vector<std::string> ins, outs;
   for (const auto& [v, list] : maps.inputs) {
     std::string s = "%" + names[v];

@@ -85,7 +85,7 @@ std::string print_graph(const Graph& g) {
                            value_list(g.kernel_outputs(open_kernel)));
         if (!k.note.empty()) out += " note " + text::quote(k.note);
         // The index maps are derived: shown for the reader as a comment, not parsed back.
-        out += " {  // " + format_index_maps(g, kernel_index_maps(g, open_kernel), names) + "\n";
+        out += " {  // " + format_index_maps(kernel_index_maps(g, open_kernel), names) + "\n";
       }
     }
     const OpInfo& info = n.info();

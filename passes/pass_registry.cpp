@@ -40,7 +40,8 @@ std::vector<const PassInfo*> pipeline_for_level(int level) {
   // -O1: clean-up. Folding first exposes splats to simplify; CSE then sees the canonical
   // forms; DCE removes what the others left behind.
   for (const char* name : {"constant-fold", "simplify", "cse", "dce"}) out.push_back(find_pass(name));
-  // -O2: then fusion. TODO: memory planning joins here (issue 4).
+  // -O2: then fusion. The memory plan is an analysis of the result (plan_memory), computed
+  // by whoever allocates the buffers.
   if (level >= 2) out.push_back(find_pass("fuse"));
   return out;
 }

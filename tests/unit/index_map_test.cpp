@@ -27,7 +27,7 @@ std::string maps_of(const std::string& text, int32_t kernel = 0) {
   const Graph g = run_pipeline(test::parse_or_fail(text), parse_pipeline("fuse").take()).take();
   std::vector<std::string> names;
   for (const Node& n : g.nodes()) names.push_back(n.name);
-  return format_index_maps(g, kernel_index_maps(g, kernel), names);
+  return format_index_maps(kernel_index_maps(g, kernel), names);
 }
 
 TEST(KernelIndexMaps, BroadcastsTransposesReshapesAndMatmul) {

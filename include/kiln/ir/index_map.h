@@ -68,7 +68,7 @@ struct KernelIndexMaps {
 KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k);
 
 /// "over [64,32]: %x[d0, d1], %b[d1] -> %y[d0, d1]"
-std::string format_index_maps(const Graph& g, const KernelIndexMaps& maps,
-                              const std::vector<std::string>& names);
+/// `names` gives each value's name without '%' (value_names of the graph).
+std::string format_index_maps(const KernelIndexMaps& maps, const std::vector<std::string>& names);
 
 }  // namespace kiln
