@@ -53,34 +53,36 @@ Expected<ValueId> Graph::add(OpKind op, std::span<const ValueId> operands, Attrs
   return add_unchecked(std::move(n));
 }
 
-std::vector<ValueId> Graph::kernel_members(int32_t k) const {
-  std::vector<ValueId> out;
-  for (size_t id = 0; id < nodes_.size(); ++id)
-    if (nodes_[id].kernel == k) out.push_back(static_cast<ValueId>(id));
-  return out;
-}
-
-std::vector<ValueId> Graph::kernel_inputs(int32_t k) const {
-  std::vector<ValueId> out;
-  for (const Node& n : nodes_) {
-    if (n.kernel != k) continue;
-    for (ValueId o : n.operands)
-      if (nodes_[o].kernel != k && std::find(out.begin(), out.end(), o) == out.end()) out.push_back(o);
+KernelIndex Graph::kernel_index() const {
+  const size_t nk = kernels_.size();
+  KernelIndex index{std::vector<std::vector<ValueId>>(nk), std::vector<std::vector<ValueId>>(nk),
+                    std::vector<std::vector<ValueId>>(nk)};
+  // A value used by a node outside its kernel (or returned) is an output of that kernel.
+  std::vector<bool> escapes(nodes_.size(), false);
+  for (ValueId v : outputs_) escapes[v] = true;
+  // Last kernel a value was listed as an input of: dedupes in O(1) (members are consecutive).
+  std::vector<int32_t> listed_in(nodes_.size(), -1);
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    const Node& n = nodes_[id];
+    for (ValueId o : n.operands) {
+      if (nodes_[o].kernel != n.kernel) escapes[o] = true;
+      if (n.kernel >= 0 && nodes_[o].kernel != n.kernel && listed_in[o] != n.kernel) {
+        listed_in[o] = n.kernel;
+        index.inputs[static_cast<size_t>(n.kernel)].push_back(o);
+      }
+    }
+    if (n.kernel >= 0 && static_cast<size_t>(n.kernel) < nk)
+      index.members[static_cast<size_t>(n.kernel)].push_back(static_cast<ValueId>(id));
   }
-  return out;
+  for (size_t k = 0; k < nk; ++k)
+    for (ValueId v : index.members[k])
+      if (escapes[v]) index.outputs[k].push_back(v);
+  return index;
 }
 
-std::vector<ValueId> Graph::kernel_outputs(int32_t k) const {
-  std::vector<bool> used_outside(nodes_.size(), false);
-  for (const Node& n : nodes_)
-    for (ValueId o : n.operands)
-      if (n.kernel != k) used_outside[o] = true;
-  for (ValueId v : outputs_) used_outside[v] = true;
-  std::vector<ValueId> out;
-  for (size_t id = 0; id < nodes_.size(); ++id)
-    if (nodes_[id].kernel == k && used_outside[id]) out.push_back(static_cast<ValueId>(id));
-  return out;
-}
+std::vector<ValueId> Graph::kernel_members(int32_t k) const { return kernel_index().members[static_cast<size_t>(k)]; }
+std::vector<ValueId> Graph::kernel_inputs(int32_t k) const { return kernel_index().inputs[static_cast<size_t>(k)]; }
+std::vector<ValueId> Graph::kernel_outputs(int32_t k) const { return kernel_index().outputs[static_cast<size_t>(k)]; }
 
 ValueId Graph::add_unchecked(Node node) {
   nodes_.push_back(std::move(node));

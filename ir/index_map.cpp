@@ -245,10 +245,12 @@ std::string map_str(const IndexMap& m) {
 
 }  // namespace
 
-KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k) {
+KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k) { return kernel_index_maps(g, g.kernel_index(), k); }
+
+KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int32_t k) {
   KernelIndexMaps out;
-  const std::vector<ValueId> members = g.kernel_members(k);
-  const std::vector<ValueId> outputs = g.kernel_outputs(k);
+  const std::vector<ValueId>& members = index.members[static_cast<size_t>(k)];
+  const std::vector<ValueId>& outputs = index.outputs[static_cast<size_t>(k)];
   // The domain.
   bool found = false;
   for (ValueId v : members) {
@@ -310,7 +312,7 @@ KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k) {
     for (const IndexMap& p : std::vector<IndexMap>(pos[v]))
       for (size_t i = 0; i < n.operands.size(); ++i) add_pos(n.operands[i], operand_map(g, n, i, p, out.domain));
   }
-  for (ValueId v : g.kernel_inputs(k)) out.inputs.push_back({v, pos[v]});
+  for (ValueId v : index.inputs[static_cast<size_t>(k)]) out.inputs.push_back({v, pos[v]});
   for (ValueId v : outputs) out.outputs.push_back({v, pos[v].empty() ? IndexMap{} : pos[v][0]});
   return out;
 }

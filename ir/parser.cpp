@@ -126,20 +126,22 @@ Status Parser::check_kernel_headers() const {
     for (ValueId v : values) s += (s.empty() ? "%" : ", %") + graph_.node(v).name;
     return "(" + s + ")";
   };
+  const KernelIndex index = graph_.kernel_index();
   for (const KernelHeader& h : kernel_headers_) {
-    const std::string& name = graph_.kernels()[static_cast<size_t>(h.kernel)].name;
+    const auto k = static_cast<size_t>(h.kernel);
+    const std::string& name = graph_.kernels()[k].name;
     std::vector<ValueId> outputs;
     for (const Token& t : h.outputs) {
       auto it = names_.find(std::string(t.text));
       if (it == names_.end()) return Diagnostic{file_, t.loc, fmt::format("use of undefined value '%{}'", t.text)};
       outputs.push_back(it->second.first);
     }
-    if (graph_.kernel_members(h.kernel).empty())
+    if (index.members[k].empty())
       return Diagnostic{file_, h.loc, fmt::format("kernel @{} has no operations", name)};
-    if (const auto inputs = graph_.kernel_inputs(h.kernel); inputs != h.inputs)
+    if (const auto& inputs = index.inputs[k]; inputs != h.inputs)
       return Diagnostic{file_, h.loc, fmt::format("kernel @{} lists inputs {} but its body reads {}", name,
                                                   list(h.inputs), list(inputs))};
-    if (const auto produced = graph_.kernel_outputs(h.kernel); produced != outputs)
+    if (const auto& produced = index.outputs[k]; produced != outputs)
       return Diagnostic{file_, h.loc, fmt::format("kernel @{} lists outputs {} but the values used outside it are {}",
                                                   name, list(outputs), list(produced))};
   }

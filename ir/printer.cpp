@@ -67,6 +67,7 @@ std::string print_graph(const Graph& g) {
   for (size_t i = 0; i < outputs.size(); ++i) out += (i ? ", " : "") + g.type(outputs[i]).str();
   if (outputs.size() != 1) out += ")";
   out += " {\n";
+  const KernelIndex index = g.kernel_index();
   int32_t open_kernel = -1;
   auto value_list = [&](const std::vector<ValueId>& values) {
     std::string s;
@@ -81,11 +82,12 @@ std::string print_graph(const Graph& g) {
       open_kernel = n.kernel;
       if (open_kernel >= 0) {
         const KernelRegion& k = g.kernels()[static_cast<size_t>(open_kernel)];
-        out += fmt::format("  kernel @{}({}) -> ({})", k.name, value_list(g.kernel_inputs(open_kernel)),
-                           value_list(g.kernel_outputs(open_kernel)));
+        const auto ki = static_cast<size_t>(open_kernel);
+        out += fmt::format("  kernel @{}({}) -> ({})", k.name, value_list(index.inputs[ki]),
+                           value_list(index.outputs[ki]));
         if (!k.note.empty()) out += " note " + text::quote(k.note);
         // The index maps are derived: shown for the reader as a comment, not parsed back.
-        out += " {  // " + format_index_maps(kernel_index_maps(g, open_kernel), names) + "\n";
+        out += " {  // " + format_index_maps(kernel_index_maps(g, index, open_kernel), names) + "\n";
       }
     }
     const OpInfo& info = n.info();

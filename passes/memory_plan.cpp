@@ -51,6 +51,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
   for (ValueId v : g.outputs()) is_output[v] = true;
 
   // Launch units in order.
+  const KernelIndex index = g.kernel_index();
   std::vector<Unit> units;
   std::vector<int32_t> unit_of_kernel(g.kernels().size(), -1);
   for (size_t id = 0; id < g.size(); ++id) {
@@ -61,13 +62,14 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
       if (u < 0) {
         u = static_cast<int32_t>(units.size());
         Unit unit;
-        unit.reads = g.kernel_inputs(n.kernel);
-        unit.writes = g.kernel_outputs(n.kernel);
+        const auto ki = static_cast<size_t>(n.kernel);
+        unit.reads = index.inputs[ki];
+        unit.writes = index.outputs[ki];
         bool elementwise = true;
-        for (ValueId m : g.kernel_members(n.kernel))
+        for (ValueId m : index.members[ki])
           elementwise = elementwise && g.node(m).info().category == OpCategory::Elementwise;
         if (elementwise) {
-          const KernelIndexMaps maps = kernel_index_maps(g, n.kernel);
+          const KernelIndexMaps maps = kernel_index_maps(g, index, n.kernel);
           bool writes_aligned = true;
           for (const auto& [w, m] : maps.outputs) writes_aligned = writes_aligned && is_identity(m, maps.domain);
           for (const auto& [r, list] : maps.inputs)

@@ -90,11 +90,12 @@ GraphStats graph_stats(const Graph& g) {
     read.erase(std::unique(read.begin(), read.end()), read.end());
     for (ValueId o : read) s.bytes_moved += bytes_of(g, o);
   }
-  for (int32_t k = 0; k < static_cast<int32_t>(g.kernels().size()); ++k) {
-    if (g.kernel_members(k).empty()) continue;
+  const KernelIndex index = g.kernel_index();
+  for (size_t k = 0; k < g.kernels().size(); ++k) {
+    if (index.members[k].empty()) continue;
     ++s.kernels;
-    for (ValueId v : g.kernel_inputs(k)) s.bytes_moved += bytes_of(g, v);
-    for (ValueId v : g.kernel_outputs(k)) s.bytes_moved += bytes_of(g, v);
+    for (ValueId v : index.inputs[k]) s.bytes_moved += bytes_of(g, v);
+    for (ValueId v : index.outputs[k]) s.bytes_moved += bytes_of(g, v);
   }
   return s;
 }

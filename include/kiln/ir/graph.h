@@ -40,6 +40,14 @@ struct KernelRegion {
   std::string note;  // why the planner stopped here (what it refused to fuse), or ""
 };
 
+/// Members, inputs and outputs of every kernel region, computed in one pass over a graph
+/// (Graph::kernel_index); the per-kernel queries below each scan the whole graph.
+struct KernelIndex {
+  std::vector<std::vector<ValueId>> members;  // in node order
+  std::vector<std::vector<ValueId>> inputs;   // values read from outside, in first-use order
+  std::vector<std::vector<ValueId>> outputs;  // members used outside or returned, in node order
+};
+
 /// A function from input tensors to output tensors.
 class Graph {
  public:
@@ -86,6 +94,8 @@ class Graph {
   std::vector<ValueId> kernel_outputs(int32_t k) const;
   /// Members of kernel `k`, in node order.
   std::vector<ValueId> kernel_members(int32_t k) const;
+  /// All of the above for every kernel, in time linear in the graph's size.
+  KernelIndex kernel_index() const;
 
   /// Attributes sized for `op`'s schema, all absent.
   static Attrs make_attrs(OpKind op) { return Attrs(op_info(op).attrs); }

@@ -66,6 +66,7 @@ struct KernelIndexMaps {
 /// its reductions reduce, else its matmul's result with the contracted dim last, else its
 /// largest output.
 KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k);
+KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int32_t k);
 
 /// "over [64,32]: %x[d0, d1], %b[d1] -> %y[d0, d1]"
 /// `names` gives each value's name without '%' (value_names of the graph).
