@@ -1,6 +1,7 @@
 // ir/verifier.cpp - every invariant of a Graph, checked; errors point at source locations.
 #include <fmt/format.h>
 
+#include "kiln/ir/kernel_rules.h"
 #include "kiln/ir/text.h"
 
 namespace kiln {
@@ -64,6 +65,7 @@ Status verify(const Graph& g) {
       current = n.kernel;
     }
   }
+  if (Status st = check_kernel_rules(g); !st) return st;
   if (next_input != g.inputs().size())
     return Diagnostic{g.file(), {}, "graph parameters must be input nodes in order"};
   if (g.outputs().empty()) return Diagnostic{g.file(), {}, "graph returns nothing"};

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/kernel_rules.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
 #include "rewriter.h"
@@ -224,17 +225,7 @@ class Planner {
     const Node& red = g_.node(r);
     const Shape& full = g_.type(red.operands[0]).shape;
     const auto& axes = red.attr("axes").ints;
-    // Right-aligned into the reduced input's shape, every unreduced dim is whole.
-    auto keeps_rows = [&](const Shape& s) {
-      const int off = full.rank() - s.rank();
-      if (off < 0) return false;
-      for (int j = 0; j < full.rank(); ++j) {
-        const int64_t d = j >= off ? s[j - off] : 1;
-        const bool reduced = std::find(axes.begin(), axes.end(), j) != axes.end();
-        if (reduced ? (d != 1 && d != full[j]) : d != full[j]) return false;
-      }
-      return true;
-    };
+    auto keeps_rows = [&](const Shape& s) { return kiln::keeps_rows(s, full, axes); };
     std::vector<ValueId> work{r};
     std::unordered_set<ValueId> seen{r};
     while (!work.empty()) {
