@@ -10,3 +10,9 @@ echo "== kiln opt examples/softmax.kir: the IR, parsed, verified and printed"
 echo
 echo "== kiln run examples/softmax.kir --print: each row sums to 1"
 "$build_dir/bin/kiln" run examples/softmax.kir --print
+echo
+echo "== kiln opt -O2 --stats examples/workloads/w7_mlp.kir: the MLP fused into 4 kernels"
+"$build_dir/bin/kiln" opt -O2 --stats examples/workloads/w7_mlp.kir
+echo
+echo "== examples/mlp_forward.cpp: the same MLP written with kiln::Tensor"
+"$build_dir/bin/example_mlp_forward"
