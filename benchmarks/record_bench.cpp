@@ -31,6 +31,17 @@ void BM_RecordChain1000(benchmark::State& state) {
 }
 BENCHMARK(BM_RecordChain1000);
 
+// A unary op (its type rule checks the operand is floating point).
+void BM_RecordUnaryOp(benchmark::State& state) {
+  const kiln::Tensor a = kiln::zeros({64});
+  for (auto _ : state) {
+    kiln::Tensor y = a.exp();
+    benchmark::DoNotOptimize(y.impl());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RecordUnaryOp);
+
 // An op with a scalar operand: records the op and a rank-0 constant.
 void BM_RecordScalarOp(benchmark::State& state) {
   const kiln::Tensor a = kiln::zeros({64});

@@ -45,11 +45,6 @@ Expected<Shape> broadcast_all(const TypeRuleInput& in) {
   return out;
 }
 
-Status require(bool ok, std::string message) {
-  if (ok) return Status::ok();
-  return fail(std::move(message));
-}
-
 Status require_numeric(const TypeRuleInput& in) {
   for (const TensorType& t : in.operands)
     if (!is_numeric(t.dtype))
@@ -76,6 +71,13 @@ Status check_scalar_fits(const TypeRuleInput& in, const Scalar& s, DType t, std:
                             dtype_name(t)));
   return Status::ok();
 }
+
+// Checks `cond`; only when it fails is the message formatted (no string work on success:
+// the frontend records ops through these rules on its hot path).
+#define KILN_REQUIRE(cond, ...)                              \
+  do {                                                       \
+    if (!(cond)) return fail(fmt::format(__VA_ARGS__));      \
+  } while (false)
 
 #define KILN_TRY(expr)                             \
   do {                                             \
@@ -107,16 +109,14 @@ Expected<TensorType> rule_constant(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_arange(const TypeRuleInput& in) {
   const TensorType& t = *in.declared;
-  KILN_TRY(require(t.shape.rank() == 1 && is_numeric(t.dtype),
-                   fmt::format("'arange' produces a 1-D numeric tensor, not {}", t.str())));
+  KILN_REQUIRE(t.shape.rank() == 1 && is_numeric(t.dtype), "'arange' produces a 1-D numeric tensor, not {}", t.str());
   KILN_TRY(check_scalar_fits(in, attr(in, "start").scalar, t.dtype, "start"));
   KILN_TRY(check_scalar_fits(in, attr(in, "step").scalar, t.dtype, "step"));
   return t;
 }
 
 Expected<TensorType> rule_rand(const TypeRuleInput& in) {
-  KILN_TRY(require(is_float(in.declared->dtype),
-                   fmt::format("'rand' produces floating point, not {}", in.declared->str())));
+  KILN_REQUIRE(is_float(in.declared->dtype), "'rand' produces floating point, not {}", in.declared->str());
   return *in.declared;
 }
 
@@ -127,24 +127,21 @@ Expected<TensorType> rule_unary_numeric(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_unary_float(const TypeRuleInput& in) {
   const TensorType& t = in.operands[0];
-  KILN_TRY(require(is_float(t.dtype),
-                   fmt::format("{} expects a floating-point operand, got {} (cast it first)",
-                               quoted(in.op), t.str())));
+  KILN_REQUIRE(is_float(t.dtype), "{} expects a floating-point operand, got {} (cast it first)",
+                               quoted(in.op), t.str());
   return t;
 }
 
 Expected<TensorType> rule_unary_bool(const TypeRuleInput& in) {
   const TensorType& t = in.operands[0];
-  KILN_TRY(require(is_bool(t.dtype),
-                   fmt::format("{} expects a bool operand, got {}", quoted(in.op), t.str())));
+  KILN_REQUIRE(is_bool(t.dtype), "{} expects a bool operand, got {}", quoted(in.op), t.str());
   return t;
 }
 
 Expected<TensorType> rule_cast(const TypeRuleInput& in) {
   const TensorType& from = in.operands[0];
-  KILN_TRY(require(from.shape == in.declared->shape,
-                   fmt::format("'cast' changes the element type only, not the shape: {} to {}",
-                               from.str(), in.declared->str())));
+  KILN_REQUIRE(from.shape == in.declared->shape, "'cast' changes the element type only, not the shape: {} to {}",
+                               from.str(), in.declared->str());
   return *in.declared;
 }
 
@@ -170,16 +167,14 @@ Expected<TensorType> rule_compare(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_logic(const TypeRuleInput& in) {
   for (const TensorType& t : in.operands)
-    KILN_TRY(require(is_bool(t.dtype),
-                     fmt::format("{} expects bool operands, got {}", quoted(in.op), t.str())));
+    KILN_REQUIRE(is_bool(t.dtype), "{} expects bool operands, got {}", quoted(in.op), t.str());
   auto shape = broadcast_all(in);
   if (!shape) return shape.error();
   return TensorType{DType::Bool, *shape};
 }
 
 Expected<TensorType> rule_where(const TypeRuleInput& in) {
-  KILN_TRY(require(is_bool(in.operands[0].dtype),
-                   fmt::format("'where' condition must be bool, got {}", in.operands[0].str())));
+  KILN_REQUIRE(is_bool(in.operands[0].dtype), "'where' condition must be bool, got {}", in.operands[0].str());
   auto shape = broadcast_all(in);
   if (!shape) return shape.error();
   return TensorType{promote(in.operands[1].dtype, in.operands[2].dtype), *shape};
@@ -190,14 +185,11 @@ Expected<TensorType> rule_reduce(const TypeRuleInput& in) {
   const std::vector<int64_t>& axes = attr(in, "axes").ints;
   const bool keepdim = attr(in, "keepdim").present;
   const bool is_arg = in.op == OpKind::ArgMax || in.op == OpKind::ArgMin;
-  KILN_TRY(require(!axes.empty(), fmt::format("{} needs at least one axis", quoted(in.op))));
-  KILN_TRY(require(!is_arg || axes.size() == 1,
-                   fmt::format("{} reduces exactly one axis, got {}", quoted(in.op), ints_str(axes))));
+  KILN_REQUIRE(!axes.empty(), "{} needs at least one axis", quoted(in.op));
+  KILN_REQUIRE(!is_arg || axes.size() == 1, "{} reduces exactly one axis, got {}", quoted(in.op), ints_str(axes));
   for (size_t i = 0; i < axes.size(); ++i) {
-    KILN_TRY(require(axes[i] >= 0 && axes[i] < x.shape.rank(),
-                     fmt::format("{} axis {} is out of range for {}", quoted(in.op), axes[i], x.str())));
-    KILN_TRY(require(i == 0 || axes[i] > axes[i - 1],
-                     fmt::format("{} axes {} must be sorted and unique", quoted(in.op), ints_str(axes))));
+    KILN_REQUIRE(axes[i] >= 0 && axes[i] < x.shape.rank(), "{} axis {} is out of range for {}", quoted(in.op), axes[i], x.str());
+    KILN_REQUIRE(i == 0 || axes[i] > axes[i - 1], "{} axes {} must be sorted and unique", quoted(in.op), ints_str(axes));
   }
   const bool needs_element = in.op != OpKind::ReduceSum && in.op != OpKind::ReduceProd;
   Shape out;
@@ -217,13 +209,10 @@ Expected<TensorType> rule_reduce(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_reshape(const TypeRuleInput& in) {
   const TensorType &x = in.operands[0], &to = *in.declared;
-  KILN_TRY(require(checked_numel(to.shape).has_value(),
-                   fmt::format("'reshape' target {} has a negative dimension or too many elements", to.str())));
-  KILN_TRY(require(x.dtype == to.dtype,
-                   fmt::format("'reshape' keeps the element type: {} to {}", x.str(), to.str())));
-  KILN_TRY(require(x.shape.numel() == to.shape.numel(),
-                   fmt::format("'reshape' cannot reshape {} ({} elements) to {} ({} elements)",
-                               x.str(), x.shape.numel(), to.str(), to.shape.numel())));
+  KILN_REQUIRE(checked_numel(to.shape).has_value(), "'reshape' target {} has a negative dimension or too many elements", to.str());
+  KILN_REQUIRE(x.dtype == to.dtype, "'reshape' keeps the element type: {} to {}", x.str(), to.str());
+  KILN_REQUIRE(x.shape.numel() == to.shape.numel(), "'reshape' cannot reshape {} ({} elements) to {} ({} elements)",
+                               x.str(), x.shape.numel(), to.str(), to.shape.numel());
   return to;
 }
 
@@ -234,8 +223,8 @@ Expected<TensorType> rule_permute(const TypeRuleInput& in) {
   std::sort(sorted.begin(), sorted.end());
   bool ok = static_cast<int>(perm.size()) == x.shape.rank();
   for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int64_t>(i);
-  KILN_TRY(require(ok, fmt::format("'permute' perm {} is not a permutation of the {} axes of {}",
-                                   ints_str(perm), x.shape.rank(), x.str())));
+  KILN_REQUIRE(ok, "'permute' perm {} is not a permutation of the {} axes of {}",
+                                   ints_str(perm), x.shape.rank(), x.str());
   Shape out;
   for (int64_t p : perm) out.push_back(x.shape[static_cast<int>(p)]);
   return TensorType{x.dtype, out};
@@ -243,16 +232,14 @@ Expected<TensorType> rule_permute(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_expand(const TypeRuleInput& in) {
   const TensorType &x = in.operands[0], &to = *in.declared;
-  KILN_TRY(require(checked_numel(to.shape).has_value(),
-                   fmt::format("'expand' target {} has a negative dimension or too many elements", to.str())));
-  KILN_TRY(require(x.dtype == to.dtype,
-                   fmt::format("'expand' keeps the element type: {} to {}", x.str(), to.str())));
+  KILN_REQUIRE(checked_numel(to.shape).has_value(), "'expand' target {} has a negative dimension or too many elements", to.str());
+  KILN_REQUIRE(x.dtype == to.dtype, "'expand' keeps the element type: {} to {}", x.str(), to.str());
   bool ok = x.shape.rank() <= to.shape.rank();
   for (int i = 0; ok && i < x.shape.rank(); ++i) {
     const int64_t d = x.shape[i], t = to.shape[i + to.shape.rank() - x.shape.rank()];
     ok = d == t || d == 1;
   }
-  KILN_TRY(require(ok, fmt::format("'expand' cannot broadcast {} to {}", x.str(), to.str())));
+  KILN_REQUIRE(ok, "'expand' cannot broadcast {} to {}", x.str(), to.str());
   return to;
 }
 
@@ -263,18 +250,15 @@ Expected<TensorType> rule_slice(const TypeRuleInput& in) {
   const auto& stop = attr(in, "stop").ints;
   const AttrValue& step_attr = attr(in, "step");
   const std::vector<int64_t> step = step_attr.present ? step_attr.ints : std::vector<int64_t>(static_cast<size_t>(rank), 1);
-  KILN_TRY(require(static_cast<int>(start.size()) == rank && static_cast<int>(stop.size()) == rank &&
-                       static_cast<int>(step.size()) == rank,
-                   fmt::format("'slice' start, stop and step need one entry per axis of {}", x.str())));
+  KILN_REQUIRE(static_cast<int>(start.size()) == rank && static_cast<int>(stop.size()) == rank &&
+                       static_cast<int>(step.size()) == rank, "'slice' start, stop and step need one entry per axis of {}", x.str());
   Shape out;
   for (int d = 0; d < rank; ++d) {
     const auto i = static_cast<size_t>(d);
-    KILN_TRY(require(step[i] >= 1, fmt::format("'slice' step {} on axis {} must be at least 1", step[i], d)));
-    KILN_TRY(require(start[i] <= stop[i],
-                     fmt::format("'slice' start {} is after stop {} on axis {}", start[i], stop[i], d)));
-    KILN_TRY(require(0 <= start[i] && stop[i] <= x.shape[d],
-                     fmt::format("'slice' range [{}, {}) on axis {} is outside 0..{} of {}", start[i],
-                                 stop[i], d, x.shape[d], x.str())));
+    KILN_REQUIRE(step[i] >= 1, "'slice' step {} on axis {} must be at least 1", step[i], d);
+    KILN_REQUIRE(start[i] <= stop[i], "'slice' start {} is after stop {} on axis {}", start[i], stop[i], d);
+    KILN_REQUIRE(0 <= start[i] && stop[i] <= x.shape[d], "'slice' range [{}, {}) on axis {} is outside 0..{} of {}", start[i],
+                                 stop[i], d, x.shape[d], x.str());
     out.push_back(stop[i] > start[i] ? (stop[i] - start[i] - 1) / step[i] + 1 : 0);  // no overflow
   }
   return TensorType{x.dtype, out};
@@ -285,15 +269,13 @@ Expected<TensorType> rule_pad(const TypeRuleInput& in) {
   const auto& low = attr(in, "low").ints;
   const auto& high = attr(in, "high").ints;
   const int rank = x.shape.rank();
-  KILN_TRY(require(static_cast<int>(low.size()) == rank && static_cast<int>(high.size()) == rank,
-                   fmt::format("'pad' low and high need one entry per axis of {}", x.str())));
+  KILN_REQUIRE(static_cast<int>(low.size()) == rank && static_cast<int>(high.size()) == rank, "'pad' low and high need one entry per axis of {}", x.str());
   if (attr(in, "value").present) KILN_TRY(check_scalar_fits(in, attr(in, "value").scalar, x.dtype, "value"));
   Shape out;
   for (int d = 0; d < rank; ++d) {
     const auto i = static_cast<size_t>(d);
-    KILN_TRY(require(low[i] >= 0 && high[i] >= 0,
-                     fmt::format("'pad' amounts must be non-negative, got low {} high {}",
-                                 ints_str(low), ints_str(high))));
+    KILN_REQUIRE(low[i] >= 0 && high[i] >= 0, "'pad' amounts must be non-negative, got low {} high {}",
+                                 ints_str(low), ints_str(high));
     int64_t dim = 0;
     if (__builtin_add_overflow(x.shape[d], low[i], &dim) || __builtin_add_overflow(dim, high[i], &dim))
       return fail(fmt::format("'pad' of {} by low {} high {} overflows int64 on axis {}", x.str(),
@@ -306,16 +288,15 @@ Expected<TensorType> rule_pad(const TypeRuleInput& in) {
 Expected<TensorType> rule_concat(const TypeRuleInput& in) {
   const TensorType& first = in.operands[0];
   const int64_t axis = attr(in, "axis").i;
-  KILN_TRY(require(axis >= 0 && axis < first.shape.rank(),
-                   fmt::format("'concat' axis {} is out of range for {}", axis, first.str())));
+  KILN_REQUIRE(axis >= 0 && axis < first.shape.rank(), "'concat' axis {} is out of range for {}", axis, first.str());
   Shape out = first.shape;
   DType dtype = first.dtype;
   for (size_t k = 1; k < in.operands.size(); ++k) {
     const TensorType& t = in.operands[k];
     bool ok = t.shape.rank() == first.shape.rank();
     for (int d = 0; ok && d < t.shape.rank(); ++d) ok = d == axis || t.shape[d] == first.shape[d];
-    KILN_TRY(require(ok, fmt::format("'concat' operands {} differ outside axis {}",
-                                     join_types(in.operands, " and "), axis)));
+    KILN_REQUIRE(ok, "'concat' operands {} differ outside axis {}",
+                                     join_types(in.operands, " and "), axis);
     int64_t& dim = out[static_cast<int>(axis)];
     if (__builtin_add_overflow(dim, t.shape[static_cast<int>(axis)], &dim))
       return fail(fmt::format("'concat' of {} overflows int64 on axis {}", join_types(in.operands, " and "), axis));
@@ -327,16 +308,14 @@ Expected<TensorType> rule_concat(const TypeRuleInput& in) {
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));
-  KILN_TRY(require(a.shape.rank() >= 2 && b.shape.rank() >= 2,
-                   fmt::format("'matmul' needs operands of rank 2 or more, got {} and {}", a.str(), b.str())));
+  KILN_REQUIRE(a.shape.rank() >= 2 && b.shape.rank() >= 2, "'matmul' needs operands of rank 2 or more, got {} and {}", a.str(), b.str());
   const int ra = a.shape.rank(), rb = b.shape.rank();
-  KILN_TRY(require(a.shape[ra - 1] == b.shape[rb - 2],
-                   fmt::format("'matmul' contracting dims differ: {} and {} ({} vs {})", a.str(),
-                               b.str(), a.shape[ra - 1], b.shape[rb - 2])));
+  KILN_REQUIRE(a.shape[ra - 1] == b.shape[rb - 2], "'matmul' contracting dims differ: {} and {} ({} vs {})", a.str(),
+                               b.str(), a.shape[ra - 1], b.shape[rb - 2]);
   auto batch = broadcast_shapes(Shape(a.shape.dims().first(static_cast<size_t>(ra - 2))),
                                 Shape(b.shape.dims().first(static_cast<size_t>(rb - 2))));
-  KILN_TRY(require(batch.has_value(), fmt::format("'matmul' batch dims of {} and {} cannot broadcast",
-                                                 a.str(), b.str())));
+  KILN_REQUIRE(batch.has_value(), "'matmul' batch dims of {} and {} cannot broadcast",
+                                                 a.str(), b.str());
   Shape out = *batch;
   out.push_back(a.shape[ra - 2]);
   out.push_back(b.shape[rb - 1]);
