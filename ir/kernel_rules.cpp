@@ -20,6 +20,39 @@ bool keeps_rows(const Shape& s, const Shape& full, std::span<const int64_t> axes
   return true;
 }
 
+std::string reduction_row_violation(const Graph& g, const std::vector<std::vector<ValueId>>& users, ValueId r,
+                                    const std::function<bool(ValueId)>& in_kernel,
+                                    const std::function<std::string(ValueId)>& name, ValueId* at) {
+  const Node& red = g.node(r);
+  const Shape& full = g.type(red.operands[0]).shape;
+  const auto& axes = red.attr("axes").ints;
+  std::vector<ValueId> work{r};
+  std::vector<bool> seen(g.size(), false);
+  seen[r] = true;
+  while (!work.empty()) {
+    const ValueId u = work.back();
+    work.pop_back();
+    for (ValueId c : users[u]) {
+      if (!in_kernel(c)) continue;
+      const Node& cn = g.node(c);
+      if (cn.info().category == OpCategory::Reduce) continue;  // consumes whole rows of its own
+      if (at) *at = c;
+      if (cn.info().category != OpCategory::Elementwise)
+        return fmt::format("the result of {} reaches {} through '{}', which moves it across the rows the kernel "
+                           "streams",
+                           name(r), name(c), cn.info().name);
+      if (!(g.type(u).shape == cn.type.shape) &&
+          !(keeps_rows(g.type(u).shape, full, axes) && keeps_rows(cn.type.shape, full, axes)))
+        return fmt::format("the result of {} is broadcast across rows at {}", name(r), name(c));
+      if (!seen[c]) {
+        seen[c] = true;
+        work.push_back(c);
+      }
+    }
+  }
+  return "";
+}
+
 Status check_kernel_rules(const Graph& g) {
   if (g.kernels().empty()) return Status::ok();
   const KernelIndex index = g.kernel_index();
@@ -53,29 +86,10 @@ Status check_kernel_rules(const Graph& g) {
                                    g.type(first_reduce->operands[0]).shape.str()));
       }
       // The result stays on its rows.
-      std::vector<ValueId> work{v};
-      std::vector<bool> seen(g.size(), false);
-      seen[v] = true;
-      while (!work.empty()) {
-        const ValueId u = work.back();
-        work.pop_back();
-        for (ValueId c : users[u]) {
-          if (!in_kernel(c)) continue;
-          const Node& cn = g.node(c);
-          if (cn.info().category == OpCategory::Reduce) continue;
-          if (cn.info().category != OpCategory::Elementwise)
-            return fail(c, fmt::format("the result of %{} reaches %{} through '{}', which moves it across the rows "
-                                       "the kernel streams",
-                                       names[v], names[c], cn.info().name));
-          if (!(g.type(u).shape == cn.type.shape) &&
-              !(keeps_rows(g.type(u).shape, full, axes) && keeps_rows(cn.type.shape, full, axes)))
-            return fail(c, fmt::format("the result of %{} is broadcast across rows at %{}", names[v], names[c]));
-          if (!seen[c]) {
-            seen[c] = true;
-            work.push_back(c);
-          }
-        }
-      }
+      ValueId at = v;
+      const std::string why =
+          reduction_row_violation(g, users, v, in_kernel, [&](ValueId x) { return "%" + names[x]; }, &at);
+      if (!why.empty()) return fail(at, why);
     }
     if (matmuls == 0) continue;
     const ValueId at = members.front();

@@ -40,7 +40,7 @@ struct Kernel {
 
 // Notes name values before their final names exist: "\x03<value in the planned graph>\x04",
 // resolved once the fused graph is built.
-std::string value_name(const Graph&, ValueId v) { return fmt::format("\x03{}\x04", v); }
+std::string value_name(ValueId v) { return fmt::format("\x03{}\x04", v); }
 
 bool is_view(const Node& n) { return n.info().is_view(); }
 bool stays_outside(const Node& n) { return n.info().category == OpCategory::Source; }
@@ -119,7 +119,7 @@ class Planner {
           join(static_cast<size_t>(target), v);
           continue;
         }
-        if (!is_view(n)) start(v, fmt::format("{} not fused into {}: {}", value_name(g_, v), kernel_ref(target), why));
+        if (!is_view(n)) start(v, fmt::format("{} not fused into {}: {}", value_name(v), kernel_ref(target), why));
         continue;
       }
       if (is_view(n)) continue;  // a view read by several kernels (or returned): index maps, no launch
@@ -131,7 +131,7 @@ class Planner {
       if (kernels.size() > 1) {
         std::vector<std::string> names;
         for (int32_t k : kernels) names.push_back(kernel_ref(k));
-        note = fmt::format("{} is stored once for {}", value_name(g_, v), fmt::join(names, ", "));
+        note = fmt::format("{} is stored once for {}", value_name(v), fmt::join(names, ", "));
         shared_by_kernels_.push_back(v);
       }
       start(v, note);
@@ -222,32 +222,9 @@ class Planner {
   // result must reach the kernel's other operations through elementwise ops only (a view
   // would move it across rows), and a broadcast may only spread it along the reduced axes.
   bool row_aligned(size_t k, ValueId r, std::string& why) const {
-    const Node& red = g_.node(r);
-    const Shape& full = g_.type(red.operands[0]).shape;
-    const auto& axes = red.attr("axes").ints;
-    auto keeps_rows = [&](const Shape& s) { return kiln::keeps_rows(s, full, axes); };
-    std::vector<ValueId> work{r};
-    std::unordered_set<ValueId> seen{r};
-    while (!work.empty()) {
-      const ValueId u = work.back();
-      work.pop_back();
-      for (ValueId c : users_[u]) {
-        if (kernel_of_[c] != static_cast<int32_t>(k)) continue;
-        const Node& cn = g_.node(c);
-        if (cn.info().category == OpCategory::Reduce) continue;  // consumes whole rows of its own
-        if (cn.info().category != OpCategory::Elementwise) {
-          why = fmt::format("the result of {} reaches {} through '{}', which moves it across the rows the kernel "
-                            "streams", value_name(g_, r), value_name(g_, c), cn.info().name);
-          return false;
-        }
-        if (!(g_.type(u).shape == cn.type.shape) && !(keeps_rows(g_.type(u).shape) && keeps_rows(cn.type.shape))) {
-          why = fmt::format("the result of {} is broadcast across rows at {}", value_name(g_, r), value_name(g_, c));
-          return false;
-        }
-        if (seen.insert(c).second) work.push_back(c);
-      }
-    }
-    return true;
+    why = reduction_row_violation(
+        g_, users_, r, [&](ValueId c) { return kernel_of_[c] == static_cast<int32_t>(k); }, value_name);
+    return why.empty();
   }
 
   const Graph& g_;

@@ -14,8 +14,6 @@ namespace {
 
 constexpr size_t kForever = SIZE_MAX;
 
-int64_t bytes_of(const TensorType& t) { return t.shape.numel() * static_cast<int64_t>(dtype_size(t.dtype)); }
-
 // One launch: a kernel region, or an operation outside kernels that computes.
 struct Unit {
   std::vector<ValueId> reads;
@@ -105,19 +103,20 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
   // Parameters live in their own buffers; literal constants in buffers of the plan's.
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const ValueId v = g.inputs()[i];
-    plan.buffer_of[v] = new_buffer(bytes_of(g.type(v)), static_cast<int32_t>(i));
+    plan.buffer_of[v] = new_buffer(g.type(v).bytes(), static_cast<int32_t>(i));
   }
   std::vector<bool> is_donated(g.size(), false);
   for (size_t i = 0; i < g.inputs().size() && i < donated.size(); ++i) is_donated[g.inputs()[i]] = donated[i];
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.node(static_cast<ValueId>(id));
     if (n.op == OpKind::Constant && !n.attr("value").present) {
-      plan.buffer_of[id] = new_buffer(bytes_of(n.type), -1);
+      plan.buffer_of[id] = new_buffer(n.type.bytes(), -1);
       last_use[id] = kForever;  // constants are baked into the executable
     }
   }
 
   std::multimap<int64_t, int32_t> free_buffers;  // bytes -> buffer
+  std::vector<bool> released(g.size(), false);
   auto reusable = [&](ValueId v) {
     const Node& n = g.node(v);
     return n.op != OpKind::Input || is_donated[v];
@@ -127,7 +126,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
     std::vector<ValueId> taken;
     for (ValueId w : unit.writes) {
       if (plan.buffer_of[w] != MemoryPlan::kNone) continue;
-      plan.naive_bytes += bytes_of(g.type(w));
+      plan.naive_bytes += g.type(w).bytes();
       // In place: an aligned read (identity access, not through a view) of the same type that
       // dies here and that no other read of this launch reaches through a view.
       {
@@ -145,7 +144,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
         }
         if (plan.buffer_of[w] != MemoryPlan::kNone) continue;
       }
-      const int64_t bytes = bytes_of(g.type(w));
+      const int64_t bytes = g.type(w).bytes();
       if (auto it = free_buffers.find(bytes); it != free_buffers.end()) {
         plan.buffer_of[w] = it->second;
         free_buffers.erase(it);
@@ -156,11 +155,11 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
     // Values read for the last time here free their buffers (unless written over in place).
     for (ValueId r : unit.reads) {
       const ValueId s = root[r];
-      if (last_use[s] != u || plan.buffer_of[s] == MemoryPlan::kNone || !reusable(s)) continue;
+      if (last_use[s] != u || released[s] || plan.buffer_of[s] == MemoryPlan::kNone || !reusable(s)) continue;
       if (std::find(taken.begin(), taken.end(), s) != taken.end()) continue;
       if (std::any_of(unit.writes.begin(), unit.writes.end(), [&](ValueId w) { return plan.buffer_of[w] == plan.buffer_of[s]; }))
         continue;
-      last_use[s] = kForever;  // released once
+      released[s] = true;  // a value read twice in one launch is freed once
       free_buffers.insert({plan.buffer_bytes[static_cast<size_t>(plan.buffer_of[s])], plan.buffer_of[s]});
     }
   }

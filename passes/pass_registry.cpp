@@ -69,7 +69,7 @@ namespace {
 int64_t bytes_of(const Graph& g, ValueId v) {
   const Node& n = g.node(v);
   if (n.op == OpKind::Constant && n.attr("value").present) return 0;
-  return n.type.shape.numel() * static_cast<int64_t>(dtype_size(n.type.dtype));
+  return n.type.bytes();
 }
 }  // namespace
 

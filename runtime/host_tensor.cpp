@@ -7,7 +7,7 @@ namespace kiln {
 
 HostTensor::HostTensor(TensorType type)
     : type_(std::move(type)),
-      bytes_(static_cast<size_t>(type_.shape.numel()) * dtype_size(type_.dtype)) {}
+      bytes_(static_cast<size_t>(type_.bytes())) {}
 
 namespace {
 template <class T>

@@ -5,7 +5,10 @@
 // launch is an error, not a wrong answer.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "kiln/ir/graph.h"
 #include "kiln/support/error.h"
@@ -15,6 +18,16 @@ namespace kiln {
 /// True when a value of shape `s`, right-aligned into a reduction's input shape `full`, has
 /// every unreduced dim whole (reduced dims may be 1): it lives on the rows being reduced.
 bool keeps_rows(const Shape& s, const Shape& full, std::span<const int64_t> axes);
+
+/// Why the result of reduction `r` would leave its rows inside a kernel whose members are
+/// those for which `in_kernel` holds, or "" when it stays on them: it must reach the other
+/// members through elementwise ops only, broadcast along the reduced axes. `users[v]` lists
+/// v's consumers; `name` spells a value in the message; `*at` is set to the consumer where the
+/// result leaves its rows. Shared by the verifier and the fusion planner (which asks before
+/// the kernel is complete).
+std::string reduction_row_violation(const Graph& g, const std::vector<std::vector<ValueId>>& users, ValueId r,
+                                    const std::function<bool(ValueId)>& in_kernel,
+                                    const std::function<std::string(ValueId)>& name, ValueId* at = nullptr);
 
 /// The rules of kernel regions: the reductions of a kernel reduce the same axes of the same
 /// shape; each reduction's result reaches the kernel's other operations only through

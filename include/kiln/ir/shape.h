@@ -60,6 +60,8 @@ struct TensorType {
 
   /// "f32[4096,1]".
   std::string str() const;
+  /// Bytes of one dense tensor of this type.
+  int64_t bytes() const { return shape.numel() * static_cast<int64_t>(dtype_size(dtype)); }
   friend bool operator==(const TensorType& a, const TensorType& b) {
     return a.dtype == b.dtype && a.shape == b.shape;
   }
