@@ -2,6 +2,14 @@
 # Runs kiln's benchmarks on a Release build (build-release/) and prints their figures.
 #   benchmarks/run.sh [--benchmark_filter=REGEX]
 # Repetitions give the median of several runs; the machine is shared and noisy.
+#
+# Then the workload suite (kiln_workload_bench: W1-W5b and W8, kiln against the peers'
+# hand-written loops and Eigen, one process); its flags come from $WORKLOAD_ARGS, e.g.
+#   WORKLOAD_ARGS="--quick --small" benchmarks/run.sh --benchmark_filter=none
+# and its JSON lines go to build-release/workload_bench.jsonl. With PEERS=1 the Python peers
+# of ../shared/peers (numpy, numexpr, torch eager; $PEERS_PY picks others) follow on W1-W5b,
+# their JSON lines in build-release/peers_py.jsonl; a peer whose module is missing is skipped.
+# The exit status is 1 when a workload result disagrees with the hand loop's or a peer fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN_BUILD_DIR=build-release KILN_BUILD_TYPE=Release scripts/setup.sh >/dev/null
@@ -9,3 +17,39 @@ for bench in kiln_record_bench kiln_pass_bench; do
   build-release/bin/$bench --benchmark_repetitions="${REPS:-7}" \
     --benchmark_report_aggregates_only=true "$@"
 done
+
+status=0
+# shellcheck disable=SC2086  # WORKLOAD_ARGS is a list of flags
+build-release/bin/kiln_workload_bench ${WORKLOAD_ARGS:-} --json build-release/workload_bench.jsonl || status=1
+
+if [[ ${PEERS:-0} == 1 ]]; then
+  peers=${PEERS_DIR:-../shared/peers}
+  python=/usr/bin/python3  # Debian's: numpy, numexpr and torch live there, not in a pyenv one
+  out=build-release/peers_py.jsonl
+  : > "$out"
+  # the thread settings of run_peers.sh
+  export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 NUMEXPR_MAX_THREADS=2
+  for peer in ${PEERS_PY:-numpy numexpr torch}; do
+    case $peer in
+      torch* | nnc-interp) module=torch ;;
+      *) module=$peer ;;
+    esac
+    if ! "$python" -c "import $module" 2>/dev/null; then
+      echo "run.sh: skipping the $peer peer ($python has no $module)" >&2
+      continue
+    fi
+    echo "run.sh: $peer peer on W1-W5b" >&2
+    "$python" "$peers/bench_py.py" --peer "$peer" --only W1,W2,W3,W4,W5a,W5b >> "$out" || status=1
+  done
+  # one markdown row per measurement
+  "$python" - "$out" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+if rows:
+    print("\n| workload | peer | variant | threads | median ms | min | max |\n|---|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['workload']} | {r['peer']} | {r['variant']} | {r['threads']} | {r['median_ms']:.4g} "
+          f"| {r['min_ms']:.4g} | {r['max_ms']:.4g} |")
+PY
+fi
+exit "$status"

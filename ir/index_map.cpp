@@ -147,8 +147,9 @@ IndexMap identity(const Shape& s, int first_dim, const Shape& domain) {
   return m;
 }
 
-// Where `o`, an operand of `c`, is read when `c` is computed at position `p`.
-IndexMap operand_map(const Graph& g, const Node& c, size_t operand, const IndexMap& p, const Shape& domain) {
+}  // namespace
+
+IndexMap operand_index_map(const Graph& g, const Node& c, size_t operand, const IndexMap& p, const Shape& domain) {
   const Shape& cs = c.type.shape;
   const ValueId ov = c.operands[operand];
   const Shape& os = g.type(ov).shape;
@@ -237,13 +238,11 @@ IndexMap operand_map(const Graph& g, const Node& c, size_t operand, const IndexM
   return identity(os, 0, domain);
 }
 
-std::string map_str(const IndexMap& m) {
+std::string index_map_str(const IndexMap& m) {
   std::vector<std::string> parts;
   for (const IndexExpr& e : m) parts.push_back(e.str());
   return fmt::format("[{}]", fmt::join(parts, ", "));
 }
-
-}  // namespace
 
 KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k) { return kernel_index_maps(g, g.kernel_index(), k); }
 
@@ -285,8 +284,8 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
   std::map<ValueId, std::vector<IndexMap>> pos;
   auto add_pos = [&](ValueId v, IndexMap m) {
     auto& list = pos[v];
-    const std::string s = map_str(m);
-    if (list.size() < 4 && std::none_of(list.begin(), list.end(), [&](const IndexMap& x) { return map_str(x) == s; }))
+    const std::string s = index_map_str(m);
+    if (list.size() < 4 && std::none_of(list.begin(), list.end(), [&](const IndexMap& x) { return index_map_str(x) == s; }))
       list.push_back(std::move(m));
   };
   for (auto it = members.rbegin(); it != members.rend(); ++it) {
@@ -310,7 +309,7 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
       add_pos(v, std::move(m));
     }
     for (const IndexMap& p : std::vector<IndexMap>(pos[v]))
-      for (size_t i = 0; i < n.operands.size(); ++i) add_pos(n.operands[i], operand_map(g, n, i, p, out.domain));
+      for (size_t i = 0; i < n.operands.size(); ++i) add_pos(n.operands[i], operand_index_map(g, n, i, p, out.domain));
   }
   for (ValueId v : index.inputs[static_cast<size_t>(k)]) out.inputs.push_back({v, pos[v]});
   for (ValueId v : outputs) out.outputs.push_back({v, pos[v].empty() ? IndexMap{} : pos[v][0]});
@@ -321,10 +320,10 @@ std::string format_index_maps(const KernelIndexMaps& maps, const std::vector<std
   std::vector<std::string> ins, outs;
   for (const auto& [v, list] : maps.inputs) {
     std::string s = "%" + names[v];
-    for (const IndexMap& m : list) s += map_str(m);
+    for (const IndexMap& m : list) s += index_map_str(m);
     ins.push_back(s);
   }
-  for (const auto& [v, m] : maps.outputs) outs.push_back("%" + names[v] + map_str(m));
+  for (const auto& [v, m] : maps.outputs) outs.push_back("%" + names[v] + index_map_str(m));
   return fmt::format("over {}: {} -> {}", maps.domain.str(), fmt::join(ins, ", "), fmt::join(outs, ", "));
 }
 

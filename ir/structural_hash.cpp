@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kiln/ir/hash.h"
+#include "kiln/support/hash.h"
 
 namespace kiln {
 namespace {
@@ -53,6 +54,23 @@ bool is_scalar_parameter(const Node& n, const HashOptions& options) {
 }  // namespace
 
 std::string Hash128::hex() const { return fmt::format("{:016x}{:016x}", hi, lo); }
+
+Hash128 hash_text(std::string_view text) {
+  // Two differently seeded 64-bit streams over 8-byte words, then the length.
+  uint64_t a = 0x243f6a8885a308d3ULL, b = 0x13198a2e03707344ULL;
+  size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + i, 8);
+    a = hash_mix(a, w);
+    b = hash_mix(b, w ^ 0xa4093822299f31d0ULL);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, text.data() + i, text.size() - i);
+  a = hash_mix(hash_mix(a, tail), text.size());
+  b = hash_mix(hash_mix(b, tail ^ 0x082efa98ec4e6c89ULL), text.size());
+  return Hash128{a ^ (a >> 29), b ^ (b >> 31)};
+}
 
 Hash128 structural_hash(const Graph& g, const HashOptions& options) {
   std::vector<Hash128> node_hash(g.size());

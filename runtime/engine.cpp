@@ -1,6 +1,7 @@
 // runtime/engine.cpp - the engine registry and the interpreter engine.
 #include "kiln/runtime/engine.h"
 
+#include "kiln/codegen/cpu.h"
 #include "kiln/runtime/interpreter.h"
 
 namespace kiln {
@@ -27,7 +28,7 @@ class InterpreterEngine final : public Engine {
 Engine& engine_for(Device device) {
   static InterpreterEngine interpreter;
   switch (device.kind) {
-    case Device::Kind::Cpu:  // TODO: the LLVM CPU backend (issue 5) takes over here.
+    case Device::Kind::Cpu: return cpu_engine();
     case Device::Kind::Interp: return interpreter;
   }
   return interpreter;

@@ -1,13 +1,33 @@
-// runtime/host_tensor.cpp - element access for host tensors.
+// runtime/host_tensor.cpp - storage, copies and element access for host tensors.
 #include "kiln/runtime/host_tensor.h"
 
 #include "kiln/ir/scalar_semantics.h"
 
 namespace kiln {
 
-HostTensor::HostTensor(TensorType type)
-    : type_(std::move(type)),
-      bytes_(static_cast<size_t>(type_.bytes())) {}
+HostTensor::HostTensor(TensorType type, Uninitialized)
+    : type_(std::move(type)), bytes_(static_cast<size_t>(type_.bytes())) {}
+
+HostTensor::HostTensor(TensorType type) : HostTensor(std::move(type), Uninitialized{}) {
+  // The allocator recycles blocks without clearing them.
+  if (nbytes() > 0) std::memset(data(), 0, nbytes());
+}
+
+HostTensor HostTensor::uninitialized(TensorType type) {
+  return HostTensor(std::move(type), Uninitialized{});
+}
+
+HostTensor::HostTensor(const HostTensor& other) : type_(other.type_), bytes_(other.nbytes()) {
+  if (nbytes() > 0) std::memcpy(data(), other.data(), nbytes());
+}
+
+HostTensor& HostTensor::operator=(const HostTensor& other) {
+  if (this == &other) return *this;
+  if (nbytes() != other.nbytes()) bytes_ = HostBuffer(other.nbytes());  // else reuse ours
+  if (nbytes() > 0) std::memcpy(data(), other.data(), nbytes());
+  type_ = other.type_;
+  return *this;
+}
 
 namespace {
 template <class T>

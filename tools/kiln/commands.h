@@ -23,6 +23,7 @@ struct Command {
 Command add_opt_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_dot_command(CLI::App& app);
+Command add_codegen_command(CLI::App& app);
 
 /// The contents of `path`, or of stdin for "-". Throws kiln::Error.
 std::string read_input(const std::string& path);
@@ -36,5 +37,8 @@ std::string summarize(const HostTensor& t);
 /// The values in NumPy's nested-bracket layout; above `threshold` elements, only the first
 /// and last 3 of each axis are shown.
 std::string format_values(const HostTensor& t, int64_t threshold = 1000);
+/// How `got` differs from `want` (same type): "identical", or the number of differing
+/// elements with the largest absolute and relative difference (and ulps for floats).
+std::string compare_values(const HostTensor& got, const HostTensor& want);
 
 }  // namespace kiln::cli

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "kiln/ir/scalar_semantics.h"
+#include "kiln/runtime/engine.h"
 #include "kiln/runtime/interpreter.h"
 #include "kiln/runtime/npy.h"
 
@@ -21,7 +22,8 @@ struct RunOptions {
   bool print = false;
   bool full = false;
   std::string save_dir;
-  std::string device = "interp";
+  std::string device = "cpu";
+  bool check = false;
 };
 
 // Seeded inputs: floats uniform in [-1, 1), integers in [-8, 8), bools fair. Each input
@@ -93,14 +95,22 @@ Command add_run_command(CLI::App& app) {
   sub->add_flag("--print", opts->print, "Print the values of every output");
   sub->add_flag("--full", opts->full, "With --print, print every value (no '...' summary)");
   sub->add_option("--save", opts->save_dir, "Write every output as DIR/<name>.npy")->type_name("DIR");
-  sub->add_option("--device", opts->device, "Where to run: interp (the reference interpreter)")
+  sub->add_option("--device", opts->device, "Where to run: cpu (compiled with LLVM) or interp (the reference interpreter)")
       ->capture_default_str();
+  sub->add_flag("--check", opts->check, "Also run the reference interpreter and report the largest difference");
   return {sub, [opts]() {
-            if (opts->device != "interp")
-              throw Error(fmt::format("device '{}' is not available in this build (available: interp)", opts->device));
+            const Device device = Device::parse(opts->device);
             const Graph g = load_graph(opts->file);
             const std::vector<HostTensor> inputs = make_inputs(g, *opts);
-            const std::vector<HostTensor> outputs = interpret(g, inputs);
+            std::vector<BufferRef> refs;
+            for (const HostTensor& t : inputs) refs.push_back(std::make_shared<const HostTensor>(t));
+            std::vector<HostTensor> outputs;
+            for (const BufferRef& r : engine_for(device).run(g, refs)) outputs.push_back(*r);
+            if (opts->check) {
+              const std::vector<HostTensor> expected = interpret(g, inputs);
+              for (size_t i = 0; i < outputs.size(); ++i)
+                std::cout << fmt::format("check %{}: {}\n", g.node(g.outputs()[i]).name, compare_values(outputs[i], expected[i]));
+            }
             const std::vector<std::string> names = output_names(g);
             if (!opts->save_dir.empty()) {
               std::error_code ec;

@@ -72,4 +72,28 @@ std::string format_values(const HostTensor& t, int64_t threshold) {
   return out;
 }
 
+std::string compare_values(const HostTensor& got, const HostTensor& want) {
+  if (!(got.type() == want.type())) return fmt::format("type {} differs from {}", got.type().str(), want.type().str());
+  int64_t differ = 0;
+  double max_abs = 0, max_rel = 0, max_ulp = 0;
+  for (int64_t k = 0; k < got.numel(); ++k) {
+    const double a = is_float(got.dtype()) ? got.get_double(k) : static_cast<double>(got.get_int(k));
+    const double b = is_float(want.dtype()) ? want.get_double(k) : static_cast<double>(want.get_int(k));
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+    ++differ;
+    const double d = std::fabs(a - b);
+    max_abs = std::max(max_abs, d);
+    if (b != 0) max_rel = std::max(max_rel, d / std::fabs(b));
+    if (is_float(got.dtype()) && std::isfinite(b)) {
+      const double ulp = got.dtype() == DType::F32
+                             ? std::nextafter(static_cast<float>(std::fabs(b)), INFINITY) - static_cast<float>(std::fabs(b))
+                             : std::nextafter(std::fabs(b), INFINITY) - std::fabs(b);
+      max_ulp = std::max(max_ulp, d / ulp);
+    }
+  }
+  if (differ == 0) return "identical to the interpreter";
+  return fmt::format("{} of {} elements differ; max abs {:.3g}, max rel {:.3g}{}", differ, got.numel(), max_abs, max_rel,
+                     is_float(got.dtype()) ? fmt::format(", max {:.1f} ulp", max_ulp) : "");
+}
+
 }  // namespace kiln::cli

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "kiln/ir/graph.h"
 
@@ -26,5 +27,8 @@ struct HashOptions {
 /// nodes, of the operand order of commutative ops, and of nodes no output uses. Parameter
 /// positions and types, op kinds, attributes and result types all count.
 Hash128 structural_hash(const Graph& g, const HashOptions& options = {});
+
+/// A 128-bit hash of bytes (cache keys of canonical texts).
+Hash128 hash_text(std::string_view text);
 
 }  // namespace kiln

@@ -32,6 +32,12 @@ class IndexExpr {
   std::string str() const;
   bool is_linear() const { return op_ == Op::Linear; }
 
+  /// Rebuilds the expression with a code generator's arithmetic: `b.constant(int64_t)`,
+  /// `b.dim(int)`, `b.add(x, y)`, `b.mul(x, int64_t)`, `b.floordiv(x, int64_t)` and
+  /// `b.mod(x, int64_t)` (floordiv and mod only ever see non-negative operands).
+  template <class Builder>
+  auto build(Builder& b) const -> decltype(b.constant(int64_t{0}));
+
  private:
   enum class Op : uint8_t { Linear, FloorDiv, Mod };
   struct Term {
@@ -52,6 +58,20 @@ class IndexExpr {
   int64_t divisor_ = 1;
 };
 
+template <class Builder>
+auto IndexExpr::build(Builder& b) const -> decltype(b.constant(int64_t{0})) {
+  if (op_ != Op::Linear) {
+    auto inner = inner_->build(b);
+    return op_ == Op::FloorDiv ? b.floordiv(inner, divisor_) : b.mod(inner, divisor_);
+  }
+  auto acc = b.constant(constant_);
+  for (const Term& t : terms_) {
+    auto x = t.dim >= 0 ? b.dim(t.dim) : t.atom->build(b);
+    acc = b.add(acc, b.mul(x, t.coef));
+  }
+  return acc;
+}
+
 using IndexMap = std::vector<IndexExpr>;  // one expression per dim of the value read
 
 struct KernelIndexMaps {
@@ -67,6 +87,16 @@ struct KernelIndexMaps {
 /// largest output.
 KernelIndexMaps kernel_index_maps(const Graph& g, int32_t k);
 KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int32_t k);
+
+/// Where operand `operand` of `consumer` is read when `consumer` is computed at position
+/// `at` (one expression per dim of its result) in a kernel over `domain`: broadcasts,
+/// views, a reduction's reduced axes (the domain's) and matmul's contracted dim (the
+/// domain's last). Pad and concat positions may fall outside the operand: callers mask them.
+IndexMap operand_index_map(const Graph& g, const Node& consumer, size_t operand, const IndexMap& at,
+                           const Shape& domain);
+
+/// "[d0, d1 * 4]"
+std::string index_map_str(const IndexMap& m);
 
 /// "over [64,32]: %x[d0, d1], %b[d1] -> %y[d0, d1]"
 /// `names` gives each value's name without '%' (value_names of the graph).

@@ -31,8 +31,8 @@ class Engine {
                                      const std::vector<bool>& donated = {}) = 0;
 };
 
-/// The engine that executes graphs for `device`. Until the CPU backend lands, `cpu` is
-/// served by the reference interpreter as well.
+/// The engine that executes graphs for `device`: the LLVM backend for `cpu`, the reference
+/// interpreter for `interp`.
 Engine& engine_for(Device device);
 
 }  // namespace kiln

@@ -7,16 +7,28 @@
 #include <vector>
 
 #include "kiln/ir/shape.h"
+#include "kiln/runtime/allocator.h"
 #include "kiln/support/error.h"
 
 namespace kiln {
 
 /// Owns `numel * dtype_size` bytes in C order. bool is one byte holding 0 or 1, as NumPy.
+/// The bytes come from the caching host allocator (allocator.h): 64-byte aligned, on huge
+/// pages from 1 MiB up. Copies are deep.
 class HostTensor {
  public:
   HostTensor() = default;
   /// Zero-filled.
   explicit HostTensor(TensorType type);
+  /// Contents undefined (a recycled block may hold an earlier tensor's bytes): for
+  /// producers that write every element, which then skip the zero fill.
+  static HostTensor uninitialized(TensorType type);
+
+  HostTensor(const HostTensor& other);
+  HostTensor& operator=(const HostTensor& other);
+  HostTensor(HostTensor&&) noexcept = default;
+  HostTensor& operator=(HostTensor&&) noexcept = default;
+  ~HostTensor() = default;
 
   const TensorType& type() const { return type_; }
   DType dtype() const { return type_.dtype; }
@@ -41,10 +53,12 @@ class HostTensor {
   std::vector<T> to_vector() const;
 
  private:
+  struct Uninitialized {};
+  HostTensor(TensorType type, Uninitialized);
   template <class T>
   static DType dtype_of();
   TensorType type_;
-  std::vector<std::byte> bytes_;
+  HostBuffer bytes_;
 };
 
 template <class T>
@@ -61,9 +75,9 @@ DType HostTensor::dtype_of() {
 
 template <class T>
 HostTensor HostTensor::from_vector(const std::vector<T>& values, Shape shape) {
-  HostTensor t(TensorType{dtype_of<T>(), shape});
-  if (static_cast<int64_t>(values.size()) != t.numel())
+  if (static_cast<int64_t>(values.size()) != shape.numel())
     throw Error("from_vector: " + std::to_string(values.size()) + " values for shape " + shape.str());
+  HostTensor t = uninitialized(TensorType{dtype_of<T>(), shape});  // every element written below
   for (size_t i = 0; i < values.size(); ++i) {
     const T v = values[i];
     std::memcpy(t.data() + i * sizeof(T), &v, sizeof(T));

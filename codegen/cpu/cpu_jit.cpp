@@ -1,0 +1,230 @@
+// codegen/cpu/cpu_jit.cpp - LLVM optimization, object code, ORC LLJIT, kernel caches.
+#include "cpu_jit.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <fmt/format.h>
+
+#include "kiln/ir/hash.h"
+#include "kiln/runtime/disk_cache.h"
+#include "kiln/runtime/stats.h"
+#include "kiln/support/log.h"
+#include "kiln/version.h"
+
+// Integer pow for generated code: the interpreter's exact square-and-multiply.
+extern "C" int64_t kiln_rt_ipow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp & 1) ? -1 : 1;
+    return 0;
+  }
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  for (auto e = static_cast<uint64_t>(exp); e; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return static_cast<int64_t>(result);
+}
+
+namespace kiln::cpu {
+namespace {
+
+// Bump when generated code changes for the same Kernel IR: old disk entries become stale.
+constexpr int kCodegenVersion = 1;
+
+std::string take(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+template <class T>
+T check(llvm::Expected<T> v, const char* what) {
+  if (!v) throw Error(fmt::format("LLVM: {}: {}", what, take(v.takeError())));
+  return std::move(*v);
+}
+
+HostTarget detect_host() {
+  HostTarget t;
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  std::vector<std::string> feats;
+  bool avx512 = false, avx2 = false;
+  for (const auto& f : llvm::sys::getHostCPUFeatures()) {
+    feats.push_back((f.second ? "+" : "-") + f.first().str());
+    if (f.second && f.first() == "avx512f") avx512 = true;
+    if (f.second && f.first() == "avx2") avx2 = true;
+  }
+  std::sort(feats.begin(), feats.end());
+  for (size_t i = 0; i < feats.size(); ++i) t.features += (i ? "," : "") + feats[i];
+  t.vector_bytes = avx512 ? 64 : avx2 ? 32 : 16;
+  return t;
+}
+
+}  // namespace
+
+std::string HostTarget::describe() const {
+  return fmt::format("{} {} ({}-byte vectors)", triple, cpu, vector_bytes);
+}
+
+struct Jit::Impl {
+  HostTarget target;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  DiskCache disk{DiskCache::default_root(), "cpu"};
+  std::mutex mutex;  // LLVM compilation and the JIT's symbol table
+  std::unordered_map<std::string, KernelFn> loaded;  // kernel key -> code
+
+  Impl() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    target = detect_host();
+    std::string err;
+    const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, err);
+    if (!t) throw Error("LLVM has no target for " + target.triple + ": " + err);
+    llvm::TargetOptions options;  // no fast-math: results must match the interpreter
+    tm.reset(t->createTargetMachine(target.triple, target.cpu, target.features, options, llvm::Reloc::PIC_,
+                                    std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+    auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
+    jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(), "creating the JIT");
+    const char prefix = jit->getDataLayout().getGlobalPrefix();
+    jit->getMainJITDylib().addGenerator(
+        check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "searching the process"));
+    llvm::orc::SymbolMap runtime;
+    runtime[jit->mangleAndIntern("kiln_rt_ipow")] = {llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_ipow),
+                                                     llvm::JITSymbolFlags::Exported};
+    if (auto e = jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
+      throw Error("LLVM: defining runtime symbols: " + take(std::move(e)));
+  }
+
+  // Everything the machine code depends on besides the kernel itself.
+  std::string environment() const {
+    return fmt::format("kiln {} codegen {} llvm {} {} {} {}", KILN_VERSION_STRING, kCodegenVersion, LLVM_VERSION_STRING,
+                       target.triple, target.cpu, target.features);
+  }
+
+  std::unique_ptr<llvm::Module> build(const kir::Kernel& k, const std::string& sym, llvm::LLVMContext& ctx) {
+    auto m = emit_kernel(k, sym, target.vector_bytes, ctx);
+    m->setTargetTriple(target.triple);
+    m->setDataLayout(tm->createDataLayout());
+    for (llvm::Function& f : *m) {
+      if (f.isDeclaration()) continue;
+      f.addFnAttr("target-cpu", target.cpu);
+      f.addFnAttr("target-features", target.features);
+    }
+    return m;
+  }
+
+  void optimize(llvm::Module& m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+  }
+
+  std::string emit_file(llvm::Module& m, llvm::CodeGenFileType type) {
+    llvm::SmallVector<char, 0> buffer;
+    llvm::raw_svector_ostream os(buffer);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, type)) throw Error("LLVM: the target cannot emit this file type");
+    pm.run(m);
+    return std::string(buffer.data(), buffer.size());
+  }
+
+  KernelFn link(const std::string& sym, const std::string& object) {
+    if (auto e = jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, sym)))
+      throw Error("LLVM: linking kernel object: " + take(std::move(e)));
+    runtime_counters().object_loads++;
+    const auto addr = check(jit->lookup(sym), "looking up a kernel");
+    return addr.toPtr<KernelFn>();
+  }
+};
+
+Jit& Jit::instance() {
+  static Jit* jit = new Jit();  // never destroyed: kernels may run during static destruction
+  return *jit;
+}
+
+Jit::Jit() : impl_(std::make_unique<Impl>()) {}
+Jit::~Jit() = default;
+
+const HostTarget& Jit::target() const { return impl_->target; }
+
+KernelFn Jit::kernel(const kir::Kernel& k) {
+  Impl& im = *impl_;
+  const std::string canonical = k.str() + im.environment();
+  const std::string key = hash_text(canonical).hex();
+  std::lock_guard lock(im.mutex);
+  if (auto it = im.loaded.find(key); it != im.loaded.end()) {
+    runtime_counters().kernel_memory_hits++;
+    return it->second;
+  }
+  const std::string sym = "kiln_" + key;
+  if (std::optional<std::string> object = im.disk.load(key, canonical)) {
+    KernelFn fn = im.link(sym, *object);
+    im.loaded.emplace(key, fn);
+    return fn;
+  }
+  if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
+    throw Error(fmt::format("KILN_NO_COMPILE=1, but kernel @{} is in no cache and would be compiled", k.name));
+  const auto start = std::chrono::steady_clock::now();
+  llvm::LLVMContext ctx;
+  std::string object;
+  {
+    auto m = im.build(k, sym, ctx);
+    im.optimize(*m);
+    object = im.emit_file(*m, llvm::CodeGenFileType::ObjectFile);
+  }
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  RuntimeCounters& c = runtime_counters();
+  c.llvm_compiles++;
+  c.kernels_compiled++;
+  c.compile_ns += static_cast<uint64_t>(ns);
+  log("compile", fmt::format("kernel @{} ({}): {:.2f} ms, {} bytes of object code", k.name, key, ns / 1e6, object.size()));
+  im.disk.store(key, canonical, object);
+  KernelFn fn = im.link(sym, object);
+  im.loaded.emplace(key, fn);
+  return fn;
+}
+
+std::string Jit::llvm_ir(const kir::Kernel& k, bool optimized) {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.mutex);
+  llvm::LLVMContext ctx;
+  auto m = im.build(k, "kiln_" + k.name, ctx);
+  if (optimized) im.optimize(*m);
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  m->print(os, nullptr);
+  return out;
+}
+
+std::string Jit::assembly(const kir::Kernel& k) {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.mutex);
+  llvm::LLVMContext ctx;
+  auto m = im.build(k, "kiln_" + k.name, ctx);
+  im.optimize(*m);
+  return im.emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
+}
+
+}  // namespace kiln::cpu

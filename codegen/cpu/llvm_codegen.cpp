@@ -1,0 +1,813 @@
+// codegen/cpu/llvm_codegen.cpp - Kernel IR -> LLVM IR, vectorized by construction.
+//
+// The last domain dim is the vector dim: every instruction is emitted at a width W (W lanes
+// of the last dim at once, or 1 in remainder loops). An emitted value is kept in the cheapest
+// form that is exact for all lanes: uniform (one scalar for every lane), affine (a scalar base
+// plus a known stride per lane: index arithmetic along the vector dim) or a full vector. A
+// load whose offset is affine with stride 1 is one vector load, a uniform load is a scalar
+// load and a splat, anything else is a gather. The loop structure follows kir::Schedule:
+//   case A (last dim reduced): per kept point, each reduction stage is a vector loop over
+//     the row with W accumulators per reduction, folded pairwise at the end of the row;
+//   case B (last dim kept): per tile of the last dim, each stage loops over the reduced dims
+//     with one accumulator per lane of the tile, kept in a small array.
+// Float sums and products of f32 accumulate in f64.
+#include "llvm_codegen.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <fmt/format.h>
+
+#include "kiln/support/error.h"
+#include "vector_math.h"
+
+namespace kiln::cpu {
+namespace {
+
+using kir::Code;
+using kir::Inst;
+using kir::Ref;
+using llvm::Value;
+
+struct Val {
+  enum Kind : uint8_t { Uniform, Affine, Vector };
+  Value* v = nullptr;
+  Kind kind = Uniform;
+  int64_t stride = 0;  // Affine: lane l holds v + stride * l
+};
+
+uint32_t hash32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+bool is_arg_reduce(OpKind op) { return op == OpKind::ArgMax || op == OpKind::ArgMin; }
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const kir::Kernel& k, int vector_bytes, llvm::LLVMContext& ctx, llvm::Module& m)
+      : k_(k), ctx_(ctx), m_(m), b_(ctx), deps_(kir::dim_dependence(k)), stage_(kir::reduction_stage(k)) {
+    size_t widest = 1;
+    bool arg = false;
+    for (const Inst& in : k.insts) {
+      widest = std::max(widest, in.type == DType::Bool ? size_t{1} : dtype_size(in.type));
+      if (in.code == Code::Reduce) {
+        arg = arg || is_arg_reduce(in.op);
+        num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
+        // f32 sums and products accumulate in f64.
+        if (is_float(in.type) && !is_arg_reduce(in.op)) widest = 8;
+      }
+    }
+    width_ = arg || k.domain.rank() == 0 ? 1u : static_cast<unsigned>(std::max<size_t>(1, vector_bytes / widest));
+    sched_ = kir::schedule_kernel(k);
+    rank_ = k.domain.rank();
+    lane_dim_ = rank_ - 1;
+  }
+
+  void emit(const std::string& name);
+
+ private:
+  // ---- types ----
+  llvm::Type* reg_type(DType t) {
+    switch (t) {
+      case DType::Bool: return b_.getInt1Ty();
+      case DType::I32: return b_.getInt32Ty();
+      case DType::I64: return b_.getInt64Ty();
+      case DType::F32: return b_.getFloatTy();
+      case DType::F64: return b_.getDoubleTy();
+    }
+    return nullptr;
+  }
+  llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
+  llvm::Type* vec_type(llvm::Type* t, unsigned w) { return w == 1 ? t : llvm::FixedVectorType::get(t, w); }
+  static DType acc_type(const Inst& r) {
+    return r.type == DType::F32 && (r.op == OpKind::ReduceSum || r.op == OpKind::ReduceProd) ? DType::F64 : r.type;
+  }
+  Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+
+  // ---- one body at width w ----
+  struct Ctx {
+    unsigned w = 1;
+    std::vector<Value*> dims;  // i64 per domain dim; the lane dim's is lane 0's index
+    std::vector<std::optional<Val>> memo;
+    std::function<Val(Ref)> reduce_value;
+  };
+  Ctx make_ctx(unsigned w, const std::vector<Value*>& dims, std::function<Val(Ref)> reduce_value) {
+    Ctx c;
+    c.w = w;
+    c.dims = dims;
+    c.memo.resize(k_.insts.size());
+    c.reduce_value = std::move(reduce_value);
+    return c;
+  }
+  Val get(Ctx& c, Ref r) {
+    auto& slot = c.memo[static_cast<size_t>(r)];
+    if (!slot) slot = compute(c, r);
+    return *slot;
+  }
+  Value* vector_of(Ctx& c, const Val& x) {
+    if (c.w == 1 || x.kind == Val::Vector) return x.v;
+    Value* splat = b_.CreateVectorSplat(c.w, x.v);
+    if (x.kind == Val::Uniform) return splat;
+    std::vector<llvm::Constant*> lanes;
+    for (unsigned l = 0; l < c.w; ++l) lanes.push_back(b_.getInt64(static_cast<uint64_t>(x.stride * l)));
+    return b_.CreateAdd(splat, llvm::ConstantVector::get(lanes));
+  }
+  Val compute(Ctx& c, Ref r);
+  Value* emit_op(OpKind op, DType t, DType arg_type, const std::vector<Value*>& a);
+  Value* emit_cast(Value* x, DType from, DType to);
+  Value* emit_rand(Value* index, int64_t seed, DType t);
+  Val emit_load(Ctx& c, const Inst& in);
+  void emit_store(Ctx& c, const kir::Store& s);
+
+  // ---- loops ----
+  void loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body);
+  /// Runs `body` over [lo, hi) of the lane dim: W lanes at a time, then one at a time.
+  void lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, const std::function<void(unsigned, std::vector<Value*>&)>& body);
+  /// Nested loops over `loop_dims`, then `body`.
+  void nest(std::vector<Value*>& dims, const std::vector<int>& loop_dims, size_t i, const std::function<void()>& body);
+  void decompose(Value* index, const std::vector<int>& over, std::vector<Value*>& dims);
+
+  // ---- reductions ----
+  Value* identity(const Inst& r, unsigned w);
+  Value* combine(const Inst& r, Value* acc, Value* x);
+  Value* horizontal(const Inst& r, Value* v);
+  std::vector<Ref> reduces_of_stage(int s) const {
+    std::vector<Ref> out;
+    for (size_t i = 0; i < k_.insts.size(); ++i)
+      if (k_.insts[i].code == Code::Reduce && stage_[i] == s) out.push_back(static_cast<Ref>(i));
+    return out;
+  }
+  bool store_is_inner(const kir::Store& s) const {
+    uint64_t m = deps_[static_cast<size_t>(s.value)] | deps_[static_cast<size_t>(s.offset)];
+    if (s.guard != kir::kNoRef) m |= deps_[static_cast<size_t>(s.guard)];
+    for (int d = 0; d < rank_; ++d)
+      if (k_.reduced[static_cast<size_t>(d)] && (m >> d & 1)) return true;
+    return false;
+  }
+  bool empty_reduction() const {
+    for (int d = 0; d < rank_; ++d)
+      if (k_.reduced[static_cast<size_t>(d)] && k_.domain[d] == 0) return true;
+    return false;
+  }
+  void emit_case_a(Value* it);
+  void emit_case_b(Value* it);
+
+  const kir::Kernel& k_;
+  llvm::LLVMContext& ctx_;
+  llvm::Module& m_;
+  llvm::IRBuilder<> b_;
+  std::vector<uint64_t> deps_;
+  std::vector<int> stage_;
+  int num_stages_ = 0;
+  unsigned width_ = 1;
+  kir::Schedule sched_;
+  int rank_ = 0;
+  int lane_dim_ = -1;
+  llvm::Function* fn_ = nullptr;
+  std::vector<Value*> bufs_;
+  llvm::BasicBlock* entry_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------
+// Instructions
+
+Value* KernelEmitter::emit_cast(Value* x, DType from, DType to) {
+  if (from == to) return x;
+  llvm::Type* t = reg_type(to);
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType())) t = llvm::FixedVectorType::get(t, vt->getNumElements());
+  if (from == DType::Bool) return is_float(to) ? b_.CreateUIToFP(x, t) : b_.CreateZExt(x, t);
+  if (to == DType::Bool) {
+    if (is_float(from)) return b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0));
+    return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+  }
+  if (is_integer(from) && is_integer(to)) return b_.CreateSExtOrTrunc(x, t);
+  if (is_integer(from)) return b_.CreateSIToFP(x, t);
+  if (is_integer(to)) return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
+  return to == DType::F64 ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
+}
+
+Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Value*>& a) {
+  const bool f = is_float(at);
+  llvm::Type* ty = a.empty() ? nullptr : a.back()->getType();
+  auto zero = [&](Value* x) { return llvm::Constant::getNullValue(x->getType()); };
+  switch (op) {
+    case OpKind::Neg: return f ? b_.CreateFNeg(a[0]) : b_.CreateSub(zero(a[0]), a[0]);
+    case OpKind::Abs:
+      return f ? b_.CreateIntrinsic(llvm::Intrinsic::fabs, {ty}, {a[0]})
+               : b_.CreateIntrinsic(llvm::Intrinsic::abs, {ty}, {a[0], b_.getFalse()});
+    case OpKind::Relu:
+      return f ? b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero(a[0])), zero(a[0]), a[0])
+               : b_.CreateIntrinsic(llvm::Intrinsic::smax, {ty}, {a[0], zero(a[0])});
+    case OpKind::Not: return b_.CreateNot(a[0]);
+    case OpKind::Sqrt: return b_.CreateIntrinsic(llvm::Intrinsic::sqrt, {ty}, {a[0]});
+    case OpKind::Rsqrt: {
+      // In double, as the interpreter: 1/sqrt rounded once more to f32 would differ by an ulp.
+      llvm::Type* dt = vec_type(b_.getDoubleTy(), ty->isVectorTy() ? llvm::cast<llvm::FixedVectorType>(ty)->getNumElements() : 1);
+      Value* x = b_.CreateFPExt(a[0], dt);
+      Value* r = b_.CreateFDiv(llvm::ConstantFP::get(dt, 1.0), b_.CreateIntrinsic(llvm::Intrinsic::sqrt, {dt}, {x}));
+      return b_.CreateFPTrunc(r, ty);
+    }
+    case OpKind::Floor: return b_.CreateIntrinsic(llvm::Intrinsic::floor, {ty}, {a[0]});
+    case OpKind::Ceil: return b_.CreateIntrinsic(llvm::Intrinsic::ceil, {ty}, {a[0]});
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Tanh:
+    case OpKind::Erf:
+    case OpKind::Sigmoid:
+      if (t == DType::F32 && has_vector_math(op)) return emit_vector_math(b_, op, a[0]);
+      return emit_libm(b_, op, a[0]);
+    case OpKind::Sin:
+    case OpKind::Cos: return emit_libm(b_, op, a[0]);
+    case OpKind::Add: return f ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]);
+    case OpKind::Sub: return f ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]);
+    case OpKind::Mul: return f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]);
+    case OpKind::Div: return b_.CreateFDiv(a[0], a[1]);
+    case OpKind::Pow: {
+      if (f) return emit_libm(b_, op, a[0], a[1]);
+      // Integers: the runtime's exact square-and-multiply, one call per lane.
+      llvm::FunctionCallee ipow = m_.getOrInsertFunction(
+          "kiln_rt_ipow", llvm::FunctionType::get(b_.getInt64Ty(), {b_.getInt64Ty(), b_.getInt64Ty()}, false));
+      auto one = [&](Value* x, Value* y) {
+        Value* r = b_.CreateCall(ipow, {b_.CreateSExt(x, b_.getInt64Ty()), b_.CreateSExt(y, b_.getInt64Ty())});
+        return b_.CreateTrunc(r, x->getType());
+      };
+      auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(ty);
+      if (!vt) return one(a[0], a[1]);
+      Value* out = llvm::PoisonValue::get(vt);
+      for (unsigned l = 0; l < vt->getNumElements(); ++l)
+        out = b_.CreateInsertElement(out, one(b_.CreateExtractElement(a[0], l), b_.CreateExtractElement(a[1], l)), l);
+      return out;
+    }
+    case OpKind::Max:
+      return f ? b_.CreateIntrinsic(llvm::Intrinsic::maximum, {ty}, {a[0], a[1]})
+               : b_.CreateIntrinsic(llvm::Intrinsic::smax, {ty}, {a[0], a[1]});
+    case OpKind::Min:
+      return f ? b_.CreateIntrinsic(llvm::Intrinsic::minimum, {ty}, {a[0], a[1]})
+               : b_.CreateIntrinsic(llvm::Intrinsic::smin, {ty}, {a[0], a[1]});
+    case OpKind::Eq: return f ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
+    case OpKind::Ne: return f ? b_.CreateFCmpUNE(a[0], a[1]) : b_.CreateICmpNE(a[0], a[1]);
+    case OpKind::Lt:
+      return f ? b_.CreateFCmpOLT(a[0], a[1]) : at == DType::Bool ? b_.CreateICmpULT(a[0], a[1]) : b_.CreateICmpSLT(a[0], a[1]);
+    case OpKind::Le:
+      return f ? b_.CreateFCmpOLE(a[0], a[1]) : at == DType::Bool ? b_.CreateICmpULE(a[0], a[1]) : b_.CreateICmpSLE(a[0], a[1]);
+    case OpKind::Gt:
+      return f ? b_.CreateFCmpOGT(a[0], a[1]) : at == DType::Bool ? b_.CreateICmpUGT(a[0], a[1]) : b_.CreateICmpSGT(a[0], a[1]);
+    case OpKind::Ge:
+      return f ? b_.CreateFCmpOGE(a[0], a[1]) : at == DType::Bool ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
+    case OpKind::And: return b_.CreateAnd(a[0], a[1]);
+    case OpKind::Or: return b_.CreateOr(a[0], a[1]);
+    case OpKind::Where: return b_.CreateSelect(a[0], a[1], a[2]);
+    default: break;
+  }
+  throw Error(fmt::format("cpu codegen: no lowering for op '{}' on {}", op_info(op).name, dtype_name(t)));
+}
+
+Value* KernelEmitter::emit_rand(Value* index, int64_t seed, DType t) {
+  const auto s = static_cast<uint64_t>(seed);
+  const uint32_t key = hash32(static_cast<uint32_t>(s) ^ hash32(static_cast<uint32_t>(s >> 32) ^ 0x9e3779b9U));
+  llvm::Type* i32 = index->getType()->isVectorTy()
+                        ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(b_.getInt32Ty(), llvm::cast<llvm::FixedVectorType>(index->getType())->getNumElements()))
+                        : b_.getInt32Ty();
+  auto k = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
+  auto h = [&](Value* x) {
+    x = b_.CreateXor(x, b_.CreateLShr(x, k(16)));
+    x = b_.CreateMul(x, k(0x7feb352dU));
+    x = b_.CreateXor(x, b_.CreateLShr(x, k(15)));
+    x = b_.CreateMul(x, k(0x846ca68bU));
+    return b_.CreateXor(x, b_.CreateLShr(x, k(16)));
+  };
+  Value* lo = b_.CreateTrunc(index, i32);
+  Value* hi = b_.CreateTrunc(b_.CreateLShr(index, llvm::ConstantInt::get(index->getType(), 32)), i32);
+  Value* r = h(b_.CreateXor(lo, h(b_.CreateXor(hi, k(key)))));
+  Value* m = b_.CreateAdd(b_.CreateShl(b_.CreateLShr(r, k(9)), k(1)), k(1));
+  llvm::Type* ft = reg_type(t);
+  if (i32->isVectorTy()) ft = llvm::FixedVectorType::get(ft, llvm::cast<llvm::FixedVectorType>(i32)->getNumElements());
+  return b_.CreateFMul(b_.CreateUIToFP(m, ft), llvm::ConstantFP::get(ft, 1.0 / 16777216.0));
+}
+
+Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
+  const Val off = get(c, in.args[0]);
+  const bool masked = in.args.size() > 1;
+  llvm::Type* mt = mem_type(in.type);
+  Value* base = bufs_[static_cast<size_t>(in.buffer)];
+  const llvm::Align align(in.type == DType::Bool ? 1 : dtype_size(in.type));
+  auto to_reg = [&](Value* v) {
+    return in.type == DType::Bool ? b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType())) : v;
+  };
+  if (off.kind == Val::Uniform && (!masked || get(c, in.args[1]).kind == Val::Uniform)) {
+    if (!masked) return {to_reg(b_.CreateAlignedLoad(mt, b_.CreateGEP(mt, base, off.v), align)), Val::Uniform};
+    // Read only when the mask holds: the position may be outside the buffer.
+    Value* mask = get(c, in.args[1]).v;
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* then = llvm::BasicBlock::Create(ctx_, "masked.load", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "masked.join", fn_);
+    b_.CreateCondBr(mask, then, join);
+    b_.SetInsertPoint(then);
+    Value* x = b_.CreateAlignedLoad(mt, b_.CreateGEP(mt, base, off.v), align);
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    llvm::PHINode* phi = b_.CreatePHI(mt, 2);
+    phi->addIncoming(x, then);
+    phi->addIncoming(llvm::Constant::getNullValue(mt), from);
+    return {to_reg(phi), Val::Uniform};
+  }
+  llvm::Type* vt = vec_type(mt, c.w);
+  Value* mask = masked ? vector_of(c, get(c, in.args[1])) : nullptr;
+  if (off.kind == Val::Affine && off.stride == 1) {
+    Value* p = b_.CreateGEP(mt, base, off.v);
+    Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, p, align, mask, llvm::Constant::getNullValue(vt)))
+                    : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
+    return {to_reg(v), Val::Vector};
+  }
+  Value* ptrs = b_.CreateGEP(mt, base, vector_of(c, off));
+  if (!mask) mask = llvm::Constant::getAllOnesValue(vec_type(b_.getInt1Ty(), c.w));
+  return {to_reg(b_.CreateMaskedGather(vt, ptrs, align, mask, llvm::Constant::getNullValue(vt))), Val::Vector};
+}
+
+Val KernelEmitter::compute(Ctx& c, Ref r) {
+  const Inst& in = k_.insts[static_cast<size_t>(r)];
+  switch (in.code) {
+    case Code::Dim: {
+      Value* d = c.dims[static_cast<size_t>(in.imm)];
+      if (in.imm == lane_dim_ && c.w > 1) return {d, Val::Affine, 1};
+      return {d, Val::Uniform};
+    }
+    case Code::Const: {
+      llvm::Type* t = reg_type(in.type);
+      if (is_float(in.type)) return {llvm::ConstantFP::get(t, in.literal.as_double()), Val::Uniform};
+      return {llvm::ConstantInt::get(t, static_cast<uint64_t>(in.literal.as_int()), true), Val::Uniform};
+    }
+    case Code::Load: return emit_load(c, in);
+    case Code::Reduce: return c.reduce_value(r);
+    default: break;
+  }
+  std::vector<Val> args;
+  bool uniform = true;
+  for (Ref a : in.args) {
+    args.push_back(get(c, a));
+    uniform = uniform && args.back().kind == Val::Uniform;
+  }
+  // Index arithmetic along the vector dim stays affine.
+  if (in.code == Code::Op && in.type == DType::I64 && !uniform) {
+    const Val& x = args[0];
+    const Val& y = args[1];
+    if (in.op == OpKind::Add && x.kind != Val::Vector && y.kind != Val::Vector)
+      return {b_.CreateAdd(x.v, y.v), Val::Affine, x.stride + y.stride};
+    const Inst& yi = k_.insts[static_cast<size_t>(in.args[1])];
+    if (in.op == OpKind::Mul && x.kind == Val::Affine && yi.code == Code::Const)
+      return {b_.CreateMul(x.v, y.v), Val::Affine, x.stride * yi.literal.as_int()};
+  }
+  std::vector<Value*> vals;
+  for (const Val& a : args) vals.push_back(uniform ? a.v : vector_of(c, a));
+  const Val::Kind kind = uniform ? Val::Uniform : Val::Vector;
+  switch (in.code) {
+    case Code::Op: {
+      const DType at = in.args.empty() ? in.type : k_.insts[static_cast<size_t>(in.args.back())].type;
+      return {emit_op(in.op, in.type, at, vals), kind};
+    }
+    case Code::Cast: return {emit_cast(vals[0], k_.insts[static_cast<size_t>(in.args[0])].type, in.type), kind};
+    case Code::IndexDiv: return {b_.CreateUDiv(vals[0], llvm::ConstantInt::get(vals[0]->getType(), static_cast<uint64_t>(in.imm))), kind};
+    case Code::IndexMod: return {b_.CreateURem(vals[0], llvm::ConstantInt::get(vals[0]->getType(), static_cast<uint64_t>(in.imm))), kind};
+    case Code::Rand: return {emit_rand(vals[0], in.imm, in.type), kind};
+    default: break;
+  }
+  KILN_ASSERT(false, "unhandled Kernel IR instruction");
+}
+
+void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
+  const DType t = k_.insts[static_cast<size_t>(s.value)].type;
+  llvm::Type* mt = mem_type(t);
+  const llvm::Align align(t == DType::Bool ? 1 : dtype_size(t));
+  Value* base = bufs_[static_cast<size_t>(s.buffer)];
+  const Val off = get(c, s.offset);
+  const Val val = get(c, s.value);
+  std::optional<Val> guard;
+  if (s.guard != kir::kNoRef) guard = get(c, s.guard);
+  auto to_mem = [&](Value* v) { return t == DType::Bool ? b_.CreateZExt(v, vec_type(mt, c.w == 1 || !v->getType()->isVectorTy() ? 1 : c.w)) : v; };
+  const bool all_uniform = off.kind == Val::Uniform && val.kind == Val::Uniform && (!guard || guard->kind == Val::Uniform);
+  if (c.w == 1 || all_uniform) {
+    if (c.w > 1) {
+      // Every lane would store the same element: the guard must still pick one writer.
+      KILN_ASSERT(guard.has_value(), "a uniform store in a vector loop without a guard");
+    }
+    llvm::BasicBlock* cont = nullptr;
+    if (guard) {
+      auto* then = llvm::BasicBlock::Create(ctx_, "store", fn_);
+      cont = llvm::BasicBlock::Create(ctx_, "store.join", fn_);
+      b_.CreateCondBr(guard->v, then, cont);
+      b_.SetInsertPoint(then);
+    }
+    b_.CreateAlignedStore(to_mem(val.v), b_.CreateGEP(mt, base, off.v), align);
+    if (cont) {
+      b_.CreateBr(cont);
+      b_.SetInsertPoint(cont);
+    }
+    return;
+  }
+  Value* v = to_mem(vector_of(c, val));
+  Value* mask = guard ? vector_of(c, *guard) : nullptr;
+  if (off.kind == Val::Affine && off.stride == 1) {
+    Value* p = b_.CreateGEP(mt, base, off.v);
+    if (mask) b_.CreateMaskedStore(v, p, align, mask);
+    else b_.CreateAlignedStore(v, p, align);
+    return;
+  }
+  if (!mask) mask = llvm::Constant::getAllOnesValue(vec_type(b_.getInt1Ty(), c.w));
+  b_.CreateMaskedScatter(v, b_.CreateGEP(mt, base, vector_of(c, off)), align, mask);
+}
+
+// ---------------------------------------------------------------------------------------
+// Loops
+
+void KernelEmitter::loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body) {
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+  auto* inside = llvm::BasicBlock::Create(ctx_, "body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+  i->addIncoming(lo, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, hi), inside, exit);
+  b_.SetInsertPoint(inside);
+  body(i);
+  i->addIncoming(b_.CreateAdd(i, step), b_.GetInsertBlock());
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+}
+
+void KernelEmitter::lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi,
+                               const std::function<void(unsigned, std::vector<Value*>&)>& body) {
+  Value* split = lo;
+  if (width_ > 1) {
+    Value* n = b_.CreateSub(hi, lo);
+    split = b_.CreateAdd(lo, b_.CreateMul(b_.CreateSDiv(n, i64(width_)), i64(width_)));
+    loop(lo, split, i64(width_), [&](Value* i) {
+      dims[static_cast<size_t>(lane_dim_)] = i;
+      body(width_, dims);
+    });
+  }
+  loop(split, hi, i64(1), [&](Value* i) {
+    if (lane_dim_ >= 0) dims[static_cast<size_t>(lane_dim_)] = i;
+    body(1, dims);
+  });
+}
+
+void KernelEmitter::nest(std::vector<Value*>& dims, const std::vector<int>& loop_dims, size_t i,
+                         const std::function<void()>& body) {
+  if (i == loop_dims.size()) return body();
+  loop(i64(0), i64(k_.domain[loop_dims[i]]), i64(1), [&](Value* iv) {
+    dims[static_cast<size_t>(loop_dims[i])] = iv;
+    nest(dims, loop_dims, i + 1, body);
+  });
+}
+
+void KernelEmitter::decompose(Value* index, const std::vector<int>& over, std::vector<Value*>& dims) {
+  for (size_t j = over.size(); j-- > 0;) {
+    const int64_t e = k_.domain[over[j]];
+    dims[static_cast<size_t>(over[j])] = j == 0 ? index : b_.CreateURem(index, i64(e));
+    if (j > 0) index = b_.CreateUDiv(index, i64(e));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reductions
+
+Value* KernelEmitter::identity(const Inst& r, unsigned w) {
+  const DType t = acc_type(r);
+  llvm::Type* ty = vec_type(reg_type(t), w);
+  if (is_float(t)) {
+    double v = 0;
+    if (r.op == OpKind::ReduceProd) v = 1;
+    if (r.op == OpKind::ReduceMax) v = -INFINITY;
+    if (r.op == OpKind::ReduceMin) v = INFINITY;
+    return llvm::ConstantFP::get(ty, v);
+  }
+  if (r.op == OpKind::ReduceProd) return llvm::ConstantInt::get(ty, 1);
+  const unsigned bits = reg_type(t)->getIntegerBitWidth();
+  if (r.op == OpKind::ReduceMax)
+    return llvm::ConstantInt::get(ty, t == DType::Bool ? llvm::APInt(1, 0) : llvm::APInt::getSignedMinValue(bits));
+  if (r.op == OpKind::ReduceMin)
+    return llvm::ConstantInt::get(ty, t == DType::Bool ? llvm::APInt(1, 1) : llvm::APInt::getSignedMaxValue(bits));
+  return llvm::ConstantInt::get(ty, 0);
+}
+
+Value* KernelEmitter::combine(const Inst& r, Value* acc, Value* x) {
+  const DType t = acc_type(r);
+  llvm::Type* ty = acc->getType();
+  switch (r.op) {
+    case OpKind::ReduceSum: return is_float(t) ? b_.CreateFAdd(acc, x) : b_.CreateAdd(acc, x);
+    case OpKind::ReduceProd: return is_float(t) ? b_.CreateFMul(acc, x) : b_.CreateMul(acc, x);
+    case OpKind::ReduceMax:
+      if (is_float(t)) return b_.CreateIntrinsic(llvm::Intrinsic::maximum, {ty}, {acc, x});
+      return b_.CreateIntrinsic(t == DType::Bool ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, {ty}, {acc, x});
+    case OpKind::ReduceMin:
+      if (is_float(t)) return b_.CreateIntrinsic(llvm::Intrinsic::minimum, {ty}, {acc, x});
+      return b_.CreateIntrinsic(t == DType::Bool ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, {ty}, {acc, x});
+    default: break;
+  }
+  KILN_ASSERT(false, "combine: not a value reduction");
+}
+
+Value* KernelEmitter::horizontal(const Inst& r, Value* v) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType());
+  if (!vt) return v;
+  // Pairwise: halves combined until one lane is left.
+  for (unsigned n = vt->getNumElements(); n > 1; n /= 2) {
+    std::vector<int> lo, hi;
+    for (unsigned l = 0; l < n / 2; ++l) {
+      lo.push_back(static_cast<int>(l));
+      hi.push_back(static_cast<int>(l + n / 2));
+    }
+    v = combine(r, b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
+  }
+  return b_.CreateExtractElement(v, uint64_t{0});
+}
+
+// An arg reduction's running state: the best value so far, its position, and whether any
+// element was seen. "Better" is the interpreter's: NaN beats every number, the first wins.
+struct ArgState {
+  llvm::AllocaInst* value;
+  llvm::AllocaInst* index;
+  llvm::AllocaInst* seen;
+};
+
+void KernelEmitter::emit_case_a(Value* it) {
+  std::vector<Value*> dims(static_cast<size_t>(rank_), nullptr);
+  std::vector<int> kept, outer_reduced;
+  for (int d = 0; d < rank_; ++d) {
+    if (!k_.reduced[static_cast<size_t>(d)]) kept.push_back(d);
+    else if (d != lane_dim_) outer_reduced.push_back(d);
+  }
+  decompose(it, kept, dims);
+  std::map<Ref, Value*> results;  // reduction -> its value for this kept point
+  auto reduce_value = [&](Ref r) { return Val{results.at(r), Val::Uniform}; };
+  Value* last_extent = i64(k_.domain[lane_dim_]);
+  for (int s = 1; s <= num_stages_; ++s) {
+    const std::vector<Ref> reds = reduces_of_stage(s);
+    if (empty_reduction()) {
+      for (Ref r : reds) results[r] = llvm::Constant::getNullValue(reg_type(k_.insts[static_cast<size_t>(r)].type));
+      continue;
+    }
+    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
+    b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
+    std::map<Ref, llvm::AllocaInst*> vacc, sacc;
+    std::map<Ref, ArgState> arg;
+    for (Ref r : reds) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (is_arg_reduce(in.op)) {
+        const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+        arg[r] = {b_.CreateAlloca(reg_type(vt)), b_.CreateAlloca(b_.getInt64Ty()), b_.CreateAlloca(b_.getInt1Ty())};
+      } else {
+        vacc[r] = b_.CreateAlloca(vec_type(reg_type(acc_type(in)), width_));
+        sacc[r] = b_.CreateAlloca(reg_type(acc_type(in)));
+      }
+    }
+    b_.restoreIP(ip);
+    for (Ref r : reds) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (is_arg_reduce(in.op)) {
+        b_.CreateStore(b_.getFalse(), arg[r].seen);
+        b_.CreateStore(b_.getInt64(0), arg[r].index);
+        b_.CreateStore(llvm::Constant::getNullValue(arg[r].value->getAllocatedType()), arg[r].value);
+      } else {
+        b_.CreateStore(identity(in, width_), vacc[r]);
+        b_.CreateStore(identity(in, 1), sacc[r]);
+      }
+    }
+    nest(dims, outer_reduced, 0, [&] {
+      lane_loops(dims, i64(0), last_extent, [&](unsigned w, std::vector<Value*>& d) {
+        Ctx c = make_ctx(w, d, reduce_value);
+        for (Ref r : reds) {
+          const Inst& in = k_.insts[static_cast<size_t>(r)];
+          if (is_arg_reduce(in.op)) {
+            const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+            Value* x = get(c, in.args[0]).v;
+            Value* pos = get(c, in.args[1]).v;
+            Value* best = b_.CreateLoad(arg[r].value->getAllocatedType(), arg[r].value);
+            Value* seen = b_.CreateLoad(b_.getInt1Ty(), arg[r].seen);
+            const bool is_max = in.op == OpKind::ArgMax;
+            Value* better;
+            if (is_float(vt)) {
+              Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
+              better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
+            } else {
+              better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
+                              : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
+            }
+            better = b_.CreateOr(b_.CreateNot(seen), better);
+            b_.CreateStore(b_.CreateSelect(better, x, best), arg[r].value);
+            b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), arg[r].index)), arg[r].index);
+            b_.CreateStore(b_.getTrue(), arg[r].seen);
+            continue;
+          }
+          const DType at = acc_type(in);
+          Value* x = vector_of(c, get(c, in.args[0]));
+          x = emit_cast(x, in.type, at);
+          llvm::AllocaInst* acc = w == 1 ? sacc[r] : vacc[r];
+          b_.CreateStore(combine(in, b_.CreateLoad(acc->getAllocatedType(), acc), x), acc);
+        }
+      });
+    });
+    for (Ref r : reds) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (is_arg_reduce(in.op)) {
+        results[r] = b_.CreateLoad(b_.getInt64Ty(), arg[r].index);
+        continue;
+      }
+      Value* v = horizontal(in, b_.CreateLoad(vacc[r]->getAllocatedType(), vacc[r]));
+      v = combine(in, v, b_.CreateLoad(sacc[r]->getAllocatedType(), sacc[r]));
+      results[r] = emit_cast(v, acc_type(in), in.type);
+    }
+  }
+  // Stores of the kept point, then the stores inside the rows.
+  {
+    Ctx c = make_ctx(1, dims, reduce_value);
+    for (const kir::Store& s : k_.stores)
+      if (!store_is_inner(s)) emit_store(c, s);
+  }
+  bool any_inner = false;
+  for (const kir::Store& s : k_.stores) any_inner = any_inner || store_is_inner(s);
+  if (!any_inner) return;
+  nest(dims, outer_reduced, 0, [&] {
+    lane_loops(dims, i64(0), i64(k_.domain[lane_dim_]), [&](unsigned w, std::vector<Value*>& d) {
+      Ctx c = make_ctx(w, d, reduce_value);
+      for (const kir::Store& s : k_.stores)
+        if (store_is_inner(s)) emit_store(c, s);
+    });
+  });
+}
+
+void KernelEmitter::emit_case_b(Value* it) {
+  std::vector<Value*> dims(static_cast<size_t>(rank_), nullptr);
+  std::vector<int> kept_outer, reduced;
+  for (int d = 0; d < rank_; ++d) {
+    if (k_.reduced[static_cast<size_t>(d)]) reduced.push_back(d);
+    else if (d != lane_dim_) kept_outer.push_back(d);
+  }
+  const int64_t last = rank_ > 0 ? k_.domain[lane_dim_] : 1;
+  const int64_t tile = sched_.tile;
+  const int64_t ntiles = (last + tile - 1) / tile;
+  Value* outer = b_.CreateUDiv(it, i64(ntiles));
+  Value* t = b_.CreateURem(it, i64(ntiles));
+  decompose(outer, kept_outer, dims);
+  Value* c0 = b_.CreateMul(t, i64(tile));
+  Value* c1 = b_.CreateIntrinsic(llvm::Intrinsic::smin, {b_.getInt64Ty()}, {b_.CreateAdd(c0, i64(tile)), i64(last)});
+  // Reduction results, one per lane of the tile.
+  std::map<Ref, llvm::AllocaInst*> acc;  // [tile x acc type]; arg reductions: the positions
+  std::map<Ref, ArgState> arg;
+  auto lane_offset = [&](Value* lane) { return b_.CreateSub(lane, c0); };
+  std::function<Val(Ref, unsigned, std::vector<Value*>&)> read_result = [&](Ref r, unsigned w, std::vector<Value*>& d) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (empty_reduction()) return Val{llvm::Constant::getNullValue(vec_type(reg_type(in.type), w)), w == 1 ? Val::Uniform : Val::Vector};
+    llvm::AllocaInst* a = is_arg_reduce(in.op) ? arg[r].index : acc[r];
+    llvm::Type* et = a->getAllocatedType()->getArrayElementType();
+    Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+    Value* p = b_.CreateGEP(et, a, lane);
+    Value* v = b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1));
+    v = is_arg_reduce(in.op) ? v : emit_cast(v, acc_type(in), in.type);
+    return Val{v, w == 1 ? Val::Uniform : Val::Vector};
+  };
+  for (int s = 1; s <= num_stages_; ++s) {
+    const std::vector<Ref> reds = reduces_of_stage(s);
+    if (empty_reduction()) continue;
+    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
+    b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
+    for (Ref r : reds) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (is_arg_reduce(in.op)) {
+        const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+        arg[r] = {b_.CreateAlloca(llvm::ArrayType::get(reg_type(vt), static_cast<uint64_t>(tile))),
+                  b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(tile))),
+                  b_.CreateAlloca(llvm::ArrayType::get(b_.getInt1Ty(), static_cast<uint64_t>(tile)))};
+      } else {
+        acc[r] = b_.CreateAlloca(llvm::ArrayType::get(reg_type(acc_type(in)), static_cast<uint64_t>(tile)));
+      }
+    }
+    b_.restoreIP(ip);
+    loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+      for (Ref r : reds) {
+        const Inst& in = k_.insts[static_cast<size_t>(r)];
+        if (is_arg_reduce(in.op)) {
+          b_.CreateStore(b_.getFalse(), b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, l));
+          b_.CreateStore(b_.getInt64(0), b_.CreateGEP(b_.getInt64Ty(), arg[r].index, l));
+        } else {
+          b_.CreateStore(identity(in, 1), b_.CreateGEP(reg_type(acc_type(in)), acc[r], l));
+        }
+      }
+    });
+    nest(dims, reduced, 0, [&] {
+      lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
+        Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
+        Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+        for (Ref r : reds) {
+          const Inst& in = k_.insts[static_cast<size_t>(r)];
+          if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
+            const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+            llvm::Type* et = reg_type(vt);
+            Value* pv = b_.CreateGEP(et, arg[r].value, lane);
+            Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
+            Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
+            Value* x = get(c, in.args[0]).v;
+            Value* pos = get(c, in.args[1]).v;
+            Value* best = b_.CreateLoad(et, pv);
+            const bool is_max = in.op == OpKind::ArgMax;
+            Value* better;
+            if (is_float(vt)) {
+              Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
+              better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
+            } else {
+              better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
+                              : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
+            }
+            better = b_.CreateOr(b_.CreateNot(b_.CreateLoad(b_.getInt1Ty(), ps)), better);
+            b_.CreateStore(b_.CreateSelect(better, x, best), pv);
+            b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), pi)), pi);
+            b_.CreateStore(b_.getTrue(), ps);
+            continue;
+          }
+          const DType at = acc_type(in);
+          llvm::Type* et = reg_type(at);
+          Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
+          Value* p = b_.CreateGEP(et, acc[r], lane);
+          Value* cur = b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1));
+          b_.CreateAlignedStore(combine(in, cur, x), p, llvm::Align(1));
+        }
+      });
+    });
+  }
+  auto stores = [&](bool inner) {
+    lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
+      Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
+      for (const kir::Store& s : k_.stores)
+        if (store_is_inner(s) == inner) emit_store(c, s);
+    });
+  };
+  stores(false);
+  bool any_inner = false;
+  for (const kir::Store& s : k_.stores) any_inner = any_inner || store_is_inner(s);
+  if (any_inner) nest(dims, reduced, 0, [&] { stores(true); });
+}
+
+void KernelEmitter::emit(const std::string& name) {
+  // The exported entry loads the buffer pointers and calls the body, whose pointer
+  // parameters are noalias (distinct buffers never overlap); the body is inlined.
+  llvm::Type* ptr = b_.getPtrTy();
+  std::vector<llvm::Type*> params(k_.buffers.size(), ptr);
+  params.push_back(b_.getInt64Ty());
+  params.push_back(b_.getInt64Ty());
+  fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false), llvm::Function::InternalLinkage,
+                               name + ".body", m_);
+  fn_->addFnAttr(llvm::Attribute::AlwaysInline);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  for (size_t i = 0; i < k_.buffers.size(); ++i) fn_->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+  entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+  b_.SetInsertPoint(entry_);
+  for (size_t i = 0; i < k_.buffers.size(); ++i) bufs_.push_back(fn_->getArg(static_cast<unsigned>(i)));
+  Value* begin = fn_->getArg(static_cast<unsigned>(k_.buffers.size()));
+  Value* end = fn_->getArg(static_cast<unsigned>(k_.buffers.size() + 1));
+  loop(begin, end, i64(1), [&](Value* it) {
+    if (sched_.lanes_reduce) emit_case_a(it);
+    else emit_case_b(it);
+  });
+  b_.CreateRetVoid();
+
+  llvm::Function* entry = llvm::Function::Create(
+      llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false),
+      llvm::Function::ExternalLinkage, name, m_);
+  entry->addFnAttr(llvm::Attribute::NoUnwind);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
+  std::vector<Value*> args;
+  for (size_t i = 0; i < k_.buffers.size(); ++i)
+    args.push_back(b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, entry->getArg(0), i)));
+  args.push_back(entry->getArg(1));
+  args.push_back(entry->getArg(2));
+  b_.CreateCall(fn_, args);
+  b_.CreateRetVoid();
+}
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const std::string& fn_name, int vector_bytes,
+                                          llvm::LLVMContext& ctx) {
+  auto m = std::make_unique<llvm::Module>(fn_name, ctx);
+  KernelEmitter(k, vector_bytes, ctx, *m).emit(fn_name);
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*m, &os))
+    throw Error(fmt::format("internal error: kernel @{} produced invalid LLVM IR: {}", k.name, os.str()));
+  return m;
+}
+
+}  // namespace kiln::cpu

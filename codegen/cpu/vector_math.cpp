@@ -1,0 +1,177 @@
+// codegen/cpu/vector_math.cpp - see vector_math.h.
+#include "vector_math.h"
+
+#include <cmath>
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include "kiln/support/error.h"
+
+namespace kiln::cpu {
+namespace {
+
+using llvm::Value;
+
+Value* c(Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+
+Value* fma(llvm::IRBuilder<>& b, Value* x, Value* y, Value* z) {
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
+}
+
+// Horner: coeffs from the highest degree down.
+Value* poly(llvm::IRBuilder<>& b, Value* x, std::initializer_list<double> coeffs) {
+  auto it = coeffs.begin();
+  Value* p = c(x, *it++);
+  for (; it != coeffs.end(); ++it) p = fma(b, p, x, c(x, *it));
+  return p;
+}
+
+llvm::Type* int_like(Value* x) {
+  llvm::Type* i32 = llvm::Type::getInt32Ty(x->getContext());
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(x->getType())) return llvm::VectorType::get(i32, vt->getElementCount());
+  return i32;
+}
+
+Value* splat_int(Value* like_int, int64_t v) { return llvm::ConstantInt::get(like_int->getType(), static_cast<uint64_t>(v), true); }
+
+// 2^n for integer n in [-150, 128], as two normal factors so that subnormal results round once.
+Value* scale_by_pow2(llvm::IRBuilder<>& b, Value* p, Value* n) {
+  Value* n1 = b.CreateAShr(n, splat_int(n, 1));
+  Value* n2 = b.CreateSub(n, n1);
+  auto pow2 = [&](Value* e) {
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, splat_int(e, 127)), splat_int(e, 23)), p->getType());
+  };
+  return b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
+}
+
+Value* exp_f32(llvm::IRBuilder<>& b, Value* x) {
+  Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(x, 88.8)});
+  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(x, -104.0)});
+  Value* fx = b.CreateIntrinsic(llvm::Intrinsic::rint, {x->getType()}, {b.CreateFMul(xc, c(x, 1.44269504088896341))});
+  Value* r = fma(b, fx, c(x, -0.693359375), xc);
+  r = fma(b, fx, c(x, 2.12194440e-4), r);
+  Value* p = poly(b, r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
+                         5.0000001201E-1});
+  p = fma(b, p, b.CreateFMul(r, r), b.CreateFAdd(r, c(x, 1.0)));
+  Value* n = b.CreateFPToSI(fx, int_like(x));
+  Value* y = scale_by_pow2(b, p, n);
+  y = b.CreateSelect(b.CreateFCmpOGT(x, c(x, 88.72283935546875)), c(x, INFINITY), y);
+  y = b.CreateSelect(b.CreateFCmpOLT(x, c(x, -103.97208)), c(x, 0.0), y);
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+}
+
+Value* log_f32(llvm::IRBuilder<>& b, Value* x) {
+  llvm::Type* it = int_like(x);
+  // Subnormals: scale into the normal range first.
+  Value* tiny = b.CreateFCmpOLT(x, c(x, 1.17549435e-38));
+  Value* xs = b.CreateSelect(tiny, b.CreateFMul(x, c(x, 8388608.0)), x);
+  Value* bits = b.CreateBitCast(xs, it);
+  Value* e = b.CreateSub(b.CreateLShr(bits, splat_int(bits, 23)), splat_int(bits, 126));
+  e = b.CreateSelect(tiny, b.CreateSub(e, splat_int(e, 23)), e);
+  // Mantissa in [0.5, 1).
+  Value* m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, splat_int(bits, 0x807fffff)), splat_int(bits, 0x3f000000)),
+                             x->getType());
+  Value* ef = b.CreateSIToFP(e, x->getType());
+  Value* small = b.CreateFCmpOLT(m, c(x, 0.707106781186547524));
+  ef = b.CreateSelect(small, b.CreateFSub(ef, c(x, 1.0)), ef);
+  Value* z = b.CreateSelect(small, b.CreateFSub(b.CreateFAdd(m, m), c(x, 1.0)), b.CreateFSub(m, c(x, 1.0)));
+  Value* z2 = b.CreateFMul(z, z);
+  Value* y = poly(b, z, {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+                         -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1});
+  y = b.CreateFMul(b.CreateFMul(y, z), z2);
+  y = fma(b, ef, c(x, -2.12194440e-4), y);
+  y = fma(b, z2, c(x, -0.5), y);
+  Value* r = b.CreateFAdd(z, y);
+  r = fma(b, ef, c(x, 0.693359375), r);
+  // Special values as the C library gives them.
+  r = b.CreateSelect(b.CreateFCmpOEQ(x, c(x, 0.0)), c(x, -INFINITY), r);
+  r = b.CreateSelect(b.CreateFCmpOLT(x, c(x, 0.0)), c(x, NAN), r);
+  r = b.CreateSelect(b.CreateFCmpOEQ(x, c(x, INFINITY)), x, r);
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+}
+
+Value* tanh_f32(llvm::IRBuilder<>& b, Value* x) {
+  Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(x, 7.90531110763549805)});
+  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(x, -7.90531110763549805)});
+  Value* x2 = b.CreateFMul(xc, xc);
+  Value* p = poly(b, x2, {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+                          1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03});
+  p = b.CreateFMul(xc, p);
+  Value* q = poly(b, x2, {1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03});
+  Value* r = b.CreateFDiv(p, q);
+  Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
+  r = b.CreateSelect(b.CreateFCmpOLT(ax, c(x, 0.0004)), x, r);
+  // Beyond 9 the result rounds to +-1 (also for infinities).
+  r = b.CreateSelect(b.CreateFCmpOGT(ax, c(x, 9.0)),
+                     b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {c(x, 1.0), x}), r);
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+}
+
+Value* erf_f32(llvm::IRBuilder<>& b, Value* x) {
+  Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(x, 4.0)});
+  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(x, -4.0)});
+  Value* x2 = b.CreateFMul(xc, xc);
+  Value* p = poly(b, x2, {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+                          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02});
+  p = b.CreateFMul(xc, p);
+  Value* q = poly(b, x2, {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+                          -1.42647390514189e-02});
+  Value* r = b.CreateFDiv(p, q);
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+}
+
+}  // namespace
+
+bool has_vector_math(OpKind op) {
+  return op == OpKind::Exp || op == OpKind::Log || op == OpKind::Tanh || op == OpKind::Erf || op == OpKind::Sigmoid;
+}
+
+Value* emit_vector_math(llvm::IRBuilder<>& b, OpKind op, Value* x) {
+  switch (op) {
+    case OpKind::Exp: return exp_f32(b, x);
+    case OpKind::Log: return log_f32(b, x);
+    case OpKind::Tanh: return tanh_f32(b, x);
+    case OpKind::Erf: return erf_f32(b, x);
+    case OpKind::Sigmoid: return b.CreateFDiv(c(x, 1.0), b.CreateFAdd(c(x, 1.0), exp_f32(b, b.CreateFNeg(x))));
+    default: break;
+  }
+  KILN_ASSERT(false, "emit_vector_math: no inline implementation");
+}
+
+Value* emit_libm(llvm::IRBuilder<>& b, OpKind op, Value* x, Value* y) {
+  llvm::Module* m = b.GetInsertBlock()->getModule();
+  llvm::Type* f64 = b.getDoubleTy();
+  const char* name = nullptr;
+  switch (op) {
+    case OpKind::Exp: name = "exp"; break;
+    case OpKind::Log: name = "log"; break;
+    case OpKind::Sin: name = "sin"; break;
+    case OpKind::Cos: name = "cos"; break;
+    case OpKind::Tanh: name = "tanh"; break;
+    case OpKind::Erf: name = "erf"; break;
+    case OpKind::Pow: name = "pow"; break;
+    case OpKind::Sigmoid: name = "exp"; break;
+    default: KILN_ASSERT(false, "emit_libm: not a C library function");
+  }
+  std::vector<llvm::Type*> params(y ? 2 : 1, f64);
+  llvm::FunctionCallee fn = m->getOrInsertFunction(name, llvm::FunctionType::get(f64, params, false));
+  auto one = [&](Value* a, Value* bb) -> Value* {
+    llvm::Type* t = a->getType();
+    a = b.CreateFPExt(a, f64);
+    if (op == OpKind::Sigmoid) {
+      Value* e = b.CreateCall(fn, {b.CreateFNeg(a)});
+      return b.CreateFPTrunc(b.CreateFDiv(llvm::ConstantFP::get(f64, 1.0), b.CreateFAdd(llvm::ConstantFP::get(f64, 1.0), e)), t);
+    }
+    Value* r = bb ? b.CreateCall(fn, {a, b.CreateFPExt(bb, f64)}) : b.CreateCall(fn, {a});
+    return b.CreateFPTrunc(r, t);
+  };
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+  if (vt == nullptr) return one(x, y);
+  Value* out = llvm::PoisonValue::get(vt);
+  for (unsigned i = 0; i < vt->getNumElements(); ++i)
+    out = b.CreateInsertElement(out, one(b.CreateExtractElement(x, i), y ? b.CreateExtractElement(y, i) : nullptr), i);
+  return out;
+}
+
+}  // namespace kiln::cpu

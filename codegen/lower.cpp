@@ -1,0 +1,570 @@
+// codegen/lower.cpp - fused graph -> Kernel IR kernels and a launch list.
+//
+// Each kernel is built on demand from its stores backwards: "value v at position p" (p gives
+// one index expression over the kernel's domain per dim of v) becomes instructions. Views
+// only change the position; a value in memory becomes a load at the flat offset of its
+// position; pad and concat guard their operands with a mask so that no position outside an
+// operand is ever read. Instructions are hash-consed, so a value needed at one position by
+// several consumers is computed once.
+#include "kiln/codegen/lower.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "kiln/ir/index_map.h"
+#include "kiln/ir/scalar_semantics.h"
+#include "kiln/ir/text.h"
+
+namespace kiln {
+namespace {
+
+using kir::Code;
+using kir::Inst;
+using kir::Ref;
+
+std::vector<std::byte> constant_bytes(const Node& n) {
+  const TensorType& t = n.type;
+  std::vector<std::byte> out(static_cast<size_t>(t.bytes()));
+  const auto& data = *n.attr("data").scalars;
+  const size_t es = dtype_size(t.dtype);
+  for (size_t k = 0; k < data.size(); ++k) {
+    const Scalar s = data[k].cast_to(t.dtype);
+    std::byte* p = out.data() + k * es;
+    switch (t.dtype) {
+      case DType::Bool: *p = static_cast<std::byte>(s.as_int() != 0); break;
+      case DType::I32: { const auto v = static_cast<int32_t>(s.as_int()); std::memcpy(p, &v, 4); break; }
+      case DType::I64: { const int64_t v = s.as_int(); std::memcpy(p, &v, 8); break; }
+      case DType::F32: { const auto v = static_cast<float>(s.as_double()); std::memcpy(p, &v, 4); break; }
+      case DType::F64: { const double v = s.as_double(); std::memcpy(p, &v, 8); break; }
+    }
+  }
+  return out;
+}
+
+class Lowering;
+
+// Builds one kernel.
+class KernelBuilder {
+ public:
+  KernelBuilder(Lowering& low, std::string name, Shape domain, std::vector<bool> reduced,
+                std::vector<bool> member)
+      : low_(low), member_(std::move(member)) {
+    k_.name = std::move(name);
+    k_.domain = std::move(domain);
+    k_.reduced = std::move(reduced);
+  }
+
+  // ---- index arithmetic, for IndexExpr::build ----
+  Ref constant(int64_t c) { return konst(Scalar::from_int(c), DType::I64); }
+  Ref dim(int d) {
+    Inst in{Code::Dim, OpKind::Add, DType::I64, {}, -1, d, {}};
+    return add_inst(std::move(in));
+  }
+  Ref add(Ref a, Ref b) {
+    if (is_const(a, 0)) return b;
+    if (is_const(b, 0)) return a;
+    return op(OpKind::Add, DType::I64, {a, b});
+  }
+  Ref mul(Ref a, int64_t c) {
+    if (c == 1) return a;
+    if (c == 0) return constant(0);
+    return op(OpKind::Mul, DType::I64, {a, constant(c)});
+  }
+  Ref floordiv(Ref a, int64_t n) { return n == 1 ? a : add_inst({Code::IndexDiv, OpKind::Add, DType::I64, {a}, -1, n, {}}); }
+  Ref mod(Ref a, int64_t n) { return add_inst({Code::IndexMod, OpKind::Add, DType::I64, {a}, -1, n, {}}); }
+
+  Ref konst(Scalar s, DType t) { return add_inst({Code::Const, OpKind::Add, t, {}, -1, 0, s.cast_to(t)}); }
+  Ref op(OpKind o, DType t, std::vector<Ref> args) { return add_inst({Code::Op, o, t, std::move(args), -1, 0, {}}); }
+  Ref cast(Ref a, DType t) {
+    if (type(a) == t) return a;
+    return add_inst({Code::Cast, OpKind::Cast, t, {a}, -1, 0, {}});
+  }
+  Ref both(Ref a, Ref b) {  // logical and of two optional masks
+    if (a == kir::kNoRef) return b;
+    if (b == kir::kNoRef) return a;
+    return op(OpKind::And, DType::Bool, {a, b});
+  }
+  DType type(Ref r) const { return k_.insts[static_cast<size_t>(r)].type; }
+
+  /// `v` at position `p`, reading nothing where `mask` is false.
+  Ref value_at(const Graph& g, ValueId v, const IndexMap& p, Ref mask);
+
+  /// Stores `v` where it lives: its dims aligned to the domain's trailing dims.
+  void store(const Graph& g, ValueId v, int32_t plan_buffer);
+
+  kir::Kernel finish() { return std::move(k_); }
+  const std::vector<int32_t>& bindings() const { return bindings_; }
+  int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
+
+ private:
+  bool is_const(Ref r, int64_t c) const {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    return in.code == Code::Const && in.literal.is_int() && in.literal.as_int() == c;
+  }
+  Ref add_inst(Inst in);
+  Ref offset_of(const IndexMap& p, const Shape& s);
+  Ref in_bounds(const IndexMap& q, const Shape& s);
+  Ref compute(const Graph& g, ValueId v, const IndexMap& p, Ref mask);
+
+  Lowering& low_;
+  std::vector<bool> member_;
+  kir::Kernel k_;
+  std::vector<int32_t> bindings_;  // kernel buffer -> plan buffer
+  std::unordered_map<std::string, Ref> cse_;
+  std::unordered_map<std::string, Ref> memo_;
+};
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const MemoryPlan& mp) : g_(g), mp_(mp) {
+    for (size_t b = 0; b < mp.buffer_bytes.size(); ++b) {
+      LaunchPlan::Buffer buf;
+      buf.bytes = mp.buffer_bytes[b];
+      buf.index = mp.buffer_param[b];
+      buf.kind = buf.index >= 0 ? LaunchPlan::Buffer::Kind::Param : LaunchPlan::Buffer::Kind::Temp;
+      plan_.buffers.push_back(std::move(buf));
+    }
+    for (size_t id = 0; id < g.size(); ++id) {
+      const int32_t b = mp.buffer_of[id];
+      if (b >= 0 && plan_.buffers[static_cast<size_t>(b)].type.shape.rank() == 0 &&
+          plan_.buffers[static_cast<size_t>(b)].type.dtype == DType::F32 &&
+          plan_.buffers[static_cast<size_t>(b)].bytes != 4)
+        plan_.buffers[static_cast<size_t>(b)].type = g.type(static_cast<ValueId>(id));
+      if (b >= 0 && plan_.buffers[static_cast<size_t>(b)].type.bytes() != plan_.buffers[static_cast<size_t>(b)].bytes)
+        plan_.buffers[static_cast<size_t>(b)].type = g.type(static_cast<ValueId>(id));
+    }
+  }
+
+  LaunchPlan run();
+
+  const Graph& graph() const { return g_; }
+  /// The plan buffer holding `v` (a stored value), or -1 when it is computed where it is read.
+  int32_t stored(ValueId v) {
+    if (auto it = override_.find(v); it != override_.end()) return it->second;
+    const Node& n = g_.node(v);
+    if (n.op == OpKind::Constant) {
+      if (n.attr("value").present) return -1;
+      const int32_t b = mp_.buffer_of[v] >= 0 ? mp_.buffer_of[v] : new_buffer(n.type);
+      LaunchPlan::Buffer& buf = plan_.buffers[static_cast<size_t>(b)];
+      if (buf.kind != LaunchPlan::Buffer::Kind::Constant) {
+        buf.kind = LaunchPlan::Buffer::Kind::Constant;
+        buf.type = n.type;
+        buf.data = constant_bytes(n);
+      }
+      return b;
+    }
+    if (n.info().category == OpCategory::Source && n.op != OpKind::Input) return -1;  // recomputed
+    if (n.kernel < 0 && n.info().is_view()) return -1;
+    return mp_.buffer_of[v];
+  }
+  int32_t new_buffer(const TensorType& t) {
+    LaunchPlan::Buffer buf;
+    buf.type = t;
+    buf.bytes = t.bytes();
+    plan_.buffers.push_back(std::move(buf));
+    return static_cast<int32_t>(plan_.buffers.size() - 1);
+  }
+  const std::string& name(ValueId v) const { return names_[v]; }
+
+ private:
+  void lower_region(int32_t k);
+  void lower_matmul_region(int32_t k, ValueId mm);
+  void add_kernel(KernelBuilder& b) {
+    LaunchPlan::Step step;
+    step.kernel = static_cast<int32_t>(plan_.kernels.size());
+    step.bindings = b.bindings();
+    plan_.kernels.push_back(b.finish());
+    plan_.steps.push_back(std::move(step));
+  }
+  /// A kernel over v's shape that writes v into `buffer` (outputs nothing else computes,
+  /// matmul operands that are views).
+  void copy_kernel(ValueId v, int32_t buffer, DType as);
+  std::pair<Shape, std::vector<bool>> region_domain(const std::vector<ValueId>& members,
+                                                    const std::vector<ValueId>& outputs) const;
+
+  const Graph& g_;
+  const MemoryPlan& mp_;
+  LaunchPlan plan_;
+  KernelIndex index_;
+  std::vector<std::string> names_;
+  std::unordered_map<ValueId, int32_t> override_;  // values stored outside the memory plan
+};
+
+Ref KernelBuilder::add_inst(Inst in) {
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|", static_cast<int>(in.code), static_cast<int>(in.op),
+                                static_cast<int>(in.type), in.buffer, in.imm,
+                                in.code == Code::Const ? format_scalar(in.literal, in.type) : "");
+  for (Ref a : in.args) key += fmt::format("{},", a);
+  if (auto it = cse_.find(key); it != cse_.end()) return it->second;
+  k_.insts.push_back(std::move(in));
+  const auto r = static_cast<Ref>(k_.insts.size() - 1);
+  cse_.emplace(std::move(key), r);
+  return r;
+}
+
+int32_t KernelBuilder::param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written) {
+  for (size_t i = 0; i < bindings_.size(); ++i)
+    if (bindings_[i] == plan_buffer) {
+      k_.buffers[i].written = k_.buffers[i].written || written;
+      return static_cast<int32_t>(i);
+    }
+  bindings_.push_back(plan_buffer);
+  k_.buffers.push_back({name, type, written});
+  return static_cast<int32_t>(bindings_.size() - 1);
+}
+
+Ref KernelBuilder::offset_of(const IndexMap& p, const Shape& s) {
+  const auto strides = s.strides();
+  Ref off = constant(0);
+  for (size_t j = 0; j < p.size(); ++j)
+    if (s[static_cast<int>(j)] != 1) off = add(off, mul(p[j].build(*this), strides[j]));
+  return off;
+}
+
+Ref KernelBuilder::in_bounds(const IndexMap& q, const Shape& s) {
+  Ref ok = kir::kNoRef;
+  for (size_t j = 0; j < q.size(); ++j) {
+    const Ref x = q[j].build(*this);
+    ok = both(ok, op(OpKind::Ge, DType::Bool, {x, constant(0)}));
+    ok = both(ok, op(OpKind::Lt, DType::Bool, {x, constant(s[static_cast<int>(j)])}));
+  }
+  return ok == kir::kNoRef ? konst(Scalar::from_int(1), DType::Bool) : ok;
+}
+
+Ref KernelBuilder::value_at(const Graph& g, ValueId v, const IndexMap& p, Ref mask) {
+  const std::string key = fmt::format("{}{}{}", v, index_map_str(p), mask);
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const Ref r = compute(g, v, p, mask);
+  memo_.emplace(key, r);
+  return r;
+}
+
+Ref KernelBuilder::compute(const Graph& g, ValueId v, const IndexMap& p, Ref mask) {
+  const Node& n = g.node(v);
+  const DType t = n.type.dtype;
+  const bool here = v < member_.size() && member_[v];
+  if (!here) {
+    const int32_t b = low_.stored(v);
+    if (b >= 0) {
+      const int32_t param = param_for(b, low_.name(v), n.type, false);
+      Inst in{Code::Load, OpKind::Add, t, {offset_of(p, n.type.shape)}, param, 0, {}};
+      if (mask != kir::kNoRef) in.args.push_back(mask);
+      return add_inst(std::move(in));
+    }
+  }
+  auto operand = [&](size_t i, Ref m) {
+    return value_at(g, n.operands[i], operand_index_map(g, n, i, p, k_.domain), m);
+  };
+  switch (n.info().category) {
+    case OpCategory::Source: {
+      if (n.op == OpKind::Constant) return konst(n.attr("value").scalar, t);
+      const Ref flat = offset_of(p, n.type.shape);
+      if (n.op == OpKind::Rand) return add_inst({Code::Rand, OpKind::Rand, t, {flat}, -1, n.attr("seed").i, {}});
+      if (n.op == OpKind::Arange) {
+        const Scalar start = n.attr("start").scalar, step = n.attr("step").scalar;
+        if (is_float(t)) {
+          const Ref k = cast(flat, DType::F64);
+          const Ref x = op(OpKind::Add, DType::F64,
+                           {konst(Scalar::from_float(start.as_double()), DType::F64),
+                            op(OpKind::Mul, DType::F64, {k, konst(Scalar::from_float(step.as_double()), DType::F64)})});
+          return cast(x, t);
+        }
+        const Ref x = op(OpKind::Add, DType::I64, {constant(start.as_int()), op(OpKind::Mul, DType::I64, {flat, constant(step.as_int())})});
+        return cast(x, t);
+      }
+      break;  // an input that is not stored cannot happen
+    }
+    case OpCategory::Elementwise: {
+      if (n.op == OpKind::Cast) return cast(operand(0, mask), t);
+      if (n.op == OpKind::Where)
+        return op(OpKind::Where, t, {cast(operand(0, mask), DType::Bool), cast(operand(1, mask), t), cast(operand(2, mask), t)});
+      if (n.operands.size() == 1) return op(n.op, t, {cast(operand(0, mask), t)});
+      const Ref a = operand(0, mask), b = operand(1, mask);
+      const bool compare = t == DType::Bool && n.op != OpKind::And && n.op != OpKind::Or;
+      const DType d = compare ? promote(type(a), type(b)) : t;
+      return op(n.op, t, {cast(a, d), cast(b, d)});
+    }
+    case OpCategory::Reduce: {
+      const Ref x = operand(0, mask);
+      Inst in{Code::Reduce, n.op, t, {}, -1, 0, {}};
+      if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) {
+        in.args = {x, dim(static_cast<int>(n.attr("axes").ints[0]))};
+      } else {
+        in.args = {cast(x, t)};
+      }
+      return add_inst(std::move(in));
+    }
+    case OpCategory::Movement: {
+      if (n.op == OpKind::Pad) {
+        const IndexMap q = operand_index_map(g, n, 0, p, k_.domain);
+        const Ref ok = in_bounds(q, g.type(n.operands[0]).shape);
+        const Ref x = value_at(g, n.operands[0], q, both(mask, ok));
+        const AttrValue& fill = n.attr("value");
+        return op(OpKind::Where, t, {ok, cast(x, t), konst(fill.present ? fill.scalar : Scalar::from_int(0), t)});
+      }
+      if (n.op == OpKind::Concat) {
+        const auto axis = static_cast<size_t>(n.attr("axis").i);
+        const Ref at = p[axis].build(*this);
+        std::vector<Ref> vals, conds;
+        int64_t lo = 0;
+        for (size_t i = 0; i < n.operands.size(); ++i) {
+          const int64_t hi = lo + g.type(n.operands[i]).shape[static_cast<int>(axis)];
+          const Ref c = both(op(OpKind::Ge, DType::Bool, {at, constant(lo)}), op(OpKind::Lt, DType::Bool, {at, constant(hi)}));
+          conds.push_back(c);
+          vals.push_back(cast(operand(i, both(mask, c)), t));
+          lo = hi;
+        }
+        Ref r = vals.back();
+        for (size_t i = vals.size() - 1; i-- > 0;) r = op(OpKind::Where, t, {conds[i], vals[i], r});
+        return r;
+      }
+      return operand(0, mask);  // a view: only the position changes
+    }
+    case OpCategory::Matmul: break;  // stored by its GEMM step
+  }
+  throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(v),
+                          op_info(n.op).name));
+}
+
+// Where `v` is written: dims right-aligned with the domain; a reduction without keepdim
+// lines up with the kept dims. Dims of the domain that v does not vary along are "missing":
+// only the point where they are 0 stores.
+IndexMap write_position(const Graph& g, ValueId v, const Shape& domain, const std::vector<bool>& reduced,
+                        int contracted, std::vector<bool>* missing) {
+  const Node& n = g.node(v);
+  const Shape& s = n.type.shape;
+  IndexMap m;
+  missing->assign(static_cast<size_t>(domain.rank()), true);
+  if (n.info().category == OpCategory::Reduce && !n.attr("keepdim").present && s.rank() < domain.rank()) {
+    for (int j = 0; j < domain.rank(); ++j)
+      if (!reduced[static_cast<size_t>(j)]) {
+        m.push_back(IndexExpr::dim(j, domain[j]));
+        (*missing)[static_cast<size_t>(j)] = false;
+      }
+    return m;
+  }
+  const int off = domain.rank() - contracted - s.rank();
+  for (int j = 0; j < s.rank(); ++j) {
+    const int d = off + j;
+    if (d >= 0 && s[j] == domain[d]) {
+      m.push_back(IndexExpr::dim(d, domain[d]));
+      (*missing)[static_cast<size_t>(d)] = false;
+    } else if (s[j] == 1) {
+      m.push_back(IndexExpr::constant(0));
+    } else {
+      throw Error(fmt::format("value of type {} does not line up with the kernel domain {}", n.type.str(), domain.str()));
+    }
+  }
+  return m;
+}
+
+void KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
+  std::vector<bool> missing;
+  const IndexMap p = write_position(g, v, k_.domain, k_.reduced, 0, &missing);
+  Ref value = value_at(g, v, p, kir::kNoRef);
+  value = cast(value, g.type(v).dtype);
+  const Ref offset = offset_of(p, g.type(v).shape);
+  const int32_t param = param_for(plan_buffer, low_.name(v), g.type(v), true);
+  // A value that does not vary along some dims is stored once, where they are 0; reduced
+  // dims only count when the stored value is computed inside the reduction loops.
+  const std::vector<uint64_t> deps = kir::dim_dependence(k_);
+  const uint64_t varying = deps[static_cast<size_t>(value)] | deps[static_cast<size_t>(offset)];
+  bool inner = false;
+  for (size_t d = 0; d < k_.reduced.size(); ++d) inner = inner || (k_.reduced[d] && (varying >> d & 1));
+  Ref guard = kir::kNoRef;
+  for (size_t d = 0; d < missing.size(); ++d)
+    if (missing[d] && k_.domain[static_cast<int>(d)] != 1 && (!k_.reduced[d] || inner))
+      guard = both(guard, op(OpKind::Eq, DType::Bool, {dim(static_cast<int>(d)), constant(0)}));
+  k_.stores.push_back({param, offset, value, guard});
+}
+
+std::pair<Shape, std::vector<bool>> Lowering::region_domain(const std::vector<ValueId>& members,
+                                                            const std::vector<ValueId>& outputs) const {
+  for (ValueId v : members) {
+    const Node& n = g_.node(v);
+    if (n.info().category != OpCategory::Reduce) continue;
+    Shape domain = g_.type(n.operands[0]).shape;
+    std::vector<bool> reduced(static_cast<size_t>(domain.rank()), false);
+    for (int64_t a : n.attr("axes").ints) reduced[static_cast<size_t>(a)] = true;
+    return {domain, reduced};
+  }
+  Shape best;
+  int64_t most = -1;
+  for (ValueId v : outputs)
+    if (g_.type(v).shape.numel() > most || (g_.type(v).shape.numel() == most && g_.type(v).shape.rank() > best.rank())) {
+      most = g_.type(v).shape.numel();
+      best = g_.type(v).shape;
+    }
+  return {best, std::vector<bool>(static_cast<size_t>(best.rank()), false)};
+}
+
+void Lowering::lower_region(int32_t k) {
+  const auto ki = static_cast<size_t>(k);
+  for (ValueId v : index_.members[ki])
+    if (g_.node(v).op == OpKind::Matmul) return lower_matmul_region(k, v);
+  const std::vector<ValueId>& outputs = index_.outputs[ki];
+  if (outputs.empty()) return;
+  auto [domain, reduced] = region_domain(index_.members[ki], outputs);
+  std::vector<bool> member(g_.size(), false);
+  for (ValueId v : index_.members[ki]) member[v] = true;
+  KernelBuilder b(*this, g_.kernels()[ki].name, domain, reduced, member);
+  for (ValueId v : outputs) {
+    const int32_t buf = mp_.buffer_of[v];
+    if (buf < 0) throw Error(fmt::format("kernel @{}: output %{} has no buffer", g_.kernels()[ki].name, name(v)));
+    b.store(g_, v, buf);
+  }
+  add_kernel(b);
+}
+
+void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as) {
+  const Shape& s = g_.type(v).shape;
+  KernelBuilder b(*this, fmt::format("copy_{}", name(v)), s, std::vector<bool>(static_cast<size_t>(s.rank()), false), {});
+  IndexMap p;
+  for (int d = 0; d < s.rank(); ++d) p.push_back(IndexExpr::dim(d, s[d]));
+  Ref x = b.cast(b.value_at(g_, v, p, kir::kNoRef), as);
+  // Written as the identity over v's own shape.
+  Ref off = b.constant(0);
+  const auto strides = s.strides();
+  for (int d = 0; d < s.rank(); ++d)
+    if (s[d] != 1) off = b.add(off, b.mul(b.dim(d), strides[static_cast<size_t>(d)]));
+  const int32_t param = b.param_for(buffer, name(v), TensorType{as, s}, true);
+  kir::Kernel k = b.finish();
+  k.stores.push_back({param, off, x, kir::kNoRef});
+  LaunchPlan::Step step;
+  step.kernel = static_cast<int32_t>(plan_.kernels.size());
+  step.bindings = b.bindings();
+  plan_.kernels.push_back(std::move(k));
+  plan_.steps.push_back(std::move(step));
+}
+
+void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
+  const auto ki = static_cast<size_t>(k);
+  const Node& n = g_.node(mm);
+  const DType t = n.type.dtype;
+  const Shape& cs = n.type.shape;
+  const int r = cs.rank();
+  // Operands in memory, contiguous, of the result's type.
+  int32_t ab[2];
+  for (size_t i = 0; i < 2; ++i) {
+    const ValueId o = n.operands[i];
+    const int32_t b = stored(o);
+    if (b >= 0 && g_.type(o).dtype == t) {
+      ab[i] = b;
+    } else {
+      ab[i] = new_buffer(TensorType{t, g_.type(o).shape});
+      copy_kernel(o, ab[i], t);
+    }
+  }
+  LaunchPlan::Gemm gemm;
+  gemm.dtype = t;
+  const Shape& as = g_.type(n.operands[0]).shape;
+  const Shape& bs = g_.type(n.operands[1]).shape;
+  gemm.m = cs[r - 2];
+  gemm.n = cs[r - 1];
+  gemm.k = as[as.rank() - 1];
+  for (int j = 0; j < r - 2; ++j) gemm.batch.push_back(cs[j]);
+  auto batch_strides = [&](const Shape& s) {
+    std::vector<int64_t> out(static_cast<size_t>(r - 2), 0);
+    const auto st = s.strides();
+    for (int j = 0; j < s.rank() - 2; ++j) {
+      const int cj = j + (r - s.rank());
+      if (s[j] != 1) out[static_cast<size_t>(cj)] = st[static_cast<size_t>(j)];
+    }
+    return out;
+  };
+  gemm.a_batch_stride = batch_strides(as);
+  gemm.b_batch_stride = batch_strides(bs);
+  gemm.a = ab[0];
+  gemm.b = ab[1];
+  gemm.c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
+  override_[mm] = gemm.c;
+  LaunchPlan::Step step;
+  step.gemm = std::move(gemm);
+  plan_.steps.push_back(std::move(step));
+  // The epilogue, reading the product from memory.
+  std::vector<ValueId> outputs;
+  for (ValueId v : index_.outputs[ki])
+    if (v != mm) outputs.push_back(v);
+  if (outputs.empty()) return;
+  std::vector<bool> member(g_.size(), false);
+  for (ValueId v : index_.members[ki]) member[v] = v != mm;
+  auto [domain, reduced] = region_domain({}, outputs);
+  KernelBuilder b(*this, g_.kernels()[ki].name, domain, reduced, member);
+  for (ValueId v : outputs) b.store(g_, v, mp_.buffer_of[v]);
+  add_kernel(b);
+}
+
+LaunchPlan Lowering::run() {
+  index_ = g_.kernel_index();
+  names_ = value_names(g_);
+  for (size_t k = 0; k < g_.kernels().size(); ++k) lower_region(static_cast<int32_t>(k));
+  // Outputs: a kernel's buffer, a parameter's, or a copy made for them.
+  for (ValueId v : g_.outputs()) {
+    const Node& n = g_.node(v);
+    int32_t b = -1;
+    if (n.op == OpKind::Input || n.kernel >= 0 || n.op == OpKind::Matmul) b = stored(v);
+    if (b < 0 || plan_.buffers[static_cast<size_t>(b)].kind == LaunchPlan::Buffer::Kind::Constant) {
+      b = new_buffer(n.type);
+      copy_kernel(v, b, n.type.dtype);
+    }
+    LaunchPlan::Buffer& buf = plan_.buffers[static_cast<size_t>(b)];
+    if (buf.kind == LaunchPlan::Buffer::Kind::Temp) {
+      buf.kind = LaunchPlan::Buffer::Kind::Output;
+      buf.type = n.type;
+    }
+    plan_.outputs.push_back(b);
+    plan_.output_types.push_back(n.type);
+  }
+  for (const auto& [value, input] : mp_.in_place) {
+    const int32_t b = mp_.buffer_of[input];
+    if (b >= 0 && plan_.buffers[static_cast<size_t>(b)].kind == LaunchPlan::Buffer::Kind::Param)
+      plan_.overwritten_params.push_back(plan_.buffers[static_cast<size_t>(b)].index);
+  }
+  for (size_t b = 0; b < mp_.buffer_bytes.size(); ++b)
+    if (plan_.buffers[b].kind == LaunchPlan::Buffer::Kind::Param && mp_.buffer_param[b] >= 0) {
+      // A donated parameter's buffer reused for a later value is overwritten as well.
+      for (size_t id = 0; id < g_.size(); ++id)
+        if (mp_.buffer_of[id] == static_cast<int32_t>(b) && g_.node(static_cast<ValueId>(id)).op != OpKind::Input &&
+            !(g_.node(static_cast<ValueId>(id)).kernel < 0 && g_.node(static_cast<ValueId>(id)).info().is_view())) {
+          plan_.overwritten_params.push_back(mp_.buffer_param[b]);
+          break;
+        }
+    }
+  std::sort(plan_.overwritten_params.begin(), plan_.overwritten_params.end());
+  plan_.overwritten_params.erase(std::unique(plan_.overwritten_params.begin(), plan_.overwritten_params.end()),
+                                 plan_.overwritten_params.end());
+  return std::move(plan_);
+}
+
+}  // namespace
+
+std::string LaunchPlan::str() const {
+  std::string out;
+  for (const kir::Kernel& k : kernels) out += k.str();
+  out += "launch list:\n";
+  for (const Step& s : steps) {
+    if (s.kernel >= 0) {
+      std::string binds;
+      for (size_t i = 0; i < s.bindings.size(); ++i) binds += fmt::format("{}#{}=buf{}", i ? ", " : "", i, s.bindings[i]);
+      out += fmt::format("  @{}({})\n", kernels[static_cast<size_t>(s.kernel)].name, binds);
+    } else {
+      out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", s.gemm.c, s.gemm.a, s.gemm.b,
+                         dtype_name(s.gemm.dtype), s.gemm.m, s.gemm.n, s.gemm.k, s.gemm.batch.str());
+    }
+  }
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    static constexpr const char* kKinds[] = {"param", "temp", "output", "constant"};
+    out += fmt::format("  buf{}: {} {} bytes{}\n", b, kKinds[static_cast<int>(buffers[b].kind)], buffers[b].bytes,
+                       buffers[b].kind == Buffer::Kind::Param ? fmt::format(" (param {})", buffers[b].index) : "");
+  }
+  return out;
+}
+
+LaunchPlan lower_to_kernels(const Graph& fused, const MemoryPlan& memory) { return Lowering(fused, memory).run(); }
+
+}  // namespace kiln

@@ -1,0 +1,106 @@
+// kiln/codegen/kernel_ir.h - Kernel IR: one fused kernel as a scalar program over a domain.
+//
+// A kernel computes, for every point (d0, d1, ...) of its iteration domain, a DAG of scalar
+// instructions: loads through index arithmetic, the elementwise ops of ops.def, reductions
+// over the domain's reduced dims, and stores. The same program drives every backend:
+//   - CPU (LLVM): the kept dims are split across cores, the last dim becomes the vector lanes;
+//   - GPU (Vulkan, OpenCL): kept points map onto work-items, or onto work-groups that reduce
+//     their rows cooperatively when the domain has reduced dims.
+// Instructions are in SSA form and ordered so that arguments come first. Every conversion
+// is explicit (a `cast`), so a backend never applies promotion rules of its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/attrs.h"
+#include "kiln/ir/op.h"
+#include "kiln/ir/shape.h"
+
+namespace kiln::kir {
+
+/// An instruction of a kernel, by position in Kernel::insts.
+using Ref = int32_t;
+inline constexpr Ref kNoRef = -1;
+
+enum class Code : uint8_t {
+  Dim,       // i64: the domain index along dim `imm`
+  Const,     // `literal`, of `type`
+  Load,      // element args[0] (a flat i64 offset) of buffer `buffer`; args[1], when present,
+             // is a bool mask: where it is false nothing is read and the result is 0
+  Op,        // the elementwise op `op` of ops.def on args, converted already: arithmetic
+             // takes and gives `type`; comparisons take two equal types and give bool;
+             // where takes (bool, type, type)
+  Cast,      // args[0] converted to `type` with the semantics of the cast op
+  IndexDiv,  // i64 args[0] floordiv imm (args[0] >= 0, imm > 0)
+  IndexMod,  // i64 args[0] mod imm (args[0] >= 0, imm > 0)
+  Rand,      // `type`: the rand op's element at flat index args[0] (i64) of seed `imm`
+  Reduce,    // reduction `op` (reduce_sum ... argmin) of args[0] over the reduced dims; for
+             // argmax/argmin args[1] is the position along the reduced axis
+};
+
+struct Inst {
+  Code code = Code::Const;
+  OpKind op = OpKind::Add;  // Op, Reduce
+  DType type = DType::F32;
+  std::vector<Ref> args;
+  int32_t buffer = -1;  // Load
+  int64_t imm = 0;      // Dim, IndexDiv, IndexMod, Rand
+  Scalar literal;       // Const
+};
+
+/// A tensor the kernel reads or writes, bound at launch.
+struct BufferParam {
+  std::string name;  // the graph value it holds, for printing
+  TensorType type;
+  bool written = false;
+};
+
+/// buffer[offset] = value, where `guard` (a bool, or kNoRef) holds.
+struct Store {
+  int32_t buffer = -1;
+  Ref offset = kNoRef;
+  Ref value = kNoRef;
+  Ref guard = kNoRef;
+};
+
+struct Kernel {
+  std::string name;            // the fused region's name: "k0"
+  Shape domain;                // the iteration domain
+  std::vector<bool> reduced;   // per domain dim: reduced (true) or kept
+  std::vector<BufferParam> buffers;
+  std::vector<Inst> insts;
+  std::vector<Store> stores;
+
+  bool has_reduction() const;
+  /// The text form: one instruction per line. Two kernels with the same text compute the
+  /// same thing; it is the key of the kernel caches.
+  std::string str() const;
+};
+
+/// Per instruction: the bit set of domain dims its value depends on (a reduction's value
+/// depends on its kept dims only).
+std::vector<uint64_t> dim_dependence(const Kernel& k);
+
+/// Per instruction: the reduction stage that must finish before it can be computed (0 when
+/// it needs no reduction; a reduction whose argument needs the results of stage-1 reductions
+/// is in stage 2, as softmax's sum follows its max).
+std::vector<int> reduction_stage(const Kernel& k);
+
+/// How a backend walks the domain; see schedule_kernel.
+struct Schedule {
+  /// Case A (`lanes_reduce`): the last dim is reduced. An iteration is one kept point; it
+  /// runs every stage's reductions along its rows, then its stores.
+  /// Case B: the last dim is kept (or nothing is reduced). An iteration is one point of the
+  /// kept dims before the last, times one tile of `tile` elements of the last dim; reductions
+  /// keep one accumulator per lane of the tile.
+  bool lanes_reduce = false;
+  int64_t tile = 1;
+  int64_t iterations = 0;              // independent iterations: split across cores
+  int64_t elements_per_iteration = 0;  // domain points per iteration, for grain sizes
+};
+
+Schedule schedule_kernel(const Kernel& k);
+
+}  // namespace kiln::kir

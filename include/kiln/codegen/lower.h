@@ -1,0 +1,68 @@
+// kiln/codegen/lower.h - from a fused graph to kernels and the order to launch them.
+//
+// Every kernel region of the fused graph becomes one Kernel IR kernel (a matmul region
+// becomes a GEMM step and, when it has one, a kernel for its epilogue). Graph outputs that
+// no kernel writes (a view, a constant, a source) get a small kernel of their own. Buffers
+// come from the memory plan; values outside kernels that are cheap to recompute (views,
+// splat constants, arange, rand) are recomputed where they are read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/ir/graph.h"
+#include "kiln/passes/memory_plan.h"
+
+namespace kiln {
+
+struct LaunchPlan {
+  struct Buffer {
+    enum class Kind : uint8_t {
+      Param,     // graph parameter `index`
+      Temp,      // allocated for the execution, freed after it
+      Output,    // allocated for the execution and returned as graph output(s)
+      Constant,  // `data`, owned by the plan
+    };
+    Kind kind = Kind::Temp;
+    int32_t index = -1;  // Param: parameter position
+    TensorType type;     // Output: the returned type; otherwise the first value it holds
+    int64_t bytes = 0;
+    std::vector<std::byte> data;  // Constant
+  };
+
+  /// C[b] = A[b] x B[b] over the broadcast batch dims `batch`, row-major, all of `dtype`.
+  struct Gemm {
+    int32_t a = -1, b = -1, c = -1;  // buffers
+    DType dtype = DType::F32;
+    int64_t m = 0, n = 0, k = 0;
+    Shape batch;                        // the result's batch dims
+    std::vector<int64_t> a_batch_stride;  // per batch dim, in elements (0: broadcast)
+    std::vector<int64_t> b_batch_stride;
+  };
+
+  struct Step {
+    int32_t kernel = -1;            // a launch of kernels[kernel], or -1 for `gemm`
+    std::vector<int32_t> bindings;  // kernel buffer param -> plan buffer
+    Gemm gemm;
+  };
+
+  std::vector<kir::Kernel> kernels;
+  std::vector<Step> steps;
+  std::vector<Buffer> buffers;
+  std::vector<int32_t> outputs;  // per graph output: the buffer returned
+  std::vector<TensorType> output_types;
+  /// The graph parameters whose buffer a kernel overwrites (memory plan, donated inputs).
+  std::vector<int32_t> overwritten_params;
+
+  /// Every kernel's text and the launch list, for KILN_DUMP=kernel and `kiln codegen`.
+  std::string str() const;
+};
+
+/// Lowers `fused` (the output of the fuse pass) with buffers from `memory`. Throws
+/// kiln::Error naming the kernel when a region cannot be lowered.
+LaunchPlan lower_to_kernels(const Graph& fused, const MemoryPlan& memory);
+
+}  // namespace kiln

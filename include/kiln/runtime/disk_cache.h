@@ -1,0 +1,48 @@
+// kiln/runtime/disk_cache.h - compiled artifacts kept on disk between processes.
+//
+// One file per entry, named by its key (a hex hash of everything that determines the
+// artifact: the kernel's canonical text, the compiler version, the CPU and its features, the
+// kiln version). A file holds a header (magic, format version, key, lengths, a checksum of
+// the rest), the canonical text the key was made from, and the payload. A load verifies all
+// of it and compares the canonical text, so a collision or a damaged file is never trusted:
+// it is reported once as a warning, removed, and the caller rebuilds. Writes go to a
+// temporary file that is renamed into place, so readers in other processes see a whole entry
+// or none. A directory that cannot be created or written degrades to no disk caching, with
+// one warning.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+class DiskCache {
+ public:
+  /// The default root: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln;
+  /// empty when none of them is set. KILN_CACHE_DIR set to "" or "off" disables it.
+  static std::filesystem::path default_root();
+
+  /// A cache in `root`/`ns` ("cpu" for CPU object code). An empty root disables it.
+  DiskCache(std::filesystem::path root, std::string ns);
+
+  /// The payload stored under `key`, when a valid entry made from `canonical` exists.
+  std::optional<std::string> load(std::string_view key, std::string_view canonical);
+
+  /// Stores `payload` under `key` (atomically). Returns false when it could not be written
+  /// (the cache then stays off for this process, after one warning).
+  bool store(std::string_view key, std::string_view canonical, std::string_view payload);
+
+  /// Whether entries reach the disk (false when disabled or after a write failure).
+  bool enabled() const { return enabled_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  /// The file that holds `key`'s entry.
+  std::filesystem::path path_of(std::string_view key) const;
+
+ private:
+  std::filesystem::path dir_;
+  bool enabled_ = false;
+};
+
+}  // namespace kiln

@@ -1,0 +1,222 @@
+// runtime/disk_cache.cpp - the on-disk entry format, its validation, and atomic writes.
+#include "kiln/runtime/disk_cache.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <random>
+#include <system_error>
+
+#include "kiln/runtime/stats.h"
+#include "kiln/support/error.h"
+#include "kiln/support/log.h"
+
+namespace kiln {
+namespace fs = std::filesystem;
+namespace {
+
+// Entry layout, integers little-endian:
+//   "KILNCACHE" | u32 version | u32 key length | key | u64 canonical length |
+//   u64 payload length | u64 FNV-1a-64 of canonical + payload | canonical | payload
+constexpr std::string_view kMagic = "KILNCACHE";
+// Bump on any layout change: files in the old layout then fail the check and are rebuilt.
+constexpr uint64_t kFormatVersion = 1;
+
+// Catches torn and bit-flipped files; it is not meant to resist deliberate tampering.
+uint64_t fnv1a64(std::string_view bytes, uint64_t h = 0xcbf29ce484222325ull) {
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+void put_uint(std::string& out, uint64_t v, int width) {
+  for (int i = 0; i < width; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// Reads header fields in order; running out of bytes means the file was truncated.
+class Reader {
+ public:
+  explicit Reader(std::string_view data) : rest_(data) {}
+  bool uint(int width, uint64_t& v) {
+    if (rest_.size() < static_cast<size_t>(width)) return false;
+    v = 0;
+    for (int i = 0; i < width; ++i)
+      v |= uint64_t{static_cast<unsigned char>(rest_[static_cast<size_t>(i)])} << (8 * i);
+    rest_.remove_prefix(static_cast<size_t>(width));
+    return true;
+  }
+  bool bytes(uint64_t n, std::string_view& out) {
+    if (n > rest_.size()) return false;
+    out = rest_.substr(0, n);
+    rest_.remove_prefix(n);
+    return true;
+  }
+  std::string_view rest() const { return rest_; }
+
+ private:
+  std::string_view rest_;
+};
+
+// Why `data` is not a valid entry for `key` made from `canonical`; empty (and `payload` set)
+// when it is.
+std::string check_entry(std::string_view data, std::string_view key, std::string_view canonical,
+                        std::string_view& payload) {
+  Reader r(data);
+  std::string_view magic, stored_key;
+  uint64_t version = 0, key_len = 0, canon_len = 0, payload_len = 0, sum = 0;
+  if (!r.bytes(kMagic.size(), magic)) return "truncated";
+  if (magic != kMagic) return "bad magic, not a kiln cache file";
+  if (!r.uint(4, version)) return "truncated";
+  if (version != kFormatVersion)
+    return fmt::format("format version {}, expected {}", version, kFormatVersion);
+  if (!r.uint(4, key_len) || !r.bytes(key_len, stored_key)) return "truncated";
+  if (stored_key != key) return "holds a different key";
+  if (!r.uint(8, canon_len) || !r.uint(8, payload_len) || !r.uint(8, sum)) return "truncated";
+  const std::string_view body = r.rest();
+  if (canon_len > body.size() || payload_len > body.size() - canon_len) return "truncated";
+  if (canon_len + payload_len != body.size()) return "lengths disagree with the file size";
+  if (fnv1a64(body) != sum) return "checksum mismatch";
+  // A different canonical text under the same key is a hash collision, never a hit.
+  if (body.substr(0, canon_len) != canonical) return "canonical text differs from the kernel's";
+  payload = body.substr(canon_len);
+  return {};
+}
+
+// Unique across threads (the counter), forked processes (the pid) and containers that share
+// the directory but reuse pids (the random token), so no two writers share a temp file.
+std::string temp_suffix() {
+  static const uint64_t token = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  return fmt::format(".tmp.{}.{:016x}.{}", ::getpid(), token, counter.fetch_add(1));
+}
+
+std::string errno_message() {
+  return std::system_category().message(errno);
+}
+
+// Writes `parts` to a new file at `path`; returns why it failed, or empty.
+std::string write_new_file(const fs::path& path, std::initializer_list<std::string_view> parts) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_message();
+  for (std::string_view part : parts) {
+    while (!part.empty()) {
+      const ssize_t n = ::write(fd, part.data(), part.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        std::string why = errno_message();
+        ::close(fd);
+        return why;
+      }
+      part.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  return ::close(fd) == 0 ? std::string() : errno_message();
+}
+
+}  // namespace
+
+fs::path DiskCache::default_root() {
+  auto env = [](const char* name) -> std::optional<std::string_view> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string_view>(v) : std::nullopt;
+  };
+  if (auto dir = env("KILN_CACHE_DIR"))
+    return (dir->empty() || *dir == "off") ? fs::path() : fs::path(*dir);
+  // The XDG spec says to ignore an empty or relative XDG_CACHE_HOME.
+  if (auto xdg = env("XDG_CACHE_HOME"); xdg && fs::path(*xdg).is_absolute())
+    return fs::path(*xdg) / "kiln";
+  if (auto home = env("HOME"); home && !home->empty()) return fs::path(*home) / ".cache" / "kiln";
+  return {};
+}
+
+DiskCache::DiskCache(fs::path root, std::string ns) {
+  if (root.empty()) return;
+  dir_ = root / ns;
+  enabled_ = true;
+}
+
+fs::path DiskCache::path_of(std::string_view key) const {
+  const bool valid = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == '-';
+  });
+  // Keys become file names: anything else could escape the directory or clash with temp files.
+  if (!valid) throw Error(fmt::format("invalid disk cache key '{}': expected [0-9a-zA-Z_-]+", key));
+  return dir_ / (std::string(key) + ".bin");
+}
+
+std::optional<std::string> DiskCache::load(std::string_view key, std::string_view canonical) {
+  // enabled_ may be cleared by a failing store on another thread.
+  if (!std::atomic_ref<bool>(enabled_).load(std::memory_order_relaxed)) return std::nullopt;
+  const fs::path path = path_of(key);
+  RuntimeCounters& counters = runtime_counters();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ++counters.kernel_disk_misses;
+    return std::nullopt;
+  }
+  const std::string data(std::istreambuf_iterator<char>(in), {});
+  std::string_view payload;
+  if (const std::string why = check_entry(data, key, canonical, payload); !why.empty()) {
+    ++counters.kernel_disk_rejected;
+    ++counters.kernel_disk_misses;
+    warn_once(path.string(), fmt::format("disk cache entry {} is invalid ({}); removing it, the "
+                                         "kernel will be rebuilt",
+                                         path.string(), why));
+    // Another process may have just renamed a good entry into place; losing it costs a rebuild.
+    std::error_code ignored;
+    fs::remove(path, ignored);
+    return std::nullopt;
+  }
+  ++counters.kernel_disk_hits;
+  return std::string(payload);
+}
+
+bool DiskCache::store(std::string_view key, std::string_view canonical, std::string_view payload) {
+  if (!std::atomic_ref<bool>(enabled_).load(std::memory_order_relaxed)) return false;
+  const fs::path path = path_of(key);
+  std::string header(kMagic);
+  put_uint(header, kFormatVersion, 4);
+  put_uint(header, key.size(), 4);
+  header += key;
+  put_uint(header, canonical.size(), 8);
+  put_uint(header, payload.size(), 8);
+  put_uint(header, fnv1a64(payload, fnv1a64(canonical)), 8);
+
+  // Created at every store (one stat when it exists), so a directory deleted while the
+  // process runs comes back.
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  std::string why = ec ? ec.message() : std::string();
+  // Readers in other processes see the old entry or the new one, never a partial file.
+  const fs::path tmp = fs::path(path) += temp_suffix();
+  if (why.empty()) why = write_new_file(tmp, {header, canonical, payload});
+  if (why.empty()) {
+    fs::rename(tmp, path, ec);
+    if (!ec) {
+      ++runtime_counters().kernel_disk_writes;
+      return true;
+    }
+    why = ec.message();
+  }
+  fs::remove(tmp, ec);
+  std::atomic_ref<bool>(enabled_).store(false, std::memory_order_relaxed);
+  warn_once("disk-cache-off:" + dir_.string(),
+            fmt::format("cache directory {} is not writable ({}); compiled kernels are cached in "
+                        "memory only",
+                        dir_.string(), why));
+  return false;
+}
+
+}  // namespace kiln

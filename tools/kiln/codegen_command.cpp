@@ -1,0 +1,57 @@
+// tools/kiln/codegen_command.cpp - `kiln codegen`: what a backend generates for an IR file.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "kiln/codegen/cpu.h"
+
+namespace kiln::cli {
+namespace {
+
+struct CodegenOptions {
+  std::string file;
+  std::string target = "llvm";
+  bool assembly = false;
+  bool unoptimized = false;
+  std::string kernel;
+  std::string output;
+};
+
+}  // namespace
+
+Command add_codegen_command(CLI::App& app) {
+  auto opts = std::make_shared<CodegenOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "codegen", "Compile a graph as the cpu device does (-O2, fusion, Kernel IR) and print the generated code.");
+  sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
+  sub->add_option("--target", opts->target, "What to print: kernel (Kernel IR and launch list) or llvm")
+      ->check(CLI::IsMember({"kernel", "llvm"}))
+      ->capture_default_str();
+  sub->add_flag("--asm", opts->assembly, "With --target llvm: host assembly instead of LLVM IR");
+  sub->add_flag("--no-opt", opts->unoptimized, "With --target llvm: LLVM IR as generated, before optimization");
+  sub->add_option("--kernel", opts->kernel, "Only this kernel (by name, e.g. k0)");
+  sub->add_option("-o,--output", opts->output, "Write here instead of stdout");
+  return {sub, [opts]() {
+            const Graph g = load_graph(opts->file);
+            const CpuCompilation c = cpu_compile_graph(g);
+            std::string out;
+            if (opts->target == "kernel") {
+              out = c.plan.str();
+            } else {
+              out = fmt::format("; target: {}\n", cpu_target_description());
+              bool found = opts->kernel.empty();
+              for (const kir::Kernel& k : c.plan.kernels) {
+                if (!opts->kernel.empty() && k.name != opts->kernel) continue;
+                found = true;
+                out += fmt::format("; ---- kernel @{} ----\n", k.name);
+                out += opts->assembly ? cpu_kernel_assembly(k) : cpu_kernel_llvm_ir(k, !opts->unoptimized);
+              }
+              if (!found) throw Error(fmt::format("--kernel {}: no such kernel (see --target kernel)", opts->kernel));
+            }
+            write_output(opts->output, out);
+            return 0;
+          }};
+}
+
+}  // namespace kiln::cli
