@@ -98,6 +98,20 @@ class KernelBuilder {
   void store(const Graph& g, ValueId v, int32_t plan_buffer);
 
   kir::Kernel finish() { return std::move(k_); }
+  /// Whether member `v` derives (through elementwise members) from a reduction of this
+  /// kernel without keepdim.
+  bool in_kept_space(const Graph& g, ValueId v) {
+    if (auto it = kept_space_.find(v); it != kept_space_.end()) return it->second;
+    const Node& n = g.node(v);
+    bool kept = false;
+    if (n.info().category == OpCategory::Reduce) {
+      kept = !n.attr("keepdim").present && n.type.shape.rank() < k_.domain.rank();
+    } else if (n.info().category == OpCategory::Elementwise) {
+      for (ValueId o : n.operands) kept = kept || (o < member_.size() && member_[o] && in_kept_space(g, o));
+    }
+    kept_space_[v] = kept;
+    return kept;
+  }
   const std::vector<int32_t>& bindings() const { return bindings_; }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
 
@@ -117,6 +131,7 @@ class KernelBuilder {
   std::vector<int32_t> bindings_;  // kernel buffer -> plan buffer
   std::unordered_map<std::string, Ref> cse_;
   std::unordered_map<std::string, Ref> memo_;
+  std::unordered_map<ValueId, bool> kept_space_;
 };
 
 class Lowering {
@@ -334,23 +349,20 @@ Ref KernelBuilder::compute(const Graph& g, ValueId v, const IndexMap& p, Ref mas
 // Where `v` is written: dims right-aligned with the domain; a reduction without keepdim
 // lines up with the kept dims. Dims of the domain that v does not vary along are "missing":
 // only the point where they are 0 stores.
+// `kept_space`: v derives from a reduction without keepdim, so its dims are the domain's kept
+// dims (the fusion rules keep such values off the reduced axes).
 IndexMap write_position(const Graph& g, ValueId v, const Shape& domain, const std::vector<bool>& reduced,
-                        int contracted, std::vector<bool>* missing) {
+                        bool kept_space, std::vector<bool>* missing) {
   const Node& n = g.node(v);
   const Shape& s = n.type.shape;
   IndexMap m;
   missing->assign(static_cast<size_t>(domain.rank()), true);
-  if (n.info().category == OpCategory::Reduce && !n.attr("keepdim").present && s.rank() < domain.rank()) {
-    for (int j = 0; j < domain.rank(); ++j)
-      if (!reduced[static_cast<size_t>(j)]) {
-        m.push_back(IndexExpr::dim(j, domain[j]));
-        (*missing)[static_cast<size_t>(j)] = false;
-      }
-    return m;
-  }
-  const int off = domain.rank() - contracted - s.rank();
+  std::vector<int> dims;  // the domain dims that v's dims line up with, right-aligned
+  for (int j = 0; j < domain.rank(); ++j)
+    if (!kept_space || !reduced[static_cast<size_t>(j)]) dims.push_back(j);
+  const int off = static_cast<int>(dims.size()) - s.rank();
   for (int j = 0; j < s.rank(); ++j) {
-    const int d = off + j;
+    const int d = off + j >= 0 ? dims[static_cast<size_t>(off + j)] : -1;
     if (d >= 0 && s[j] == domain[d]) {
       m.push_back(IndexExpr::dim(d, domain[d]));
       (*missing)[static_cast<size_t>(d)] = false;
@@ -365,7 +377,7 @@ IndexMap write_position(const Graph& g, ValueId v, const Shape& domain, const st
 
 void KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
   std::vector<bool> missing;
-  const IndexMap p = write_position(g, v, k_.domain, k_.reduced, 0, &missing);
+  const IndexMap p = write_position(g, v, k_.domain, k_.reduced, in_kept_space(g, v), &missing);
   Ref value = value_at(g, v, p, kir::kNoRef);
   value = cast(value, g.type(v).dtype);
   const Ref offset = offset_of(p, g.type(v).shape);

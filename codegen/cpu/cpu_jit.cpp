@@ -123,6 +123,11 @@ struct Jit::Impl {
       if (f.isDeclaration()) continue;
       f.addFnAttr("target-cpu", target.cpu);
       f.addFnAttr("target-features", target.features);
+      // Some AVX-512 CPUs (Zen 4, Ice Lake) prefer 256-bit vectors by default; kernels are
+      // explicitly vectorized for the full register width, so make it legal and preferred.
+      const std::string bits = std::to_string(target.vector_bytes * 8);
+      f.addFnAttr("prefer-vector-width", bits);
+      f.addFnAttr("min-legal-vector-width", bits);
     }
     return m;
   }

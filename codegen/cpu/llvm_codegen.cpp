@@ -59,9 +59,15 @@ class KernelEmitter {
       : k_(k), ctx_(ctx), m_(m), b_(ctx), deps_(kir::dim_dependence(k)), stage_(kir::reduction_stage(k)) {
     size_t widest = 1;
     bool arg = false;
+    // The width follows the data (loads, stores, accumulators), not the i64 index math.
+    for (const kir::Store& s : k.stores) {
+      const DType t = k.insts[static_cast<size_t>(s.value)].type;
+      widest = std::max(widest, t == DType::Bool ? size_t{1} : dtype_size(t));
+    }
     for (const Inst& in : k.insts) {
-      widest = std::max(widest, in.type == DType::Bool ? size_t{1} : dtype_size(in.type));
+      if (in.code == Code::Load) widest = std::max(widest, in.type == DType::Bool ? size_t{1} : dtype_size(in.type));
       if (in.code == Code::Reduce) {
+        widest = std::max(widest, dtype_size(in.type == DType::Bool ? DType::I32 : in.type));
         arg = arg || is_arg_reduce(in.op);
         num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
         // f32 sums and products accumulate in f64.
@@ -397,10 +403,7 @@ void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
   auto to_mem = [&](Value* v) { return t == DType::Bool ? b_.CreateZExt(v, vec_type(mt, c.w == 1 || !v->getType()->isVectorTy() ? 1 : c.w)) : v; };
   const bool all_uniform = off.kind == Val::Uniform && val.kind == Val::Uniform && (!guard || guard->kind == Val::Uniform);
   if (c.w == 1 || all_uniform) {
-    if (c.w > 1) {
-      // Every lane would store the same element: the guard must still pick one writer.
-      KILN_ASSERT(guard.has_value(), "a uniform store in a vector loop without a guard");
-    }
+    // (In a vector loop, lanes that agree on value, offset and guard store once.)
     llvm::BasicBlock* cont = nullptr;
     if (guard) {
       auto* then = llvm::BasicBlock::Create(ctx_, "store", fn_);
@@ -450,7 +453,8 @@ void KernelEmitter::loop(Value* lo, Value* hi, Value* step, const std::function<
 void KernelEmitter::lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi,
                                const std::function<void(unsigned, std::vector<Value*>&)>& body) {
   Value* split = lo;
-  if (width_ > 1) {
+  // The vector loop is left out where the lane dim is narrower than one vector.
+  if (width_ > 1 && (lane_dim_ < 0 || k_.domain[lane_dim_] >= static_cast<int64_t>(width_))) {
     Value* n = b_.CreateSub(hi, lo);
     split = b_.CreateAdd(lo, b_.CreateMul(b_.CreateSDiv(n, i64(width_)), i64(width_)));
     loop(lo, split, i64(width_), [&](Value* i) {
