@@ -937,6 +937,15 @@ Options parse_options(int argc, char** argv) {
       std::exit(2);
     }
   }
+  for (const std::string& name : o.impls) {
+    bool known = name == "hand" || name == "eigen" || name == "kiln";
+    for (const Workload& w : kWorkloads)
+      for (const Variant& v : variants_of(w, o.threads)) known = known || v.impl == name;
+    if (!known) {
+      std::fprintf(stderr, "workload_bench: unknown implementation %s\n", name.c_str());
+      std::exit(2);
+    }
+  }
   return o;
 }
 

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -94,24 +95,17 @@ class KernelBuilder {
   /// `v` at position `p`, reading nothing where `mask` is false.
   Ref value_at(const Graph& g, ValueId v, const IndexMap& p, Ref mask);
 
-  /// Stores `v` where it lives: its dims aligned to the domain's trailing dims.
-  void store(const Graph& g, ValueId v, int32_t plan_buffer);
+  /// Stores `v` where it lives in the domain; false when it does not fit the domain (an
+  /// output larger than the domain along some dim).
+  bool store(const Graph& g, ValueId v, int32_t plan_buffer);
 
   kir::Kernel finish() { return std::move(k_); }
-  /// Whether member `v` derives (through elementwise members) from a reduction of this
-  /// kernel without keepdim.
-  bool in_kept_space(const Graph& g, ValueId v) {
-    if (auto it = kept_space_.find(v); it != kept_space_.end()) return it->second;
-    const Node& n = g.node(v);
-    bool kept = false;
-    if (n.info().category == OpCategory::Reduce) {
-      kept = !n.attr("keepdim").present && n.type.shape.rank() < k_.domain.rank();
-    } else if (n.info().category == OpCategory::Elementwise) {
-      for (ValueId o : n.operands) kept = kept || (o < member_.size() && member_[o] && in_kept_space(g, o));
-    }
-    kept_space_[v] = kept;
-    return kept;
-  }
+  bool finish_empty() const { return k_.stores.empty(); }
+  /// Where member `v`'s elements lie in the domain when it derives from a reduction of the
+  /// kernel (over the reduction's kept dims, through elementwise ops and views forwards);
+  /// nullopt otherwise: then its dims are right-aligned with the domain's.
+  std::optional<IndexMap> reduced_position(const Graph& g, ValueId v);
+
   const std::vector<int32_t>& bindings() const { return bindings_; }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
 
@@ -131,7 +125,7 @@ class KernelBuilder {
   std::vector<int32_t> bindings_;  // kernel buffer -> plan buffer
   std::unordered_map<std::string, Ref> cse_;
   std::unordered_map<std::string, Ref> memo_;
-  std::unordered_map<ValueId, bool> kept_space_;
+  std::unordered_map<ValueId, std::optional<IndexMap>> natural_;
 };
 
 class Lowering {
@@ -198,7 +192,8 @@ class Lowering {
   }
   /// A kernel over v's shape that writes v into `buffer` (outputs nothing else computes,
   /// matmul operands that are views).
-  void copy_kernel(ValueId v, int32_t buffer, DType as);
+  void copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool> member = {});
+  bool depends_on_reduction(ValueId v, const std::vector<bool>& member) const;
   std::pair<Shape, std::vector<bool>> region_domain(const std::vector<ValueId>& members,
                                                     const std::vector<ValueId>& outputs) const;
 
@@ -346,38 +341,129 @@ Ref KernelBuilder::compute(const Graph& g, ValueId v, const IndexMap& p, Ref mas
                           op_info(n.op).name));
 }
 
-// Where `v` is written: dims right-aligned with the domain; a reduction without keepdim
-// lines up with the kept dims. Dims of the domain that v does not vary along are "missing":
-// only the point where they are 0 stores.
-// `kept_space`: v derives from a reduction without keepdim, so its dims are the domain's kept
-// dims (the fusion rules keep such values off the reduced axes).
-IndexMap write_position(const Graph& g, ValueId v, const Shape& domain, const std::vector<bool>& reduced,
-                        bool kept_space, std::vector<bool>* missing) {
-  const Node& n = g.node(v);
-  const Shape& s = n.type.shape;
+// The dims of the domain that an index map reads.
+struct DimCollector {
+  uint64_t dims = 0;
+  int constant(int64_t) { return 0; }
+  int dim(int d) {
+    dims |= uint64_t{1} << d;
+    return 0;
+  }
+  int add(int, int) { return 0; }
+  int mul(int, int64_t) { return 0; }
+  int floordiv(int, int64_t) { return 0; }
+  int mod(int, int64_t) { return 0; }
+};
+
+uint64_t dims_of(const IndexMap& m) {
+  DimCollector c;
+  for (const IndexExpr& e : m) e.build(c);
+  return c.dims;
+}
+
+// v's dims right-aligned with the domain's (a dim of extent 1 reads index 0). A dim shorter
+// than the domain's (a concat operand) covers its first indices: `bounds` gets (dim, extent).
+std::optional<IndexMap> right_aligned(const Shape& s, const Shape& domain,
+                                      std::vector<std::pair<int, int64_t>>* bounds = nullptr) {
   IndexMap m;
-  missing->assign(static_cast<size_t>(domain.rank()), true);
-  std::vector<int> dims;  // the domain dims that v's dims line up with, right-aligned
-  for (int j = 0; j < domain.rank(); ++j)
-    if (!kept_space || !reduced[static_cast<size_t>(j)]) dims.push_back(j);
-  const int off = static_cast<int>(dims.size()) - s.rank();
+  const int off = domain.rank() - s.rank();
   for (int j = 0; j < s.rank(); ++j) {
-    const int d = off + j >= 0 ? dims[static_cast<size_t>(off + j)] : -1;
+    const int d = off + j;
     if (d >= 0 && s[j] == domain[d]) {
       m.push_back(IndexExpr::dim(d, domain[d]));
-      (*missing)[static_cast<size_t>(d)] = false;
     } else if (s[j] == 1) {
       m.push_back(IndexExpr::constant(0));
+    } else if (d >= 0 && s[j] < domain[d] && bounds) {
+      m.push_back(IndexExpr::dim(d, domain[d]));
+      bounds->push_back({d, s[j]});
     } else {
-      throw Error(fmt::format("value of type {} does not line up with the kernel domain {}", n.type.str(), domain.str()));
+      return std::nullopt;
     }
   }
   return m;
 }
 
-void KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
-  std::vector<bool> missing;
-  const IndexMap p = write_position(g, v, k_.domain, k_.reduced, in_kept_space(g, v), &missing);
+std::optional<IndexMap> KernelBuilder::reduced_position(const Graph& g, ValueId v) {
+  if (auto it = natural_.find(v); it != natural_.end()) return it->second;
+  const Node& n = g.node(v);
+  const Shape& s = n.type.shape;
+  const Shape& domain = k_.domain;
+  std::optional<IndexMap> out;
+  auto operand_pos = [&](size_t i) -> std::optional<IndexMap> {
+    const ValueId o = n.operands[i];
+    if (o < member_.size() && member_[o]) return reduced_position(g, o);
+    return std::nullopt;
+  };
+  if (v >= member_.size() || !member_[v]) {
+    // outside the kernel: no position of its own
+  } else if (n.info().category == OpCategory::Reduce) {
+    const auto& axes = n.attr("axes").ints;
+    const bool keep = n.attr("keepdim").present;
+    IndexMap m;
+    for (int j = 0; j < domain.rank(); ++j) {
+      const bool red = std::find(axes.begin(), axes.end(), j) != axes.end();
+      if (!red) m.push_back(IndexExpr::dim(j, domain[j]));
+      else if (keep) m.push_back(IndexExpr::constant(0));
+    }
+    out = m;
+  } else if (n.info().category == OpCategory::Elementwise || n.op == OpKind::Expand) {
+    // Each dim from an operand placed by a reduction and not broadcast along it; the other
+    // dims right-aligned with the domain.
+    bool any = false;
+    std::vector<std::optional<IndexMap>> pos;
+    for (size_t i = 0; i < n.operands.size(); ++i) {
+      pos.push_back(operand_pos(i));
+      any = any || pos.back().has_value();
+    }
+    if (any) {
+      const std::optional<IndexMap> fallback = right_aligned(s, domain);
+      IndexMap m;
+      for (int j = 0; j < s.rank(); ++j) {
+        std::optional<IndexExpr> e;
+        for (size_t i = 0; i < n.operands.size() && !e; ++i) {
+          const Shape& os = g.type(n.operands[i]).shape;
+          const int oj = j - (s.rank() - os.rank());
+          if (pos[i] && oj >= 0 && os[oj] == s[j]) e = (*pos[i])[static_cast<size_t>(oj)];
+        }
+        if (!e && fallback) e = (*fallback)[static_cast<size_t>(j)];
+        if (!e && s[j] == 1) e = IndexExpr::constant(0);
+        if (!e) break;
+        m.push_back(*e);
+      }
+      if (static_cast<int>(m.size()) == s.rank()) out = m;
+    }
+  } else if (n.op == OpKind::Permute) {
+    if (auto p = operand_pos(0)) {
+      IndexMap m;
+      for (int64_t axis : n.attr("perm").ints) m.push_back((*p)[static_cast<size_t>(axis)]);
+      out = m;
+    }
+  } else if (n.op == OpKind::Reshape) {
+    if (auto p = operand_pos(0)) {
+      // Through the row-major linear index, forwards.
+      const Shape& os = g.type(n.operands[0]).shape;
+      const auto ost = os.strides(), st = s.strides();
+      IndexExpr linear = IndexExpr::constant(0);
+      for (size_t j = 0; j < p->size(); ++j) linear = linear + (*p)[j] * ost[j];
+      IndexMap m;
+      for (int j = 0; j < s.rank(); ++j) m.push_back(linear.floordiv(st[static_cast<size_t>(j)]).mod(s[j]));
+      out = m;
+    }
+  }
+  natural_[v] = out;
+  return out;
+}
+
+bool KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
+  if (g.type(v).shape.numel() == 0) return true;  // nothing to write
+  std::optional<IndexMap> at = reduced_position(g, v);
+  std::vector<std::pair<int, int64_t>> bounds;
+  if (!at) at = right_aligned(g.type(v).shape, k_.domain, &bounds);
+  if (!at) return false;
+  const IndexMap& p = *at;
+  std::vector<bool> missing(static_cast<size_t>(k_.domain.rank()), true);
+  const uint64_t used = dims_of(p);
+  for (size_t d = 0; d < missing.size(); ++d) missing[d] = !(used >> d & 1);
   Ref value = value_at(g, v, p, kir::kNoRef);
   value = cast(value, g.type(v).dtype);
   const Ref offset = offset_of(p, g.type(v).shape);
@@ -392,7 +478,9 @@ void KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
   for (size_t d = 0; d < missing.size(); ++d)
     if (missing[d] && k_.domain[static_cast<int>(d)] != 1 && (!k_.reduced[d] || inner))
       guard = both(guard, op(OpKind::Eq, DType::Bool, {dim(static_cast<int>(d)), constant(0)}));
+  for (const auto& [d, extent] : bounds) guard = both(guard, op(OpKind::Lt, DType::Bool, {dim(d), constant(extent)}));
   k_.stores.push_back({param, offset, value, guard});
+  return true;
 }
 
 std::pair<Shape, std::vector<bool>> Lowering::region_domain(const std::vector<ValueId>& members,
@@ -425,17 +513,34 @@ void Lowering::lower_region(int32_t k) {
   std::vector<bool> member(g_.size(), false);
   for (ValueId v : index_.members[ki]) member[v] = true;
   KernelBuilder b(*this, g_.kernels()[ki].name, domain, reduced, member);
+  std::vector<ValueId> apart;
   for (ValueId v : outputs) {
     const int32_t buf = mp_.buffer_of[v];
     if (buf < 0) throw Error(fmt::format("kernel @{}: output %{} has no buffer", g_.kernels()[ki].name, name(v)));
-    b.store(g_, v, buf);
+    if (!b.store(g_, v, buf)) apart.push_back(v);
   }
-  add_kernel(b);
+  if (!b.finish_empty()) add_kernel(b);
+  // Outputs that do not fit the domain (e.g. a value the kernel reads through a strided
+  // slice) are computed over their own shape; that needs no reduction of the kernel.
+  for (ValueId v : apart) {
+    if (depends_on_reduction(v, member))
+      throw Error(fmt::format("kernel @{}: output %{} ({}) does not fit the domain {} and needs its reductions",
+                              g_.kernels()[ki].name, name(v), g_.type(v).str(), domain.str()));
+    copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
+  }
 }
 
-void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as) {
+bool Lowering::depends_on_reduction(ValueId v, const std::vector<bool>& member) const {
+  if (v >= member.size() || !member[v]) return false;
+  const Node& n = g_.node(v);
+  if (n.info().category == OpCategory::Reduce) return true;
+  return std::any_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return depends_on_reduction(o, member); });
+}
+
+void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool> member) {
   const Shape& s = g_.type(v).shape;
-  KernelBuilder b(*this, fmt::format("copy_{}", name(v)), s, std::vector<bool>(static_cast<size_t>(s.rank()), false), {});
+  KernelBuilder b(*this, fmt::format("copy_{}", name(v)), s, std::vector<bool>(static_cast<size_t>(s.rank()), false),
+                  std::move(member));
   IndexMap p;
   for (int d = 0; d < s.rank(); ++d) p.push_back(IndexExpr::dim(d, s[d]));
   Ref x = b.cast(b.value_at(g_, v, p, kir::kNoRef), as);
@@ -460,16 +565,24 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   const DType t = n.type.dtype;
   const Shape& cs = n.type.shape;
   const int r = cs.rank();
-  // Operands in memory, contiguous, of the result's type.
+  // Operands in memory, contiguous, of the result's type. An operand computed in this
+  // region (a view, or an output of the region too) is computed first.
+  std::vector<bool> member(g_.size(), false);
+  for (ValueId v : index_.members[ki]) member[v] = v != mm;
+  std::vector<ValueId> written;
   int32_t ab[2];
   for (size_t i = 0; i < 2; ++i) {
     const ValueId o = n.operands[i];
     const int32_t b = stored(o);
-    if (b >= 0 && g_.type(o).dtype == t) {
+    if (b >= 0 && !member[o] && g_.type(o).dtype == t) {
       ab[i] = b;
+    } else if (b >= 0 && member[o] && g_.type(o).dtype == t && mp_.buffer_of[o] == b) {
+      ab[i] = b;
+      copy_kernel(o, b, t, member);
+      written.push_back(o);
     } else {
       ab[i] = new_buffer(TensorType{t, g_.type(o).shape});
-      copy_kernel(o, ab[i], t);
+      copy_kernel(o, ab[i], t, member);
     }
   }
   LaunchPlan::Gemm gemm;
@@ -501,14 +614,15 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   // The epilogue, reading the product from memory.
   std::vector<ValueId> outputs;
   for (ValueId v : index_.outputs[ki])
-    if (v != mm) outputs.push_back(v);
+    if (v != mm && std::find(written.begin(), written.end(), v) == written.end()) outputs.push_back(v);
   if (outputs.empty()) return;
-  std::vector<bool> member(g_.size(), false);
-  for (ValueId v : index_.members[ki]) member[v] = v != mm;
   auto [domain, reduced] = region_domain({}, outputs);
   KernelBuilder b(*this, g_.kernels()[ki].name, domain, reduced, member);
-  for (ValueId v : outputs) b.store(g_, v, mp_.buffer_of[v]);
-  add_kernel(b);
+  std::vector<ValueId> apart;
+  for (ValueId v : outputs)
+    if (!b.store(g_, v, mp_.buffer_of[v])) apart.push_back(v);
+  if (!b.finish_empty()) add_kernel(b);
+  for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
 }
 
 LaunchPlan Lowering::run() {

@@ -25,6 +25,7 @@
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/log.h"
+#include "kiln/codegen_id.h"
 #include "kiln/version.h"
 
 // Integer pow for generated code: the interpreter's exact square-and-multiply.
@@ -111,7 +112,8 @@ struct Jit::Impl {
 
   // Everything the machine code depends on besides the kernel itself.
   std::string environment() const {
-    return fmt::format("kiln {} codegen {} llvm {} {} {} {}", KILN_VERSION_STRING, kCodegenVersion, LLVM_VERSION_STRING,
+    return fmt::format("kiln {} codegen {} {} llvm {} {} {} {}", KILN_VERSION_STRING, kCodegenVersion, KILN_CODEGEN_ID,
+                       LLVM_VERSION_STRING,
                        target.triple, target.cpu, target.features);
   }
 

@@ -161,6 +161,12 @@ class KernelEmitter {
       if (k_.reduced[static_cast<size_t>(d)] && (m >> d & 1)) return true;
     return false;
   }
+  // A reduction over no elements: the product is 1, everything else 0 (as the interpreter).
+  Value* empty_value(const Inst& r, unsigned w) {
+    llvm::Type* t = vec_type(reg_type(r.type), w);
+    if (r.op != OpKind::ReduceProd) return llvm::Constant::getNullValue(t);
+    return is_float(r.type) ? llvm::ConstantFP::get(t, 1.0) : llvm::ConstantInt::get(t, 1);
+  }
   bool empty_reduction() const {
     for (int d = 0; d < rank_; ++d)
       if (k_.reduced[static_cast<size_t>(d)] && k_.domain[d] == 0) return true;
@@ -561,7 +567,7 @@ void KernelEmitter::emit_case_a(Value* it) {
   for (int s = 1; s <= num_stages_; ++s) {
     const std::vector<Ref> reds = reduces_of_stage(s);
     if (empty_reduction()) {
-      for (Ref r : reds) results[r] = llvm::Constant::getNullValue(reg_type(k_.insts[static_cast<size_t>(r)].type));
+      for (Ref r : reds) results[r] = empty_value(k_.insts[static_cast<size_t>(r)], 1);
       continue;
     }
     llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
@@ -674,7 +680,7 @@ void KernelEmitter::emit_case_b(Value* it) {
   auto lane_offset = [&](Value* lane) { return b_.CreateSub(lane, c0); };
   std::function<Val(Ref, unsigned, std::vector<Value*>&)> read_result = [&](Ref r, unsigned w, std::vector<Value*>& d) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
-    if (empty_reduction()) return Val{llvm::Constant::getNullValue(vec_type(reg_type(in.type), w)), w == 1 ? Val::Uniform : Val::Vector};
+    if (empty_reduction()) return Val{empty_value(in, w), w == 1 ? Val::Uniform : Val::Vector};
     llvm::AllocaInst* a = is_arg_reduce(in.op) ? arg[r].index : acc[r];
     llvm::Type* et = a->getAllocatedType()->getArrayElementType();
     Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
