@@ -120,6 +120,22 @@ LazyValue* make_pending(OpKind op, const TensorType& type, Device device,
   return v;
 }
 
+ScalarCache::~ScalarCache() {
+  for (const Entry& e : entries) release(e.v);
+}
+
+ScalarCache& thread_scalar_cache() {
+  static thread_local ScalarCache cache;
+  return cache;
+}
+
+void clear_thread_scalar_cache() {
+  ScalarCache& cache = thread_scalar_cache();
+  std::vector<ScalarCache::Entry> entries;
+  entries.swap(cache.entries);
+  for (const ScalarCache::Entry& e : entries) release(e.v);
+}
+
 LazyValue* make_evaluated(BufferRef buffer, Device device) {
   auto* v = new LazyValue;
   v->type = buffer->type();

@@ -42,6 +42,13 @@ struct LazyValue {
   LazyValue* prev = nullptr;
   LazyValue* next = nullptr;
 
+  // Scratch of the graph cut (materialize.cpp), valid while cut_epoch is the cutting thread's
+  // current epoch. Only pending values use it: they belong to the cutting thread, whereas an
+  // evaluated value may be read by several threads at once.
+  uint32_t cut_epoch = 0;
+  uint32_t cut_id = 0;
+  uint32_t cut_uses = 0;
+
   bool pending() const { return !buffer; }
   LazyValue* operand(size_t i) const { return i < 3 ? inline_operands[i] : extra_operands[i - 3]; }
 
@@ -77,6 +84,23 @@ void set_thread_tracing(bool on);
 
 /// Evaluates `targets` (and every pending value in their subgraphs that another tensor
 /// still refers to) with one engine execution per device. Throws kiln::Error.
+/// The scalar constants recorded in this thread's pending stream, to record each value
+/// once. The cache holds a reference to each; it is emptied before every cut, so that the
+/// references counted there are the program's own.
+struct ScalarCache {
+  static constexpr size_t kCapacity = 16;
+  struct Entry {
+    DType dtype;
+    Device device;
+    Scalar value;
+    LazyValue* v;
+  };
+  std::vector<Entry> entries;
+  ~ScalarCache();  // releases at thread exit
+};
+ScalarCache& thread_scalar_cache();
+void clear_thread_scalar_cache();
+
 void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap = false);
 
 /// Evaluates the calling thread's pending values that tensors hold (kiln::sync, and the

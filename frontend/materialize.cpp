@@ -33,14 +33,40 @@ enum class LeafPolicy { Evaluate, Trace, Dump };
 /// given, those come first as parameters %arg0... (they may be unused).
 CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
              std::span<LazyValue* const> trace_inputs = {}) {
+  clear_thread_scalar_cache();  // its references are not the program's
   CutGraph out;
   out.graph.set_name(policy == LeafPolicy::Trace ? "traced" : policy == LeafPolicy::Dump ? "pending" : "stream");
-  std::unordered_map<const LazyValue*, ValueId> ids;
-  std::unordered_map<const LazyValue*, uint32_t> internal_uses;
-  std::unordered_set<const LazyValue*> visited;
+  // Pending values keep their cut state in their scratch fields (no hashing: this runs at
+  // every sync); the few evaluated leaves in a small map.
+  static thread_local uint32_t epoch_counter = 0;
+  if (++epoch_counter == 0) ++epoch_counter;
+  const uint32_t epoch = epoch_counter;
+  constexpr uint32_t kNoId = UINT32_MAX;
+  struct LeafState {
+    uint32_t uses = 0;
+    uint32_t id = UINT32_MAX;
+  };
+  std::unordered_map<const LazyValue*, LeafState> leaf_state;
+  // True the first time `v` is met in this cut.
+  auto first_visit = [&](LazyValue* v) {
+    if (!v->pending()) return leaf_state.try_emplace(v).second;
+    if (v->cut_epoch == epoch) return false;
+    v->cut_epoch = epoch;
+    v->cut_uses = 0;
+    v->cut_id = kNoId;
+    return true;
+  };
+  auto count_use = [&](LazyValue* v) {
+    if (v->pending()) ++v->cut_uses;
+    else ++leaf_state[v].uses;
+  };
+  auto uses_of = [&](LazyValue* v) { return v->pending() ? v->cut_uses : leaf_state[v].uses; };
+  auto id_of = [&](LazyValue* v) -> uint32_t& { return v->pending() ? v->cut_id : leaf_state[v].id; };
 
-  for (size_t i = 0; i < trace_inputs.size(); ++i)
-    ids[trace_inputs[i]] = out.graph.add_input(fmt::format("arg{}", i), trace_inputs[i]->type);
+  for (size_t i = 0; i < trace_inputs.size(); ++i) {
+    first_visit(trace_inputs[i]);
+    id_of(trace_inputs[i]) = out.graph.add_input(fmt::format("arg{}", i), trace_inputs[i]->type);
+  }
 
   // Iterative post-order DFS: chains can be thousands of values long.
   struct Frame {
@@ -50,7 +76,7 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
   std::vector<Frame> stack;
   std::vector<LazyValue*> order;
   auto visit = [&](LazyValue* root) {
-    if (!visited.insert(root).second) return;
+    if (!first_visit(root)) return;
     stack.push_back({root, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
@@ -61,8 +87,9 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
       }
       if (f.next_operand < v->num_operands) {
         LazyValue* o = v->operand(f.next_operand++);
-        ++internal_uses[o];
-        if (visited.insert(o).second) stack.push_back({o, 0});
+        const bool first = first_visit(o);
+        count_use(o);
+        if (first) stack.push_back({o, 0});
         continue;
       }
       order.push_back(v);
@@ -73,15 +100,14 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
 
   // Parameters: trace inputs first (already added), then evaluated leaves in first-use order.
   auto leaf_id = [&](LazyValue* v) -> ValueId {
-    auto it = ids.find(v);
-    if (it != ids.end()) return it->second;
+    uint32_t& id = id_of(v);
+    if (id != kNoId) return id;
     if (v->trace_input && policy == LeafPolicy::Evaluate)
       throw Error("a value computed from a kiln::trace input cannot be evaluated inside the trace");
     const std::string name = fmt::format("{}{}", policy == LeafPolicy::Trace ? "capture" : "in", out.leaves.size());
-    const ValueId id = out.graph.add_input(name, v->type);
+    id = out.graph.add_input(name, v->type);
     out.leaves.push_back(v);
-    out.leaf_uses.push_back(internal_uses[v]);
-    ids[v] = id;
+    out.leaf_uses.push_back(uses_of(v));
     return id;
   };
   for (LazyValue* v : order) {
@@ -96,25 +122,26 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     n.operands.reserve(v->num_operands);
     for (size_t i = 0; i < v->num_operands; ++i) {
       LazyValue* o = v->operand(i);
-      n.operands.push_back(o->pending() && !o->trace_input ? ids.at(o) : leaf_id(o));
+      n.operands.push_back(o->pending() && !o->trace_input ? id_of(o) : leaf_id(o));
     }
-    ids[v] = out.graph.add_unchecked(std::move(n));
+    id_of(v) = out.graph.add_unchecked(std::move(n));
   }
   for (LazyValue* t : targets) {
     if (!t->pending() || t->trace_input) leaf_id(t);
   }
+  auto id_at = [&](LazyValue* v) -> ValueId { return id_of(v); };
 
   // Outputs: the targets, then pending values that tensors outside the subgraph hold.
   std::vector<ValueId> outputs;
   for (LazyValue* t : targets) {
-    outputs.push_back(ids.at(t));
+    outputs.push_back(id_at(t));
     out.produced.push_back(t);
   }
   if (policy == LeafPolicy::Evaluate) {
     const std::unordered_set<const LazyValue*> target_set(targets.begin(), targets.end());
     for (LazyValue* v : order) {
-      if (!target_set.count(v) && v->refs.load(std::memory_order_relaxed) > internal_uses[v]) {
-        outputs.push_back(ids.at(v));
+      if (!target_set.count(v) && v->refs.load(std::memory_order_relaxed) > uses_of(v)) {
+        outputs.push_back(id_at(v));
         out.produced.push_back(v);
       }
     }

@@ -4,6 +4,7 @@
 // rules, operand types are copied into a stack array, and no strings are built unless an
 // error is thrown.
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -101,9 +102,25 @@ Tensor scalar_for(const Number& n, const Tensor& like) {
   else if (s.is_int() && is_bool(t)) dtype = DType::I64;
   if (s.is_int() && !is_float(dtype) && !(s.cast_to(dtype) == s))
     throw Error(fmt::format("scalar {} does not fit in {}", s.as_int(), dtype_name(dtype)));
+  const Scalar value = s.cast_to(dtype);
+  // One constant per value in a pending stream: `y * 1.0001f` in a loop records one
+  // constant, not one per iteration (fewer values to record, cut, hash and compile).
+  ScalarCache& cache = thread_scalar_cache();
+  for (const ScalarCache::Entry& e : cache.entries)
+    if (e.dtype == dtype && e.device == like.device() && e.value.is_int() == value.is_int() &&
+        (value.is_int() ? e.value.as_int() == value.as_int()
+                        : std::bit_cast<uint64_t>(e.value.as_double()) == std::bit_cast<uint64_t>(value.as_double()))) {
+      retain(e.v);
+      return Tensor(e.v);
+    }
   Attrs a = Graph::make_attrs(OpKind::Constant);
-  attr_slot(a, OpKind::Constant, "value").scalar = s.cast_to(dtype);
-  return Tensor(make_pending(OpKind::Constant, TensorType{dtype, {}}, like.device(), {}, std::move(a)));
+  attr_slot(a, OpKind::Constant, "value").scalar = value;
+  LazyValue* v = make_pending(OpKind::Constant, TensorType{dtype, {}}, like.device(), {}, std::move(a));
+  if (cache.entries.size() < ScalarCache::kCapacity) {
+    retain(v);
+    cache.entries.push_back({dtype, like.device(), value, v});
+  }
+  return Tensor(v);
 }
 
 }  // namespace detail

@@ -1,7 +1,7 @@
 // codegen/cpu/cpu_engine.cpp - the `cpu` device: plan cache, compilation, execution.
 //
-// A graph reaching run() is looked up by its structural hash (and donation flags); on a hit
-// the stored canonical form is compared, and the executable runs with no pass and no codegen.
+// A graph reaching run() is looked up by a hash of its canonical form (and donation flags);
+// on a hit the stored canonical form is compared, and the executable runs with no pass and no codegen.
 // On a miss: -O2 (fold, simplify, CSE, DCE, fuse), memory plan, lowering to Kernel IR, and
 // one compiled function per kernel from the JIT's caches. Kernels are split across cores
 // with oneTBB; GEMM steps run Eigen on row blocks.
@@ -174,9 +174,11 @@ class CpuEngine final : public Engine {
 
  private:
   std::shared_ptr<const Executable> lookup_or_compile(const Graph& g, const std::vector<bool>& donated) {
-    Hash128 h = structural_hash(g);
-    for (bool d : donated) h.lo = hash_mix(h.lo, d);
+    // Keyed by the exact canonical form, not the order-independent structural hash: a
+    // recorded stream repeats in the same order, and this costs a fraction as much. A
+    // reordered but equal graph misses here and then hits the kernel caches.
     std::string canonical = canonical_form(g, donated);
+    const Hash128 h = hash_text(canonical);
     {
       std::lock_guard lock(mutex_);
       if (auto it = plans_.find(h.hex()); it != plans_.end() && it->second->canonical == canonical) {
