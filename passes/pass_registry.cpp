@@ -14,6 +14,7 @@ Graph run_cse(const Graph& g, const PassOptions& o) { return common_subexpressio
 Graph run_fold(const Graph& g, const PassOptions& o) { return constant_folding(g, o); }
 Graph run_simplify(const Graph& g, const PassOptions& o) { return simplify(g, o); }
 Graph run_fuse(const Graph& g, const PassOptions& o) { return fuse(g, o); }
+Graph run_split(const Graph& g, const PassOptions& o) { return split_reductions(g, o); }
 
 // One row per pass: the name --passes takes, what it does, the function.
 constexpr PassInfo kPasses[] = {
@@ -21,6 +22,7 @@ constexpr PassInfo kPasses[] = {
     {"simplify", "algebraic rewrites: x+0, x*1, double negation, idempotent ops, cast/reshape/permute chains, identity views", run_simplify},
     {"cse", "merge structurally identical nodes across the whole graph", run_cse},
     {"dce", "drop nodes that no output depends on", run_dce},
+    {"split-reductions", "reductions to a few values become two-level reductions over blocks (parallel rows; float sums round the partials)", run_split},
     {"fuse", "group operations into kernel regions: elementwise chains, reductions with prologue and epilogue, row-wise chains, matmul epilogues", run_fuse},
 };
 

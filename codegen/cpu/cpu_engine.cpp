@@ -292,7 +292,11 @@ void cpu_plan_cache_clear() { engine().clear(); }
 CpuCompilation cpu_compile_graph(const Graph& g, const std::vector<bool>& donated) {
   PipelineOptions po;
   po.verify_each = false;
-  Expected<Graph> fused = run_pipeline(g, pipeline_for_level(2), PassOptions{}, po);
+  // -O2 with the reductions to few values split into blocks, so that they run on every core.
+  std::vector<const PassInfo*> passes = pipeline_for_level(1);
+  passes.push_back(find_pass("split-reductions"));
+  passes.push_back(find_pass("fuse"));
+  Expected<Graph> fused = run_pipeline(g, passes, PassOptions{}, po);
   if (!fused) throw Error(fused.error().str());
   MemoryPlan memory = plan_memory(*fused, donated);
   LaunchPlan plan = lower_to_kernels(*fused, memory);

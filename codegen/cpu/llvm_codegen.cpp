@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Verifier.h>
@@ -53,6 +54,12 @@ uint32_t hash32(uint32_t x) {
 
 bool is_arg_reduce(OpKind op) { return op == OpKind::ArgMax || op == OpKind::ArgMin; }
 
+// Longest run of f32 values one accumulator lane adds in f32 (see acc_type).
+constexpr int64_t kF32Run = 256;
+
+// Rows up to this many elements get a row cache (64 KiB of f32 on the stack at most).
+constexpr int64_t kRowCacheElements = 16384;
+
 class KernelEmitter {
  public:
   KernelEmitter(const kir::Kernel& k, int vector_bytes, llvm::LLVMContext& ctx, llvm::Module& m)
@@ -70,12 +77,18 @@ class KernelEmitter {
         widest = std::max(widest, dtype_size(in.type == DType::Bool ? DType::I32 : in.type));
         arg = arg || is_arg_reduce(in.op);
         num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
-        // f32 sums and products accumulate in f64.
-        if (is_float(in.type) && !is_arg_reduce(in.op)) widest = 8;
       }
     }
-    width_ = arg || k.domain.rank() == 0 ? 1u : static_cast<unsigned>(std::max<size_t>(1, vector_bytes / widest));
     sched_ = kir::schedule_kernel(k);
+    width_ = arg || k.domain.rank() == 0 ? 1u : static_cast<unsigned>(std::clamp<size_t>(vector_bytes / widest, 1, 64));
+    // Along a reduced row, four registers' worth of lanes per step: four independent
+    // accumulator chains (LLVM splits the wide vectors into native registers).
+    if (sched_.lanes_reduce && width_ > 1) width_ = std::min(width_ * 4, 64u);
+    int64_t run = 1;  // values one accumulator lane adds in sequence
+    for (int d = 0; d < k.domain.rank(); ++d)
+      if (k.reduced[static_cast<size_t>(d)]) run *= k.domain[d];
+    if (sched_.lanes_reduce) run /= width_;
+    long_runs_ = run > kF32Run;
     rank_ = k.domain.rank();
     lane_dim_ = rank_ - 1;
   }
@@ -96,8 +109,12 @@ class KernelEmitter {
   }
   llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
   llvm::Type* vec_type(llvm::Type* t, unsigned w) { return w == 1 ? t : llvm::FixedVectorType::get(t, w); }
-  static DType acc_type(const Inst& r) {
-    return r.type == DType::F32 && (r.op == OpKind::ReduceSum || r.op == OpKind::ReduceProd) ? DType::F64 : r.type;
+  // f32 sums and products accumulate in f64 when a lane adds up more than kF32Run values
+  // in sequence; shorter runs stay in f32 (each lane a short block, the lanes then combined
+  // pairwise), which is twice as fast and about as accurate.
+  DType acc_type(const Inst& r) const {
+    return r.type == DType::F32 && (r.op == OpKind::ReduceSum || r.op == OpKind::ReduceProd) && long_runs_ ? DType::F64
+                                                                                                        : r.type;
   }
   Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
@@ -118,9 +135,20 @@ class KernelEmitter {
   }
   Val get(Ctx& c, Ref r) {
     auto& slot = c.memo[static_cast<size_t>(r)];
-    if (!slot) slot = compute(c, r);
+    if (!slot) slot = row_cached(c, r);
     return *slot;
   }
+  // Case A's row cache: an expensive value that several passes over a row need (softmax's
+  // exp(x - max) in its sum and in its output) is computed in the first pass and kept in a
+  // row-sized stack buffer for the others.
+  struct RowCache {
+    std::map<Ref, llvm::AllocaInst*> buffers;
+    std::set<Ref> filled;        // written by an earlier pass
+    Value* offset = nullptr;     // the lane-0 position in the row, in the current pass
+  };
+  RowCache row_cache_;
+  void plan_row_cache();
+  Val row_cached(Ctx& c, Ref r);
   Value* vector_of(Ctx& c, const Val& x) {
     if (c.w == 1 || x.kind == Val::Vector) return x.v;
     Value* splat = b_.CreateVectorSplat(c.w, x.v);
@@ -173,6 +201,8 @@ class KernelEmitter {
     return false;
   }
   void emit_case_a(Value* it);
+  Value* row_offset(const std::vector<Value*>& dims);
+  void mark_row_cache_filled(const std::vector<Ref>& reds);
   void emit_case_b(Value* it);
 
   const kir::Kernel& k_;
@@ -183,6 +213,7 @@ class KernelEmitter {
   std::vector<int> stage_;
   int num_stages_ = 0;
   unsigned width_ = 1;
+  bool long_runs_ = true;
   kir::Schedule sched_;
   int rank_ = 0;
   int lane_dim_ = -1;
@@ -397,6 +428,63 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
   KILN_ASSERT(false, "unhandled Kernel IR instruction");
 }
 
+void KernelEmitter::plan_row_cache() {
+  if (!sched_.lanes_reduce || width_ == 1) return;
+  int64_t row = 1;
+  for (int d = 0; d < rank_; ++d)
+    if (k_.reduced[static_cast<size_t>(d)]) row *= k_.domain[d];
+  if (row <= 0 || row > kRowCacheElements) return;
+  // The instructions each pass over the row evaluates (reductions' values come ready).
+  auto reach = [&](std::vector<Ref> roots) {
+    std::set<Ref> seen;
+    while (!roots.empty()) {
+      const Ref r = roots.back();
+      roots.pop_back();
+      if (!seen.insert(r).second) continue;
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (in.code == Code::Reduce) continue;
+      for (Ref a : in.args) roots.push_back(a);
+    }
+    return seen;
+  };
+  std::vector<std::set<Ref>> passes;
+  for (int st = 1; st <= num_stages_; ++st) {
+    std::vector<Ref> roots;
+    for (Ref red : reduces_of_stage(st))
+      for (Ref a : k_.insts[static_cast<size_t>(red)].args) roots.push_back(a);
+    passes.push_back(reach(roots));
+  }
+  std::vector<Ref> roots;
+  for (const kir::Store& st : k_.stores)
+    if (store_is_inner(st)) roots.insert(roots.end(), {st.value, st.offset});
+  passes.push_back(reach(roots));
+  uint64_t reduced_mask = 0;
+  for (int d = 0; d < rank_; ++d)
+    if (k_.reduced[static_cast<size_t>(d)]) reduced_mask |= uint64_t{1} << d;
+  for (size_t i = 0; i < k_.insts.size(); ++i) {
+    const Inst& in = k_.insts[i];
+    const bool expensive = in.code == Code::Op && is_float(in.type) &&
+                           (in.op == OpKind::Exp || in.op == OpKind::Log || in.op == OpKind::Tanh || in.op == OpKind::Erf ||
+                            in.op == OpKind::Sigmoid || in.op == OpKind::Sin || in.op == OpKind::Cos || in.op == OpKind::Pow);
+    if (!expensive || !(deps_[i] & reduced_mask)) continue;
+    const auto count = std::count_if(passes.begin(), passes.end(), [&](const std::set<Ref>& p) { return p.count(static_cast<Ref>(i)); });
+    if (count < 2) continue;
+    llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+    row_cache_.buffers[static_cast<Ref>(i)] = eb.CreateAlloca(llvm::ArrayType::get(reg_type(in.type), static_cast<uint64_t>(row)));
+  }
+}
+
+Val KernelEmitter::row_cached(Ctx& c, Ref r) {
+  auto it = row_cache_.buffers.find(r);
+  if (it == row_cache_.buffers.end() || row_cache_.offset == nullptr) return compute(c, r);
+  llvm::Type* et = reg_type(k_.insts[static_cast<size_t>(r)].type);
+  Value* p = b_.CreateGEP(et, it->second, row_cache_.offset);
+  if (row_cache_.filled.count(r)) return {b_.CreateAlignedLoad(vec_type(et, c.w), p, llvm::Align(4)), c.w == 1 ? Val::Uniform : Val::Vector};
+  const Val v = compute(c, r);
+  b_.CreateAlignedStore(vector_of(c, v), p, llvm::Align(4));
+  return v;
+}
+
 void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
   const DType t = k_.insts[static_cast<size_t>(s.value)].type;
   llvm::Type* mt = mem_type(t);
@@ -599,6 +687,7 @@ void KernelEmitter::emit_case_a(Value* it) {
     nest(dims, outer_reduced, 0, [&] {
       lane_loops(dims, i64(0), last_extent, [&](unsigned w, std::vector<Value*>& d) {
         Ctx c = make_ctx(w, d, reduce_value);
+        row_cache_.offset = row_offset(d);
         for (Ref r : reds) {
           const Inst& in = k_.insts[static_cast<size_t>(r)];
           if (is_arg_reduce(in.op)) {
@@ -630,6 +719,7 @@ void KernelEmitter::emit_case_a(Value* it) {
         }
       });
     });
+    mark_row_cache_filled(reds);
     for (Ref r : reds) {
       const Inst& in = k_.insts[static_cast<size_t>(r)];
       if (is_arg_reduce(in.op)) {
@@ -653,10 +743,42 @@ void KernelEmitter::emit_case_a(Value* it) {
   nest(dims, outer_reduced, 0, [&] {
     lane_loops(dims, i64(0), i64(k_.domain[lane_dim_]), [&](unsigned w, std::vector<Value*>& d) {
       Ctx c = make_ctx(w, d, reduce_value);
+      row_cache_.offset = row_offset(d);
       for (const kir::Store& s : k_.stores)
         if (store_is_inner(s)) emit_store(c, s);
     });
   });
+  row_cache_.offset = nullptr;
+}
+
+Value* KernelEmitter::row_offset(const std::vector<Value*>& dims) {
+  if (row_cache_.buffers.empty()) return nullptr;
+  Value* off = i64(0);
+  int64_t stride = 1;
+  for (int d = rank_ - 1; d >= 0; --d) {
+    if (!k_.reduced[static_cast<size_t>(d)]) continue;
+    off = b_.CreateAdd(off, b_.CreateMul(dims[static_cast<size_t>(d)], i64(stride)));
+    stride *= k_.domain[d];
+  }
+  return off;
+}
+
+void KernelEmitter::mark_row_cache_filled(const std::vector<Ref>& reds) {
+  // Everything this pass evaluated (its reductions' arguments) is in the cache now.
+  std::vector<Ref> work;
+  for (Ref red : reds)
+    for (Ref a : k_.insts[static_cast<size_t>(red)].args) work.push_back(a);
+  std::set<Ref> seen;
+  while (!work.empty()) {
+    const Ref r = work.back();
+    work.pop_back();
+    if (!seen.insert(r).second) continue;
+    if (row_cache_.buffers.count(r)) row_cache_.filled.insert(r);
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (in.code != Code::Reduce)
+      for (Ref a : in.args) work.push_back(a);
+  }
+  row_cache_.offset = nullptr;
 }
 
 void KernelEmitter::emit_case_b(Value* it) {
@@ -785,6 +907,7 @@ void KernelEmitter::emit(const std::string& name) {
   entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry_);
   for (size_t i = 0; i < k_.buffers.size(); ++i) bufs_.push_back(fn_->getArg(static_cast<unsigned>(i)));
+  plan_row_cache();
   Value* begin = fn_->getArg(static_cast<unsigned>(k_.buffers.size()));
   Value* end = fn_->getArg(static_cast<unsigned>(k_.buffers.size() + 1));
   loop(begin, end, i64(1), [&](Value* it) {

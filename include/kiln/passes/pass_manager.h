@@ -89,5 +89,9 @@ Graph constant_folding(const Graph& g, const PassOptions& options = {});
 Graph simplify(const Graph& g, const PassOptions& options = {});
 /// Groups the graph's operations into kernel regions (see docs/passes.md, "fuse").
 Graph fuse(const Graph& g, const PassOptions& options = {});
+/// Reductions to a few elements over a large extent become a reduction to per-block partials
+/// and a reduction of those (not in -O2: float sums round the partials; the cpu device runs
+/// it). See passes/split_reductions.cpp.
+Graph split_reductions(const Graph& g, const PassOptions& options = {});
 
 }  // namespace kiln

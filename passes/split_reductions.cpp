@@ -1,0 +1,113 @@
+// passes/split_reductions.cpp - reductions to few values become two-level reductions.
+//
+// A reduction whose result has only a few elements (a sum over a whole tensor) gives a
+// backend only that many independent rows, so one core does all the work. Splitting the
+// reduced extent R into P blocks turns it into a reduction to P partial results per output
+// element (P rows to spread across cores) and a small reduction of the partials:
+//   reduce_sum %x {axes = [0]} : f32[]   with %x: f32[16777216]
+// becomes
+//   %r = reshape %x : f32[64,262144]
+//   %p = reduce_sum %r {axes = [1]} : f32[64]
+//   %s = reduce_sum %p {axes = [0]} : f32[]
+// Only reductions over one contiguous block of axes are split, and only sum, prod, max and
+// min (argmax's position would need the block's offset). Max and min give the same bits;
+// float sums and products round the partials once more (integers are exact: wrapping
+// arithmetic is associative), which is why this pass is not part of -O2 and only backends
+// that document the difference run it (the cpu device: docs/runtime.md).
+#include <algorithm>
+#include <numeric>
+
+#include "kiln/passes/pass_manager.h"
+#include "rewriter.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kFewOutputs = 16;        // results at or below this many elements split
+constexpr int64_t kMinReduced = 1 << 16;   // only large reductions are worth two launches
+constexpr int64_t kMaxBlocks = 64;
+constexpr int64_t kMinBlock = 1 << 12;
+
+bool splittable(const Graph& g, const Node& n, int64_t* blocks) {
+  if (n.op != OpKind::ReduceSum && n.op != OpKind::ReduceProd && n.op != OpKind::ReduceMax && n.op != OpKind::ReduceMin)
+    return false;
+  const Shape& in = g.type(n.operands[0]).shape;
+  std::vector<int64_t> axes = n.attr("axes").ints;
+  if (axes.empty() || n.type.shape.numel() > kFewOutputs) return false;
+  std::sort(axes.begin(), axes.end());
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] != axes[i - 1] + 1) return false;
+  int64_t reduced = 1;
+  for (int64_t a : axes) reduced *= in[static_cast<int>(a)];
+  if (reduced < kMinReduced) return false;
+  for (int64_t p = kMaxBlocks; p >= 2; p /= 2)
+    if (reduced % p == 0 && reduced / p >= kMinBlock) {
+      *blocks = p;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+Graph split_reductions(const Graph& g, const PassOptions&) {
+  passes::Rewriter r(g, /*keep_kernels=*/false);
+  for (size_t id = 0; id < g.size(); ++id) {
+    const auto v = static_cast<ValueId>(id);
+    const Node& n = g.node(v);
+    if (n.op == OpKind::Input) continue;
+    int64_t blocks = 0;
+    if (n.kernel >= 0 || !splittable(g, n, &blocks)) {
+      r.copy(v);
+      continue;
+    }
+    const Shape& in = g.type(n.operands[0]).shape;
+    std::vector<int64_t> axes = n.attr("axes").ints;
+    std::sort(axes.begin(), axes.end());
+    const int first = static_cast<int>(axes.front()), last = static_cast<int>(axes.back());
+    int64_t reduced = 1;
+    for (int64_t a : axes) reduced *= in[static_cast<int>(a)];
+    // [pre..., blocks, reduced / blocks, post...]
+    Shape blocked, partial, total;
+    for (int d = 0; d < first; ++d) blocked.push_back(in[d]);
+    blocked.push_back(blocks);
+    blocked.push_back(reduced / blocks);
+    for (int d = last + 1; d < in.rank(); ++d) blocked.push_back(in[d]);
+    for (int d = 0; d < blocked.rank(); ++d)
+      if (d != first + 1) partial.push_back(blocked[d]);
+    for (int d = 0; d < partial.rank(); ++d)
+      if (d != first) total.push_back(partial[d]);
+    const DType t = n.type.dtype;
+    Node reshape;
+    reshape.op = OpKind::Reshape;
+    reshape.type = TensorType{g.type(n.operands[0]).dtype, blocked};
+    reshape.operands = {r.map(n.operands[0])};
+    reshape.attrs = Graph::make_attrs(OpKind::Reshape);
+    const ValueId x = r.add(std::move(reshape));
+    auto reduce = [&](ValueId operand, int64_t axis, Shape shape) {
+      Node red;
+      red.op = n.op;
+      red.type = TensorType{t, std::move(shape)};
+      red.operands = {operand};
+      red.attrs = Graph::make_attrs(n.op);
+      red.attr("axes").present = true;
+      red.attr("axes").ints = {axis};
+      return r.add(std::move(red));
+    };
+    const ValueId p = reduce(x, first + 1, partial);
+    ValueId result = reduce(p, first, total);
+    if (!(total == n.type.shape)) {  // keepdim: the reduced axes come back as 1s
+      Node back;
+      back.op = OpKind::Reshape;
+      back.type = n.type;
+      back.operands = {result};
+      back.attrs = Graph::make_attrs(OpKind::Reshape);
+      result = r.add(std::move(back));
+    }
+    r.out().node(result).name = n.name;
+    r.set(v, result);
+  }
+  return r.finish();
+}
+
+}  // namespace kiln
