@@ -1,7 +1,9 @@
 // passes/split_reductions.cpp - reductions to few values become two-level reductions.
 //
 // A reduction whose result has only a few elements (a sum over a whole tensor) gives a
-// backend only that many independent rows, so one core does all the work. Splitting the
+// backend only that many independent rows, so one core does all the work; a reduction
+// across rows (a column sum) can only be split across cores by columns, and then each core
+// reads short pieces of many rows instead of streaming whole rows. Splitting the
 // reduced extent R into P blocks turns it into a reduction to P partial results per output
 // element (P rows to spread across cores) and a small reduction of the partials:
 //   reduce_sum %x {axes = [0]} : f32[]   with %x: f32[16777216]
@@ -23,25 +25,37 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kFewOutputs = 16;        // results at or below this many elements split
-constexpr int64_t kMinReduced = 1 << 16;   // only large reductions are worth two launches
 constexpr int64_t kMaxBlocks = 64;
-constexpr int64_t kMinBlock = 1 << 12;
+// Reductions along the last axis (rows): split when they leave this few results, and each
+// block is at least this long.
+constexpr int64_t kFewRows = 16;
+constexpr int64_t kMinRowReduced = 1 << 16;
+constexpr int64_t kMinRowBlock = 1 << 12;
+// Reductions across rows (the last axis is kept, as in a column sum): split when there are
+// at most this many results, so that each block streams whole rows.
+constexpr int64_t kMaxColumns = 1 << 16;
+constexpr int64_t kMinColumnReduced = 1 << 12;
+constexpr int64_t kMinColumnBlock = 1 << 6;
 
 bool splittable(const Graph& g, const Node& n, int64_t* blocks) {
   if (n.op != OpKind::ReduceSum && n.op != OpKind::ReduceProd && n.op != OpKind::ReduceMax && n.op != OpKind::ReduceMin)
     return false;
   const Shape& in = g.type(n.operands[0]).shape;
   std::vector<int64_t> axes = n.attr("axes").ints;
-  if (axes.empty() || n.type.shape.numel() > kFewOutputs) return false;
+  if (axes.empty()) return false;
   std::sort(axes.begin(), axes.end());
   for (size_t i = 1; i < axes.size(); ++i)
     if (axes[i] != axes[i - 1] + 1) return false;
   int64_t reduced = 1;
   for (int64_t a : axes) reduced *= in[static_cast<int>(a)];
-  if (reduced < kMinReduced) return false;
+  const bool rows = axes.back() == in.rank() - 1;
+  const int64_t results = n.type.shape.numel();
+  int64_t min_block = 0;
+  if (rows && results <= kFewRows && reduced >= kMinRowReduced) min_block = kMinRowBlock;
+  if (!rows && results <= kMaxColumns && reduced >= kMinColumnReduced) min_block = kMinColumnBlock;
+  if (min_block == 0) return false;
   for (int64_t p = kMaxBlocks; p >= 2; p /= 2)
-    if (reduced % p == 0 && reduced / p >= kMinBlock) {
+    if (reduced % p == 0 && reduced / p >= min_block) {
       *blocks = p;
       return true;
     }
