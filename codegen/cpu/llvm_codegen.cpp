@@ -117,6 +117,14 @@ class KernelEmitter {
                                                                                                         : r.type;
   }
   Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+  // Accumulator arrays hold bools as bytes: a vector of i1 in memory is bit-packed, which
+  // lane-wise stores and vector loads would disagree on.
+  Value* to_acc_memory(Value* v, DType t, unsigned w) {
+    return t == DType::Bool ? b_.CreateZExt(v, vec_type(b_.getInt8Ty(), w)) : v;
+  }
+  Value* from_acc_memory(Value* v, DType t, unsigned w) {
+    return t == DType::Bool ? b_.CreateICmpNE(v, llvm::Constant::getNullValue(vec_type(b_.getInt8Ty(), w))) : v;
+  }
 
   // ---- one body at width w ----
   struct Ctx {
@@ -235,6 +243,12 @@ Value* KernelEmitter::emit_cast(Value* x, DType from, DType to) {
     return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
   }
   if (is_integer(from) && is_integer(to)) return b_.CreateSExtOrTrunc(x, t);
+  if (from == DType::I64 && to == DType::F32) {
+    // Through f64, as the interpreter converts (rounding twice can differ from once).
+    llvm::Type* d = b_.getDoubleTy();
+    if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType())) d = llvm::FixedVectorType::get(d, vt->getNumElements());
+    return b_.CreateFPTrunc(b_.CreateSIToFP(x, d), t);
+  }
   if (is_integer(from)) return b_.CreateSIToFP(x, t);
   if (is_integer(to)) return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
   return to == DType::F64 ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
@@ -808,7 +822,7 @@ void KernelEmitter::emit_case_b(Value* it) {
     Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
     Value* p = b_.CreateGEP(et, a, lane);
     Value* v = b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1));
-    v = is_arg_reduce(in.op) ? v : emit_cast(v, acc_type(in), in.type);
+    if (!is_arg_reduce(in.op)) v = emit_cast(from_acc_memory(v, acc_type(in), w), acc_type(in), in.type);
     return Val{v, w == 1 ? Val::Uniform : Val::Vector};
   };
   for (int s = 1; s <= num_stages_; ++s) {
@@ -824,7 +838,7 @@ void KernelEmitter::emit_case_b(Value* it) {
                   b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(tile))),
                   b_.CreateAlloca(llvm::ArrayType::get(b_.getInt1Ty(), static_cast<uint64_t>(tile)))};
       } else {
-        acc[r] = b_.CreateAlloca(llvm::ArrayType::get(reg_type(acc_type(in)), static_cast<uint64_t>(tile)));
+        acc[r] = b_.CreateAlloca(llvm::ArrayType::get(mem_type(acc_type(in)), static_cast<uint64_t>(tile)));
       }
     }
     b_.restoreIP(ip);
@@ -835,7 +849,7 @@ void KernelEmitter::emit_case_b(Value* it) {
           b_.CreateStore(b_.getFalse(), b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, l));
           b_.CreateStore(b_.getInt64(0), b_.CreateGEP(b_.getInt64Ty(), arg[r].index, l));
         } else {
-          b_.CreateStore(identity(in, 1), b_.CreateGEP(reg_type(acc_type(in)), acc[r], l));
+          b_.CreateStore(to_acc_memory(identity(in, 1), acc_type(in), 1), b_.CreateGEP(mem_type(acc_type(in)), acc[r], l));
         }
       }
     });
@@ -870,11 +884,11 @@ void KernelEmitter::emit_case_b(Value* it) {
             continue;
           }
           const DType at = acc_type(in);
-          llvm::Type* et = reg_type(at);
+          llvm::Type* et = mem_type(at);
           Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
           Value* p = b_.CreateGEP(et, acc[r], lane);
-          Value* cur = b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1));
-          b_.CreateAlignedStore(combine(in, cur, x), p, llvm::Align(1));
+          Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
+          b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
         }
       });
     });

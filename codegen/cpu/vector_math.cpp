@@ -118,7 +118,18 @@ Value* erf_f32(llvm::IRBuilder<>& b, Value* x) {
   Value* q = poly(b, x2, {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
                           -1.42647390514189e-02});
   Value* r = b.CreateFDiv(p, q);
+  // Near 0, erf(x) = 2/sqrt(pi) x (1 - x^2/3 + ...): the rational form would lose the bits
+  // of a tiny x in subnormal intermediates.
+  Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
+  r = b.CreateSelect(b.CreateFCmpOLT(ax, c(x, 1e-4)), b.CreateFMul(x, c(x, 1.12837916709551257)), r);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+}
+
+Value* sigmoid_f32(llvm::IRBuilder<>& b, Value* x) {
+  Value* r = b.CreateFDiv(c(x, 1.0), b.CreateFAdd(c(x, 1.0), exp_f32(b, b.CreateFNeg(x))));
+  // Far left, 1 + e^-x overflows while the result is still representable (down to the
+  // subnormals): there sigmoid(x) = e^x / (1 + e^x) is e^x to within an ulp.
+  return b.CreateSelect(b.CreateFCmpOLT(x, c(x, -20.0)), exp_f32(b, x), r);
 }
 
 }  // namespace
@@ -133,7 +144,7 @@ Value* emit_vector_math(llvm::IRBuilder<>& b, OpKind op, Value* x) {
     case OpKind::Log: return log_f32(b, x);
     case OpKind::Tanh: return tanh_f32(b, x);
     case OpKind::Erf: return erf_f32(b, x);
-    case OpKind::Sigmoid: return b.CreateFDiv(c(x, 1.0), b.CreateFAdd(c(x, 1.0), exp_f32(b, b.CreateFNeg(x))));
+    case OpKind::Sigmoid: return sigmoid_f32(b, x);
     default: break;
   }
   KILN_ASSERT(false, "emit_vector_math: no inline implementation");
