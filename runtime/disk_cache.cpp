@@ -157,8 +157,9 @@ fs::path DiskCache::path_of(std::string_view key) const {
 }
 
 std::optional<std::string> DiskCache::load(std::string_view key, std::string_view canonical) {
-  // enabled_ may be cleared by a failing store on another thread.
-  if (!std::atomic_ref<bool>(enabled_).load(std::memory_order_relaxed)) return std::nullopt;
+  // A directory that cannot be written is still read: a cache filled ahead of time may be
+  // deployed read-only.
+  if (dir_.empty()) return std::nullopt;
   const fs::path path = path_of(key);
   RuntimeCounters& counters = runtime_counters();
   std::ifstream in(path, std::ios::binary);

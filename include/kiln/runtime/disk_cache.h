@@ -7,8 +7,9 @@
 // of it and compares the canonical text, so a collision or a damaged file is never trusted:
 // it is reported once as a warning, removed, and the caller rebuilds. Writes go to a
 // temporary file that is renamed into place, so readers in other processes see a whole entry
-// or none. A directory that cannot be created or written degrades to no disk caching, with
-// one warning.
+// or none. A directory that cannot be created or written is still read (a cache filled
+// ahead of time may be deployed read-only), but nothing more is written to it: one warning
+// says so, and compiled kernels are then kept in memory only.
 #pragma once
 
 #include <filesystem>
@@ -34,7 +35,7 @@ class DiskCache {
   /// (the cache then stays off for this process, after one warning).
   bool store(std::string_view key, std::string_view canonical, std::string_view payload);
 
-  /// Whether entries reach the disk (false when disabled or after a write failure).
+  /// Whether new entries reach the disk (false when disabled or after a write failure).
   bool enabled() const { return enabled_; }
   const std::filesystem::path& dir() const { return dir_; }
   /// The file that holds `key`'s entry.
