@@ -59,6 +59,29 @@ std::string Kernel::str() const {
   return out + "}\n";
 }
 
+void remove_dead_instructions(Kernel& k) {
+  std::vector<bool> live(k.insts.size(), false);
+  for (const Store& s : k.stores)
+    for (Ref r : {s.offset, s.value, s.guard})
+      if (r != kNoRef) live[static_cast<size_t>(r)] = true;
+  for (size_t i = k.insts.size(); i-- > 0;)
+    if (live[i])
+      for (Ref a : k.insts[i].args) live[static_cast<size_t>(a)] = true;
+  std::vector<Ref> renumber(k.insts.size(), kNoRef);
+  std::vector<Inst> kept;
+  for (size_t i = 0; i < k.insts.size(); ++i) {
+    if (!live[i]) continue;
+    Inst in = std::move(k.insts[i]);
+    for (Ref& a : in.args) a = renumber[static_cast<size_t>(a)];
+    renumber[i] = static_cast<Ref>(kept.size());
+    kept.push_back(std::move(in));
+  }
+  k.insts = std::move(kept);
+  for (Store& s : k.stores)
+    for (Ref* r : {&s.offset, &s.value, &s.guard})
+      if (*r != kNoRef) *r = renumber[static_cast<size_t>(*r)];
+}
+
 std::vector<uint64_t> dim_dependence(const Kernel& k) {
   uint64_t reduced_mask = 0;
   for (size_t d = 0; d < k.reduced.size(); ++d)

@@ -99,8 +99,12 @@ class KernelBuilder {
   /// output larger than the domain along some dim).
   bool store(const Graph& g, ValueId v, int32_t plan_buffer);
 
-  kir::Kernel finish() { return std::move(k_); }
+  kir::Kernel finish() {
+    kir::remove_dead_instructions(k_);
+    return std::move(k_);
+  }
   bool finish_empty() const { return k_.stores.empty(); }
+  void add_store(const kir::Store& s) { k_.stores.push_back(s); }
   /// Where member `v`'s elements lie in the domain when it derives from a reduction of the
   /// kernel (over the reduction's kept dims, through elementwise ops and views forwards);
   /// nullopt otherwise: then its dims are right-aligned with the domain's.
@@ -550,8 +554,8 @@ void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool
   for (int d = 0; d < s.rank(); ++d)
     if (s[d] != 1) off = b.add(off, b.mul(b.dim(d), strides[static_cast<size_t>(d)]));
   const int32_t param = b.param_for(buffer, name(v), TensorType{as, s}, true);
+  b.add_store({param, off, x, kir::kNoRef});
   kir::Kernel k = b.finish();
-  k.stores.push_back({param, off, x, kir::kNoRef});
   LaunchPlan::Step step;
   step.kernel = static_cast<int32_t>(plan_.kernels.size());
   step.bindings = b.bindings();

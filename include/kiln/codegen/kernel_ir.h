@@ -79,6 +79,9 @@ struct Kernel {
   std::string str() const;
 };
 
+/// Drops the instructions no store needs and renumbers the rest (in order).
+void remove_dead_instructions(Kernel& k);
+
 /// Per instruction: the bit set of domain dims its value depends on (a reduction's value
 /// depends on its kept dims only).
 std::vector<uint64_t> dim_dependence(const Kernel& k);
