@@ -109,12 +109,14 @@ class KernelEmitter {
   }
   llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
   llvm::Type* vec_type(llvm::Type* t, unsigned w) { return w == 1 ? t : llvm::FixedVectorType::get(t, w); }
-  // f32 sums and products accumulate in f64 when a lane adds up more than kF32Run values
-  // in sequence; shorter runs stay in f32 (each lane a short block, the lanes then combined
-  // pairwise), which is twice as fast and about as accurate.
+  // f32 products accumulate in f64 (their range). f32 sums too, except where each
+  // accumulator lane adds at most kF32Run values: those add in f32 (short blocks, then the
+  // lanes pairwise: about as accurate, and twice as fast), and a row or tile whose f32 sum
+  // overflows is summed again in f64, so results have the f64 range the IR promises.
   DType acc_type(const Inst& r) const {
-    return r.type == DType::F32 && (r.op == OpKind::ReduceSum || r.op == OpKind::ReduceProd) && long_runs_ ? DType::F64
-                                                                                                        : r.type;
+    if (r.type != DType::F32) return r.type;
+    if (r.op == OpKind::ReduceProd) return DType::F64;  // f32 products underflow and overflow
+    return r.op == OpKind::ReduceSum && (long_runs_ || wide_sums_) ? DType::F64 : r.type;
   }
   Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
   // Accumulator arrays hold bools as bytes: a vector of i1 in memory is bit-packed, which
@@ -222,6 +224,7 @@ class KernelEmitter {
   int num_stages_ = 0;
   unsigned width_ = 1;
   bool long_runs_ = true;
+  bool wide_sums_ = false;  // emitting case A's f64 fallback pass
   kir::Schedule sched_;
   int rank_ = 0;
   int lane_dim_ = -1;
@@ -672,77 +675,115 @@ void KernelEmitter::emit_case_a(Value* it) {
       for (Ref r : reds) results[r] = empty_value(k_.insts[static_cast<size_t>(r)], 1);
       continue;
     }
-    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
-    b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
-    std::map<Ref, llvm::AllocaInst*> vacc, sacc;
-    std::map<Ref, ArgState> arg;
-    for (Ref r : reds) {
-      const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (is_arg_reduce(in.op)) {
-        const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-        arg[r] = {b_.CreateAlloca(reg_type(vt)), b_.CreateAlloca(b_.getInt64Ty()), b_.CreateAlloca(b_.getInt1Ty())};
-      } else {
-        vacc[r] = b_.CreateAlloca(vec_type(reg_type(acc_type(in)), width_));
-        sacc[r] = b_.CreateAlloca(reg_type(acc_type(in)));
-      }
-    }
-    b_.restoreIP(ip);
-    for (Ref r : reds) {
-      const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (is_arg_reduce(in.op)) {
-        b_.CreateStore(b_.getFalse(), arg[r].seen);
-        b_.CreateStore(b_.getInt64(0), arg[r].index);
-        b_.CreateStore(llvm::Constant::getNullValue(arg[r].value->getAllocatedType()), arg[r].value);
-      } else {
-        b_.CreateStore(identity(in, width_), vacc[r]);
-        b_.CreateStore(identity(in, 1), sacc[r]);
-      }
-    }
-    nest(dims, outer_reduced, 0, [&] {
-      lane_loops(dims, i64(0), last_extent, [&](unsigned w, std::vector<Value*>& d) {
-        Ctx c = make_ctx(w, d, reduce_value);
-        row_cache_.offset = row_offset(d);
-        for (Ref r : reds) {
-          const Inst& in = k_.insts[static_cast<size_t>(r)];
-          if (is_arg_reduce(in.op)) {
-            const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-            Value* x = get(c, in.args[0]).v;
-            Value* pos = get(c, in.args[1]).v;
-            Value* best = b_.CreateLoad(arg[r].value->getAllocatedType(), arg[r].value);
-            Value* seen = b_.CreateLoad(b_.getInt1Ty(), arg[r].seen);
-            const bool is_max = in.op == OpKind::ArgMax;
-            Value* better;
-            if (is_float(vt)) {
-              Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
-              better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
-            } else {
-              better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
-                              : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
-            }
-            better = b_.CreateOr(b_.CreateNot(seen), better);
-            b_.CreateStore(b_.CreateSelect(better, x, best), arg[r].value);
-            b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), arg[r].index)), arg[r].index);
-            b_.CreateStore(b_.getTrue(), arg[r].seen);
-            continue;
-          }
-          const DType at = acc_type(in);
-          Value* x = vector_of(c, get(c, in.args[0]));
-          x = emit_cast(x, in.type, at);
-          llvm::AllocaInst* acc = w == 1 ? sacc[r] : vacc[r];
-          b_.CreateStore(combine(in, b_.CreateLoad(acc->getAllocatedType(), acc), x), acc);
+    // One pass over the row for this stage's reductions: their values for this kept point.
+    auto run_stage = [&]() {
+      std::map<Ref, Value*> out;
+      llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
+      b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
+      std::map<Ref, llvm::AllocaInst*> vacc, sacc;
+      std::map<Ref, ArgState> arg;
+      for (Ref r : reds) {
+        const Inst& in = k_.insts[static_cast<size_t>(r)];
+        if (is_arg_reduce(in.op)) {
+          const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+          arg[r] = {b_.CreateAlloca(reg_type(vt)), b_.CreateAlloca(b_.getInt64Ty()), b_.CreateAlloca(b_.getInt1Ty())};
+        } else {
+          vacc[r] = b_.CreateAlloca(vec_type(reg_type(acc_type(in)), width_));
+          sacc[r] = b_.CreateAlloca(reg_type(acc_type(in)));
         }
+      }
+      b_.restoreIP(ip);
+      for (Ref r : reds) {
+        const Inst& in = k_.insts[static_cast<size_t>(r)];
+        if (is_arg_reduce(in.op)) {
+          b_.CreateStore(b_.getFalse(), arg[r].seen);
+          b_.CreateStore(b_.getInt64(0), arg[r].index);
+          b_.CreateStore(llvm::Constant::getNullValue(arg[r].value->getAllocatedType()), arg[r].value);
+        } else {
+          b_.CreateStore(identity(in, width_), vacc[r]);
+          b_.CreateStore(identity(in, 1), sacc[r]);
+        }
+      }
+      nest(dims, outer_reduced, 0, [&] {
+        lane_loops(dims, i64(0), last_extent, [&](unsigned w, std::vector<Value*>& d) {
+          Ctx c = make_ctx(w, d, reduce_value);
+          row_cache_.offset = row_offset(d);
+          for (Ref r : reds) {
+            const Inst& in = k_.insts[static_cast<size_t>(r)];
+            if (is_arg_reduce(in.op)) {
+              const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+              Value* x = get(c, in.args[0]).v;
+              Value* pos = get(c, in.args[1]).v;
+              Value* best = b_.CreateLoad(arg[r].value->getAllocatedType(), arg[r].value);
+              Value* seen = b_.CreateLoad(b_.getInt1Ty(), arg[r].seen);
+              const bool is_max = in.op == OpKind::ArgMax;
+              Value* better;
+              if (is_float(vt)) {
+                Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
+                better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
+              } else {
+                better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
+                                : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
+              }
+              better = b_.CreateOr(b_.CreateNot(seen), better);
+              b_.CreateStore(b_.CreateSelect(better, x, best), arg[r].value);
+              b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), arg[r].index)), arg[r].index);
+              b_.CreateStore(b_.getTrue(), arg[r].seen);
+              continue;
+            }
+            const DType at = acc_type(in);
+            Value* x = vector_of(c, get(c, in.args[0]));
+            x = emit_cast(x, in.type, at);
+            llvm::AllocaInst* acc = w == 1 ? sacc[r] : vacc[r];
+            b_.CreateStore(combine(in, b_.CreateLoad(acc->getAllocatedType(), acc), x), acc);
+          }
+        });
       });
-    });
+      for (Ref r : reds) {
+        const Inst& in = k_.insts[static_cast<size_t>(r)];
+        if (is_arg_reduce(in.op)) {
+          out[r] = b_.CreateLoad(b_.getInt64Ty(), arg[r].index);
+          continue;
+        }
+        Value* v = horizontal(in, b_.CreateLoad(vacc[r]->getAllocatedType(), vacc[r]));
+        v = combine(in, v, b_.CreateLoad(sacc[r]->getAllocatedType(), sacc[r]));
+        out[r] = emit_cast(v, acc_type(in), in.type);
+      }
+      return out;
+    };
+    std::map<Ref, Value*> fast = run_stage();
     mark_row_cache_filled(reds);
+    // f32 sums kept in f32 lanes (short runs) could overflow where the f64 sum the IR
+    // promises does not: a row whose sum is not finite is summed again in f64.
+    Value* redo = nullptr;
     for (Ref r : reds) {
       const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (is_arg_reduce(in.op)) {
-        results[r] = b_.CreateLoad(b_.getInt64Ty(), arg[r].index);
-        continue;
-      }
-      Value* v = horizontal(in, b_.CreateLoad(vacc[r]->getAllocatedType(), vacc[r]));
-      v = combine(in, v, b_.CreateLoad(sacc[r]->getAllocatedType(), sacc[r]));
-      results[r] = emit_cast(v, acc_type(in), in.type);
+      if (in.op != OpKind::ReduceSum || in.type != DType::F32 || acc_type(in) == DType::F64) continue;
+      Value* inf = b_.CreateFCmpOEQ(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {fast[r]->getType()}, {fast[r]}),
+                                    llvm::ConstantFP::getInfinity(fast[r]->getType()));
+      Value* bad = b_.CreateOr(inf, b_.CreateFCmpUNO(fast[r], fast[r]));
+      redo = redo ? b_.CreateOr(redo, bad) : bad;
+    }
+    if (redo == nullptr) {
+      results.insert(fast.begin(), fast.end());
+      continue;
+    }
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* slow = llvm::BasicBlock::Create(ctx_, "wide.sum", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "wide.join", fn_);
+    b_.CreateCondBr(redo, slow, join);
+    b_.SetInsertPoint(slow);
+    wide_sums_ = true;
+    std::map<Ref, Value*> wide = run_stage();
+    wide_sums_ = false;
+    llvm::BasicBlock* slow_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    for (Ref r : reds) {
+      llvm::PHINode* phi = b_.CreatePHI(fast[r]->getType(), 2);
+      phi->addIncoming(fast[r], from);
+      phi->addIncoming(wide[r], slow_end);
+      results[r] = phi;
     }
   }
   // Stores of the kept point, then the stores inside the rows.
@@ -828,70 +869,113 @@ void KernelEmitter::emit_case_b(Value* it) {
   for (int s = 1; s <= num_stages_; ++s) {
     const std::vector<Ref> reds = reduces_of_stage(s);
     if (empty_reduction()) continue;
-    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
-    b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
-    for (Ref r : reds) {
-      const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (is_arg_reduce(in.op)) {
-        const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-        arg[r] = {b_.CreateAlloca(llvm::ArrayType::get(reg_type(vt), static_cast<uint64_t>(tile))),
-                  b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(tile))),
-                  b_.CreateAlloca(llvm::ArrayType::get(b_.getInt1Ty(), static_cast<uint64_t>(tile)))};
-      } else {
-        acc[r] = b_.CreateAlloca(llvm::ArrayType::get(mem_type(acc_type(in)), static_cast<uint64_t>(tile)));
-      }
-    }
-    b_.restoreIP(ip);
-    loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+    // One pass over the reduced dims for this stage: the accumulators of every lane.
+    auto run_stage = [&]() {
+      llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
+      b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
       for (Ref r : reds) {
         const Inst& in = k_.insts[static_cast<size_t>(r)];
         if (is_arg_reduce(in.op)) {
-          b_.CreateStore(b_.getFalse(), b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, l));
-          b_.CreateStore(b_.getInt64(0), b_.CreateGEP(b_.getInt64Ty(), arg[r].index, l));
+          const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+          arg[r] = {b_.CreateAlloca(llvm::ArrayType::get(reg_type(vt), static_cast<uint64_t>(tile))),
+                    b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(tile))),
+                    b_.CreateAlloca(llvm::ArrayType::get(b_.getInt1Ty(), static_cast<uint64_t>(tile)))};
         } else {
-          b_.CreateStore(to_acc_memory(identity(in, 1), acc_type(in), 1), b_.CreateGEP(mem_type(acc_type(in)), acc[r], l));
+          acc[r] = b_.CreateAlloca(llvm::ArrayType::get(mem_type(acc_type(in)), static_cast<uint64_t>(tile)));
         }
       }
-    });
-    nest(dims, reduced, 0, [&] {
-      lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
-        Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
-        Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+      b_.restoreIP(ip);
+      loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
         for (Ref r : reds) {
           const Inst& in = k_.insts[static_cast<size_t>(r)];
-          if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
-            const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-            llvm::Type* et = reg_type(vt);
-            Value* pv = b_.CreateGEP(et, arg[r].value, lane);
-            Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
-            Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
-            Value* x = get(c, in.args[0]).v;
-            Value* pos = get(c, in.args[1]).v;
-            Value* best = b_.CreateLoad(et, pv);
-            const bool is_max = in.op == OpKind::ArgMax;
-            Value* better;
-            if (is_float(vt)) {
-              Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
-              better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
-            } else {
-              better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
-                              : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
-            }
-            better = b_.CreateOr(b_.CreateNot(b_.CreateLoad(b_.getInt1Ty(), ps)), better);
-            b_.CreateStore(b_.CreateSelect(better, x, best), pv);
-            b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), pi)), pi);
-            b_.CreateStore(b_.getTrue(), ps);
-            continue;
+          if (is_arg_reduce(in.op)) {
+            b_.CreateStore(b_.getFalse(), b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, l));
+            b_.CreateStore(b_.getInt64(0), b_.CreateGEP(b_.getInt64Ty(), arg[r].index, l));
+          } else {
+            b_.CreateStore(to_acc_memory(identity(in, 1), acc_type(in), 1), b_.CreateGEP(mem_type(acc_type(in)), acc[r], l));
           }
-          const DType at = acc_type(in);
-          llvm::Type* et = mem_type(at);
-          Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
-          Value* p = b_.CreateGEP(et, acc[r], lane);
-          Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
-          b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
         }
       });
+      nest(dims, reduced, 0, [&] {
+        lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
+          Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
+          Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+          for (Ref r : reds) {
+            const Inst& in = k_.insts[static_cast<size_t>(r)];
+            if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
+              const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+              llvm::Type* et = reg_type(vt);
+              Value* pv = b_.CreateGEP(et, arg[r].value, lane);
+              Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
+              Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
+              Value* x = get(c, in.args[0]).v;
+              Value* pos = get(c, in.args[1]).v;
+              Value* best = b_.CreateLoad(et, pv);
+              const bool is_max = in.op == OpKind::ArgMax;
+              Value* better;
+              if (is_float(vt)) {
+                Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
+                better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
+              } else {
+                better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
+                                : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
+              }
+              better = b_.CreateOr(b_.CreateNot(b_.CreateLoad(b_.getInt1Ty(), ps)), better);
+              b_.CreateStore(b_.CreateSelect(better, x, best), pv);
+              b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), pi)), pi);
+              b_.CreateStore(b_.getTrue(), ps);
+              continue;
+            }
+            const DType at = acc_type(in);
+            llvm::Type* et = mem_type(at);
+            Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
+            Value* p = b_.CreateGEP(et, acc[r], lane);
+            Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
+            b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
+          }
+        });
+      });
+    };
+    run_stage();
+    // As along rows: f32 sums kept in f32 whose total overflows are summed again in f64
+    // (the whole tile), then rounded into the f32 accumulators the stores read.
+    std::vector<Ref> narrow;
+    for (Ref r : reds) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (in.op == OpKind::ReduceSum && in.type == DType::F32 && acc_type(in) == DType::F32) narrow.push_back(r);
+    }
+    if (narrow.empty()) continue;
+    llvm::AllocaInst* bad;
+    {
+      llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+      bad = eb.CreateAlloca(b_.getInt1Ty());
+    }
+    b_.CreateStore(b_.getFalse(), bad);
+    loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+      for (Ref r : narrow) {
+        Value* v = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), acc[r], l));
+        Value* inf = b_.CreateFCmpOEQ(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {v->getType()}, {v}),
+                                      llvm::ConstantFP::getInfinity(v->getType()));
+        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), bad), b_.CreateOr(inf, b_.CreateFCmpUNO(v, v))), bad);
+      }
     });
+    auto* slow = llvm::BasicBlock::Create(ctx_, "wide.sum", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "wide.join", fn_);
+    b_.CreateCondBr(b_.CreateLoad(b_.getInt1Ty(), bad), slow, join);
+    b_.SetInsertPoint(slow);
+    const std::map<Ref, llvm::AllocaInst*> fast = acc;
+    wide_sums_ = true;
+    run_stage();
+    loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+      for (Ref r : narrow) {
+        Value* v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateGEP(b_.getDoubleTy(), acc[r], l));
+        b_.CreateStore(b_.CreateFPTrunc(v, b_.getFloatTy()), b_.CreateGEP(b_.getFloatTy(), fast.at(r), l));
+      }
+    });
+    wide_sums_ = false;
+    acc = fast;
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
   }
   auto stores = [&](bool inner) {
     lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {

@@ -12,3 +12,6 @@ config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in"]
 config.substitutions.append(("%kiln", os.path.join(config.kiln_bin_dir, "kiln")))
 config.substitutions.append(("FileCheck", config.filecheck))
 config.environment["FILECHECK_OPTS"] = "--dump-input=fail"
+# Compiled kernels go to a cache of the test tree's own, never the user's ~/.cache/kiln.
+config.environment["KILN_CACHE_DIR"] = os.environ.get("KILN_CACHE_DIR",
+                                                      os.path.join(config.test_exec_root, "kiln-cache"))

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/codegen/cpu.h"
 #include "kiln/ir/text.h"
 #include "kiln/runtime/host_tensor.h"
 #include "kiln/runtime/interpreter.h"
@@ -28,6 +29,15 @@ inline std::vector<HostTensor> run(const std::string& text, std::vector<HostTens
 /// type is `result`: `graph @t() -> result { body }`.
 inline HostTensor eval(const std::string& result, const std::string& body) {
   return run("graph @t() -> " + result + " {\n" + body + "\n}\n").at(0);
+}
+
+/// Runs `g` on the cpu engine (fusion, Kernel IR, LLVM) and returns copies of its outputs.
+inline std::vector<HostTensor> run_cpu(const Graph& g, const std::vector<HostTensor>& inputs) {
+  std::vector<BufferRef> refs;
+  for (const HostTensor& t : inputs) refs.push_back(std::make_shared<const HostTensor>(t));
+  std::vector<HostTensor> out;
+  for (const BufferRef& r : cpu_engine().run(g, refs)) out.push_back(*r);
+  return out;
 }
 
 }  // namespace kiln::test

@@ -1,0 +1,1078 @@
+// Every op on the cpu device (fusion, Kernel IR, LLVM) against the reference interpreter.
+//
+// The interpreter is the oracle (interpreter_ops_test checks it by hand). Each test builds
+// graphs from IR text, fills their parameters with seeded data full of special values
+// (NaN, infinities, signed zeros, subnormals, integer limits), runs them on both and compares
+// bit for bit (any NaN matches any NaN), except where docs/runtime.md allows the cpu device
+// to round differently: f32 exp/log/tanh/erf/sigmoid within their ulp bounds
+// (cpu_math_test measures them), and float sums, products and matmuls within a relative
+// tolerance of the sum of the magnitudes involved.
+//
+// Many elementwise ops are checked in one kernel: a "stack" graph computes each op on the
+// same parameters and concatenates the results along a new leading axis, so a dozen ops cost
+// one compilation. Shapes of 1 and 7 elements run the scalar loop only; 37, 100 and [5,37]
+// run the vector loop and a scalar remainder. Each test names the ops it covers with
+// COVERS(...); EveryOpIsCovered fails when an op of ops.def has no test here.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using test::parse_or_fail;
+using test::run_cpu;
+
+std::set<OpKind>& covered() {
+  static std::set<OpKind> ops;
+  return ops;
+}
+struct Cover {
+  Cover(std::initializer_list<OpKind> ops) { covered().insert(ops.begin(), ops.end()); }
+};
+#define COVERS(name, ...) const Cover cover_##name{__VA_ARGS__};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---- data --------------------------------------------------------------------------------
+
+/// What a parameter is filled with.
+enum class Data {
+  General,   // special values every third element, the rest random over several magnitudes
+  Smooth,    // |x| <= 10, infinities, NaN, signed zeros: where the approximated f32 math is
+             // used most (cpu_math_test sweeps its whole range)
+  NearOne,   // |x| in [0.5, 1.5], either sign (products that neither overflow nor vanish)
+  Exponent,  // integers in [-3, 40] (pow exponents; floats hold the same values)
+  Unit,      // uniform in [-1, 1] (matmul and sum operands: tolerances scale with them)
+};
+
+uint64_t mix(uint64_t seed, uint64_t k) {  // splitmix64 of (seed, k)
+  uint64_t z = seed * 0x9e3779b97f4a7c15ull + k * 0xbf58476d1ce4e5b9ull + 0x94d049bb133111ebull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+double unit(uint64_t h) {
+  return static_cast<double>(h >> 11) * 0x1p-53;
+}  // [0, 1)
+
+const std::vector<double> kFloatSpecials = {kNaN,
+                                            kInf,
+                                            -kInf,
+                                            0.0,
+                                            -0.0,
+                                            1.0,
+                                            -1.0,
+                                            0.5,
+                                            -0.5,
+                                            2.5,
+                                            -2.5,
+                                            3.5,
+                                            -3.5,
+                                            1e-40,
+                                            -1e-40,  // subnormal in f32
+                                            1.1754943508222875e-38,
+                                            3.4028234663852886e+38,
+                                            -3.4028234663852886e+38,
+                                            1e10,
+                                            -1e10,
+                                            2147483648.0,
+                                            -2147483904.0,
+                                            16777217.0,
+                                            1e20,
+                                            -1e20,
+                                            100.0,
+                                            -100.0,
+                                            9.3e18,
+                                            -9.3e18,
+                                            1e300,
+                                            -1e300,
+                                            4.9e-324,
+                                            9007199254740993.0};
+const std::vector<double> kSmoothSpecials = {kNaN, kInf, -kInf, 0.0, -0.0, 1.0,
+                                             -1.0, 0.5,  -2.5,  9.5, -9.5, 1e-3};
+const std::vector<int64_t> kI32Specials = {INT32_MIN, INT32_MAX, 0,      1,  -1, 2, -2,
+                                           46341,     65536,     -65536, 31, 32, 7};
+const std::vector<int64_t> kI64Specials = {
+    INT64_MIN,
+    INT64_MAX,
+    0,
+    1,
+    -1,
+    int64_t{1} << 31,
+    -(int64_t{1} << 31) - 1,
+    int64_t{1} << 32,
+    (int64_t{1} << 53) + 1,
+    (int64_t{1} << 60) + (int64_t{1} << 36) + 1,  // rounds differently via f64
+    -((int64_t{1} << 60) + (int64_t{1} << 36) + 1),
+    3037000500,
+    63,
+    64};
+
+/// Fills `t` with `data` from stream `seed`.
+void fill(HostTensor& t, Data data, uint64_t seed) {
+  const DType d = t.dtype();
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    const uint64_t h = mix(seed, static_cast<uint64_t>(k));
+    const bool special = k % 3 == 0;
+    const size_t pick = static_cast<size_t>(static_cast<uint64_t>(k) / 3 + seed);
+    if (is_bool(d)) {
+      t.set_int(k, static_cast<int64_t>(h & 1));
+      continue;
+    }
+    switch (data) {
+      case Data::Exponent:
+        t.set_int(k, static_cast<int64_t>(h % 44) - 3);
+        continue;  // set_int converts for floats
+      case Data::NearOne:
+        t.set_double(k, (h & 1 ? -1 : 1) * (0.5 + unit(h >> 1)));
+        continue;
+      case Data::Unit:
+        t.set_double(k, 2 * unit(h) - 1);
+        continue;
+      case Data::Smooth:
+        if (is_float(d)) {
+          t.set_double(
+              k, special ? kSmoothSpecials[pick % kSmoothSpecials.size()] : 20 * unit(h) - 10);
+          continue;
+        }
+        break;
+      case Data::General:
+        break;
+    }
+    if (is_float(d)) {
+      const double magnitude = std::array{1.0, 10.0, 1000.0}[h % 3];
+      t.set_double(k, special ? kFloatSpecials[pick % kFloatSpecials.size()]
+                              : magnitude * (2 * unit(h >> 2) - 1));
+    } else {
+      const auto& specials = d == DType::I32 ? kI32Specials : kI64Specials;
+      if (special)
+        t.set_int(k, specials[pick % specials.size()]);
+      else if (h % 3 == 0)
+        t.set_int(k, static_cast<int64_t>(h >> 1));  // any bits (i32 keeps the low 32)
+      else
+        t.set_int(k, static_cast<int64_t>(h % 101) - 50);
+    }
+  }
+}
+
+/// One filled tensor per graph parameter; parameter i uses kinds[i] (the last kind repeats).
+std::vector<HostTensor> inputs_for(const Graph& g, std::vector<Data> kinds = {Data::General},
+                                   uint64_t seed = 1) {
+  std::vector<HostTensor> in;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    HostTensor t(g.type(g.inputs()[i]));
+    fill(t, kinds[std::min(i, kinds.size() - 1)], seed * 131 + i);
+    in.push_back(std::move(t));
+  }
+  return in;
+}
+
+// ---- comparison --------------------------------------------------------------------------
+
+/// How close a cpu result must be. Default: bit for bit.
+struct Tol {
+  int64_t f32_ulps = 0;  // f32 elements: within this many ulps
+  double rtol = 0;       // floats: |got - want| <= rtol * (|want| + magnitude)
+  double magnitude = 0;  // the sum of the magnitudes that went into one element
+};
+const Tol kExact{};
+// docs/runtime.md, "Accuracy" (measured by cpu_math_test).
+const Tol kExpUlp{2}, kLogUlp{2}, kTanhUlp{5}, kErfUlp{7}, kSigmoidUlp{4};
+
+int64_t ordered(float f) {
+  const auto u = std::bit_cast<uint32_t>(f);
+  return (u & 0x80000000u) ? -static_cast<int64_t>(u & 0x7fffffffu) : static_cast<int64_t>(u);
+}
+
+bool close(const HostTensor& want, const HostTensor& got, int64_t k, const Tol& tol) {
+  if (!is_float(want.dtype())) return want.get_int(k) == got.get_int(k);
+  const double w = want.get_double(k), g = got.get_double(k);
+  if (std::isnan(w) || std::isnan(g)) return std::isnan(w) && std::isnan(g);
+  const size_t es = dtype_size(want.dtype());
+  if (std::memcmp(want.data() + k * es, got.data() + k * es, es) == 0)
+    return true;  // bits, so -0.0 != 0.0
+  if (want.dtype() == DType::F32 && tol.f32_ulps > 0 &&
+      std::abs(ordered(static_cast<float>(w)) - ordered(static_cast<float>(g))) <= tol.f32_ulps)
+    return true;
+  return tol.rtol > 0 && std::isfinite(w) && std::isfinite(g) &&
+         std::fabs(g - w) <= tol.rtol * (std::fabs(w) + tol.magnitude);
+}
+
+std::string value_str(const HostTensor& t, int64_t k) {
+  if (!is_float(t.dtype())) return std::to_string(t.get_int(k));
+  return fmt::format("{:.9g}", t.get_double(k));
+}
+
+/// Compares the outputs of `g` on the cpu device and on the interpreter. `tol_of(o, k)` is
+/// the tolerance of element k of output o, `label(o, k)` names it in failure messages.
+void compare(const Graph& g, const std::vector<HostTensor>& inputs,
+             const std::function<const Tol&(size_t, int64_t)>& tol_of,
+             const std::function<std::string(size_t, int64_t)>& label) {
+  const std::vector<HostTensor> want = interpret(g, inputs);
+  std::vector<HostTensor> got;
+  try {
+    got = run_cpu(g, inputs);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "cpu device failed: " << e.what() << "\n" << print_graph(g);
+    return;
+  }
+  ASSERT_EQ(got.size(), want.size());
+  bool printed = false;
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].type(), want[o].type()) << "output " << o;
+    int bad = 0;
+    for (int64_t k = 0; k < want[o].numel(); ++k) {
+      if (close(want[o], got[o], k, tol_of(o, k))) continue;
+      if (++bad <= 6)
+        ADD_FAILURE() << label(o, k) << ": cpu " << value_str(got[o], k) << ", interpreter "
+                      << value_str(want[o], k);
+    }
+    if (bad > 6) ADD_FAILURE() << "... " << bad << " elements of output " << o << " differ";
+    if (bad && !printed) std::cerr << print_graph(g);
+    printed = printed || bad;
+  }
+}
+
+std::string index_str(const Shape& s, int64_t k) {
+  std::string out;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    out = std::to_string(s[d] ? k % s[d] : 0) + (out.empty() ? "" : ", ") + out;
+    if (s[d]) k /= s[d];
+  }
+  return "[" + out + "]";
+}
+
+/// Runs the graph in `text` on both and compares output o with tols[o] (the last one repeats).
+void expect_same(const std::string& text, const std::vector<HostTensor>& inputs,
+                 const std::vector<Tol>& tols) {
+  const Graph g = parse_or_fail(text);
+  compare(
+      g, inputs,
+      [&](size_t o, int64_t) -> const Tol& { return tols[std::min(o, tols.size() - 1)]; },
+      [&](size_t o, int64_t k) {
+        return fmt::format("%{} {}", g.node(g.outputs()[o]).name,
+                           index_str(g.type(g.outputs()[o]).shape, k));
+      });
+}
+void expect_same(const std::string& text, const std::vector<HostTensor>& inputs,
+                 const Tol& tol = kExact) {
+  expect_same(text, inputs, std::vector<Tol>{tol});
+}
+void expect_same(const std::string& text, std::vector<Data> kinds = {Data::General},
+                 const Tol& tol = kExact) {
+  const Graph g = parse_or_fail(text);
+  expect_same(text, inputs_for(g, std::move(kinds)), tol);
+}
+
+/// One op of a stack: `expr` ("add %a, %b") gives a value of the stack's row type.
+struct Row {
+  std::string expr;
+  Tol tol = kExact;
+};
+
+/// Computes every row's `expr` from the parameters `params` ("%a: f32[37], %b: f32[37]") as
+/// a value of type `type` ("f32[37]"), concatenates them along a new axis 0 (one kernel) and
+/// compares row by row.
+void expect_rows(const std::string& params, const std::string& type, const std::vector<Row>& rows,
+                 std::vector<Data> kinds = {Data::General}) {
+  const size_t bracket = type.find('[');
+  const std::string dims = type.substr(bracket + 1, type.size() - bracket - 2);
+  const std::string row_type =
+      type.substr(0, bracket) + "[1" + (dims.empty() ? "" : "," + dims) + "]";
+  const std::string all_type =
+      fmt::format("{}[{}{}]", type.substr(0, bracket), rows.size(), dims.empty() ? "" : "," + dims);
+  std::string text = fmt::format("graph @stack({}) -> {} {{\n", params, all_type);
+  std::string names;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    text += fmt::format("  %v{0} = {1} : {2}\n  %r{0} = reshape %v{0} : {3}\n", i, rows[i].expr,
+                        type, row_type);
+    names += (i ? ", %r" : "%r") + std::to_string(i);
+  }
+  text += fmt::format("  %all = concat {} {{axis = 0}} : {}\n  return %all\n}}\n", names, all_type);
+  const Graph g = parse_or_fail(text);
+  if (g.outputs().empty()) return;  // did not parse (reported)
+  const int64_t per_row = g.type(g.outputs()[0]).shape.numel() / static_cast<int64_t>(rows.size());
+  compare(
+      g, inputs_for(g, std::move(kinds)),
+      [&](size_t, int64_t k) -> const Tol& { return rows[static_cast<size_t>(k / per_row)].tol; },
+      [&](size_t, int64_t k) {
+        if (per_row == 0) return std::string();
+        return fmt::format("'{}' on {} at element {}", rows[static_cast<size_t>(k / per_row)].expr,
+                           type, k % per_row);
+      });
+}
+
+const std::vector<std::string> kShapes = {"[1]", "[7]", "[37]", "[100]", "[5,37]"};
+
+// ---- sources -----------------------------------------------------------------------------
+
+COVERS(sources, OpKind::Input, OpKind::Constant, OpKind::Arange, OpKind::Rand)
+
+TEST(CpuSources, ConstantsOfEveryType) {
+  // Constants feed kernels as literals (splats) or buffers (data); the add keeps them from
+  // being returned as they are.
+  expect_same(
+      "graph @c(%x: f32[7], %i: i32[7], %l: i64[7], %b: bool[7], %d: f64[7]) -> (f32[7], i32[7], "
+      "i64[7], bool[7], f64[7], f32[7]) {\n"
+      "  %cf = constant {data = [nan, inf, -inf, -0.0, 1e-45, 3.4028235e38, 0.1]} : f32[7]\n"
+      "  %ci = constant {data = [-2147483648, 2147483647, 0, -1, 1, 7, 100]} : i32[7]\n"
+      "  %cl = constant {value = 9007199254740993} : i64[]\n"
+      "  %cb = constant {data = [true, false, true, true, false, false, true]} : bool[7]\n"
+      "  %cd = constant {value = -0.0} : f64[]\n"
+      "  %cs = constant {value = 0.1} : f32[]\n"
+      "  %yf = add %x, %cf : f32[7]\n"
+      "  %yi = add %i, %ci : i32[7]\n"
+      "  %yl = sub %l, %cl : i64[7]\n"
+      "  %yb = or %b, %cb : bool[7]\n"
+      "  %yd = mul %d, %cd : f64[7]\n"
+      "  %ys = mul %x, %cs : f32[7]\n"
+      "  return %yf, %yi, %yl, %yb, %yd, %ys\n}\n");
+}
+
+TEST(CpuSources, InputsReturnedAndUsed) {
+  expect_same(
+      "graph @p(%x: f32[37], %b: bool[37]) -> (f32[37], bool[37], f32[37]) {\n"
+      "  %y = neg %x : f32[37]\n  return %x, %b, %y\n}\n");
+}
+
+TEST(CpuSources, ArangeBitIdentical) {
+  expect_same(
+      "graph @r() -> (f32[100], f64[37], i32[7], i64[100], i32[3], f32[5,37]) {\n"
+      "  %a = arange {start = 0.1, step = 0.3} : f32[100]\n"
+      "  %b = arange {start = -1e10, step = 3.14159} : f64[37]\n"
+      "  %c = arange {start = 2147483645, step = 1} : i32[7]\n"              // wraps past INT32_MAX
+      "  %d = arange {start = 9223372036854775000, step = 17} : i64[100]\n"  // wraps
+      "  %e = arange {start = 5, step = -3} : i32[3]\n"
+      "  %f0 = arange {start = 1.0, step = 1e-3} : f32[185]\n"
+      "  %f = reshape %f0 : f32[5,37]\n"
+      "  return %a, %b, %c, %d, %e, %f\n}\n",
+      std::vector<HostTensor>{});
+}
+
+TEST(CpuSources, RandBitIdenticalThroughViews) {
+  // The element index of rand is its own row-major index, whatever view reads it.
+  expect_same(
+      "graph @r(%x: f32[5,37]) -> (f32[100], f64[37], f32[5,37], f32[5,37], f64[2,12], f32[1]) {\n"
+      "  %a = rand {seed = 0} : f32[100]\n"
+      "  %b = rand {seed = -9223372036854775808} : f64[37]\n"
+      "  %c0 = rand {seed = 42} : f32[37,5]\n"
+      "  %c = permute %c0 {perm = [1, 0]} : f32[5,37]\n"
+      "  %d0 = rand {seed = 7} : f32[5,37]\n"
+      "  %d = add %d0, %x : f32[5,37]\n"
+      "  %e0 = rand {seed = 123456789012} : f64[5,37]\n"
+      "  %e = slice %e0 {start = [1, 2], stop = [5, 37], step = [2, 3]} : f64[2,12]\n"
+      "  %f = rand {seed = 1} : f32[1]\n"
+      "  return %a, %b, %c, %d, %e, %f\n}\n",
+      {Data::Unit});
+}
+
+// ---- elementwise unary -------------------------------------------------------------------
+
+COVERS(unary, OpKind::Neg, OpKind::Abs, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
+       OpKind::Sin, OpKind::Cos, OpKind::Tanh, OpKind::Sigmoid, OpKind::Relu, OpKind::Erf,
+       OpKind::Floor, OpKind::Ceil, OpKind::Not)
+
+TEST(CpuUnary, ExactFloatOps) {
+  // sqrt, rsqrt, floor, ceil and the sign ops are exact; sin and cos (and all f64 math) go
+  // through the C library in double, as in the interpreter.
+  for (const char* t : {"f32", "f64"})
+    for (const std::string& s : kShapes) {
+      const std::string type = t + s;
+      expect_rows("%x: " + type, type,
+                  {{"neg %x"},
+                   {"abs %x"},
+                   {"relu %x"},
+                   {"sqrt %x"},
+                   {"rsqrt %x"},
+                   {"floor %x"},
+                   {"ceil %x"},
+                   {"sin %x"},
+                   {"cos %x"}});
+    }
+}
+
+TEST(CpuUnary, ApproximatedFloatMath) {
+  // f32: inline approximations within their ulp bounds; f64: libm, bit for bit.
+  for (const char* t : {"f32", "f64"})
+    for (const std::string& s : kShapes) {
+      const std::string type = t + s;
+      expect_rows("%x: " + type, type,
+                  {{"exp %x", kExpUlp},
+                   {"log %x", kLogUlp},
+                   {"tanh %x", kTanhUlp},
+                   {"erf %x", kErfUlp},
+                   {"sigmoid %x", kSigmoidUlp}},
+                  {Data::Smooth});
+    }
+}
+
+TEST(CpuUnary, ApproximatedFloatMathOverTheWholeRange) {
+  // General data: subnormals, huge values and infinities too (cpu_math_test sweeps densely).
+  expect_rows("%x: f32[100]", "f32[100]",
+              {{"exp %x", kExpUlp},
+               {"log %x", kLogUlp},
+               {"tanh %x", kTanhUlp},
+               {"erf %x", kErfUlp},
+               {"sigmoid %x", kSigmoidUlp}});
+}
+
+TEST(CpuUnary, IntegerAndBool) {
+  // neg and abs of the minimum wrap to the minimum.
+  for (const char* t : {"i32", "i64"})
+    for (const std::string& s : kShapes)
+      expect_rows(std::string("%x: ") + t + s, t + s, {{"neg %x"}, {"abs %x"}, {"relu %x"}});
+  for (const std::string& s : kShapes) expect_rows("%x: bool" + s, "bool" + s, {{"not %x"}});
+}
+
+// ---- cast --------------------------------------------------------------------------------
+
+COVERS(cast, OpKind::Cast)
+
+TEST(CpuCast, EveryPairOfTypes) {
+  // Float -> int truncates, saturates and maps NaN to 0; int -> int wraps; i64 -> f32 rounds
+  // twice, through f64; float -> bool is x != 0 (NaN is true).
+  const char* types[] = {"bool", "i32", "i64", "f32", "f64"};
+  for (const char* to : types) {
+    std::vector<Row> rows;
+    for (const char* from : types) rows.push_back({std::string("cast %") + from});
+    for (const std::string& s : {std::string("[100]"), std::string("[7]")}) {
+      std::string params;
+      for (const char* from : types)
+        params += fmt::format("{}%{}: {}{}", params.empty() ? "" : ", ", from, from, s);
+      expect_rows(params, to + s, rows);
+    }
+  }
+}
+
+TEST(CpuCast, SaturationAndNaNExactly) {
+  const std::vector<double> xs = {
+      kNaN, kInf, -kInf, 1e10,   -1e10,   2147483647.0,          2147483648.0, -2147483649.0,
+      2.7,  -2.7, -0.5,  9.3e18, -9.3e18, 9223372036854775807.0, -0.0};
+  expect_same(
+      "graph @c(%x: f64[15]) -> (i32[15], i64[15], bool[15]) {\n"
+      "  %a = cast %x : i32[15]\n"
+      "  %b = cast %x : i64[15]\n"
+      "  %c = cast %x : bool[15]\n"
+      "  return %a, %b, %c\n}\n",
+      {HostTensor::from_vector<double>(xs, {15})});
+  // Checked by hand as well: NaN -> 0, saturation at both ends.
+  const Graph g = parse_or_fail(
+      "graph @c(%x: f64[15]) -> i32[15] {\n  %a = cast %x : i32[15]\n  return %a\n}\n");
+  const auto got =
+      run_cpu(g, {HostTensor::from_vector<double>(xs, {15})}).at(0).to_vector<int32_t>();
+  EXPECT_EQ(got[0], 0);
+  EXPECT_EQ(got[1], INT32_MAX);
+  EXPECT_EQ(got[2], INT32_MIN);
+  EXPECT_EQ(got[3], INT32_MAX);
+  EXPECT_EQ(got[4], INT32_MIN);
+}
+
+TEST(CpuCast, I64ToF32RoundsThroughF64) {
+  // docs/ir.md 5.2: "i64 -> f32 rounds twice, through double". 2^60 + 2^36 + 1 lies just
+  // above the midpoint of two floats; in f64 it becomes the midpoint itself (2^60 + 2^36),
+  // which rounds to even: 2^60. Regression: a direct conversion (one rounding) gave
+  // 2^60 + 2^37.
+  const std::vector<int64_t> xs = {(int64_t{1} << 60) + (int64_t{1} << 36) + 1,
+                                   -((int64_t{1} << 60) + (int64_t{1} << 36) + 1),
+                                   (int64_t{1} << 53) + 1, INT64_MAX};
+  const Graph g =
+      parse_or_fail("graph @c(%x: i64[4]) -> f32[4] {\n  %y = cast %x : f32[4]\n  return %y\n}\n");
+  const auto got = run_cpu(g, {HostTensor::from_vector<int64_t>(xs, {4})}).at(0).to_vector<float>();
+  EXPECT_EQ(got[0], 0x1p60f) << "got 2^60 + " << (static_cast<double>(got[0]) - 0x1p60);
+  EXPECT_EQ(got[1], -0x1p60f);
+  EXPECT_EQ(got[2], 0x1p53f);
+  EXPECT_EQ(got[3], 0x1p63f);
+}
+
+// ---- binary ------------------------------------------------------------------------------
+
+COVERS(binary, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Max,
+       OpKind::Min)
+
+std::vector<Row> arith_rows(const std::string& a, const std::string& b, bool with_div) {
+  std::vector<Row> rows;
+  for (const char* op : {"add", "sub", "mul", "max", "min"})
+    rows.push_back({fmt::format("{} {}, {}", op, a, b)});
+  if (with_div) rows.push_back({fmt::format("div {}, {}", a, b)});
+  return rows;
+}
+
+TEST(CpuBinary, ArithmeticOnEveryTypeAndSize) {
+  // Integers wrap; floats meet NaN, infinities and signed zeros (max/min are IEEE maximum and
+  // minimum: NaN wins, +0.0 > -0.0).
+  for (const char* t : {"i32", "i64", "f32", "f64"})
+    for (const std::string& s : kShapes) {
+      const std::string type = t + s;
+      expect_rows(fmt::format("%a: {0}, %b: {0}", type), type,
+                  arith_rows("%a", "%b", is_float(*parse_dtype(t))));
+    }
+}
+
+TEST(CpuBinary, SignedZerosInMaxMin) {
+  const std::vector<float> a = {-0.0f, 0.0f, -0.0f, 0.0f, NAN, 1.0f, -0.0f};
+  const std::vector<float> b = {0.0f, -0.0f, -0.0f, 0.0f, -0.0f, NAN, NAN};
+  expect_same(
+      "graph @z(%a: f32[7], %b: f32[7]) -> (f32[7], f32[7], f32[7]) {\n"
+      "  %x = max %a, %b : f32[7]\n"
+      "  %n = min %a, %b : f32[7]\n"
+      "  %r = relu %a : f32[7]\n"
+      "  return %x, %n, %r\n}\n",
+      {HostTensor::from_vector<float>(a, {7}), HostTensor::from_vector<float>(b, {7})});
+}
+
+TEST(CpuBinary, BroadcastRowsAndColumns) {
+  // [5,37] with a row [37], a column [5,1], and row against column (outer broadcast).
+  for (const char* t : {"i32", "f32", "f64"}) {
+    std::vector<Row> rows;
+    for (const auto& [a, b] :
+         {std::pair{"%m", "%row"}, std::pair{"%col", "%m"}, std::pair{"%row", "%col"}})
+      for (Row& r : arith_rows(a, b, *parse_dtype(t) != DType::I32)) rows.push_back(r);
+    expect_rows(fmt::format("%m: {0}[5,37], %row: {0}[37], %col: {0}[5,1]", t),
+                fmt::format("{}[5,37]", t), rows);
+  }
+}
+
+TEST(CpuBinary, Pow) {
+  // Floats: pow of the C library in double. Integers: exact square-and-multiply, wrapping;
+  // negative exponents give 0 except for bases 1 and -1.
+  for (const char* t : {"i32", "i64", "f32", "f64"})
+    for (const char* s : {"[7]", "[100]"}) {
+      const std::string type = std::string(t) + s;
+      expect_rows(fmt::format("%a: {0}, %e: {0}", type), type, {{"pow %a, %e"}, {"pow %e, %e"}},
+                  {Data::General, Data::Exponent});
+      expect_rows(fmt::format("%a: {0}, %e: {0}", type), type, {{"pow %a, %e"}}, {Data::General});
+    }
+}
+
+TEST(CpuBinary, IntegerDivisionIsFloatDivision) {
+  expect_same(
+      "graph @d(%a: i32[37], %b: i32[37], %l: i64[37]) -> (f64[37], f64[37], f64[37]) {\n"
+      "  %x = div %a, %b : f64[37]\n"
+      "  %y = div %l, %a : f64[37]\n"
+      "  %z = div %a, %a : f64[37]\n"
+      "  return %x, %y, %z\n}\n");
+}
+
+TEST(CpuBinary, MixedTypesPromote) {
+  // i32 + f32 is f64, bool yields to the other type, i32 with i64 is i64.
+  expect_same(
+      "graph @m(%i: i32[37], %f: f32[37], %l: i64[37], %b: bool[37], %d: f64[37]) -> (f64[37], "
+      "f32[37], i64[37], i64[37], f64[37], i32[37], f64[37], f64[37]) {\n"
+      "  %a = add %i, %f : f64[37]\n"
+      "  %c = mul %b, %f : f32[37]\n"
+      "  %e = sub %l, %i : i64[37]\n"
+      "  %g = max %i, %l : i64[37]\n"
+      "  %h = min %f, %l : f64[37]\n"
+      "  %j = add %b, %i : i32[37]\n"
+      "  %k = mul %f, %d : f64[37]\n"
+      "  %n = sub %l, %d : f64[37]\n"
+      "  return %a, %c, %e, %g, %h, %j, %k, %n\n}\n");
+}
+
+COVERS(compare, OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le, OpKind::Gt, OpKind::Ge)
+
+std::vector<Row> compare_rows(const std::string& a, const std::string& b) {
+  std::vector<Row> rows;
+  for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"})
+    rows.push_back({fmt::format("{} {}, {}", op, a, b)});
+  return rows;
+}
+
+TEST(CpuCompare, EveryTypeWithNaNAndBroadcast) {
+  // %a against itself makes equal pairs (and NaN != NaN); %b against %a unequal ones.
+  for (const char* t : {"bool", "i32", "i64", "f32", "f64"})
+    for (const char* s : {"[7]", "[5,37]"}) {
+      std::vector<Row> rows = compare_rows("%a", "%b");
+      for (Row& r : compare_rows("%a", "%a")) rows.push_back(r);
+      if (std::string(s) == "[5,37]")
+        for (Row& r : compare_rows("%c", "%a")) rows.push_back(r);
+      expect_rows(fmt::format("%a: {0}{1}, %b: {0}{1}, %c: {0}[37]", t, s), std::string("bool") + s,
+                  rows);
+    }
+}
+
+TEST(CpuCompare, MixedTypesCompareInThePromotedType) {
+  // i64 against f32 compares in f64 (2^24 + 1 != 16777216.0f); -0.0 == 0.0.
+  expect_rows("%l: i64[37], %f: f32[37], %i: i32[37], %b: bool[37]", "bool[37]", [] {
+    std::vector<Row> rows = compare_rows("%l", "%f");
+    for (Row& r : compare_rows("%i", "%f")) rows.push_back(r);
+    for (Row& r : compare_rows("%b", "%i")) rows.push_back(r);
+    return rows;
+  }());
+  const std::vector<int64_t> l = {16777217, 0, 0, -1};
+  const std::vector<float> f = {16777216.0f, -0.0f, 0.0f, NAN};
+  expect_same(
+      "graph @c(%l: i64[4], %f: f32[4]) -> (bool[4], bool[4]) {\n"
+      "  %e = eq %l, %f : bool[4]\n  %n = ne %l, %f : bool[4]\n  return %e, %n\n}\n",
+      {HostTensor::from_vector<int64_t>(l, {4}), HostTensor::from_vector<float>(f, {4})});
+}
+
+COVERS(logic, OpKind::And, OpKind::Or, OpKind::Where)
+
+TEST(CpuLogic, AndOrNotWhere) {
+  for (const char* s : {"[7]", "[100]"})
+    expect_rows(fmt::format("%a: bool{0}, %b: bool{0}", s), std::string("bool") + s,
+                {{"and %a, %b"}, {"or %a, %b"}, {"not %a"}, {"and %a, %a"}});
+  expect_rows("%a: bool[5,37], %r: bool[37], %c: bool[5,1]", "bool[5,37]",
+              {{"and %a, %r"}, {"or %c, %a"}, {"and %r, %c"}, {"where %c, %a, %r"}});
+  // where: broadcast condition, promoted branches (i32 and f32 give f64), every type.
+  expect_same(
+      "graph @w(%c: bool[5,1], %r: bool[37], %i: i32[5,37], %f: f32[37], %l: i64[5,37], %d: "
+      "f64[5,1], %b: bool[5,37]) -> (f64[5,37], i64[5,37], f64[5,37], bool[5,37], f32[5,37]) {\n"
+      "  %w1 = where %c, %i, %f : f64[5,37]\n"
+      "  %w2 = where %r, %l, %i : i64[5,37]\n"
+      "  %w3 = where %b, %d, %f : f64[5,37]\n"
+      "  %w4 = where %c, %b, %r : bool[5,37]\n"
+      "  %w5 = where %b, %f, %f : f32[5,37]\n"
+      "  return %w1, %w2, %w3, %w4, %w5\n}\n");
+}
+
+// ---- reductions --------------------------------------------------------------------------
+
+COVERS(reduce, OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin,
+       OpKind::ArgMax, OpKind::ArgMin)
+
+/// The type of reducing `in` ([3,5,37]) over `axes`.
+std::string reduced_type(const std::string& dtype, const std::vector<int>& dims,
+                         const std::vector<int>& axes, bool keepdim) {
+  std::string out;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int>(d)) != axes.end();
+    if (reduced && !keepdim) continue;
+    out += (out.empty() ? "" : ",") + std::to_string(reduced ? 1 : dims[d]);
+  }
+  return dtype + "[" + out + "]";
+}
+
+std::string axes_str(const std::vector<int>& axes) {
+  std::string s;
+  for (int a : axes) s += (s.empty() ? "" : ", ") + std::to_string(a);
+  return "[" + s + "]";
+}
+
+/// sum, max, min over each axis set (first, middle, last, all, first and last; keepdim
+/// alternating), argmax/argmin over each single axis, and prod over some, of a [3,5,37]
+/// tensor of `dtype`.
+void check_reductions(const std::string& dtype, bool keepdim_first) {
+  const std::vector<int> dims = {3, 5, 37};
+  const bool flt = is_float(*parse_dtype(dtype));
+  const std::string acc =
+      (dtype == "bool" || dtype == "i32") ? "i64" : dtype;  // sums and products widen
+  const double rtol = dtype == "f32" ? 1e-5 : 1e-12;
+  const std::vector<std::vector<int>> axis_sets = {{0}, {1}, {2}, {0, 1, 2}, {0, 2}};
+  struct Outputs {
+    std::string body, outs, types;
+    std::vector<Tol> tols;
+  } red, prod;
+  auto add = [&](Outputs& gr, const std::string& op, const std::string& result_dtype,
+                 const std::vector<int>& axes, bool keepdim, const Tol& tol) {
+    const std::string t = reduced_type(result_dtype, dims, axes, keepdim);
+    const size_t n = gr.tols.size();
+    gr.body += fmt::format("  %y{} = {} %x {{axes = {}{}}} : {}\n", n, op, axes_str(axes),
+                           keepdim ? ", keepdim" : "", t);
+    gr.outs += (n ? ", %y" : "%y") + std::to_string(n);
+    gr.types += (n ? ", " : "") + t;
+    gr.tols.push_back(tol);
+  };
+  for (size_t i = 0; i < axis_sets.size(); ++i) {
+    const bool keep = (i % 2 == 0) == keepdim_first;
+    double reduced =
+        1;  // elements per sum: the sum of their magnitudes is at most this (data in [-1, 1])
+    for (int a : axis_sets[i]) reduced *= dims[static_cast<size_t>(a)];
+    // Float sums may add in another order: relative to the sum of the magnitudes.
+    add(red, "reduce_sum", acc, axis_sets[i], keep, flt ? Tol{0, rtol, reduced} : kExact);
+    add(red, "reduce_max", dtype, axis_sets[i], !keep, kExact);
+    add(red, "reduce_min", dtype, axis_sets[i], keep, kExact);
+    if (axis_sets[i].size() == 1) {
+      add(red, "argmax", "i64", axis_sets[i], keep, kExact);
+      add(red, "argmin", "i64", axis_sets[i], !keep, kExact);
+    }
+    // Products of values near 1 (no overflow, no underflow), relative to the result;
+    // integer products wrap, exactly.
+    if (i % 2 == 0)
+      add(prod, "reduce_prod", acc, axis_sets[i], !keep, flt ? Tol{0, rtol, 0} : kExact);
+  }
+  for (const auto& [gr, data] : {std::pair{&red, flt ? Data::Unit : Data::General},
+                                 std::pair{&prod, flt ? Data::NearOne : Data::General}}) {
+    const std::string text =
+        fmt::format("graph @red(%x: {}[3,5,37]) -> ({}) {{\n{}  return {}\n}}\n", dtype, gr->types,
+                    gr->body, gr->outs);
+    expect_same(text, inputs_for(parse_or_fail(text), {data}), gr->tols);
+  }
+}
+
+TEST(CpuReduce, F32) {
+  check_reductions("f32", true);
+}
+TEST(CpuReduce, F64) {
+  check_reductions("f64", false);
+}
+TEST(CpuReduce, I32SumsToI64) {
+  check_reductions("i32", false);
+}
+TEST(CpuReduce, I64Wraps) {
+  check_reductions("i64", true);
+}
+TEST(CpuReduce, BoolSumsToI64) {
+  check_reductions("bool", true);
+}
+
+TEST(CpuReduce, SpecialValuesInMaxMinAndSums) {
+  // General data: NaN wins max and min, infinities and signed zeros take part.
+  for (const char* t : {"f32", "f64"})
+    expect_same(
+        fmt::format("graph @s(%x: {0}[5,37]) -> ({0}[5], {0}[37], {0}[5], {0}[37]) {{\n"
+                    "  %a = reduce_max %x {{axes = [1]}} : {0}[5]\n"
+                    "  %b = reduce_min %x {{axes = [0]}} : {0}[37]\n"
+                    "  %c = reduce_min %x {{axes = [1]}} : {0}[5]\n"
+                    "  %d = reduce_max %x {{axes = [0]}} : {0}[37]\n"
+                    "  return %a, %b, %c, %d\n}}\n",
+                    t));
+  // Sums meeting inf (inf), inf and -inf (NaN), NaN in the scalar remainder (NaN), -inf.
+  std::vector<float> x(4 * 37, 1.0f);
+  x[30] = INFINITY;
+  x[37 + 3] = INFINITY;
+  x[37 + 35] = -INFINITY;
+  x[2 * 37 + 36] = NAN;
+  x[3 * 37] = -INFINITY;
+  expect_same(
+      "graph @s(%x: f32[4,37]) -> (f32[4], f32[37], f32[4]) {\n"
+      "  %a = reduce_sum %x {axes = [1]} : f32[4]\n  %b = reduce_sum %x {axes = [0]} : f32[37]\n"
+      "  %c = reduce_prod %x {axes = [1]} : f32[4]\n  return %a, %b, %c\n}\n",
+      {HostTensor::from_vector<float>(x, {4, 37})});
+  // Signed zeros only: +0.0 wins max and -0.0 wins min in either order.
+  const std::vector<float> z = {0.0f, -0.0f, -0.0f, 0.0f, -0.0f, -0.0f, 0.0f, 0.0f};
+  std::vector<float> zs;
+  for (int i = 0; i < 37 * 2; ++i) zs.push_back(z[static_cast<size_t>(i * 7 % 8)]);
+  expect_same(
+      "graph @z(%x: f32[2,37]) -> (f32[2], f32[2], f32[37], f32[37], i64[2]) {\n"
+      "  %a = reduce_max %x {axes = [1]} : f32[2]\n  %b = reduce_min %x {axes = [1]} : f32[2]\n"
+      "  %c = reduce_max %x {axes = [0]} : f32[37]\n  %d = reduce_min %x {axes = [0]} : f32[37]\n"
+      "  %e = argmax %x {axes = [1]} : i64[2]\n  return %a, %b, %c, %d, %e\n}\n",
+      {HostTensor::from_vector<float>(zs, {2, 37})});
+}
+
+TEST(CpuReduce, F32SumsAndProductsHaveTheRangeOfF64) {
+  // docs/ir.md 5.5: f32 sums and products are taken in double and rounded once, so an
+  // intermediate beyond the f32 range does not overflow or vanish. Rows and columns of
+  // [3e38, 3e38, -3e38] sum to 3e38 (not inf); [1e-30, 1e-30, 1e30] multiplies to 1e-30
+  // (not 0); [3e38, 3e38, -3e38, 0] multiplies to -0.0 (not inf * 0 = NaN).
+  std::vector<float> sums(3 * 37, 0.0f), prods(3 * 37, 1.0f);
+  for (int c = 0; c < 37; ++c) {
+    sums[static_cast<size_t>(c)] = sums[static_cast<size_t>(37 + c)] = 3e38f;
+    sums[static_cast<size_t>(74 + c)] = -3e38f;
+    prods[static_cast<size_t>(c)] = prods[static_cast<size_t>(37 + c)] = 1e-30f;
+    prods[static_cast<size_t>(74 + c)] = 1e30f;
+  }
+  std::vector<float> rows(2 * 37, 0.0f);
+  for (int r = 0; r < 2; ++r) {
+    rows[static_cast<size_t>(r * 37)] = rows[static_cast<size_t>(r * 37 + 1)] = 3e38f;
+    rows[static_cast<size_t>(r * 37 + 2)] = -3e38f;
+  }
+  expect_same(
+      "graph @range(%s: f32[3,37], %p: f32[3,37], %r: f32[2,37]) -> (f32[37], f32[37], f32[2], "
+      "f32[2]) {\n"
+      "  %a = reduce_sum %s {axes = [0]} : f32[37]\n"
+      "  %b = reduce_prod %p {axes = [0]} : f32[37]\n"
+      "  %c = reduce_sum %r {axes = [1]} : f32[2]\n"
+      "  %d = reduce_prod %r {axes = [1]} : f32[2]\n"
+      "  return %a, %b, %c, %d\n}\n",
+      {HostTensor::from_vector<float>(sums, {3, 37}),
+       HostTensor::from_vector<float>(prods, {3, 37}),
+       HostTensor::from_vector<float>(rows, {2, 37})});
+}
+
+TEST(CpuReduce, ArgMaxArgMinTiesAndNaN) {
+  // Rows of 37 (past a vector width): ties (the first index wins) and NaN (the first NaN
+  // wins) at positions before, inside and after the first vector.
+  std::vector<float> x(6 * 37, 0.0f);
+  auto row = [&](int r) { return x.begin() + r * 37; };
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 37; ++c)
+      row(r)[c] = static_cast<float>((c * 7 + r) % 11) - 5.0f;  // values -5..5, many ties
+  row(1)[20] = NAN;
+  row(1)[33] = NAN;
+  row(2)[36] = NAN;  // in the scalar remainder
+  row(3)[0] = 100.0f;
+  row(3)[36] = 100.0f;  // tie of maxima far apart
+  row(4)[17] = -100.0f;
+  row(4)[18] = -100.0f;
+  std::fill(row(5), row(5) + 37, 1.0f);  // all equal: 0
+  const HostTensor t = HostTensor::from_vector<float>(x, {6, 37});
+  const std::string g =
+      "graph @a(%x: {0}[6,37]) -> (i64[6], i64[6], i64[37], i64[1,37], i64[6,1]) {{\n"
+      "  %a = argmax %x {{axes = [1]}} : i64[6]\n  %b = argmin %x {{axes = [1]}} : i64[6]\n"
+      "  %c = argmax %x {{axes = [0]}} : i64[37]\n"
+      "  %d = argmin %x {{axes = [0], keepdim}} : i64[1,37]\n"
+      "  %e = argmax %x {{axes = [1], keepdim}} : i64[6,1]\n"
+      "  return %a, %b, %c, %d, %e\n}}\n";
+  expect_same(fmt::format(fmt::runtime(g), "f32"), {t});
+  std::vector<double> xd(x.begin(), x.end());
+  expect_same(fmt::format(fmt::runtime(g), "f64"), {HostTensor::from_vector<double>(xd, {6, 37})});
+  std::vector<int32_t> xi;
+  for (float v : x) xi.push_back(std::isnan(v) ? 7 : static_cast<int32_t>(v));
+  expect_same(fmt::format(fmt::runtime(g), "i32"), {HostTensor::from_vector<int32_t>(xi, {6, 37})});
+  // Known answers for the f32 rows, by hand.
+  const Graph graph = parse_or_fail(fmt::format(fmt::runtime(g), "f32"));
+  const auto am = run_cpu(graph, {t}).at(0).to_vector<int64_t>();
+  EXPECT_EQ(am[1], 20);  // first NaN
+  EXPECT_EQ(am[2], 36);
+  EXPECT_EQ(am[3], 0);  // first of the tied maxima
+  EXPECT_EQ(am[5], 0);
+}
+
+TEST(CpuReduce, BoolMaxMinAndArgs) {
+  // Regression: bool accumulators of column reductions were vectors of i1, bit-packed in
+  // memory, while their initial values were written one byte per lane: reduce_min over
+  // axis 0 of all-true data gave false in most lanes.
+  expect_same(
+      "graph @b(%x: bool[2,37]) -> (bool[37], bool[37], bool[2]) {\n"
+      "  %a = reduce_min %x {axes = [0]} : bool[37]\n  %b = reduce_max %x {axes = [0]} : bool[37]\n"
+      "  %c = reduce_min %x {axes = [1]} : bool[2]\n  return %a, %b, %c\n}\n",
+      {HostTensor::from_vector<bool>(std::vector<bool>(74, true), {2, 37})});
+  expect_same(
+      "graph @b(%x: bool[2,37]) -> (bool[37], bool[37], bool[2]) {\n"
+      "  %a = reduce_min %x {axes = [0]} : bool[37]\n  %b = reduce_max %x {axes = [0]} : bool[37]\n"
+      "  %c = reduce_min %x {axes = [1]} : bool[2]\n  return %a, %b, %c\n}\n",
+      {HostTensor::from_vector<bool>(std::vector<bool>(74, false), {2, 37})});
+  expect_same(
+      "graph @b(%x: bool[5,37]) -> (bool[5], bool[37], i64[5], i64[37], i64[], bool[]) {\n"
+      "  %a = reduce_max %x {axes = [1]} : bool[5]\n  %b = reduce_min %x {axes = [0]} : bool[37]\n"
+      "  %c = argmax %x {axes = [1]} : i64[5]\n  %d = argmin %x {axes = [0]} : i64[37]\n"
+      "  %e = reduce_sum %x {axes = [0, 1]} : i64[]\n"
+      "  %f = reduce_max %x {axes = [0, 1]} : bool[]\n"
+      "  return %a, %b, %c, %d, %e, %f\n}\n");
+}
+
+TEST(CpuReduce, ReductionFusedWithElementwise) {
+  // Softmax and a normalization: two stages of reductions in one kernel, values broadcast
+  // back over the rows; the column version reduces the first axis.
+  expect_same(
+      "graph @s(%x: f32[5,37]) -> (f32[5,37], f32[5,37]) {\n"
+      "  %m = reduce_max %x {axes = [1], keepdim} : f32[5,1]\n  %s = sub %x, %m : f32[5,37]\n"
+      "  %e = exp %s : f32[5,37]\n  %z = reduce_sum %e {axes = [1], keepdim} : f32[5,1]\n"
+      "  %y = div %e, %z : f32[5,37]\n"
+      "  %cm = reduce_min %x {axes = [0], keepdim} : f32[1,37]\n  %c = sub %x, %cm : f32[5,37]\n"
+      "  return %y, %c\n}\n",
+      {Data::Unit}, Tol{kExpUlp.f32_ulps + 2, 1e-6, 0});
+}
+
+// ---- movement ----------------------------------------------------------------------------
+
+COVERS(movement, OpKind::Reshape, OpKind::Permute, OpKind::Expand, OpKind::Slice, OpKind::Pad,
+       OpKind::Concat)
+
+TEST(CpuMovement, ViewsInsideKernels) {
+  // Each view feeds an elementwise op, so it is an index map inside a kernel, not a copy.
+  expect_same(
+      "graph @v(%x: f32[5,37], %y: f32[37,5], %c: f32[5,1], %i: i32[4,6], %z: f32[2,3,4]) -> "
+      "(f32[5,37], f32[2,12], f32[8,40], f32[37,5], f32[5,37], i32[6,9], f32[4,2,3], f32[185], "
+      "f32[3,5]) {\n"
+      "  %yt = permute %y {perm = [1, 0]} : f32[5,37]\n"
+      "  %a = add %yt, %x : f32[5,37]\n"
+      "  %s = slice %x {start = [1, 2], stop = [5, 37], step = [2, 3]} : f32[2,12]\n"
+      "  %b = neg %s : f32[2,12]\n"
+      "  %p = pad %x {low = [1, 3], high = [2, 0], value = -inf} : f32[8,40]\n"
+      "  %pb = relu %p : f32[8,40]\n"
+      "  %r = reshape %x : f32[37,5]\n"
+      "  %rb = mul %r, %y : f32[37,5]\n"
+      "  %e = expand %c : f32[5,37]\n"
+      "  %eb = sub %e, %x : f32[5,37]\n"
+      "  %ip = pad %i {low = [0, 2], high = [2, 1], value = 7} : i32[6,9]\n"
+      "  %ib = abs %ip : i32[6,9]\n"
+      "  %zp = permute %z {perm = [2, 0, 1]} : f32[4,2,3]\n"
+      "  %zb = abs %zp : f32[4,2,3]\n"
+      "  %flat = reshape %x : f32[185]\n"
+      "  %fb = floor %flat : f32[185]\n"
+      // A chain of views: transpose, strided slice, then a reshape.
+      "  %t = permute %x {perm = [1, 0]} : f32[37,5]\n"
+      "  %ts = slice %t {start = [0, 0], stop = [37, 5], step = [13, 2]} : f32[3,3]\n"
+      "  %tp = pad %ts {low = [0, 1], high = [0, 1], value = 2.5} : f32[3,5]\n"
+      "  %tb = ceil %tp : f32[3,5]\n"
+      "  return %a, %b, %pb, %rb, %eb, %ib, %zb, %fb, %tb\n}\n");
+}
+
+TEST(CpuMovement, ConcatOfMixedTypes) {
+  expect_same(
+      "graph @c(%a: i32[5,3], %b: f32[5,37], %d: f64[5,1], %e: bool[5,2]) -> (f64[5,43], "
+      "f32[15,37], i32[5,5]) {\n"
+      "  %x = concat %a, %b, %d, %e {axis = 1} : f64[5,43]\n"
+      "  %y0 = concat %b, %b, %b {axis = 0} : f32[15,37]\n"
+      "  %y = sqrt %y0 : f32[15,37]\n"
+      "  %z = concat %a, %e {axis = 1} : i32[5,5]\n"
+      "  return %x, %y, %z\n}\n");
+}
+
+TEST(CpuMovement, ReturnedViewsAreMaterialized) {
+  expect_same(
+      "graph @v(%x: i64[5,37]) -> (i64[37,5], i64[2,12], i64[5,38], i64[3,5,37], i64[185]) {\n"
+      "  %a = permute %x {perm = [1, 0]} : i64[37,5]\n"
+      "  %b = slice %x {start = [1, 2], stop = [5, 37], step = [2, 3]} : i64[2,12]\n"
+      "  %c = pad %x {low = [0, 1], high = [0, 0], value = -9223372036854775808} : i64[5,38]\n"
+      "  %r = reshape %x : i64[1,5,37]\n"
+      "  %d = expand %r : i64[3,5,37]\n"
+      "  %e = reshape %x : i64[185]\n"
+      "  return %a, %b, %c, %d, %e\n}\n");
+}
+
+// ---- empty tensors -----------------------------------------------------------------------
+
+TEST(CpuEmpty, EmptyTensorsEverywhere) {
+  // Sums over an empty axis are 0, products 1; reductions with an empty kept dim are empty;
+  // pad and concat make elements out of nothing; a matmul over K = 0 gives zeros.
+  expect_same(
+      "graph @e(%x: f32[0], %m: f32[0,3], %r: f32[3], %n: i32[3,0], %a: f32[2,0], "
+      "%b: f32[0,4], %s: f32[5,37]) -> (f32[0], f32[0,3], f32[3], i64[3], i64[3], f32[0], "
+      "f32[3], f32[2,4], f32[5,37], f32[5,0], bool[0]) {\n"
+      "  %u = exp %x : f32[0]\n"
+      "  %v = add %m, %r : f32[0,3]\n"
+      "  %w = reduce_sum %m {axes = [0]} : f32[3]\n"
+      "  %p = reduce_prod %n {axes = [1]} : i64[3]\n"
+      "  %q = reduce_sum %n {axes = [1]} : i64[3]\n"
+      "  %t = reduce_max %m {axes = [1]} : f32[0]\n"
+      "  %pd = pad %x {low = [1], high = [2], value = 7.0} : f32[3]\n"
+      "  %mm = matmul %a, %b : f32[2,4]\n"
+      "  %sl = slice %s {start = [0, 5], stop = [5, 5]} : f32[5,0]\n"
+      "  %c0 = slice %s {start = [0, 0], stop = [0, 37]} : f32[0,37]\n"
+      "  %c = concat %c0, %s {axis = 0} : f32[5,37]\n"
+      "  %bl = lt %x, %x : bool[0]\n"
+      "  return %u, %v, %w, %p, %q, %t, %pd, %mm, %c, %sl, %bl\n}\n");
+}
+
+// ---- matmul ------------------------------------------------------------------------------
+
+COVERS(matmul, OpKind::Matmul)
+
+TEST(CpuMatmul, FloatWithEpilogue) {
+  // Eigen accumulates in the operand type: a tolerance relative to K * max|a| * max|b|.
+  expect_same(
+      "graph @m(%a: f32[5,37], %b: f32[37,7], %bias: f32[7]) -> f32[5,7] {\n"
+      "  %m = matmul %a, %b : f32[5,7]\n"
+      "  %s = add %m, %bias : f32[5,7]\n"
+      "  %y = relu %s : f32[5,7]\n"
+      "  return %y\n}\n",
+      {Data::Unit}, Tol{0, 1e-5, 37});
+  expect_same(
+      "graph @m(%a: f64[3,5,8], %b: f64[3,8,6]) -> (f64[3,5,6], f64[3,5,6]) {\n"
+      "  %m = matmul %a, %b : f64[3,5,6]\n  %t = tanh %m : f64[3,5,6]\n  return %m, %t\n}\n",
+      {Data::Unit}, Tol{0, 1e-13, 8});
+}
+
+TEST(CpuMatmul, BroadcastBatchAndTransposedOperand) {
+  // The second operand of %m2 is a transposed view: the matmul reads operands from memory.
+  expect_same(
+      "graph @m(%a: f32[2,1,4,5], %b: f32[3,5,6], %c: f32[4,6]) -> (f32[2,3,4,6], f32[2,3,4,4]) {\n"
+      "  %m = matmul %a, %b : f32[2,3,4,6]\n"
+      "  %ct = permute %c {perm = [1, 0]} : f32[6,4]\n"
+      "  %m2 = matmul %m, %ct : f32[2,3,4,4]\n"
+      "  return %m, %m2\n}\n",
+      {Data::Unit}, Tol{0, 1e-5, 30});
+}
+
+TEST(CpuMatmul, IntegersWrapAndMixedTypes) {
+  // Integer products accumulate with wrapping; i32 @ f32 is f64.
+  expect_same(
+      "graph @m(%a: i32[4,9], %b: i32[9,5], %c: i64[2,4,9], %d: i64[9,3], %e: f32[9,5]) -> "
+      "(i32[4,5], i64[2,4,3], f64[4,5], i32[4,5]) {\n"
+      "  %x = matmul %a, %b : i32[4,5]\n"
+      "  %y = matmul %c, %d : i64[2,4,3]\n"
+      "  %z = matmul %a, %e : f64[4,5]\n"
+      "  %w0 = matmul %a, %b : i32[4,5]\n"
+      "  %one = constant {value = 1} : i32[]\n"
+      "  %w = add %w0, %one : i32[4,5]\n"
+      "  return %x, %y, %z, %w\n}\n",
+      {Data::General, Data::General, Data::General, Data::General, Data::Unit},
+      Tol{0, 1e-12, 1e10});
+}
+
+// ---- shapes that change the schedule -----------------------------------------------------
+
+TEST(CpuShapes, ScalarsOfRankZero) {
+  expect_same(
+      "graph @s(%s: f32[], %x: f32[37], %i: i32[], %b: bool[]) -> (f32[], f32[37], i32[], f64[], "
+      "bool[], f32[], i64[], f32[37]) {\n"
+      "  %e = floor %s : f32[]\n"
+      "  %a = add %s, %x : f32[37]\n"
+      "  %n = neg %i : i32[]\n"
+      "  %c = cast %i : f64[]\n"
+      "  %nb = not %b : bool[]\n  %w = where %b, %s, %e : f32[]\n"
+      "  %r0 = reshape %i : i32[1]\n"
+      "  %r = reduce_sum %r0 {axes = [0]} : i64[]\n"
+      "  %ex = expand %s : f32[37]\n"
+      "  return %e, %a, %n, %c, %nb, %w, %r, %ex\n}\n");
+}
+
+TEST(CpuShapes, LargeKernelsAreSplitAcrossCores) {
+  // Enough work for the engine to split kernels into ranges run in parallel (and the GEMM
+  // into row blocks); odd extents leave partial vectors and tiles at the ends of ranges.
+  const std::string text =
+      "graph @big(%x: f32[300,257], %w: f32[257,64], %i: i32[300,257]) -> "
+      "(f32[300,257], f32[300], f32[257], i64[257], i64[300], i64[257], i32[300], f32[300,64]) {\n"
+      "  %c15 = constant {value = 1.5} : f32[]\n"
+      "  %a = mul %x, %c15 : f32[300,257]\n"
+      "  %t = floor %a : f32[300,257]\n"
+      "  %y = mul %t, %x : f32[300,257]\n"
+      "  %s = reduce_sum %x {axes = [1]} : f32[300]\n"
+      "  %c = reduce_max %x {axes = [0]} : f32[257]\n"
+      "  %am = argmax %x {axes = [0]} : i64[257]\n"
+      "  %ai = argmin %x {axes = [1]} : i64[300]\n"
+      "  %is = reduce_sum %i {axes = [0]} : i64[257]\n"
+      "  %im = reduce_min %i {axes = [1]} : i32[300]\n"
+      "  %m = matmul %x, %w : f32[300,64]\n"
+      "  return %y, %s, %c, %am, %ai, %is, %im, %m\n}\n";
+  const Tol sum{0, 1e-5, 257};
+  expect_same(text, inputs_for(parse_or_fail(text), {Data::Unit, Data::Unit, Data::General}),
+              {kExact, sum, kExact, kExact, kExact, kExact, kExact, sum});
+}
+
+TEST(CpuShapes, LargeReductionsToFewValues) {
+  // Reductions to a few values over many elements are split into blocks (split-reductions):
+  // max and min must keep their exact semantics (NaN wins, +0.0 beats -0.0), sums their
+  // tolerance, integer sums and products stay exact.
+  const std::string text =
+      "graph @few(%x: f32[262144], %c: f32[65536,4], %i: i32[512,512]) -> (f32[], f32[], f32[], "
+      "f32[4], f32[1,4], i64[], i64[], i32[]) {\n"
+      "  %s = reduce_sum %x {axes = [0]} : f32[]\n"
+      "  %mx = reduce_max %x {axes = [0]} : f32[]\n"
+      "  %mn = reduce_min %x {axes = [0]} : f32[]\n"
+      "  %cs = reduce_max %c {axes = [0]} : f32[4]\n"
+      "  %cm = reduce_min %c {axes = [0], keepdim} : f32[1,4]\n"
+      "  %is = reduce_sum %i {axes = [0, 1]} : i64[]\n"
+      "  %ip = reduce_prod %i {axes = [0, 1]} : i64[]\n"
+      "  %im = reduce_max %i {axes = [0, 1]} : i32[]\n"
+      "  return %s, %mx, %mn, %cs, %cm, %is, %ip, %im\n}\n";
+  const Graph g = parse_or_fail(text);
+  std::vector<HostTensor> in = inputs_for(g, {Data::Unit, Data::Unit, Data::General});
+  const std::vector<Tol> tols = {Tol{0, 1e-5, 262144}, kExact};
+  expect_same(text, in, tols);
+  // Signed zeros everywhere, then one NaN deep inside a block: the same kernels, new data.
+  for (int t = 0; t < 2; ++t) {
+    for (int64_t k = 0; k < in[t].numel(); ++k) in[t].set_double(k, (k * 7 % 5) < 2 ? -0.0 : 0.0);
+  }
+  expect_same(text, in, tols);
+  in[0].set_double(200001, kNaN);
+  in[1].set_double(4 * 40000 + 2, kNaN);
+  expect_same(text, in, tols);
+}
+
+// ---- meta ---------------------------------------------------------------------------------
+
+TEST(CpuOps, EveryOpIsCovered) {
+  for (const OpInfo& info : all_ops())
+    EXPECT_TRUE(covered().count(info.kind))
+        << "op '" << info.name << "' has no cpu test in cpu_ops_test.cpp";
+}
+
+}  // namespace
+}  // namespace kiln
