@@ -32,7 +32,9 @@ struct ValuePool {
   }
 };
 
-thread_local ValuePool pool;
+// initial-exec: no __tls_get_addr call per recorded op (libkiln is linked, not dlopen'ed
+// late; glibc keeps static TLS room for such small variables either way).
+[[gnu::tls_model("initial-exec")]] thread_local ValuePool pool;
 
 }  // namespace
 
@@ -82,7 +84,7 @@ struct PendingList {
 };
 
 namespace {
-thread_local PendingList pending_list;
+[[gnu::tls_model("initial-exec")]] thread_local PendingList pending_list;
 
 uint64_t hash_type(const TensorType& t) {
   uint64_t h = hash_mix(static_cast<uint64_t>(t.dtype), static_cast<uint64_t>(t.shape.rank()));
@@ -125,7 +127,7 @@ ScalarCache::~ScalarCache() {
 }
 
 ScalarCache& thread_scalar_cache() {
-  static thread_local ScalarCache cache;
+  [[gnu::tls_model("initial-exec")]] static thread_local ScalarCache cache;
   return cache;
 }
 
@@ -202,7 +204,7 @@ void set_result(LazyValue* v, BufferRef buffer) {
 size_t thread_pending_count() { return pending_list.size; }
 
 namespace {
-thread_local bool tracing = false;
+[[gnu::tls_model("initial-exec")]] thread_local bool tracing = false;
 }  // namespace
 bool thread_is_tracing() { return tracing; }
 void set_thread_tracing(bool on) { tracing = on; }

@@ -64,6 +64,9 @@ std::optional<int64_t> checked_numel(const Shape& s) {
 }
 
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  // The common cases first: recording `y * 2` must stay cheap.
+  if (b.rank() == 0 || a == b) return a;
+  if (a.rank() == 0) return b;
   const int rank = std::max(a.rank(), b.rank());
   Shape out;
   for (int i = 0; i < rank; ++i) {
