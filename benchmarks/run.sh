@@ -3,10 +3,12 @@
 #   benchmarks/run.sh [--benchmark_filter=REGEX]
 # Repetitions give the median of several runs; the machine is shared and noisy.
 #
-# Then the workload suite (kiln_workload_bench: W1-W5b and W8, kiln against the peers'
-# hand-written loops and Eigen, one process); its flags come from $WORKLOAD_ARGS, e.g.
-#   WORKLOAD_ARGS="--quick --small" benchmarks/run.sh --benchmark_filter=none
-# and its JSON lines go to build-release/workload_bench.jsonl. With PEERS=1 the Python peers
+# Then compile latency (kiln_compile_bench), and the workload suite (kiln_workload_bench:
+# W1-W5b and W8, kiln against the peers' hand-written loops and Eigen, one process) $RUNS
+# times (default 3), summarized by benchmarks/summarize_workloads.py; its flags come from
+# $WORKLOAD_ARGS, e.g.
+#   RUNS=1 WORKLOAD_ARGS="--quick --small" benchmarks/run.sh --benchmark_filter=none
+# and its JSON lines go to build-release/workload_bench.<run>.jsonl. With PEERS=1 the Python peers
 # of ../shared/peers (numpy, numexpr, torch eager; $PEERS_PY picks others) follow on W1-W5b,
 # their JSON lines in build-release/peers_py.jsonl; a peer whose module is missing is skipped.
 # The exit status is 1 when a workload result disagrees with the hand loop's or a peer fails.
@@ -18,9 +20,16 @@ for bench in kiln_record_bench kiln_pass_bench; do
     --benchmark_report_aggregates_only=true "$@"
 done
 
+build-release/bin/kiln_compile_bench
+
 status=0
-# shellcheck disable=SC2086  # WORKLOAD_ARGS is a list of flags
-build-release/bin/kiln_workload_bench ${WORKLOAD_ARGS:-} --json build-release/workload_bench.jsonl || status=1
+# RUNS runs of the workload suite (default 3), then the medians and within-run ratios.
+rm -f build-release/workload_bench.*.jsonl
+for run in $(seq "${RUNS:-3}"); do
+  # shellcheck disable=SC2086  # WORKLOAD_ARGS is a list of flags
+  build-release/bin/kiln_workload_bench ${WORKLOAD_ARGS:-} --json "build-release/workload_bench.$run.jsonl" >&2 || status=1
+done
+/usr/bin/python3 benchmarks/summarize_workloads.py build-release/workload_bench.*.jsonl
 
 if [[ ${PEERS:-0} == 1 ]]; then
   peers=${PEERS_DIR:-../shared/peers}

@@ -81,9 +81,9 @@ class KernelEmitter {
     }
     sched_ = kir::schedule_kernel(k);
     width_ = arg || k.domain.rank() == 0 ? 1u : static_cast<unsigned>(std::clamp<size_t>(vector_bytes / widest, 1, 64));
-    // Along a reduced row, four registers' worth of lanes per step: four independent
+    // Along a reduced row, two registers' worth of lanes per step: two independent
     // accumulator chains (LLVM splits the wide vectors into native registers).
-    if (sched_.lanes_reduce && width_ > 1) width_ = std::min(width_ * 4, 64u);
+    if (sched_.lanes_reduce && width_ > 1) width_ = std::min(width_ * 2, 64u);
     int64_t run = 1;  // values one accumulator lane adds in sequence
     for (int d = 0; d < k.domain.rank(); ++d)
       if (k.reduced[static_cast<size_t>(d)]) run *= k.domain[d];

@@ -45,9 +45,16 @@ Value* scale_by_pow2(llvm::IRBuilder<>& b, Value* p, Value* n) {
   return b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
 }
 
+// x clamped to [lo, hi], NaN kept (one compare and blend each, unlike minnum/maxnum).
+Value* clamp(llvm::IRBuilder<>& b, Value* x, double lo, double hi) {
+  Value* y = b.CreateSelect(b.CreateFCmpOGT(x, c(x, hi)), c(x, hi), x);
+  return b.CreateSelect(b.CreateFCmpOLT(y, c(x, lo)), c(x, lo), y);
+}
+
 Value* exp_f32(llvm::IRBuilder<>& b, Value* x) {
-  Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(x, 88.8)});
-  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(x, -104.0)});
+  // Past the clamp the scaling overflows to inf, or rounds to 0, by itself; NaN flows
+  // through every step.
+  Value* xc = clamp(b, x, -104.0, 88.8);
   Value* fx = b.CreateIntrinsic(llvm::Intrinsic::rint, {x->getType()}, {b.CreateFMul(xc, c(x, 1.44269504088896341))});
   Value* r = fma(b, fx, c(x, -0.693359375), xc);
   r = fma(b, fx, c(x, 2.12194440e-4), r);
@@ -55,10 +62,7 @@ Value* exp_f32(llvm::IRBuilder<>& b, Value* x) {
                          5.0000001201E-1});
   p = fma(b, p, b.CreateFMul(r, r), b.CreateFAdd(r, c(x, 1.0)));
   Value* n = b.CreateFPToSI(fx, int_like(x));
-  Value* y = scale_by_pow2(b, p, n);
-  y = b.CreateSelect(b.CreateFCmpOGT(x, c(x, 88.72283935546875)), c(x, INFINITY), y);
-  y = b.CreateSelect(b.CreateFCmpOLT(x, c(x, -103.97208)), c(x, 0.0), y);
-  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+  return scale_by_pow2(b, p, n);
 }
 
 Value* log_f32(llvm::IRBuilder<>& b, Value* x) {
@@ -92,8 +96,7 @@ Value* log_f32(llvm::IRBuilder<>& b, Value* x) {
 }
 
 Value* tanh_f32(llvm::IRBuilder<>& b, Value* x) {
-  Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(x, 7.90531110763549805)});
-  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(x, -7.90531110763549805)});
+  Value* xc = clamp(b, x, -7.90531110763549805, 7.90531110763549805);  // NaN flows through
   Value* x2 = b.CreateFMul(xc, xc);
   Value* p = poly(b, x2, {-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
                           1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03});
@@ -103,14 +106,12 @@ Value* tanh_f32(llvm::IRBuilder<>& b, Value* x) {
   Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
   r = b.CreateSelect(b.CreateFCmpOLT(ax, c(x, 0.0004)), x, r);
   // Beyond 9 the result rounds to +-1 (also for infinities).
-  r = b.CreateSelect(b.CreateFCmpOGT(ax, c(x, 9.0)),
-                     b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {c(x, 1.0), x}), r);
-  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+  return b.CreateSelect(b.CreateFCmpOGT(ax, c(x, 9.0)),
+                        b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {c(x, 1.0), x}), r);
 }
 
 Value* erf_f32(llvm::IRBuilder<>& b, Value* x) {
-  Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(x, 4.0)});
-  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(x, -4.0)});
+  Value* xc = clamp(b, x, -4.0, 4.0);  // NaN flows through
   Value* x2 = b.CreateFMul(xc, xc);
   Value* p = poly(b, x2, {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
                           -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02});
@@ -121,8 +122,7 @@ Value* erf_f32(llvm::IRBuilder<>& b, Value* x) {
   // Near 0, erf(x) = 2/sqrt(pi) x (1 - x^2/3 + ...): the rational form would lose the bits
   // of a tiny x in subnormal intermediates.
   Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
-  r = b.CreateSelect(b.CreateFCmpOLT(ax, c(x, 1e-4)), b.CreateFMul(x, c(x, 1.12837916709551257)), r);
-  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+  return b.CreateSelect(b.CreateFCmpOLT(ax, c(x, 1e-4)), b.CreateFMul(x, c(x, 1.12837916709551257)), r);
 }
 
 Value* sigmoid_f32(llvm::IRBuilder<>& b, Value* x) {
