@@ -22,13 +22,13 @@ bool Kernel::has_reduction() const {
   return std::any_of(insts.begin(), insts.end(), [](const Inst& i) { return i.code == Code::Reduce; });
 }
 
-std::string Kernel::str() const {
+std::string Kernel::str(bool names) const {
   std::string dims;
   for (int d = 0; d < domain.rank(); ++d)
     dims += fmt::format("{}{}{}", d ? ", " : "", reduced[static_cast<size_t>(d)] ? "reduce " : "", domain[d]);
-  std::string out = fmt::format("kernel @{} over [{}] (", name, dims);
+  std::string out = fmt::format("kernel @{} over [{}] (", names ? name : "", dims);
   for (size_t b = 0; b < buffers.size(); ++b)
-    out += fmt::format("{}#{} %{}: {} {}", b ? ", " : "", b, buffers[b].name, buffers[b].type.str(),
+    out += fmt::format("{}#{} %{}: {} {}", b ? ", " : "", b, names ? buffers[b].name : "", buffers[b].type.str(),
                        buffers[b].written ? "out" : "in");
   out += ") {\n";
   for (size_t i = 0; i < insts.size(); ++i) {

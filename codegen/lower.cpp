@@ -468,7 +468,11 @@ bool KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
   std::vector<bool> missing(static_cast<size_t>(k_.domain.rank()), true);
   const uint64_t used = dims_of(p);
   for (size_t d = 0; d < missing.size(); ++d) missing[d] = !(used >> d & 1);
-  Ref value = value_at(g, v, p, kir::kNoRef);
+  // An output shorter than the domain along some dim is computed only inside its extent:
+  // elsewhere its loads would read past their buffers.
+  Ref inside = kir::kNoRef;
+  for (const auto& [d, extent] : bounds) inside = both(inside, op(OpKind::Lt, DType::Bool, {dim(d), constant(extent)}));
+  Ref value = value_at(g, v, p, inside);
   value = cast(value, g.type(v).dtype);
   const Ref offset = offset_of(p, g.type(v).shape);
   const int32_t param = param_for(plan_buffer, low_.name(v), g.type(v), true);
@@ -482,7 +486,7 @@ bool KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
   for (size_t d = 0; d < missing.size(); ++d)
     if (missing[d] && k_.domain[static_cast<int>(d)] != 1 && (!k_.reduced[d] || inner))
       guard = both(guard, op(OpKind::Eq, DType::Bool, {dim(static_cast<int>(d)), constant(0)}));
-  for (const auto& [d, extent] : bounds) guard = both(guard, op(OpKind::Lt, DType::Bool, {dim(d), constant(extent)}));
+  guard = both(guard, inside);
   k_.stores.push_back({param, offset, value, guard});
   return true;
 }
@@ -521,6 +525,13 @@ void Lowering::lower_region(int32_t k) {
   for (ValueId v : outputs) {
     const int32_t buf = mp_.buffer_of[v];
     if (buf < 0) throw Error(fmt::format("kernel @{}: output %{} has no buffer", g_.kernels()[ki].name, name(v)));
+    // An output smaller than the domain (a slice or concat operand that is returned too)
+    // would be computed over the whole domain, masked: its own small kernel is cheaper.
+    std::vector<std::pair<int, int64_t>> bounds;
+    if (!depends_on_reduction(v, member) && right_aligned(g_.type(v).shape, domain, &bounds) && !bounds.empty()) {
+      apart.push_back(v);
+      continue;
+    }
     if (!b.store(g_, v, buf)) apart.push_back(v);
   }
   if (!b.finish_empty()) add_kernel(b);
@@ -535,10 +546,16 @@ void Lowering::lower_region(int32_t k) {
 }
 
 bool Lowering::depends_on_reduction(ValueId v, const std::vector<bool>& member) const {
-  if (v >= member.size() || !member[v]) return false;
-  const Node& n = g_.node(v);
-  if (n.info().category == OpCategory::Reduce) return true;
-  return std::any_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return depends_on_reduction(o, member); });
+  // In node order, once per call: members share operands (a residual chain doubles the
+  // paths at every step), so a plain recursion would be exponential.
+  std::vector<bool> depends(v + 1, false);
+  for (ValueId u = 0; u <= v; ++u) {
+    if (u >= member.size() || !member[u]) continue;
+    const Node& n = g_.node(u);
+    depends[u] = n.info().category == OpCategory::Reduce ||
+                 std::any_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return depends[o]; });
+  }
+  return depends[v];
 }
 
 void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool> member) {

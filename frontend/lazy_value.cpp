@@ -86,6 +86,9 @@ struct PendingList {
 namespace {
 [[gnu::tls_model("initial-exec")]] thread_local PendingList pending_list;
 
+// release()'s work list (at namespace scope: ~ScalarCache needs it, see thread_scalar_cache).
+[[gnu::tls_model("initial-exec")]] thread_local std::vector<LazyValue*> release_work;
+
 uint64_t hash_type(const TensorType& t) {
   uint64_t h = hash_mix(static_cast<uint64_t>(t.dtype), static_cast<uint64_t>(t.shape.rank()));
   for (int64_t d : t.shape.dims()) h = hash_mix(h, static_cast<uint64_t>(d));
@@ -127,6 +130,11 @@ ScalarCache::~ScalarCache() {
 }
 
 ScalarCache& thread_scalar_cache() {
+  // Thread-locals are destroyed in the reverse order of their construction, and
+  // ~ScalarCache releases values: what release() uses must be constructed first.
+  release_work.reserve(1);
+  pool.cached += 0;
+  pending_list.size += 0;
   [[gnu::tls_model("initial-exec")]] static thread_local ScalarCache cache;
   return cache;
 }
@@ -174,7 +182,7 @@ void drop_recipe(LazyValue* v, std::vector<LazyValue*>& work) {
 }  // namespace
 
 void release(LazyValue* v) {
-  thread_local std::vector<LazyValue*> work;
+  std::vector<LazyValue*>& work = release_work;
   const size_t base = work.size();  // release may re-enter through a buffer's destructor
   work.push_back(v);
   while (work.size() > base) {

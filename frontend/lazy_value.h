@@ -82,11 +82,9 @@ size_t thread_pending_count();
 bool thread_is_tracing();
 void set_thread_tracing(bool on);
 
-/// Evaluates `targets` (and every pending value in their subgraphs that another tensor
-/// still refers to) with one engine execution per device. Throws kiln::Error.
 /// The scalar constants recorded in this thread's pending stream, to record each value
-/// once. The cache holds a reference to each; it is emptied before every cut, so that the
-/// references counted there are the program's own.
+/// once. The cache holds a reference to each; it is emptied before every cut and flush, so
+/// that the references counted there are the program's own.
 struct ScalarCache {
   static constexpr size_t kCapacity = 16;
   struct Entry {
@@ -101,6 +99,8 @@ struct ScalarCache {
 ScalarCache& thread_scalar_cache();
 void clear_thread_scalar_cache();
 
+/// Evaluates `targets` (and every pending value in their subgraphs that another tensor
+/// still refers to) with one engine execution per device. Throws kiln::Error.
 void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap = false);
 
 /// Evaluates the calling thread's pending values that tensors hold (kiln::sync, and the

@@ -14,6 +14,7 @@
 
 #include "kiln/frontend/lazy.h"
 #include "kiln/ir/text.h"
+#include "kiln/support/log.h"
 #include "lazy_value.h"
 
 namespace kiln {
@@ -151,10 +152,7 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
 }
 
 bool log_flushes() {
-  static const bool on = [] {
-    const char* env = std::getenv("KILN_LOG");
-    return env && std::string_view(env).find("flush") != std::string_view::npos;
-  }();
+  static const bool on = log_enabled("flush");
   return on;
 }
 
@@ -226,6 +224,8 @@ namespace detail {
 void flush_pending(bool forced_by_cap) {
   // The targets are the pending values some tensor holds: more references than the other
   // pending values account for. The rest are intermediates, computed inside the same graphs.
+  // The scalar cache's references are not a tensor's: drop them first.
+  clear_thread_scalar_cache();
   const std::vector<LazyValue*> pending = thread_pending_values();
   std::unordered_map<const LazyValue*, uint32_t> from_pending;
   for (const LazyValue* v : pending)

@@ -13,9 +13,10 @@
 //   %s = reduce_sum %p {axes = [0]} : f32[]
 // Only reductions over one contiguous block of axes are split, and only sum, prod, max and
 // min (argmax's position would need the block's offset). Max and min give the same bits;
-// float sums and products round the partials once more (integers are exact: wrapping
-// arithmetic is associative), which is why this pass is not part of -O2 and only backends
-// that document the difference run it (the cpu device: docs/runtime.md).
+// f32 sums and products compute their partials in f64 (so no block overflows where the total
+// does not), but in another order than one long sum (integers are exact: wrapping arithmetic
+// is associative), which is why this pass is not part of -O2 and only backends that document
+// the difference run it (the cpu device: docs/runtime.md).
 #include <algorithm>
 #include <numeric>
 
@@ -91,13 +92,25 @@ Graph split_reductions(const Graph& g, const PassOptions&) {
       if (d != first + 1) partial.push_back(blocked[d]);
     for (int d = 0; d < partial.rank(); ++d)
       if (d != first) total.push_back(partial[d]);
-    const DType t = n.type.dtype;
+    // f32 sums and products run in f64 across the split (a cast that fuses into the first
+    // kernel): partials in f32 could overflow where the total does not.
+    const bool widen = n.type.dtype == DType::F32 && (n.op == OpKind::ReduceSum || n.op == OpKind::ReduceProd);
+    const DType t = widen ? DType::F64 : n.type.dtype;
     Node reshape;
     reshape.op = OpKind::Reshape;
     reshape.type = TensorType{g.type(n.operands[0]).dtype, blocked};
     reshape.operands = {r.map(n.operands[0])};
     reshape.attrs = Graph::make_attrs(OpKind::Reshape);
-    const ValueId x = r.add(std::move(reshape));
+    ValueId x = r.add(std::move(reshape));
+    auto cast = [&](ValueId value, DType to) {
+      Node c;
+      c.op = OpKind::Cast;
+      c.type = TensorType{to, r.out().type(value).shape};
+      c.operands = {value};
+      c.attrs = Graph::make_attrs(OpKind::Cast);
+      return r.add(std::move(c));
+    };
+    if (widen) x = cast(x, DType::F64);
     auto reduce = [&](ValueId operand, int64_t axis, Shape shape) {
       Node red;
       red.op = n.op;
@@ -110,6 +123,7 @@ Graph split_reductions(const Graph& g, const PassOptions&) {
     };
     const ValueId p = reduce(x, first + 1, partial);
     ValueId result = reduce(p, first, total);
+    if (widen) result = cast(result, n.type.dtype);
     if (!(total == n.type.shape)) {  // keepdim: the reduced axes come back as 1s
       Node back;
       back.op = OpKind::Reshape;

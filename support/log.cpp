@@ -37,7 +37,7 @@ bool log_enabled(std::string_view channel) {
   return false;
 }
 
-void log(std::string_view channel, std::string_view message) {
+void log_line(std::string_view channel, std::string_view message) {
   if (!log_enabled(channel)) return;
   std::fprintf(stderr, "kiln[%.*s]: %.*s\n", static_cast<int>(channel.size()), channel.data(),
                static_cast<int>(message.size()), message.data());

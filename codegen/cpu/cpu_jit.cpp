@@ -47,7 +47,7 @@ namespace kiln::cpu {
 namespace {
 
 // Bump when generated code changes for the same Kernel IR: old disk entries become stale.
-constexpr int kCodegenVersion = 1;
+constexpr int kCodegenVersion = 2;
 
 std::string take(llvm::Error e) { return llvm::toString(std::move(e)); }
 
@@ -86,7 +86,11 @@ struct Jit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   DiskCache disk{DiskCache::default_root(), "cpu"};
   std::mutex mutex;  // LLVM compilation and the JIT's symbol table
-  std::unordered_map<std::string, KernelFn> loaded;  // kernel key -> code
+  struct Loaded {
+    std::string canonical;  // compared on every hit: a collision never runs the wrong code
+    KernelFn fn;
+  };
+  std::unordered_map<std::string, Loaded> loaded;  // kernel key -> code
 
   Impl() {
     llvm::InitializeNativeTarget();
@@ -178,17 +182,21 @@ const HostTarget& Jit::target() const { return impl_->target; }
 
 KernelFn Jit::kernel(const kir::Kernel& k) {
   Impl& im = *impl_;
-  const std::string canonical = k.str() + im.environment();
+  // Names are left out: the same kernel in another stream, or the same stream written
+  // in another order, finds it.
+  const std::string canonical = k.str(/*names=*/false) + im.environment();
   const std::string key = hash_text(canonical).hex();
   std::lock_guard lock(im.mutex);
   if (auto it = im.loaded.find(key); it != im.loaded.end()) {
+    if (it->second.canonical != canonical)
+      throw Error(fmt::format("internal error: kernel cache key collision on {} (kernel @{})", key, k.name));
     runtime_counters().kernel_memory_hits++;
-    return it->second;
+    return it->second.fn;
   }
   const std::string sym = "kiln_" + key;
   if (std::optional<std::string> object = im.disk.load(key, canonical)) {
     KernelFn fn = im.link(sym, *object);
-    im.loaded.emplace(key, fn);
+    im.loaded.emplace(key, Impl::Loaded{canonical, fn});
     return fn;
   }
   if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
@@ -206,10 +214,10 @@ KernelFn Jit::kernel(const kir::Kernel& k) {
   c.llvm_compiles++;
   c.kernels_compiled++;
   c.compile_ns += static_cast<uint64_t>(ns);
-  log("compile", fmt::format("kernel @{} ({}): {:.2f} ms, {} bytes of object code", k.name, key, ns / 1e6, object.size()));
+  log_line("compile", fmt::format("kernel @{} ({}): {:.2f} ms, {} bytes of object code", k.name, key, ns / 1e6, object.size()));
   im.disk.store(key, canonical, object);
   KernelFn fn = im.link(sym, object);
-  im.loaded.emplace(key, fn);
+  im.loaded.emplace(key, Impl::Loaded{canonical, fn});
   return fn;
 }
 

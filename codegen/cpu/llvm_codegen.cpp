@@ -57,8 +57,10 @@ bool is_arg_reduce(OpKind op) { return op == OpKind::ArgMax || op == OpKind::Arg
 // Longest run of f32 values one accumulator lane adds in f32 (see acc_type).
 constexpr int64_t kF32Run = 256;
 
-// Rows up to this many elements get a row cache (64 KiB of f32 on the stack at most).
+// Rows up to this many elements get a row cache, of at most kRowCacheBytes on the stack in
+// all (TBB workers have a few MiB of stack).
 constexpr int64_t kRowCacheElements = 16384;
+constexpr int64_t kRowCacheBytes = 128 * 1024;
 
 class KernelEmitter {
  public:
@@ -478,6 +480,7 @@ void KernelEmitter::plan_row_cache() {
   uint64_t reduced_mask = 0;
   for (int d = 0; d < rank_; ++d)
     if (k_.reduced[static_cast<size_t>(d)]) reduced_mask |= uint64_t{1} << d;
+  int64_t cached_bytes = 0;
   for (size_t i = 0; i < k_.insts.size(); ++i) {
     const Inst& in = k_.insts[i];
     const bool expensive = in.code == Code::Op && is_float(in.type) &&
@@ -486,6 +489,9 @@ void KernelEmitter::plan_row_cache() {
     if (!expensive || !(deps_[i] & reduced_mask)) continue;
     const auto count = std::count_if(passes.begin(), passes.end(), [&](const std::set<Ref>& p) { return p.count(static_cast<Ref>(i)); });
     if (count < 2) continue;
+    const int64_t bytes = row * static_cast<int64_t>(dtype_size(in.type));
+    if (cached_bytes + bytes > kRowCacheBytes) break;  // the stack of a worker thread is finite
+    cached_bytes += bytes;
     llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
     row_cache_.buffers[static_cast<Ref>(i)] = eb.CreateAlloca(llvm::ArrayType::get(reg_type(in.type), static_cast<uint64_t>(row)));
   }
@@ -676,13 +682,13 @@ void KernelEmitter::emit_case_a(Value* it) {
       continue;
     }
     // One pass over the row for this stage's reductions: their values for this kept point.
-    auto run_stage = [&]() {
+    auto run_stage = [&](const std::vector<Ref>& run) {
       std::map<Ref, Value*> out;
       llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
       b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
       std::map<Ref, llvm::AllocaInst*> vacc, sacc;
       std::map<Ref, ArgState> arg;
-      for (Ref r : reds) {
+      for (Ref r : run) {
         const Inst& in = k_.insts[static_cast<size_t>(r)];
         if (is_arg_reduce(in.op)) {
           const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
@@ -693,7 +699,7 @@ void KernelEmitter::emit_case_a(Value* it) {
         }
       }
       b_.restoreIP(ip);
-      for (Ref r : reds) {
+      for (Ref r : run) {
         const Inst& in = k_.insts[static_cast<size_t>(r)];
         if (is_arg_reduce(in.op)) {
           b_.CreateStore(b_.getFalse(), arg[r].seen);
@@ -708,7 +714,7 @@ void KernelEmitter::emit_case_a(Value* it) {
         lane_loops(dims, i64(0), last_extent, [&](unsigned w, std::vector<Value*>& d) {
           Ctx c = make_ctx(w, d, reduce_value);
           row_cache_.offset = row_offset(d);
-          for (Ref r : reds) {
+          for (Ref r : run) {
             const Inst& in = k_.insts[static_cast<size_t>(r)];
             if (is_arg_reduce(in.op)) {
               const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
@@ -739,7 +745,7 @@ void KernelEmitter::emit_case_a(Value* it) {
           }
         });
       });
-      for (Ref r : reds) {
+      for (Ref r : run) {
         const Inst& in = k_.insts[static_cast<size_t>(r)];
         if (is_arg_reduce(in.op)) {
           out[r] = b_.CreateLoad(b_.getInt64Ty(), arg[r].index);
@@ -751,14 +757,16 @@ void KernelEmitter::emit_case_a(Value* it) {
       }
       return out;
     };
-    std::map<Ref, Value*> fast = run_stage();
+    std::map<Ref, Value*> fast = run_stage(reds);
     mark_row_cache_filled(reds);
     // f32 sums kept in f32 lanes (short runs) could overflow where the f64 sum the IR
     // promises does not: a row whose sum is not finite is summed again in f64.
     Value* redo = nullptr;
+    std::vector<Ref> narrow;
     for (Ref r : reds) {
       const Inst& in = k_.insts[static_cast<size_t>(r)];
       if (in.op != OpKind::ReduceSum || in.type != DType::F32 || acc_type(in) == DType::F64) continue;
+      narrow.push_back(r);
       Value* inf = b_.CreateFCmpOEQ(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {fast[r]->getType()}, {fast[r]}),
                                     llvm::ConstantFP::getInfinity(fast[r]->getType()));
       Value* bad = b_.CreateOr(inf, b_.CreateFCmpUNO(fast[r], fast[r]));
@@ -774,12 +782,16 @@ void KernelEmitter::emit_case_a(Value* it) {
     b_.CreateCondBr(redo, slow, join);
     b_.SetInsertPoint(slow);
     wide_sums_ = true;
-    std::map<Ref, Value*> wide = run_stage();
+    std::map<Ref, Value*> wide = run_stage(narrow);
     wide_sums_ = false;
     llvm::BasicBlock* slow_end = b_.GetInsertBlock();
     b_.CreateBr(join);
     b_.SetInsertPoint(join);
     for (Ref r : reds) {
+      if (!wide.count(r)) {
+        results[r] = fast[r];
+        continue;
+      }
       llvm::PHINode* phi = b_.CreatePHI(fast[r]->getType(), 2);
       phi->addIncoming(fast[r], from);
       phi->addIncoming(wide[r], slow_end);
@@ -870,10 +882,10 @@ void KernelEmitter::emit_case_b(Value* it) {
     const std::vector<Ref> reds = reduces_of_stage(s);
     if (empty_reduction()) continue;
     // One pass over the reduced dims for this stage: the accumulators of every lane.
-    auto run_stage = [&]() {
+    auto run_stage = [&](const std::vector<Ref>& run) {
       llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
       b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
-      for (Ref r : reds) {
+      for (Ref r : run) {
         const Inst& in = k_.insts[static_cast<size_t>(r)];
         if (is_arg_reduce(in.op)) {
           const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
@@ -886,7 +898,7 @@ void KernelEmitter::emit_case_b(Value* it) {
       }
       b_.restoreIP(ip);
       loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
-        for (Ref r : reds) {
+        for (Ref r : run) {
           const Inst& in = k_.insts[static_cast<size_t>(r)];
           if (is_arg_reduce(in.op)) {
             b_.CreateStore(b_.getFalse(), b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, l));
@@ -900,7 +912,7 @@ void KernelEmitter::emit_case_b(Value* it) {
         lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
           Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
           Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
-          for (Ref r : reds) {
+          for (Ref r : run) {
             const Inst& in = k_.insts[static_cast<size_t>(r)];
             if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
               const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
@@ -936,7 +948,7 @@ void KernelEmitter::emit_case_b(Value* it) {
         });
       });
     };
-    run_stage();
+    run_stage(reds);
     // As along rows: f32 sums kept in f32 whose total overflows are summed again in f64
     // (the whole tile), then rounded into the f32 accumulators the stores read.
     std::vector<Ref> narrow;
@@ -965,7 +977,7 @@ void KernelEmitter::emit_case_b(Value* it) {
     b_.SetInsertPoint(slow);
     const std::map<Ref, llvm::AllocaInst*> fast = acc;
     wide_sums_ = true;
-    run_stage();
+    run_stage(narrow);  // the other reductions keep their results
     loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
       for (Ref r : narrow) {
         Value* v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateGEP(b_.getDoubleTy(), acc[r], l));

@@ -61,7 +61,8 @@ Value* exp_f32(llvm::IRBuilder<>& b, Value* x) {
   Value* p = poly(b, r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
                          5.0000001201E-1});
   p = fma(b, p, b.CreateFMul(r, r), b.CreateFAdd(r, c(x, 1.0)));
-  Value* n = b.CreateFPToSI(fx, int_like(x));
+  // (NaN: any exponent will do, p is NaN; but fptosi of NaN is poison, so give it 0.)
+  Value* n = b.CreateFPToSI(b.CreateSelect(b.CreateFCmpUNO(fx, fx), c(x, 0.0), fx), int_like(x));
   return scale_by_pow2(b, p, n);
 }
 

@@ -16,8 +16,8 @@ Engine& cpu_engine();
 
 /// Number of executables in the CPU engine's plan cache.
 size_t cpu_plan_cache_size();
-/// Empties the plan cache and the in-process kernel cache is kept (tests of the disk cache
-/// start new processes instead).
+/// Empties the plan cache; compiled kernels stay in the in-process kernel cache (tests of
+/// the disk cache start new processes instead).
 void cpu_plan_cache_clear();
 
 /// What the CPU backend makes of `g`: the optimized graph and its launch plan, without

@@ -74,9 +74,10 @@ struct Kernel {
   std::vector<Store> stores;
 
   bool has_reduction() const;
-  /// The text form: one instruction per line. Two kernels with the same text compute the
-  /// same thing; it is the key of the kernel caches.
-  std::string str() const;
+  /// The text form: one instruction per line. Without names (the kernel's and its
+  /// buffers'), two kernels with the same text compute the same thing: the key of the kernel
+  /// caches.
+  std::string str(bool names = true) const;
 };
 
 /// Drops the instructions no store needs and renumbers the rest (in order).

@@ -16,6 +16,6 @@ void warn_once(std::string_view key, std::string_view message);
 bool log_enabled(std::string_view channel);
 
 /// Prints "kiln[<channel>]: <message>" when the channel is enabled.
-void log(std::string_view channel, std::string_view message);
+void log_line(std::string_view channel, std::string_view message);
 
 }  // namespace kiln
