@@ -128,9 +128,9 @@ Schedule schedule_kernel(const Kernel& k) {
   // Tiles of the last dim: wide enough to amortize the loop over reduced dims, small enough
   // that a tile's accumulators stay in L1 and that a 1-D domain still splits across cores.
   s.tile = std::min<int64_t>(last, k.has_reduction() ? 256 : 4096);
-  // With enough kept rows to share out, a reduction takes whole rows (contiguous reads);
-  // its per-lane accumulators (8 bytes each) must stay in L1.
-  if (k.has_reduction() && kept / std::max<int64_t>(1, last) >= 16 && last <= 4096) s.tile = last;
+  // With enough kept rows to share out, a reduction takes long pieces of rows (contiguous
+  // reads); its per-lane accumulators (up to 8 bytes each) must stay in L1 beside the rows.
+  if (k.has_reduction() && kept / std::max<int64_t>(1, last) >= 16) s.tile = std::min<int64_t>(last, 4096);
   if (s.tile == 0) s.tile = 1;
   const int64_t tiles = (last + s.tile - 1) / s.tile;
   s.iterations = last == 0 ? 0 : kept / last * tiles;

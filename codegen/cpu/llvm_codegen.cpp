@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Verifier.h>
@@ -53,6 +54,9 @@ uint32_t hash32(uint32_t x) {
 }
 
 bool is_arg_reduce(OpKind op) { return op == OpKind::ArgMax || op == OpKind::ArgMin; }
+
+// Rows of a column reduction combined before they reach the accumulators (case B).
+constexpr int64_t kRowsPerStep = 4;
 
 // Longest run of f32 values one accumulator lane adds in f32 (see acc_type).
 constexpr int64_t kF32Run = 256;
@@ -781,8 +785,11 @@ void KernelEmitter::emit_case_a(Value* it) {
     auto* join = llvm::BasicBlock::Create(ctx_, "wide.join", fn_);
     b_.CreateCondBr(redo, slow, join);
     b_.SetInsertPoint(slow);
+    // The fallback runs one lane at a time: it is rare, and small code compiles fast.
     wide_sums_ = true;
+    const unsigned width = std::exchange(width_, 1u);
     std::map<Ref, Value*> wide = run_stage(narrow);
+    width_ = width;
     wide_sums_ = false;
     llvm::BasicBlock* slow_end = b_.GetInsertBlock();
     b_.CreateBr(join);
@@ -908,43 +915,86 @@ void KernelEmitter::emit_case_b(Value* it) {
           }
         }
       });
-      nest(dims, reduced, 0, [&] {
-        lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
-          Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
-          Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
-          for (Ref r : run) {
-            const Inst& in = k_.insts[static_cast<size_t>(r)];
-            if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
-              const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-              llvm::Type* et = reg_type(vt);
-              Value* pv = b_.CreateGEP(et, arg[r].value, lane);
-              Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
-              Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
-              Value* x = get(c, in.args[0]).v;
-              Value* pos = get(c, in.args[1]).v;
-              Value* best = b_.CreateLoad(et, pv);
-              const bool is_max = in.op == OpKind::ArgMax;
-              Value* better;
-              if (is_float(vt)) {
-                Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
-                better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
-              } else {
-                better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
-                                : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
-              }
-              better = b_.CreateOr(b_.CreateNot(b_.CreateLoad(b_.getInt1Ty(), ps)), better);
-              b_.CreateStore(b_.CreateSelect(better, x, best), pv);
-              b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), pi)), pi);
-              b_.CreateStore(b_.getTrue(), ps);
-              continue;
+      // One row of the reduced dims into every lane's accumulators.
+      auto accumulate = [&](unsigned w, std::vector<Value*>& d) {
+        Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
+        Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+        for (Ref r : run) {
+          const Inst& in = k_.insts[static_cast<size_t>(r)];
+          if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
+            const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+            llvm::Type* et = reg_type(vt);
+            Value* pv = b_.CreateGEP(et, arg[r].value, lane);
+            Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
+            Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
+            Value* x = get(c, in.args[0]).v;
+            Value* pos = get(c, in.args[1]).v;
+            Value* best = b_.CreateLoad(et, pv);
+            const bool is_max = in.op == OpKind::ArgMax;
+            Value* better;
+            if (is_float(vt)) {
+              Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
+              better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
+            } else {
+              better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
+                              : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
             }
-            const DType at = acc_type(in);
-            llvm::Type* et = mem_type(at);
-            Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
-            Value* p = b_.CreateGEP(et, acc[r], lane);
-            Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
-            b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
+            better = b_.CreateOr(b_.CreateNot(b_.CreateLoad(b_.getInt1Ty(), ps)), better);
+            b_.CreateStore(b_.CreateSelect(better, x, best), pv);
+            b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), pi)), pi);
+            b_.CreateStore(b_.getTrue(), ps);
+            continue;
           }
+          const DType at = acc_type(in);
+          llvm::Type* et = mem_type(at);
+          Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
+          Value* p = b_.CreateGEP(et, acc[r], lane);
+          Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
+          b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
+        }
+      };
+      // Without arg reductions, the innermost reduced dim goes kRowsPerStep rows at a time:
+      // their values are combined first (pairwise) and added to the accumulators once, which
+      // saves most of the accumulator loads and stores.
+      const bool any_arg = std::any_of(run.begin(), run.end(), [&](Ref r) { return is_arg_reduce(k_.insts[static_cast<size_t>(r)].op); });
+      if (reduced.empty() || any_arg || k_.domain[reduced.back()] < kRowsPerStep) {
+        nest(dims, reduced, 0, [&] { lane_loops(dims, c0, c1, accumulate); });
+        return;
+      }
+      const int rd = reduced.back();
+      const int64_t rows = k_.domain[rd], main = rows / kRowsPerStep * kRowsPerStep;
+      const std::vector<int> outer_reduced(reduced.begin(), reduced.end() - 1);
+      nest(dims, outer_reduced, 0, [&] {
+        loop(i64(0), i64(main), i64(kRowsPerStep), [&](Value* r0) {
+          lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
+            std::vector<Ctx> ctx;
+            for (int64_t u = 0; u < kRowsPerStep; ++u) {
+              std::vector<Value*> du = d;
+              du[static_cast<size_t>(rd)] = b_.CreateAdd(r0, i64(u));
+              ctx.push_back(make_ctx(w, du, [&, w](Ref r) { return read_result(r, w, d); }));
+            }
+            Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+            for (Ref r : run) {
+              const Inst& in = k_.insts[static_cast<size_t>(r)];
+              const DType at = acc_type(in);
+              std::vector<Value*> xs;
+              for (Ctx& c : ctx) xs.push_back(emit_cast(vector_of(c, get(c, in.args[0])), in.type, at));
+              while (xs.size() > 1) {
+                std::vector<Value*> next;
+                for (size_t i = 0; i + 1 < xs.size(); i += 2) next.push_back(combine(in, xs[i], xs[i + 1]));
+                if (xs.size() % 2) next.push_back(xs.back());
+                xs = std::move(next);
+              }
+              llvm::Type* et = mem_type(at);
+              Value* p = b_.CreateGEP(et, acc[r], lane);
+              Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
+              b_.CreateAlignedStore(to_acc_memory(combine(in, cur, xs[0]), at, w), p, llvm::Align(1));
+            }
+          });
+        });
+        loop(i64(main), i64(rows), i64(1), [&](Value* r) {
+          dims[static_cast<size_t>(rd)] = r;
+          lane_loops(dims, c0, c1, accumulate);
         });
       });
     };
@@ -977,7 +1027,9 @@ void KernelEmitter::emit_case_b(Value* it) {
     b_.SetInsertPoint(slow);
     const std::map<Ref, llvm::AllocaInst*> fast = acc;
     wide_sums_ = true;
+    const unsigned width = std::exchange(width_, 1u);  // rare: small code, one lane at a time
     run_stage(narrow);  // the other reductions keep their results
+    width_ = width;
     loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
       for (Ref r : narrow) {
         Value* v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateGEP(b_.getDoubleTy(), acc[r], l));
