@@ -121,6 +121,31 @@ void gemm_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b
   C.noalias() = A * B;
 }
 
+// Integers wrap (the interpreter's semantics): multiply and add as unsigned 64-bit, then
+// truncate. Eigen's signed arithmetic would overflow, which C++ leaves undefined.
+template <class T>
+void gemm_rows_int(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c, int64_t batch,
+                   int64_t row0, int64_t row1) {
+  int64_t aoff = 0, boff = 0, rem = batch;
+  for (int j = g.batch.rank() - 1; j >= 0; --j) {
+    const int64_t idx = rem % g.batch[j];
+    rem /= g.batch[j];
+    aoff += idx * g.a_batch_stride[static_cast<size_t>(j)];
+    boff += idx * g.b_batch_stride[static_cast<size_t>(j)];
+  }
+  const T* am = reinterpret_cast<const T*>(a) + aoff;
+  const T* bm = reinterpret_cast<const T*>(b) + boff;
+  T* cm = reinterpret_cast<T*>(c) + batch * g.m * g.n;
+  for (int64_t i = row0; i < row1; ++i)
+    for (int64_t j = 0; j < g.n; ++j) {
+      uint64_t acc = 0;
+      for (int64_t p = 0; p < g.k; ++p)
+        acc += static_cast<uint64_t>(static_cast<int64_t>(am[i * g.k + p])) *
+               static_cast<uint64_t>(static_cast<int64_t>(bm[p * g.n + j]));
+      cm[i * g.n + j] = static_cast<T>(acc);
+    }
+}
+
 void run_gemm(const LaunchPlan::Gemm& g, const std::vector<std::byte*>& ptrs) {
   const int64_t batches = g.batch.numel();
   const int64_t block = std::max<int64_t>(16, 65536 / std::max<int64_t>(1, g.n * g.k / 64));
@@ -132,8 +157,8 @@ void run_gemm(const LaunchPlan::Gemm& g, const std::vector<std::byte*>& ptrs) {
     switch (g.dtype) {
       case DType::F32: return gemm_rows<float>(g, a, b, c, bi, r0, r1);
       case DType::F64: return gemm_rows<double>(g, a, b, c, bi, r0, r1);
-      case DType::I32: return gemm_rows<int32_t>(g, a, b, c, bi, r0, r1);
-      case DType::I64: return gemm_rows<int64_t>(g, a, b, c, bi, r0, r1);
+      case DType::I32: return gemm_rows_int<int32_t>(g, a, b, c, bi, r0, r1);
+      case DType::I64: return gemm_rows_int<int64_t>(g, a, b, c, bi, r0, r1);
       case DType::Bool: throw Error("matmul of bool tensors is not supported on the cpu device");
     }
   };
@@ -143,6 +168,15 @@ void run_gemm(const LaunchPlan::Gemm& g, const std::vector<std::byte*>& ptrs) {
     return;
   }
   tbb::parallel_for(int64_t{0}, n, [&](int64_t i) { one(i); });
+}
+
+// Generated code has no UBSan function-type prologue, which -fsanitize=function (part of
+// clang's -fsanitize=undefined) reads in front of every function called through a pointer.
+#if defined(__clang__)
+__attribute__((no_sanitize("function")))
+#endif
+void call_kernel(cpu::KernelFn fn, void* const* args, int64_t begin, int64_t end) {
+  fn(args, begin, end);
 }
 
 class CpuEngine final : public Engine {
@@ -244,13 +278,13 @@ class CpuEngine final : public Engine {
       const kir::Schedule& s = exe.schedules[static_cast<size_t>(step.kernel)];
       const int64_t work = s.iterations * std::max<int64_t>(1, s.elements_per_iteration);
       if (work < (1 << 15) || s.iterations < 2) {
-        fn(args.data(), 0, s.iterations);
+        call_kernel(fn, args.data(), 0, s.iterations);
         continue;
       }
       // Grains of at least ~16K elements: enough to hide the scheduler, many per core.
       const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, s.elements_per_iteration));
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, s.iterations, static_cast<size_t>(grain)),
-                        [&](const tbb::blocked_range<int64_t>& r) { fn(args.data(), r.begin(), r.end()); });
+                        [&](const tbb::blocked_range<int64_t>& r) { call_kernel(fn, args.data(), r.begin(), r.end()); });
     }
     std::vector<BufferRef> results;
     for (size_t i = 0; i < plan.outputs.size(); ++i) {

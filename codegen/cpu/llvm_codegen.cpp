@@ -425,7 +425,7 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
     uniform = uniform && args.back().kind == Val::Uniform;
   }
   // Index arithmetic along the vector dim stays affine.
-  if (in.code == Code::Op && in.type == DType::I64 && !uniform) {
+  if (in.code == Code::Op && in.type == DType::I64 && in.args.size() == 2 && !uniform) {
     const Val& x = args[0];
     const Val& y = args[1];
     if (in.op == OpKind::Add && x.kind != Val::Vector && y.kind != Val::Vector)
