@@ -100,10 +100,8 @@ struct Executable {
   std::vector<kir::Schedule> schedules;
 };
 
-template <class T>
-void gemm_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c, int64_t batch,
-               int64_t row0, int64_t row1) {
-  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Element offsets of batch `batch`'s A and B matrices (broadcast batch dims have stride 0).
+std::pair<int64_t, int64_t> batch_offsets(const LaunchPlan::Gemm& g, int64_t batch) {
   int64_t aoff = 0, boff = 0, rem = batch;
   for (int j = g.batch.rank() - 1; j >= 0; --j) {
     const int64_t idx = rem % g.batch[j];
@@ -111,7 +109,14 @@ void gemm_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b
     aoff += idx * g.a_batch_stride[static_cast<size_t>(j)];
     boff += idx * g.b_batch_stride[static_cast<size_t>(j)];
   }
-  // Batch strides are in elements: the offsets of the matrices.
+  return {aoff, boff};
+}
+
+template <class T>
+void gemm_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c, int64_t batch,
+               int64_t row0, int64_t row1) {
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const auto [aoff, boff] = batch_offsets(g, batch);
   const T* am = reinterpret_cast<const T*>(a) + aoff;
   const T* bm = reinterpret_cast<const T*>(b) + boff;
   T* cm = reinterpret_cast<T*>(c) + batch * g.m * g.n;
@@ -126,13 +131,7 @@ void gemm_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b
 template <class T>
 void gemm_rows_int(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c, int64_t batch,
                    int64_t row0, int64_t row1) {
-  int64_t aoff = 0, boff = 0, rem = batch;
-  for (int j = g.batch.rank() - 1; j >= 0; --j) {
-    const int64_t idx = rem % g.batch[j];
-    rem /= g.batch[j];
-    aoff += idx * g.a_batch_stride[static_cast<size_t>(j)];
-    boff += idx * g.b_batch_stride[static_cast<size_t>(j)];
-  }
+  const auto [aoff, boff] = batch_offsets(g, batch);
   const T* am = reinterpret_cast<const T*>(a) + aoff;
   const T* bm = reinterpret_cast<const T*>(b) + boff;
   T* cm = reinterpret_cast<T*>(c) + batch * g.m * g.n;

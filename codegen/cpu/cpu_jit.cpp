@@ -22,26 +22,15 @@
 #include <fmt/format.h>
 
 #include "kiln/ir/hash.h"
+#include "kiln/ir/scalar_semantics.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/log.h"
 #include "kiln/codegen_id.h"
 #include "kiln/version.h"
 
-// Integer pow for generated code: the interpreter's exact square-and-multiply.
-extern "C" int64_t kiln_rt_ipow(int64_t base, int64_t exp) {
-  if (exp < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exp & 1) ? -1 : 1;
-    return 0;
-  }
-  uint64_t result = 1, b = static_cast<uint64_t>(base);
-  for (auto e = static_cast<uint64_t>(exp); e; e >>= 1) {
-    if (e & 1) result *= b;
-    b *= b;
-  }
-  return static_cast<int64_t>(result);
-}
+// Integer pow for generated code: the interpreter's own definition.
+extern "C" int64_t kiln_rt_ipow(int64_t base, int64_t exp) { return kiln::scalar::binary_int(kiln::OpKind::Pow, base, exp); }
 
 namespace kiln::cpu {
 namespace {

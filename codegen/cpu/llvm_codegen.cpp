@@ -191,6 +191,7 @@ class KernelEmitter {
   // ---- reductions ----
   Value* identity(const Inst& r, unsigned w);
   Value* combine(const Inst& r, Value* acc, Value* x);
+  void update_arg(const Inst& in, Value* x, Value* pos, Value* pv, Value* pi, Value* ps);
   Value* horizontal(const Inst& r, Value* v);
   std::vector<Ref> reduces_of_stage(int s) const {
     std::vector<Ref> out;
@@ -660,6 +661,26 @@ Value* KernelEmitter::horizontal(const Inst& r, Value* v) {
   return b_.CreateExtractElement(v, uint64_t{0});
 }
 
+// One element into an arg reduction's state (pointers to its best value, position and
+// "seen" flag). "Better" is the interpreter's: NaN beats every number, the first one wins.
+void KernelEmitter::update_arg(const Inst& in, Value* x, Value* pos, Value* pv, Value* pi, Value* ps) {
+  const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+  Value* best = b_.CreateLoad(reg_type(vt), pv);
+  const bool is_max = in.op == OpKind::ArgMax;
+  Value* better;
+  if (is_float(vt)) {
+    Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
+    better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
+  } else {
+    better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
+                    : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
+  }
+  better = b_.CreateOr(b_.CreateNot(b_.CreateLoad(b_.getInt1Ty(), ps)), better);
+  b_.CreateStore(b_.CreateSelect(better, x, best), pv);
+  b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), pi)), pi);
+  b_.CreateStore(b_.getTrue(), ps);
+}
+
 // An arg reduction's running state: the best value so far, its position, and whether any
 // element was seen. "Better" is the interpreter's: NaN beats every number, the first wins.
 struct ArgState {
@@ -721,24 +742,7 @@ void KernelEmitter::emit_case_a(Value* it) {
           for (Ref r : run) {
             const Inst& in = k_.insts[static_cast<size_t>(r)];
             if (is_arg_reduce(in.op)) {
-              const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-              Value* x = get(c, in.args[0]).v;
-              Value* pos = get(c, in.args[1]).v;
-              Value* best = b_.CreateLoad(arg[r].value->getAllocatedType(), arg[r].value);
-              Value* seen = b_.CreateLoad(b_.getInt1Ty(), arg[r].seen);
-              const bool is_max = in.op == OpKind::ArgMax;
-              Value* better;
-              if (is_float(vt)) {
-                Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
-                better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
-              } else {
-                better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
-                                : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
-              }
-              better = b_.CreateOr(b_.CreateNot(seen), better);
-              b_.CreateStore(b_.CreateSelect(better, x, best), arg[r].value);
-              b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), arg[r].index)), arg[r].index);
-              b_.CreateStore(b_.getTrue(), arg[r].seen);
+              update_arg(in, get(c, in.args[0]).v, get(c, in.args[1]).v, arg[r].value, arg[r].index, arg[r].seen);
               continue;
             }
             const DType at = acc_type(in);
@@ -927,22 +931,7 @@ void KernelEmitter::emit_case_b(Value* it) {
             Value* pv = b_.CreateGEP(et, arg[r].value, lane);
             Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
             Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
-            Value* x = get(c, in.args[0]).v;
-            Value* pos = get(c, in.args[1]).v;
-            Value* best = b_.CreateLoad(et, pv);
-            const bool is_max = in.op == OpKind::ArgMax;
-            Value* better;
-            if (is_float(vt)) {
-              Value* cmp = is_max ? b_.CreateFCmpOGT(x, best) : b_.CreateFCmpOLT(x, best);
-              better = b_.CreateAnd(b_.CreateFCmpORD(best, best), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
-            } else {
-              better = is_max ? (vt == DType::Bool ? b_.CreateICmpUGT(x, best) : b_.CreateICmpSGT(x, best))
-                              : (vt == DType::Bool ? b_.CreateICmpULT(x, best) : b_.CreateICmpSLT(x, best));
-            }
-            better = b_.CreateOr(b_.CreateNot(b_.CreateLoad(b_.getInt1Ty(), ps)), better);
-            b_.CreateStore(b_.CreateSelect(better, x, best), pv);
-            b_.CreateStore(b_.CreateSelect(better, pos, b_.CreateLoad(b_.getInt64Ty(), pi)), pi);
-            b_.CreateStore(b_.getTrue(), ps);
+            update_arg(in, get(c, in.args[0]).v, get(c, in.args[1]).v, pv, pi, ps);
             continue;
           }
           const DType at = acc_type(in);
