@@ -142,9 +142,13 @@ static uint32_t hash32(uint32_t x) {
   return x;
 }
 
-double rand_uniform(int64_t seed, uint64_t index) {
+uint32_t rand_key(int64_t seed) {
   const auto s = static_cast<uint64_t>(seed);
-  const uint32_t key = hash32(static_cast<uint32_t>(s) ^ hash32(static_cast<uint32_t>(s >> 32) ^ 0x9e3779b9U));
+  return hash32(static_cast<uint32_t>(s) ^ hash32(static_cast<uint32_t>(s >> 32) ^ 0x9e3779b9U));
+}
+
+double rand_uniform(int64_t seed, uint64_t index) {
+  const uint32_t key = rand_key(seed);
   const uint32_t r = hash32(static_cast<uint32_t>(index) ^ hash32(static_cast<uint32_t>(index >> 32) ^ key));
   // (2m + 1) / 2^24 with m < 2^23: odd numerators below 2^24 are exact in f32.
   return static_cast<double>(2 * (r >> 9) + 1) * (1.0 / 16777216.0);

@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/scalar_semantics.h"
 #include "kiln/support/error.h"
 #include "vector_math.h"
 
@@ -43,15 +44,6 @@ struct Val {
   Kind kind = Uniform;
   int64_t stride = 0;  // Affine: lane l holds v + stride * l
 };
-
-uint32_t hash32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
 
 bool is_arg_reduce(OpKind op) { return op == OpKind::ArgMax || op == OpKind::ArgMin; }
 
@@ -341,8 +333,7 @@ Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Va
 }
 
 Value* KernelEmitter::emit_rand(Value* index, int64_t seed, DType t) {
-  const auto s = static_cast<uint64_t>(seed);
-  const uint32_t key = hash32(static_cast<uint32_t>(s) ^ hash32(static_cast<uint32_t>(s >> 32) ^ 0x9e3779b9U));
+  const uint32_t key = scalar::rand_key(seed);
   llvm::Type* i32 = index->getType()->isVectorTy()
                         ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(b_.getInt32Ty(), llvm::cast<llvm::FixedVectorType>(index->getType())->getNumElements()))
                         : b_.getInt32Ty();

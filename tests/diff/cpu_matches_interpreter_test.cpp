@@ -23,13 +23,6 @@ namespace {
 
 constexpr uint64_t kGraphs = 400;
 
-std::vector<uint64_t> seeds() {
-  if (const char* one = std::getenv("KILN_DIFF_SEED")) return {std::strtoull(one, nullptr, 10)};
-  std::vector<uint64_t> s;
-  for (uint64_t i = 0; i < kGraphs; ++i) s.push_back(i);
-  return s;
-}
-
 // "" when `got` matches `want` within the documented tolerances.
 std::string compare_close(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got, bool has_f32) {
   if (want.size() != got.size()) return fmt::format("{} outputs, expected {}", got.size(), want.size());
@@ -60,7 +53,7 @@ std::string compare_close(const std::vector<HostTensor>& want, const std::vector
 
 TEST(CpuMatchesInterpreter, RandomGraphs) {
   int checked = 0;
-  for (uint64_t seed : seeds()) {
+  for (uint64_t seed : test::diff_seeds(kGraphs)) {
     const Graph g = test::random_graph(seed);
     const std::vector<HostTensor> inputs = test::random_inputs(g, seed);
     const std::vector<HostTensor> want = interpret(g, inputs);
@@ -80,7 +73,7 @@ TEST(CpuMatchesInterpreter, RandomGraphs) {
                         << print_graph(cpu_compile_graph(g).fused);
     ++checked;
   }
-  EXPECT_EQ(checked, static_cast<int>(seeds().size()));
+  EXPECT_EQ(checked, static_cast<int>(test::diff_seeds(kGraphs).size()));
 }
 
 }  // namespace

@@ -17,18 +17,11 @@ namespace {
 
 constexpr uint64_t kGraphs = 3000;
 
-std::vector<uint64_t> seeds() {
-  if (const char* one = std::getenv("KILN_DIFF_SEED")) return {std::strtoull(one, nullptr, 10)};
-  std::vector<uint64_t> s;
-  for (uint64_t i = 0; i < kGraphs; ++i) s.push_back(i);
-  return s;
-}
-
 TEST(PassesPreserveValues, RandomGraphs) {
   PipelineOptions verify_each;
   verify_each.verify_each = true;
   int nodes = 0, removed = 0;
-  for (uint64_t seed : seeds()) {
+  for (uint64_t seed : test::diff_seeds(kGraphs)) {
     const Graph g = test::random_graph(seed);
     ASSERT_TRUE(verify(g)) << "generator made an invalid graph, seed " << seed;
     const std::vector<HostTensor> inputs = test::random_inputs(g, seed);

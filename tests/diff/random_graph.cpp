@@ -3,6 +3,7 @@
 // Nodes are proposed at random and added through Graph::add, whose type rules reject the
 // ill-typed ones; a rejected proposal is simply dropped. Operands are drawn mostly from
 // recent values so that graphs grow deep, not just wide.
+#include <cstdlib>
 #include "random_graph.h"
 
 #include <algorithm>
@@ -282,6 +283,13 @@ std::string compare_exact(const std::vector<HostTensor>& want, const std::vector
     }
   }
   return "";
+}
+
+std::vector<uint64_t> diff_seeds(uint64_t count) {
+  if (const char* one = std::getenv("KILN_DIFF_SEED")) return {std::strtoull(one, nullptr, 10)};
+  std::vector<uint64_t> s;
+  for (uint64_t i = 0; i < count; ++i) s.push_back(i);
+  return s;
 }
 
 }  // namespace kiln::test

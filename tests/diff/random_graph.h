@@ -23,6 +23,9 @@ struct RandomGraphOptions {
 
 Graph random_graph(uint64_t seed, const RandomGraphOptions& options = {});
 
+/// Seeds 0..count-1, or only $KILN_DIFF_SEED when it is set (to rerun one failure).
+std::vector<uint64_t> diff_seeds(uint64_t count);
+
 /// Inputs for `g`: floats in [-3, 3] with 4% each of 0 and -0.0, 1% each of inf and nan; integers in
 /// [-5, 5]; fair bools.
 std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed);

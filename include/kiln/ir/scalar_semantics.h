@@ -43,4 +43,8 @@ bool compare_int(OpKind op, int64_t a, int64_t b);
 /// hashing only, which every backend (LLVM, GLSL, OpenCL C) can reproduce bit for bit.
 double rand_uniform(int64_t seed, uint64_t index);
 
+/// The per-stream key rand_uniform derives from `seed`; code generators fold it into
+/// their constants and hash only the index at run time.
+uint32_t rand_key(int64_t seed);
+
 }  // namespace kiln::scalar
