@@ -18,7 +18,9 @@
 
 #include <fmt/format.h>
 
-#include "kiln/codegen/cpu.h"
+#include "kiln/backend/cpu.h"
+#include "kiln/engine/compile.h"
+#include "kiln/engine/engine.h"
 #include "kiln/ir/text.h"
 #include "kiln/runtime/stats.h"
 
@@ -81,14 +83,14 @@ double median(std::vector<double> v) {
 
 std::vector<kiln::BufferRef> inputs_for(const kiln::Graph& g) {
   std::vector<kiln::BufferRef> in;
-  for (kiln::ValueId v : g.inputs()) in.push_back(std::make_shared<const kiln::HostTensor>(g.type(v)));
+  for (kiln::ValueId v : g.inputs()) in.push_back(kiln::engine_for(kiln::Device::cpu()).upload(kiln::HostTensor(g.type(v))));
   return in;
 }
 
 // Wall time of one run, in ms, and the kernels it compiled or loaded.
 double timed_run(const kiln::Graph& g, const std::vector<kiln::BufferRef>& in) {
   const auto t0 = Clock::now();
-  kiln::cpu_engine().run(g, in);
+  kiln::engine_for(kiln::Device::cpu()).run(g, in);
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
@@ -140,18 +142,18 @@ int main(int argc, char** argv) {
   // A repeated graph: the plan cache (tiny sizes: the run itself is a few nanoseconds).
   for (const kiln::Graph& g : graphs(/*tiny=*/true)) {
     const auto in = inputs_for(g);
-    kiln::cpu_engine().run(g, in);
+    kiln::engine_for(kiln::Device::cpu()).run(g, in);
     std::vector<double> samples;
     for (int i = 0; i < 2000; ++i) {
       const auto t0 = Clock::now();
-      kiln::cpu_engine().run(g, in);
+      kiln::engine_for(kiln::Device::cpu()).run(g, in);
       samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
     hit.push_back(median(samples));
   }
   // Kernels from memory: the plan cache emptied, so every graph goes through the passes and
   // lowering again, and finds each kernel compiled.
-  kiln::cpu_plan_cache_clear();
+  kiln::plan_cache_clear(kiln::Device::cpu());
   for (const kiln::Graph& g : graphs()) {
     const auto in = inputs_for(g);
     const uint64_t mem = c.kernel_memory_hits;

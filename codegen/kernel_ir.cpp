@@ -30,6 +30,8 @@ std::string Kernel::str(bool names) const {
   for (size_t b = 0; b < buffers.size(); ++b)
     out += fmt::format("{}#{} %{}: {} {}", b ? ", " : "", b, names ? buffers[b].name : "", buffers[b].type.str(),
                        buffers[b].written ? "out" : "in");
+  for (size_t a = 0; a < scalars.size(); ++a)
+    out += fmt::format("{}${}: {}", a || !buffers.empty() ? ", " : "", a, dtype_name(scalars[a]));
   out += ") {\n";
   for (size_t i = 0; i < insts.size(); ++i) {
     const Inst& in = insts[i];
@@ -48,6 +50,7 @@ std::string Kernel::str(bool names) const {
       case Code::IndexMod: body = fmt::format("mod {}, {}", ref(in.args[0]), in.imm); break;
       case Code::Rand: body = fmt::format("rand {} {{seed = {}}}", ref(in.args[0]), in.imm); break;
       case Code::Reduce: body = fmt::format("{} {}", op_info(in.op).name, args_str(in)); break;
+      case Code::Arg: body = fmt::format("arg ${}", in.imm); break;
     }
     out += fmt::format("  %{} = {} : {}\n", i, body, ty);
   }
@@ -108,33 +111,61 @@ std::vector<int> reduction_stage(const Kernel& k) {
   return stage;
 }
 
-Schedule schedule_kernel(const Kernel& k) {
-  Schedule s;
-  const int rank = k.domain.rank();
-  if (rank == 0) {
-    s.iterations = 1;
-    s.elements_per_iteration = 1;
-    return s;
+std::vector<std::optional<Affine>> affine_analysis(const Kernel& k) {
+  const auto rank = static_cast<size_t>(k.domain.rank());
+  std::vector<std::optional<Affine>> out(k.insts.size());
+  auto at = [&](Ref r) -> const std::optional<Affine>& { return out[static_cast<size_t>(r)]; };
+  for (size_t i = 0; i < k.insts.size(); ++i) {
+    const Inst& in = k.insts[i];
+    if (in.type != DType::I64 && in.type != DType::I32) continue;
+    Affine a{0, std::vector<int64_t>(rank, 0)};
+    switch (in.code) {
+      case Code::Dim: a.stride[static_cast<size_t>(in.imm)] = 1; break;
+      case Code::Const: a.base = in.literal.as_int(); break;
+      case Code::Op: {
+        if (in.args.size() != 2 || !at(in.args[0]) || !at(in.args[1])) continue;
+        const Affine &x = *at(in.args[0]), &y = *at(in.args[1]);
+        auto is_const = [](const Affine& v) { return std::all_of(v.stride.begin(), v.stride.end(), [](int64_t s) { return s == 0; }); };
+        if (in.op == OpKind::Add || in.op == OpKind::Sub) {
+          const int64_t sign = in.op == OpKind::Add ? 1 : -1;
+          a.base = x.base + sign * y.base;
+          for (size_t d = 0; d < rank; ++d) a.stride[d] = x.stride[d] + sign * y.stride[d];
+        } else if (in.op == OpKind::Mul && (is_const(x) || is_const(y))) {
+          const Affine& v = is_const(x) ? y : x;
+          const int64_t c = is_const(x) ? x.base : y.base;
+          a.base = v.base * c;
+          for (size_t d = 0; d < rank; ++d) a.stride[d] = v.stride[d] * c;
+        } else {
+          continue;
+        }
+        break;
+      }
+      case Code::IndexDiv: {
+        // (c * m) floordiv m == c: exact when every term is a multiple of the divisor.
+        if (!at(in.args[0])) continue;
+        const Affine& x = *at(in.args[0]);
+        if (x.base % in.imm != 0 || std::any_of(x.stride.begin(), x.stride.end(), [&](int64_t s) { return s % in.imm != 0; }))
+          continue;
+        a.base = x.base / in.imm;
+        for (size_t d = 0; d < rank; ++d) a.stride[d] = x.stride[d] / in.imm;
+        break;
+      }
+      case Code::Cast:
+        if (!at(in.args[0])) continue;
+        a = *at(in.args[0]);
+        break;
+      default: continue;
+    }
+    out[i] = std::move(a);
   }
-  const int64_t last = k.domain[rank - 1];
-  int64_t kept = 1, reduced = 1;
-  for (int d = 0; d < rank; ++d) (k.reduced[static_cast<size_t>(d)] ? reduced : kept) *= k.domain[d];
-  if (k.reduced[static_cast<size_t>(rank - 1)]) {
-    s.lanes_reduce = true;
-    s.iterations = kept;
-    s.elements_per_iteration = reduced;
-    return s;
-  }
-  // Tiles of the last dim: wide enough to amortize the loop over reduced dims, small enough
-  // that a tile's accumulators stay in L1 and that a 1-D domain still splits across cores.
-  s.tile = std::min<int64_t>(last, k.has_reduction() ? 256 : 4096);
-  // With enough kept rows to share out, a reduction takes long pieces of rows (contiguous
-  // reads); its per-lane accumulators (up to 8 bytes each) must stay in L1 beside the rows.
-  if (k.has_reduction() && kept / std::max<int64_t>(1, last) >= 16) s.tile = std::min<int64_t>(last, 4096);
-  if (s.tile == 0) s.tile = 1;
-  const int64_t tiles = (last + s.tile - 1) / s.tile;
-  s.iterations = last == 0 ? 0 : kept / last * tiles;
-  s.elements_per_iteration = s.tile * reduced;
+  return out;
+}
+
+std::string affine_str(const Affine& a) {
+  std::string s;
+  for (size_t d = 0; d < a.stride.size(); ++d)
+    if (a.stride[d] != 0) s += fmt::format("{}{}*d{}", s.empty() ? "" : " + ", a.stride[d], d);
+  if (a.base != 0 || s.empty()) s += fmt::format("{}{}", s.empty() ? "" : " + ", a.base);
   return s;
 }
 

@@ -111,6 +111,17 @@ class KernelBuilder {
   std::optional<IndexMap> reduced_position(const Graph& g, ValueId v);
 
   const std::vector<int32_t>& bindings() const { return bindings_; }
+  const std::vector<int32_t>& scalar_bindings() const { return scalar_bindings_; }
+  /// The kernel's scalar argument bound to launch slot `slot` (added on first use).
+  Ref scalar_arg(int64_t slot, DType t) {
+    size_t a = 0;
+    while (a < scalar_bindings_.size() && scalar_bindings_[a] != slot) ++a;
+    if (a == scalar_bindings_.size()) {
+      scalar_bindings_.push_back(static_cast<int32_t>(slot));
+      k_.scalars.push_back(t);
+    }
+    return add_inst({Code::Arg, OpKind::Add, t, {}, -1, static_cast<int64_t>(a), {}});
+  }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
 
  private:
@@ -127,6 +138,7 @@ class KernelBuilder {
   std::vector<bool> member_;
   kir::Kernel k_;
   std::vector<int32_t> bindings_;  // kernel buffer -> plan buffer
+  std::vector<int32_t> scalar_bindings_;  // kernel scalar argument -> launch slot
   std::unordered_map<std::string, Ref> cse_;
   std::unordered_map<std::string, Ref> memo_;
   std::unordered_map<ValueId, std::optional<IndexMap>> natural_;
@@ -191,6 +203,7 @@ class Lowering {
     LaunchPlan::Step step;
     step.kernel = static_cast<int32_t>(plan_.kernels.size());
     step.bindings = b.bindings();
+    step.scalar_bindings = b.scalar_bindings();
     plan_.kernels.push_back(b.finish());
     plan_.steps.push_back(std::move(step));
   }
@@ -277,6 +290,7 @@ Ref KernelBuilder::compute(const Graph& g, ValueId v, const IndexMap& p, Ref mas
   switch (n.info().category) {
     case OpCategory::Source: {
       if (n.op == OpKind::Constant) return konst(n.attr("value").scalar, t);
+      if (n.op == OpKind::ScalarParam) return scalar_arg(n.attr("slot").i, t);
       const Ref flat = offset_of(p, n.type.shape);
       if (n.op == OpKind::Rand) return add_inst({Code::Rand, OpKind::Rand, t, {flat}, -1, n.attr("seed").i, {}});
       if (n.op == OpKind::Arange) {
@@ -576,6 +590,7 @@ void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool
   LaunchPlan::Step step;
   step.kernel = static_cast<int32_t>(plan_.kernels.size());
   step.bindings = b.bindings();
+  step.scalar_bindings = b.scalar_bindings();
   plan_.kernels.push_back(std::move(k));
   plan_.steps.push_back(std::move(step));
 }
@@ -692,12 +707,30 @@ LaunchPlan Lowering::run() {
 
 std::string LaunchPlan::str() const {
   std::string out;
-  for (const kir::Kernel& k : kernels) out += k.str();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kir::Kernel& k = kernels[i];
+    out += k.str();
+    // What the shared analyses see: the offset of every access as strides per domain dim.
+    const auto affine = kir::affine_analysis(k);
+    std::string access;
+    auto offset = [&](kir::Ref r) {
+      const auto& a = affine[static_cast<size_t>(r)];
+      return a ? kir::affine_str(*a) : std::string("non-affine");
+    };
+    for (size_t j = 0; j < k.insts.size(); ++j)
+      if (k.insts[j].code == kir::Code::Load)
+        access += fmt::format("{}load #{} at {}", access.empty() ? "" : "; ", k.insts[j].buffer, offset(k.insts[j].args[0]));
+    for (const kir::Store& st : k.stores)
+      access += fmt::format("{}store #{} at {}", access.empty() ? "" : "; ", st.buffer, offset(st.offset));
+    if (!access.empty()) out += "  // " + access + "\n";
+    if (i < schedules.size()) out += "  // " + schedules[i].str() + "\n";
+  }
   out += "launch list:\n";
   for (const Step& s : steps) {
     if (s.kernel >= 0) {
       std::string binds;
       for (size_t i = 0; i < s.bindings.size(); ++i) binds += fmt::format("{}#{}=buf{}", i ? ", " : "", i, s.bindings[i]);
+      for (size_t i = 0; i < s.scalar_bindings.size(); ++i) binds += fmt::format("{}${}=slot{}", binds.empty() ? "" : ", ", i, s.scalar_bindings[i]);
       out += fmt::format("  @{}({})\n", kernels[static_cast<size_t>(s.kernel)].name, binds);
     } else {
       out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", s.gemm.c, s.gemm.a, s.gemm.b,

@@ -27,12 +27,14 @@ int64_t count_over(const Tensor& x, const std::vector<int64_t>& axes) {
 
 Tensor Tensor::mean(const Axes& axes, bool keepdim) const {
   require_float("mean", *this);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   const int64_t n = count_over(*this, detail::normalize_axes("mean", axes, *this));
   return sum(axes, keepdim) / static_cast<double>(n);
 }
 
 Tensor Tensor::var(const Axes& axes, bool keepdim, int64_t correction) const {
   require_float("var", *this);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   const int64_t n = count_over(*this, detail::normalize_axes("var", axes, *this));
   const Tensor d = *this - mean(axes, /*keepdim=*/true);
   return (d * d).sum(axes, keepdim) / static_cast<double>(n - correction);
@@ -40,23 +42,27 @@ Tensor Tensor::var(const Axes& axes, bool keepdim, int64_t correction) const {
 
 Tensor Tensor::softmax(int64_t dim) const {
   require_float("softmax", *this);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   const Tensor e = (*this - max({dim}, true)).exp();
   return e / e.sum({dim}, true);
 }
 
 Tensor Tensor::log_softmax(int64_t dim) const {
   require_float("log_softmax", *this);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   const Tensor s = *this - max({dim}, true);
   return s - s.exp().sum({dim}, true).log();
 }
 
 Tensor Tensor::silu() const {
   require_float("silu", *this);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   return *this * sigmoid();
 }
 
 Tensor Tensor::gelu(GeluApproximation approximate) const {
   require_float("gelu", *this);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   const Tensor& x = *this;
   if (approximate == GeluApproximation::Tanh) {
     const double k = std::sqrt(2 / std::numbers::pi);  // 0.7978845608...
@@ -72,6 +78,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return x.log_softmax(dim); }
 
 Tensor layer_norm(const Tensor& x, double eps) {
   require_float("layer_norm", x);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   if (x.rank() == 0) detail::fail("layer_norm", "needs a tensor of rank 1 or more");
   const Tensor d = x - x.mean({-1}, true);
   return d * ((d * d).mean({-1}, true) + eps).rsqrt();
@@ -79,6 +86,7 @@ Tensor layer_norm(const Tensor& x, double eps) {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   require_float("layer_norm", x);
+  const detail::BakedScalars baked;  // kiln's own constants fold
   for (const Tensor* p : {&weight, &bias}) {
     detail::require_defined("layer_norm", *p);
     if (x.rank() == 0 || p->rank() != 1 || p->shape()[0] != x.shape()[x.rank() - 1])

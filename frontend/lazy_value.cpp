@@ -3,7 +3,7 @@
 
 #include <new>
 
-#include "kiln/support/hash.h"
+#include "kiln/ir/hash.h"
 
 namespace kiln::detail {
 
@@ -152,7 +152,7 @@ LazyValue* make_evaluated(BufferRef buffer, Device device) {
   v->device = device;
   v->hash = hash_type(v->type);
   counters().live_values.fetch_add(1, std::memory_order_relaxed);
-  counters().live_buffer_bytes.fetch_add(static_cast<int64_t>(buffer->nbytes()), std::memory_order_relaxed);
+  counters().live_buffer_bytes.fetch_add(static_cast<int64_t>(buffer->type().bytes()), std::memory_order_relaxed);
   v->buffer = std::move(buffer);
   return v;
 }
@@ -192,7 +192,7 @@ void release(LazyValue* v) {
     if (cur->list) cur->list->remove(cur);
     drop_recipe(cur, work);
     if (cur->buffer)
-      counters().live_buffer_bytes.fetch_sub(static_cast<int64_t>(cur->buffer->nbytes()), std::memory_order_relaxed);
+      counters().live_buffer_bytes.fetch_sub(static_cast<int64_t>(cur->buffer->type().bytes()), std::memory_order_relaxed);
     counters().live_values.fetch_sub(1, std::memory_order_relaxed);
     delete cur;
   }
@@ -202,7 +202,7 @@ void set_result(LazyValue* v, BufferRef buffer) {
   KILN_ASSERT(v->pending(), "a value is evaluated once");
   KILN_ASSERT(buffer->type() == v->type, "engine returned the declared type");
   if (v->list) v->list->remove(v);
-  counters().live_buffer_bytes.fetch_add(static_cast<int64_t>(buffer->nbytes()), std::memory_order_relaxed);
+  counters().live_buffer_bytes.fetch_add(static_cast<int64_t>(buffer->type().bytes()), std::memory_order_relaxed);
   v->buffer = std::move(buffer);
   std::vector<LazyValue*> operands;
   drop_recipe(v, operands);

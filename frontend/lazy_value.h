@@ -14,7 +14,7 @@
 #include "kiln/frontend/tensor.h"
 #include "kiln/ir/attrs.h"
 #include "kiln/ir/op.h"
-#include "kiln/runtime/engine.h"
+#include "kiln/engine/engine.h"
 
 namespace kiln::detail {
 
@@ -88,6 +88,7 @@ void set_thread_tracing(bool on);
 struct ScalarCache {
   static constexpr size_t kCapacity = 16;
   struct Entry {
+    OpKind op;  // constant (baked into kernels) or scalar (bound at launch)
     DType dtype;
     Device device;
     Scalar value;

@@ -111,6 +111,7 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     out.leaf_uses.push_back(uses_of(v));
     return id;
   };
+  int64_t next_slot = 0;  // launch-bound scalars, numbered in node order
   for (LazyValue* v : order) {
     if (v->trace_input) {
       leaf_id(v);
@@ -120,6 +121,7 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     n.op = v->op;
     n.type = v->type;
     n.attrs = v->attrs;
+    if (n.op == OpKind::ScalarParam) n.attr("slot").i = next_slot++;
     n.operands.reserve(v->num_operands);
     for (size_t i = 0; i < v->num_operands; ++i) {
       LazyValue* o = v->operand(i);

@@ -29,8 +29,23 @@ int64_t normalize_axis(std::string_view fn, int64_t axis, const Tensor& t, int r
 /// Sorted, unique, non-negative axes; empty means all axes.
 std::vector<int64_t> normalize_axes(std::string_view fn, const Axes& axes, const Tensor& t);
 
-/// A rank-0 constant holding `n`, typed for an operation with `like` (weak scalar rules).
+/// A rank-0 value holding `n`, typed for an operation with `like` (weak scalar rules): a
+/// `scalar` node, bound at launch (a learning rate changes without recompiling), or a
+/// `constant` while a BakedScalars scope is open on this thread.
 Tensor scalar_for(const Number& n, const Tensor& like);
+
+/// While one lives, scalar_for records constants: for kiln's own composites (mean's 1/n,
+/// gelu's coefficients), whose values never change and which fold and simplify as constants.
+class BakedScalars {
+ public:
+  BakedScalars();
+  ~BakedScalars();
+  BakedScalars(const BakedScalars&) = delete;
+  BakedScalars& operator=(const BakedScalars&) = delete;
+
+ private:
+  bool was_;
+};
 
 [[noreturn]] void fail(std::string_view fn, std::string_view message);
 void require_defined(std::string_view fn, const Tensor& t);

@@ -56,9 +56,16 @@ const Tensor& Tensor::eval() const {
 
 bool Tensor::is_evaluated() const { return value_ && !value_->pending(); }
 
-const HostTensor& Tensor::host() const {
+HostTensor Tensor::host() const {
   eval();
-  return *value_->buffer;
+  return engine_for(value_->device).download(*value_->buffer);
+}
+
+Tensor Tensor::to(Device device) const {
+  detail::require_defined("to", *this);
+  if (value_->device == device) return *this;
+  eval();
+  return Tensor(detail::make_evaluated(copy_to_device(value_->buffer, device), device));
 }
 
 namespace {
@@ -80,7 +87,7 @@ template <> bool Tensor::item<bool>() const { return single_item<bool>(*this); }
 // ---- factories ---------------------------------------------------------------------------
 
 Tensor from_host(HostTensor data, Device device) {
-  return Tensor(detail::make_evaluated(std::make_shared<const HostTensor>(std::move(data)), device));
+  return Tensor(detail::make_evaluated(engine_for(device).upload(std::move(data)), device));
 }
 
 template <class T>
@@ -106,17 +113,23 @@ Tensor source(std::string_view fn, OpKind op, const TensorType& type, Device dev
   if (auto checked = infer_type(op, {}, attrs, &type); !checked) detail::fail(fn, checked.error().message);
   return Tensor(detail::make_pending(op, type, device, {}, std::move(attrs)));
 }
+
+// `full`'s value is the caller's (bound at launch: a scalar node); zeros' and ones' never
+// change (constants, which fold).
+Tensor splat(std::string_view fn, OpKind op, Shape shape, Number value, DType dtype, Device device) {
+  Attrs a = Graph::make_attrs(op);
+  AttrValue& v = detail::attr_slot(a, op, "value");
+  v.scalar = is_float(dtype) ? value.value().cast_to(dtype) : value.value();  // ints: range-checked
+  if (op == OpKind::ScalarParam) detail::attr_slot(a, op, "slot").i = 0;  // numbered when the stream is cut
+  return source(fn, op, TensorType{dtype, shape}, device, std::move(a));
+}
 }  // namespace
 
 Tensor full(Shape shape, Number value, DType dtype, Device device) {
-  Attrs a = Graph::make_attrs(OpKind::Constant);
-  AttrValue& v = detail::attr_slot(a, OpKind::Constant, "value");
-  v.present = true;
-  v.scalar = is_float(dtype) ? value.value().cast_to(dtype) : value.value();  // ints: range-checked
-  return source("full", OpKind::Constant, TensorType{dtype, shape}, device, std::move(a));
+  return splat("full", OpKind::ScalarParam, std::move(shape), value, dtype, device);
 }
-Tensor zeros(Shape shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
-Tensor ones(Shape shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor zeros(Shape shape, DType dtype, Device device) { return splat("zeros", OpKind::Constant, std::move(shape), 0, dtype, device); }
+Tensor ones(Shape shape, DType dtype, Device device) { return splat("ones", OpKind::Constant, std::move(shape), 1, dtype, device); }
 
 Tensor arange(int64_t n, DType dtype, Device device) {
   if (n < 0) detail::fail("arange", fmt::format("length {} is negative", n));

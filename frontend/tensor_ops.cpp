@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <bit>
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "kiln/frontend/lazy.h"
@@ -91,6 +93,13 @@ std::vector<int64_t> normalize_axes(std::string_view fn, const Axes& axes, const
   return out;
 }
 
+namespace {
+thread_local bool t_bake_scalars = false;
+}  // namespace
+
+BakedScalars::BakedScalars() : was_(std::exchange(t_bake_scalars, true)) {}
+BakedScalars::~BakedScalars() { t_bake_scalars = was_; }
+
 Tensor scalar_for(const Number& n, const Tensor& like) {
   require_defined("scalar", like);
   const Scalar& s = n.value();
@@ -103,22 +112,24 @@ Tensor scalar_for(const Number& n, const Tensor& like) {
   if (s.is_int() && !is_float(dtype) && !(s.cast_to(dtype) == s))
     throw Error(fmt::format("scalar {} does not fit in {}", s.as_int(), dtype_name(dtype)));
   const Scalar value = s.cast_to(dtype);
-  // One constant per value in a pending stream: `y * 1.0001f` in a loop records one
-  // constant, not one per iteration (fewer values to record, cut, hash and compile).
+  const OpKind op = t_bake_scalars ? OpKind::Constant : OpKind::ScalarParam;
+  // One node per value in a pending stream: `y * 1.0001f` in a loop records one scalar,
+  // not one per iteration (fewer values to record, cut, hash and compile).
   ScalarCache& cache = thread_scalar_cache();
   for (const ScalarCache::Entry& e : cache.entries)
-    if (e.dtype == dtype && e.device == like.device() && e.value.is_int() == value.is_int() &&
+    if (e.op == op && e.dtype == dtype && e.device == like.device() && e.value.is_int() == value.is_int() &&
         (value.is_int() ? e.value.as_int() == value.as_int()
                         : std::bit_cast<uint64_t>(e.value.as_double()) == std::bit_cast<uint64_t>(value.as_double()))) {
       retain(e.v);
       return Tensor(e.v);
     }
-  Attrs a = Graph::make_attrs(OpKind::Constant);
-  attr_slot(a, OpKind::Constant, "value").scalar = value;
-  LazyValue* v = make_pending(OpKind::Constant, TensorType{dtype, {}}, like.device(), {}, std::move(a));
+  Attrs a = Graph::make_attrs(op);
+  attr_slot(a, op, "value").scalar = value;
+  if (op == OpKind::ScalarParam) attr_slot(a, op, "slot").i = 0;  // numbered when the stream is cut
+  LazyValue* v = make_pending(op, TensorType{dtype, {}}, like.device(), {}, std::move(a));
   if (cache.entries.size() < ScalarCache::kCapacity) {
     retain(v);
-    cache.entries.push_back({dtype, like.device(), value, v});
+    cache.entries.push_back({op, dtype, like.device(), value, v});
   }
   return Tensor(v);
 }

@@ -15,6 +15,7 @@ constexpr std::array ConstantAttrs{AttrSpec{"value", K::Scalar, false},
 constexpr std::array ArangeAttrs{AttrSpec{"start", K::Scalar, true},
                                  AttrSpec{"step", K::Scalar, true}};
 constexpr std::array RandAttrs{AttrSpec{"seed", K::Int, true}};
+constexpr std::array ScalarParamAttrs{AttrSpec{"slot", K::Int, true}, AttrSpec{"value", K::Scalar, true}};
 constexpr std::array ReduceAttrs{AttrSpec{"axes", K::Ints, true},
                                  AttrSpec{"keepdim", K::Flag, false}};
 constexpr std::array PermuteAttrs{AttrSpec{"perm", K::Ints, true}};

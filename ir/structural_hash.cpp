@@ -46,10 +46,6 @@ void add_scalar(Hasher& h, const Scalar& s) {
   else h.add_double(s.as_double());
 }
 
-bool is_scalar_parameter(const Node& n, const HashOptions& options) {
-  return options.scalars_as_parameters && n.op == OpKind::Constant && n.type.shape.rank() == 0 &&
-         is_float(n.type.dtype);
-}
 
 }  // namespace
 
@@ -72,10 +68,9 @@ Hash128 hash_text(std::string_view text) {
   return Hash128{a ^ (a >> 29), b ^ (b >> 31)};
 }
 
-Hash128 structural_hash(const Graph& g, const HashOptions& options) {
+Hash128 structural_hash(const Graph& g) {
   std::vector<Hash128> node_hash(g.size());
   size_t input_index = 0;
-  uint64_t parameter_slot = 0;  // scalar parameters are numbered in node order
   std::vector<Hash128> operands;
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
@@ -89,9 +84,9 @@ Hash128 structural_hash(const Graph& g, const HashOptions& options) {
       node_hash[id] = h.done();
       continue;
     }
-    if (is_scalar_parameter(n, options)) {
-      h.add(0x5ca1a7ULL);  // a parameter slot: the value is bound at launch
-      h.add(parameter_slot++);
+    if (n.op == OpKind::ScalarParam) {
+      h.add(0x5ca1a7ULL);  // a launch-bound scalar: its slot and type, never its value
+      h.add(static_cast<uint64_t>(n.attr("slot").i));
       node_hash[id] = h.done();
       continue;
     }

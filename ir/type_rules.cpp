@@ -120,6 +120,14 @@ Expected<TensorType> rule_rand(const TypeRuleInput& in) {
   return *in.declared;
 }
 
+Expected<TensorType> rule_scalar_param(const TypeRuleInput& in) {
+  const TensorType& t = *in.declared;
+  const int64_t slot = attr(in, "slot").i;
+  KILN_REQUIRE(slot >= 0, "'scalar' slot must be >= 0, got {}", slot);
+  KILN_TRY(check_scalar_fits(in, attr(in, "value").scalar, t.dtype, "value"));
+  return t;
+}
+
 Expected<TensorType> rule_unary_numeric(const TypeRuleInput& in) {
   KILN_TRY(require_numeric(in));
   return in.operands[0];

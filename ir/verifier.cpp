@@ -12,6 +12,7 @@ Status verify(const Graph& g) {
   };
   size_t next_input = 0;
   std::vector<TensorType> operand_types;
+  std::vector<ValueId> slot_owner;  // scalar slot -> its node + 1 (0: free)
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
     const OpInfo& info = n.info();
@@ -48,6 +49,15 @@ Status verify(const Graph& g) {
     if (!(*inferred == n.type))
       return fail(n, fmt::format("'{}' result is declared {} but its operands give {}", info.name,
                                  n.type.str(), inferred->str()));
+    if (n.op == OpKind::ScalarParam) {
+      // One value per slot: the launch binds each slot once.
+      const auto slot = static_cast<uint64_t>(n.attr("slot").i);
+      if (slot >= g.size()) return fail(n, fmt::format("'scalar' slot {} is out of range (at most {})", slot, g.size() - 1));
+      if (slot >= slot_owner.size()) slot_owner.resize(slot + 1, 0);
+      if (slot_owner[slot] != 0)
+        return fail(n, fmt::format("'scalar' slot {} is already bound by node {}", slot, slot_owner[slot] - 1));
+      slot_owner[slot] = static_cast<ValueId>(id + 1);
+    }
   }
   // Kernel regions: valid indices, members consecutive in node order (one region each).
   std::vector<bool> closed(g.kernels().size(), false);

@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "kiln/passes/pass_manager.h"
-#include "kiln/runtime/interpreter.h"
+#include "kiln/ir/interpreter.h"
 #include "rewriter.h"
 
 namespace kiln {
@@ -124,7 +124,8 @@ Graph constant_folding(const Graph& g, const PassOptions& options) {
       r.copy(v);
       continue;
     }
-    bool foldable = n.op != OpKind::Rand && n.op != OpKind::Arange;
+    // A launch-bound scalar has no value at compile time (that is its point).
+    bool foldable = n.op != OpKind::Rand && n.op != OpKind::Arange && n.op != OpKind::ScalarParam;
     std::vector<const Known*> operands;
     for (ValueId o : n.operands) {
       foldable = foldable && known[o].has_value();

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "kiln/passes/pass_manager.h"
-#include "kiln/support/hash.h"
+#include "kiln/ir/hash.h"
 #include "rewriter.h"
 
 namespace kiln {

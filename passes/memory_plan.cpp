@@ -81,6 +81,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
     // A literal constant has a buffer of its own; a splat is a kernel argument unless it is
     // returned; rand and arange are computed into a buffer (matmuls read operands from memory).
     if (n.op == OpKind::Constant && !(n.attr("value").present && is_output[id])) continue;
+    if (n.op == OpKind::ScalarParam && !is_output[id]) continue;  // a kernel argument
     Unit unit{n.operands, {v}, {}};
     if (n.info().category == OpCategory::Elementwise)
       for (ValueId o : n.operands)

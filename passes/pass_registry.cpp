@@ -70,7 +70,7 @@ namespace {
 // What reading or writing `v` once costs; a splat constant is a kernel argument, not memory.
 int64_t bytes_of(const Graph& g, ValueId v) {
   const Node& n = g.node(v);
-  if (n.op == OpKind::Constant && n.attr("value").present) return 0;
+  if ((n.op == OpKind::Constant && n.attr("value").present) || n.op == OpKind::ScalarParam) return 0;
   return n.type.bytes();
 }
 }  // namespace

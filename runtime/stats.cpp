@@ -12,19 +12,9 @@ namespace {
 
 template <class F>
 void for_each_counter(const RuntimeCounters& c, F&& f) {
-  f("plan_hits", c.plan_hits);
-  f("plan_misses", c.plan_misses);
-  f("kernel_memory_hits", c.kernel_memory_hits);
-  f("kernel_disk_hits", c.kernel_disk_hits);
-  f("kernel_disk_misses", c.kernel_disk_misses);
-  f("kernel_disk_rejected", c.kernel_disk_rejected);
-  f("kernel_disk_writes", c.kernel_disk_writes);
-  f("llvm_compiles", c.llvm_compiles);
-  f("kernels_compiled", c.kernels_compiled);
-  f("compile_ms", c.compile_ns);
-  f("object_loads", c.object_loads);
-  f("executions", c.executions);
-  f("launches", c.launches);
+#define KILN_VISIT_COUNTER(name, what) f(#name, c.name);
+  KILN_RUNTIME_COUNTERS(KILN_VISIT_COUNTER)
+#undef KILN_VISIT_COUNTER
 }
 
 void print_at_exit() { std::fprintf(stderr, "%s", runtime_counters().str().c_str()); }
@@ -34,7 +24,7 @@ void print_at_exit() { std::fprintf(stderr, "%s", runtime_counters().str().c_str
 std::string RuntimeCounters::str() const {
   std::string out = "kiln stats:\n";
   for_each_counter(*this, [&](std::string_view name, const std::atomic<uint64_t>& v) {
-    if (name == "compile_ms") out += fmt::format("  {:<22} {:.3f}\n", name, static_cast<double>(v.load()) / 1e6);
+    if (name == "compile_ns") out += fmt::format("  {:<22} {:.3f}\n", "compile_ms", static_cast<double>(v.load()) / 1e6);
     else out += fmt::format("  {:<22} {}\n", name, v.load());
   });
   return out;

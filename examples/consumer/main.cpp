@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include <kiln/ir/text.h>
-#include <kiln/runtime/interpreter.h>
+#include <kiln/ir/interpreter.h>
 
 int main() {
   const char* text = R"(

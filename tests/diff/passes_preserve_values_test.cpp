@@ -9,7 +9,7 @@
 #include "kiln/ir/hash.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
-#include "kiln/runtime/interpreter.h"
+#include "kiln/ir/interpreter.h"
 #include "random_graph.h"
 
 namespace kiln {

@@ -55,6 +55,7 @@ class Generator {
     return pool_[static_cast<size_t>(chance(0.7) ? std::max(0, n - 1 - pick(0, 3)) : pick(0, n - 1))];
   }
   const TensorType& type(ValueId v) const { return g_.type(v); }
+  int64_t next_slot_ = 0;
 
   void add(OpKind op, std::vector<ValueId> operands, Attrs attrs = {}, const TensorType* declared = nullptr) {
     if (auto v = g_.add(op, operands, std::move(attrs), declared)) pool_.push_back(*v);
@@ -77,10 +78,13 @@ class Generator {
     if (is_bool(dt)) dt = DType::F32;
     const double specials[] = {0.0, -0.0, 1.0, 2.0, 0.5, -1.0, 3.0};
     const double v = specials[pick(0, 6)];
-    Attrs a = Graph::make_attrs(OpKind::Constant);
-    set(a, OpKind::Constant, "value").scalar = is_float(dt) ? Scalar::from_float(v) : Scalar::from_int(static_cast<int64_t>(v));
+    // Sometimes a launch-bound scalar instead: the optimizer must treat it as unknown.
+    const OpKind op = chance(0.3) ? OpKind::ScalarParam : OpKind::Constant;
+    Attrs a = Graph::make_attrs(op);
+    set(a, op, "value").scalar = is_float(dt) ? Scalar::from_float(v) : Scalar::from_int(static_cast<int64_t>(v));
+    if (op == OpKind::ScalarParam) set(a, op, "slot").i = next_slot_++;
     const TensorType t{dt, s};
-    auto c = g_.add(OpKind::Constant, {}, std::move(a), &t);
+    auto c = g_.add(op, {}, std::move(a), &t);
     return *c;
   }
 

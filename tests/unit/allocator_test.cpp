@@ -1,6 +1,6 @@
 // The caching host allocator and HostTensor storage on it: alignment, reuse of released
 // large blocks, the cache's cap, statistics, zero fill over recycled garbage, threads.
-#include "kiln/runtime/allocator.h"
+#include "kiln/support/allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/runtime/host_tensor.h"
+#include "kiln/ir/host_tensor.h"
 
 namespace kiln {
 namespace {

@@ -364,7 +364,7 @@ TEST(FrontendCapture, TraceReturnsTheGraphInTextForm) {
   const Graph g = trace([](const Tensor& x) { return (x * 2).relu(); }, zeros({4}));
   EXPECT_EQ(print_graph(g),
             "graph @traced(%arg0: f32[4]) -> f32[4] {\n"
-            "  %0 = constant {value = 2.0} : f32[]\n"
+            "  %0 = scalar {slot = 0, value = 2.0} : f32[]\n"
             "  %1 = mul %arg0, %0 : f32[4]\n"
             "  %2 = relu %1 : f32[4]\n"
             "  return %2\n"
@@ -387,7 +387,7 @@ TEST(FrontendCapture, DumpShowsThePendingStream) {
   const std::string text = dump(y);
   EXPECT_EQ(text,
             "graph @pending(%in0: f32[2]) -> f32[2] {\n"
-            "  %0 = constant {value = 1.0} : f32[]\n"
+            "  %0 = scalar {slot = 0, value = 1.0} : f32[]\n"
             "  %1 = add %in0, %0 : f32[2]\n"
             "  %2 = exp %1 : f32[2]\n"
             "  return %2\n"

@@ -10,9 +10,7 @@ namespace {
 
 using test::parse_or_fail;
 
-Hash128 hash_of(const std::string& text, HashOptions options = {}) {
-  return structural_hash(parse_or_fail(text), options);
-}
+Hash128 hash_of(const std::string& text) { return structural_hash(parse_or_fail(text)); }
 
 const char* kBase = R"(graph @f(%x: f32[4,8], %b: f32[8]) -> f32[4,1] {
   %s = add %x, %b : f32[4,8]
@@ -86,26 +84,21 @@ TEST(StructuralHash, EveryNearMissDiffers) {
   for (const std::string& g : graphs) EXPECT_TRUE(seen.insert(hash_of(g).hex()).second) << g;
 }
 
-TEST(StructuralHash, ScalarConstantsCanBeRuntimeParameters) {
-  auto step = [](const char* lr) {
-    return std::string("graph @sgd(%w: f32[8], %g: f32[8]) -> f32[8] {\n  %lr = constant {value = ") + lr +
+TEST(StructuralHash, LaunchScalarsHashBySlotNotValue) {
+  auto step = [](const char* op, const char* lr) {
+    return std::string("graph @sgd(%w: f32[8], %g: f32[8]) -> f32[8] {\n  %lr = ") + op + lr +
            "} : f32[]\n  %d = mul %g, %lr : f32[8]\n  %n = sub %w, %d : f32[8]\n  return %n\n}";
   };
-  HashOptions params;
-  params.scalars_as_parameters = true;
-  EXPECT_NE(hash_of(step("0.1")), hash_of(step("0.01")));
-  EXPECT_EQ(hash_of(step("0.1"), params), hash_of(step("0.01"), params)) << "a learning rate does not recompile";
-  // Only rank-0 floats are parameters: a tensor constant still counts.
-  const char* vec1 = "graph @f(%x: f32[2]) -> f32[2] {\n %c = constant {data = [1.0, 2.0]} : f32[2]\n %y = mul %x, %c : f32[2]\n return %y\n}";
-  const char* vec2 = "graph @f(%x: f32[2]) -> f32[2] {\n %c = constant {data = [1.0, 3.0]} : f32[2]\n %y = mul %x, %c : f32[2]\n return %y\n}";
-  EXPECT_NE(hash_of(vec1, params), hash_of(vec2, params));
-  EXPECT_EQ(hash_of(step("0.1")).hex().size(), 32u);
-  // Parameters are slots, not one shared value: x + (a - b) and x + (b - a) still differ.
-  const char* ab = "graph @f(%x: f32[]) -> f32[] {\n %a = constant {value = 1.0} : f32[]\n %b = constant {value = 2.0} : f32[]\n"
+  EXPECT_NE(hash_of(step("constant {value = ", "0.1")), hash_of(step("constant {value = ", "0.01")));
+  EXPECT_EQ(hash_of(step("scalar {slot = 0, value = ", "0.1")), hash_of(step("scalar {slot = 0, value = ", "0.01")))
+      << "a learning rate does not recompile";
+  EXPECT_NE(hash_of(step("scalar {slot = 0, value = ", "0.1")), hash_of(step("scalar {slot = 1, value = ", "0.1")));
+  // Slots, not one shared value: x + (a - b) and x + (b - a) still differ.
+  const char* ab = "graph @f(%x: f32[]) -> f32[] {\n %a = scalar {slot = 0, value = 1.0} : f32[]\n %b = scalar {slot = 1, value = 2.0} : f32[]\n"
                    " %d = sub %a, %b : f32[]\n %y = add %x, %d : f32[]\n return %y\n}";
-  const char* ba = "graph @f(%x: f32[]) -> f32[] {\n %a = constant {value = 1.0} : f32[]\n %b = constant {value = 2.0} : f32[]\n"
+  const char* ba = "graph @f(%x: f32[]) -> f32[] {\n %a = scalar {slot = 0, value = 1.0} : f32[]\n %b = scalar {slot = 1, value = 2.0} : f32[]\n"
                    " %d = sub %b, %a : f32[]\n %y = add %x, %d : f32[]\n return %y\n}";
-  EXPECT_NE(hash_of(ab, params), hash_of(ba, params));
+  EXPECT_NE(hash_of(ab), hash_of(ba));
 }
 
 }  // namespace

@@ -3,15 +3,49 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "kiln/codegen/cpu.h"
+#include "kiln/backend/cpu.h"
+#include "kiln/engine/compile.h"
+#include "kiln/engine/engine.h"
 #include "kiln/ir/text.h"
-#include "kiln/runtime/host_tensor.h"
-#include "kiln/runtime/interpreter.h"
+#include "kiln/ir/host_tensor.h"
+#include "kiln/ir/interpreter.h"
 
 namespace kiln::test {
+
+/// Op coverage is derived from the cases that ran: every graph the helpers below run adds
+/// its op names to the file named by $KILN_OP_COVERAGE, when it is set.
+inline void record_ops(const Graph& g) {
+  const char* path = std::getenv("KILN_OP_COVERAGE");
+  if (path == nullptr || *path == '\0') return;
+  std::ofstream out(path, std::ios::app);
+  for (const Node& n : g.nodes()) out << op_name(n.op) << "\n";
+}
+
+/// Runs this test binary's tests matching `filter` in a child process and returns the names
+/// of the ops their graphs used (an op-coverage meta-test calls this, so that it sees every
+/// case even when ctest runs each test in a process of its own).
+inline std::set<std::string> ops_exercised_by(const std::string& filter) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("kiln-op-coverage-" + std::to_string(::getpid()) + ".txt");
+  std::filesystem::remove(file);
+  const std::string cmd = "KILN_OP_COVERAGE='" + file.string() + "' /proc/" + std::to_string(::getpid()) +
+                          "/exe --gtest_filter='" + filter + "' > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the covered tests themselves fail: " << cmd;
+  std::set<std::string> ops;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) ops.insert(line);
+  std::filesystem::remove(file);
+  return ops;
+}
 
 /// Parses (and verifies) `text`, failing the test with the diagnostic if it does not parse.
 inline Graph parse_or_fail(const std::string& text) {
@@ -22,7 +56,9 @@ inline Graph parse_or_fail(const std::string& text) {
 
 /// Runs the graph in `text` on the interpreter and returns its outputs.
 inline std::vector<HostTensor> run(const std::string& text, std::vector<HostTensor> inputs = {}) {
-  return interpret(parse_or_fail(text), inputs);
+  const Graph g = parse_or_fail(text);
+  record_ops(g);
+  return interpret(g, inputs);
 }
 
 /// The single output of a graph with no parameters whose body is `body` and whose result
@@ -33,11 +69,8 @@ inline HostTensor eval(const std::string& result, const std::string& body) {
 
 /// Runs `g` on the cpu engine (fusion, Kernel IR, LLVM) and returns copies of its outputs.
 inline std::vector<HostTensor> run_cpu(const Graph& g, const std::vector<HostTensor>& inputs) {
-  std::vector<BufferRef> refs;
-  for (const HostTensor& t : inputs) refs.push_back(std::make_shared<const HostTensor>(t));
-  std::vector<HostTensor> out;
-  for (const BufferRef& r : cpu_engine().run(g, refs)) out.push_back(*r);
-  return out;
+  record_ops(g);
+  return run_on_host(Device::cpu(), g, inputs);
 }
 
 }  // namespace kiln::test

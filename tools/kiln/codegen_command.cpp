@@ -4,7 +4,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "kiln/codegen/cpu.h"
+#include "kiln/backend/cpu.h"
+#include "kiln/engine/compile.h"
 
 namespace kiln::cli {
 namespace {
@@ -34,21 +35,35 @@ Command add_codegen_command(CLI::App& app) {
   sub->add_option("-o,--output", opts->output, "Write here instead of stdout");
   return {sub, [opts]() {
             const Graph g = load_graph(opts->file);
-            const CpuCompilation c = cpu_compile_graph(g);
+            Compilation c = compile_graph(cpu_backend(), g);
             std::string out;
+            bool found = opts->kernel.empty();
             if (opts->target == "kernel") {
-              out = c.plan.str();
+              if (!opts->kernel.empty()) {  // that kernel, its accesses and schedule alone
+                LaunchPlan one;
+                for (size_t i = 0; i < c.plan.kernels.size(); ++i)
+                  if (c.plan.kernels[i].name == opts->kernel) {
+                    one.kernels.push_back(c.plan.kernels[i]);
+                    one.schedules.push_back(c.plan.schedules[i]);
+                    found = true;
+                  }
+                const std::string text = one.str();
+                out = text.substr(0, text.find("launch list:"));
+              } else {
+                out = c.plan.str();
+              }
             } else {
               out = fmt::format("; target: {}\n", cpu_target_description());
-              bool found = opts->kernel.empty();
-              for (const kir::Kernel& k : c.plan.kernels) {
+              for (size_t i = 0; i < c.plan.kernels.size(); ++i) {
+                const kir::Kernel& k = c.plan.kernels[i];
                 if (!opts->kernel.empty() && k.name != opts->kernel) continue;
                 found = true;
                 out += fmt::format("; ---- kernel @{} ----\n", k.name);
-                out += opts->assembly ? cpu_kernel_assembly(k) : cpu_kernel_llvm_ir(k, !opts->unoptimized);
+                out += opts->assembly ? cpu_kernel_assembly(k, c.plan.schedules[i])
+                                      : cpu_kernel_llvm_ir(k, c.plan.schedules[i], !opts->unoptimized);
               }
-              if (!found) throw Error(fmt::format("--kernel {}: no such kernel (see --target kernel)", opts->kernel));
             }
+            if (!found) throw Error(fmt::format("--kernel {}: no such kernel (see --target kernel)", opts->kernel));
             write_output(opts->output, out);
             return 0;
           }};

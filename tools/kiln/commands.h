@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kiln/ir/graph.h"
-#include "kiln/runtime/host_tensor.h"
+#include "kiln/ir/host_tensor.h"
 
 namespace kiln::cli {
 

@@ -8,8 +8,8 @@
 
 #include "commands.h"
 #include "kiln/ir/scalar_semantics.h"
-#include "kiln/runtime/engine.h"
-#include "kiln/runtime/interpreter.h"
+#include "kiln/engine/engine.h"
+#include "kiln/ir/interpreter.h"
 #include "kiln/runtime/npy.h"
 
 namespace kiln::cli {
@@ -102,10 +102,7 @@ Command add_run_command(CLI::App& app) {
             const Device device = Device::parse(opts->device);
             const Graph g = load_graph(opts->file);
             const std::vector<HostTensor> inputs = make_inputs(g, *opts);
-            std::vector<BufferRef> refs;
-            for (const HostTensor& t : inputs) refs.push_back(std::make_shared<const HostTensor>(t));
-            std::vector<HostTensor> outputs;
-            for (const BufferRef& r : engine_for(device).run(g, refs)) outputs.push_back(*r);
+            const std::vector<HostTensor> outputs = run_on_host(device, g, inputs);
             if (opts->check) {
               const std::vector<HostTensor> expected = interpret(g, inputs);
               for (size_t i = 0; i < outputs.size(); ++i)

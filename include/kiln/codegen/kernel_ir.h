@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,8 @@ enum class Code : uint8_t {
   Rand,      // `type`: the rand op's element at flat index args[0] (i64) of seed `imm`
   Reduce,    // reduction `op` (reduce_sum ... argmin) of args[0] over the reduced dims; for
              // argmax/argmin args[1] is the position along the reduced axis
+  Arg,       // `type`: scalar argument `imm` of the launch (Kernel::scalars), the same for
+             // every point: a learning rate changes without recompiling
 };
 
 struct Inst {
@@ -46,7 +49,7 @@ struct Inst {
   DType type = DType::F32;
   std::vector<Ref> args;
   int32_t buffer = -1;  // Load
-  int64_t imm = 0;      // Dim, IndexDiv, IndexMod, Rand
+  int64_t imm = 0;      // Dim, IndexDiv, IndexMod, Rand, Arg
   Scalar literal;       // Const
 };
 
@@ -70,6 +73,7 @@ struct Kernel {
   Shape domain;                // the iteration domain
   std::vector<bool> reduced;   // per domain dim: reduced (true) or kept
   std::vector<BufferParam> buffers;
+  std::vector<DType> scalars;  // scalar arguments, bound at launch (Code::Arg)
   std::vector<Inst> insts;
   std::vector<Store> stores;
 
@@ -92,19 +96,16 @@ std::vector<uint64_t> dim_dependence(const Kernel& k);
 /// is in stage 2, as softmax's sum follows its max).
 std::vector<int> reduction_stage(const Kernel& k);
 
-/// How a backend walks the domain; see schedule_kernel.
-struct Schedule {
-  /// Case A (`lanes_reduce`): the last dim is reduced. An iteration is one kept point; it
-  /// runs every stage's reductions along its rows, then its stores.
-  /// Case B: the last dim is kept (or nothing is reduced). An iteration is one point of the
-  /// kept dims before the last, times one tile of `tile` elements of the last dim; reductions
-  /// keep one accumulator per lane of the tile.
-  bool lanes_reduce = false;
-  int64_t tile = 1;
-  int64_t iterations = 0;              // independent iterations: split across cores
-  int64_t elements_per_iteration = 0;  // domain points per iteration, for grain sizes
+/// Per instruction: the value as an affine function of the domain indices,
+/// `base + sum(stride[d] * dim d)`, or nullopt when it is not one (a div, a mod of a
+/// non-multiple, a load, any non-index op). Computed once, read by every backend: a load
+/// whose offset has stride 1 along the last dim is contiguous there; stride 0, uniform.
+struct Affine {
+  int64_t base = 0;
+  std::vector<int64_t> stride;  // per domain dim
 };
-
-Schedule schedule_kernel(const Kernel& k);
+std::vector<std::optional<Affine>> affine_analysis(const Kernel& k);
+/// `4096*d0 + 1*d1 + 8`
+std::string affine_str(const Affine& a);
 
 }  // namespace kiln::kir

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/schedule.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/memory_plan.h"
 
@@ -46,10 +47,14 @@ struct LaunchPlan {
   struct Step {
     int32_t kernel = -1;            // a launch of kernels[kernel], or -1 for `gemm`
     std::vector<int32_t> bindings;  // kernel buffer param -> plan buffer
+    std::vector<int32_t> scalar_bindings;  // kernel scalar argument -> launch slot
     Gemm gemm;
   };
 
   std::vector<kir::Kernel> kernels;
+  /// Per kernel, how it runs; filled by the backend that compiles the plan (empty after
+  /// lowering alone).
+  std::vector<kir::Schedule> schedules;
   std::vector<Step> steps;
   std::vector<Buffer> buffers;
   std::vector<int32_t> outputs;  // per graph output: the buffer returned

@@ -16,8 +16,8 @@
 
 #include "kiln/ir/attrs.h"
 #include "kiln/ir/shape.h"
-#include "kiln/runtime/device.h"
-#include "kiln/runtime/host_tensor.h"
+#include "kiln/engine/device.h"
+#include "kiln/ir/host_tensor.h"
 
 namespace kiln {
 
@@ -79,8 +79,12 @@ class Tensor {
   /// The single element of a one-element tensor.
   template <class T>
   T item() const;
-  /// The evaluated value as a host tensor (a sync point).
-  const HostTensor& host() const;
+  /// A copy of the value in host memory: a sync point and an explicit download (values stay
+  /// on their device between syncs).
+  HostTensor host() const;
+  /// This value on `device` (a sync point when it has to be copied; the same tensor when it
+  /// is there already). Ops whose operands are on different devices are errors naming both.
+  Tensor to(Device device) const;
 
   // ---- elementwise --------------------------------------------------------------------
   Tensor neg() const;

@@ -36,6 +36,9 @@ inline constexpr uint32_t Involution = 1u << 3;   // f(f(x)) == x
 inline constexpr uint32_t FloatOnly = 1u << 4;    // operands must be floating point
 inline constexpr uint32_t View = 1u << 5;         // an index map over its operand: moves no data
 inline constexpr uint32_t Declared = 1u << 6;     // result type written out, not derived
+inline constexpr uint32_t Expensive = 1u << 7;    // transcendental: worth computing once per element
+inline constexpr uint32_t VectorMath = 1u << 8;   // f32 has kiln's own vectorizable approximation
+inline constexpr uint32_t ArgReduce = 1u << 9;    // a reduction to a position (argmax, argmin)
 }  // namespace trait
 
 /// What a type rule sees: the operand types, the attributes and, for ops whose result

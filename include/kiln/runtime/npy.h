@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "kiln/runtime/host_tensor.h"
+#include "kiln/ir/host_tensor.h"
 
 namespace kiln {
 

@@ -11,24 +11,30 @@
 
 namespace kiln {
 
+// Every counter, once: name, what it counts. The struct, KILN_STATS and reset() expand it.
+#define KILN_RUNTIME_COUNTERS(X)                                                              \
+  X(plan_hits, "plan cache: graphs found compiled")                                           \
+  X(plan_misses, "plan cache: graphs compiled")                                               \
+  X(plan_evictions, "plan cache: executables dropped (least recently used, over capacity)")   \
+  X(kernel_memory_hits, "kernels found alive in this process")                                \
+  X(kernel_evictions, "kernels dropped from the in-memory LRU")                               \
+  X(kernels_unloaded, "kernels whose code was unlinked (no holder left)")                     \
+  X(kernel_disk_hits, "kernels loaded from the disk cache")                                   \
+  X(kernel_disk_misses, "kernels not on disk")                                                \
+  X(kernel_disk_rejected, "corrupt or stale disk entries, rebuilt")                           \
+  X(kernel_disk_writes, "entries written to the disk cache")                                  \
+  X(disk_evictions, "disk entries removed to keep the cache under its size cap")              \
+  X(llvm_compiles, "modules run through LLVM's optimizer and code generator")                 \
+  X(kernels_compiled, "kernels in those modules")                                             \
+  X(compile_ns, "wall time in compilation (printed as compile_ms)")                           \
+  X(object_loads, "object files linked into the JIT")                                         \
+  X(executions, "graphs run")                                                                 \
+  X(launches, "kernel launches and library steps")
+
 struct RuntimeCounters {
-  // Plan cache: graph structural hash -> executable.
-  std::atomic<uint64_t> plan_hits{0};
-  std::atomic<uint64_t> plan_misses{0};
-  // Kernel cache: kernel hash -> machine code, in memory and on disk.
-  std::atomic<uint64_t> kernel_memory_hits{0};
-  std::atomic<uint64_t> kernel_disk_hits{0};
-  std::atomic<uint64_t> kernel_disk_misses{0};
-  std::atomic<uint64_t> kernel_disk_rejected{0};  // corrupt or stale entries, rebuilt
-  std::atomic<uint64_t> kernel_disk_writes{0};
-  // Work done on a miss.
-  std::atomic<uint64_t> llvm_compiles{0};      // modules run through LLVM's optimizer and codegen
-  std::atomic<uint64_t> kernels_compiled{0};   // kernels in those modules
-  std::atomic<uint64_t> compile_ns{0};         // wall time in LLVM (optimization + codegen)
-  std::atomic<uint64_t> object_loads{0};       // object files linked into the JIT
-  // Execution.
-  std::atomic<uint64_t> executions{0};
-  std::atomic<uint64_t> launches{0};
+#define KILN_COUNTER_FIELD(name, what) std::atomic<uint64_t> name{0};
+  KILN_RUNTIME_COUNTERS(KILN_COUNTER_FIELD)
+#undef KILN_COUNTER_FIELD
 
   /// One "name value" line per counter.
   std::string str() const;

@@ -1,4 +1,4 @@
-// kiln/runtime/interpreter.h - the reference interpreter: the oracle for every backend.
+// kiln/ir/interpreter.h - the reference interpreter: the oracle for every backend.
 //
 // Runs any verified Graph on host memory, op by op, with the scalar semantics of
 // kiln/ir/scalar_semantics.h: elementwise math in double (f32 results rounded once),
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kiln/ir/graph.h"
-#include "kiln/runtime/host_tensor.h"
+#include "kiln/ir/host_tensor.h"
 
 namespace kiln {
 

@@ -1,5 +1,5 @@
 // runtime/allocator.cpp - the caching host allocator: 2 MiB pages and a free list by size.
-#include "kiln/runtime/allocator.h"
+#include "kiln/support/allocator.h"
 
 #include <sys/mman.h>
 

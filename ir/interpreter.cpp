@@ -3,7 +3,7 @@
 // Clarity over speed: every value is held in a wide domain (double for float types, int64
 // for integers and bool), every op is evaluated whole, broadcasts are materialized. What
 // each element means comes from kiln/ir/scalar_semantics.h, shared with constant folding.
-#include "kiln/runtime/interpreter.h"
+#include "kiln/ir/interpreter.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -111,6 +111,9 @@ Wide eval_source(const Node& n) {
       } else {
         for (size_t k = 0; k < numel; ++k) put(k, (*n.attr("data").scalars)[k]);
       }
+      break;
+    case OpKind::ScalarParam:
+      for (size_t k = 0; k < numel; ++k) put(k, n.attr("value").scalar);
       break;
     case OpKind::Arange: {
       const Scalar start = n.attr("start").scalar, step = n.attr("step").scalar;

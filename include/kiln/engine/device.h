@@ -1,4 +1,4 @@
-// kiln/runtime/device.h - where tensors live and kernels run.
+// kiln/engine/device.h - where tensors live and kernels run.
 #pragma once
 
 #include <cstdint>

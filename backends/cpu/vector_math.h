@@ -1,4 +1,4 @@
-// codegen/cpu/vector_math.h - transcendental functions emitted inline as LLVM IR.
+// backends/cpu/vector_math.h - transcendental functions emitted inline as LLVM IR.
 //
 // f32 exp, log, tanh, erf and sigmoid are polynomial or rational approximations built from
 // plain arithmetic, so they work on any vector width and vectorize with the loop around them:

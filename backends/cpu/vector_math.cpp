@@ -1,4 +1,4 @@
-// codegen/cpu/vector_math.cpp - see vector_math.h.
+// backends/cpu/vector_math.cpp - see vector_math.h.
 #include "vector_math.h"
 
 #include <cmath>
@@ -135,9 +135,7 @@ Value* sigmoid_f32(llvm::IRBuilder<>& b, Value* x) {
 
 }  // namespace
 
-bool has_vector_math(OpKind op) {
-  return op == OpKind::Exp || op == OpKind::Log || op == OpKind::Tanh || op == OpKind::Erf || op == OpKind::Sigmoid;
-}
+bool has_vector_math(OpKind op) { return op_info(op).has(trait::VectorMath); }
 
 Value* emit_vector_math(llvm::IRBuilder<>& b, OpKind op, Value* x) {
   switch (op) {

@@ -1,5 +1,7 @@
-// codegen/cpu/cpu_jit.cpp - LLVM optimization, object code, ORC LLJIT, kernel caches.
+// backends/cpu/cpu_jit.cpp - LLVM optimization, object code, ORC LLJIT, kernel caches.
 #include "cpu_jit.h"
+
+#include "llvm_codegen.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -21,11 +23,14 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/canonical.h"
 #include "kiln/ir/hash.h"
 #include "kiln/ir/scalar_semantics.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/runtime/stats.h"
+#include "kiln/support/env.h"
 #include "kiln/support/log.h"
+#include "kiln/support/lru_cache.h"
 #include "kiln/codegen_id.h"
 #include "kiln/version.h"
 
@@ -36,7 +41,7 @@ namespace kiln::cpu {
 namespace {
 
 // Bump when generated code changes for the same Kernel IR: old disk entries become stale.
-constexpr int kCodegenVersion = 2;
+constexpr int kCodegenVersion = 3;
 
 std::string take(llvm::Error e) { return llvm::toString(std::move(e)); }
 
@@ -74,12 +79,17 @@ struct Jit::Impl {
   std::unique_ptr<llvm::TargetMachine> tm;
   std::unique_ptr<llvm::orc::LLJIT> jit;
   DiskCache disk{DiskCache::default_root(), "cpu"};
-  std::mutex mutex;  // LLVM compilation and the JIT's symbol table
-  struct Loaded {
+  std::string fingerprint;
+  std::recursive_mutex mutex;  // LLVM compilation, the JIT's symbol table, the maps below
+  struct Alive {
     std::string canonical;  // compared on every hit: a collision never runs the wrong code
-    KernelFn fn;
+    std::weak_ptr<const CpuKernel> kernel;
   };
-  std::unordered_map<std::string, Loaded> loaded;  // kernel key -> code
+  // Every kernel some holder still uses (one copy of each symbol in the JIT), and the most
+  // recently used ones, held by the LRU so that they outlive the executables using them.
+  std::unordered_map<std::string, Alive> alive;
+  LruCache<std::string, std::shared_ptr<const CpuKernel>> recent{
+      static_cast<size_t>(env_int("KILN_KERNEL_CACHE_SIZE", 1, int64_t{1} << 30).value_or(4096))};
 
   Impl() {
     llvm::InitializeNativeTarget();
@@ -101,17 +111,19 @@ struct Jit::Impl {
                                                      llvm::JITSymbolFlags::Exported};
     if (auto e = jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
       throw Error("LLVM: defining runtime symbols: " + take(std::move(e)));
+    fingerprint = environment();
   }
 
-  // Everything the machine code depends on besides the kernel itself.
+  // Everything the machine code depends on besides the kernel and its schedule.
   std::string environment() const {
     return fmt::format("kiln {} codegen {} {} llvm {} {} {} {}", KILN_VERSION_STRING, kCodegenVersion, KILN_CODEGEN_ID,
                        LLVM_VERSION_STRING,
                        target.triple, target.cpu, target.features);
   }
 
-  std::unique_ptr<llvm::Module> build(const kir::Kernel& k, const std::string& sym, llvm::LLVMContext& ctx) {
-    auto m = emit_kernel(k, sym, target.vector_bytes, ctx);
+  std::unique_ptr<llvm::Module> build(const kir::Kernel& k, const kir::Schedule& s, const std::string& sym,
+                                      llvm::LLVMContext& ctx) {
+    auto m = emit_kernel(k, s, sym, ctx);
     m->setTargetTriple(target.triple);
     m->setDataLayout(tm->createDataLayout());
     for (llvm::Function& f : *m) {
@@ -150,12 +162,24 @@ struct Jit::Impl {
     return std::string(buffer.data(), buffer.size());
   }
 
-  KernelFn link(const std::string& sym, const std::string& object) {
-    if (auto e = jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, sym)))
+  // Links `object` under its own resource tracker; the kernel unlinks it when it dies.
+  std::shared_ptr<const CpuKernel> link(const kir::Kernel& k, const std::string& key, const std::string& canonical,
+                                        const std::string& sym, const std::string& object) {
+    llvm::orc::ResourceTrackerSP tracker = jit->getMainJITDylib().createResourceTracker();
+    if (auto e = jit->addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, sym)))
       throw Error("LLVM: linking kernel object: " + take(std::move(e)));
     runtime_counters().object_loads++;
     const auto addr = check(jit->lookup(sym), "looking up a kernel");
-    return addr.toPtr<KernelFn>();
+    std::shared_ptr<void> code(nullptr, [this, tracker, key](void*) {
+      std::lock_guard lock(mutex);
+      if (auto e = tracker->remove()) llvm::consumeError(std::move(e));
+      if (auto it = alive.find(key); it != alive.end() && it->second.kernel.expired()) alive.erase(it);
+      runtime_counters().kernels_unloaded++;
+    });
+    auto kernel = std::make_shared<const CpuKernel>(addr.toPtr<KernelFn>(), k.scalars, std::move(code));
+    alive[key] = Alive{canonical, kernel};
+    runtime_counters().kernel_evictions += recent.put(key, kernel);
+    return kernel;
   }
 };
 
@@ -169,32 +193,38 @@ Jit::~Jit() = default;
 
 const HostTarget& Jit::target() const { return impl_->target; }
 
-KernelFn Jit::kernel(const kir::Kernel& k) {
+const std::string& Jit::fingerprint() const { return impl_->fingerprint; }
+
+size_t Jit::cached_kernels() {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->recent.size();
+}
+
+std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Schedule& s) {
   Impl& im = *impl_;
   // Names are left out: the same kernel in another stream, or the same stream written
   // in another order, finds it.
-  const std::string canonical = k.str(/*names=*/false) + im.environment();
+  const std::string canonical = kir::kernel_canonical(k, s, im.fingerprint);
   const std::string key = hash_text(canonical).hex();
   std::lock_guard lock(im.mutex);
-  if (auto it = im.loaded.find(key); it != im.loaded.end()) {
+  if (auto it = im.alive.find(key); it != im.alive.end()) {
     if (it->second.canonical != canonical)
       throw Error(fmt::format("internal error: kernel cache key collision on {} (kernel @{})", key, k.name));
-    runtime_counters().kernel_memory_hits++;
-    return it->second.fn;
+    if (std::shared_ptr<const CpuKernel> held = it->second.kernel.lock()) {
+      runtime_counters().kernel_memory_hits++;
+      runtime_counters().kernel_evictions += im.recent.put(key, held);
+      return held;
+    }
   }
   const std::string sym = "kiln_" + key;
-  if (std::optional<std::string> object = im.disk.load(key, canonical)) {
-    KernelFn fn = im.link(sym, *object);
-    im.loaded.emplace(key, Impl::Loaded{canonical, fn});
-    return fn;
-  }
+  if (std::optional<std::string> object = im.disk.load(key, canonical)) return im.link(k, key, canonical, sym, *object);
   if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
     throw Error(fmt::format("KILN_NO_COMPILE=1, but kernel @{} is in no cache and would be compiled", k.name));
   const auto start = std::chrono::steady_clock::now();
   llvm::LLVMContext ctx;
   std::string object;
   {
-    auto m = im.build(k, sym, ctx);
+    auto m = im.build(k, s, sym, ctx);
     im.optimize(*m);
     object = im.emit_file(*m, llvm::CodeGenFileType::ObjectFile);
   }
@@ -205,16 +235,14 @@ KernelFn Jit::kernel(const kir::Kernel& k) {
   c.compile_ns += static_cast<uint64_t>(ns);
   log_line("compile", fmt::format("kernel @{} ({}): {:.2f} ms, {} bytes of object code", k.name, key, ns / 1e6, object.size()));
   im.disk.store(key, canonical, object);
-  KernelFn fn = im.link(sym, object);
-  im.loaded.emplace(key, Impl::Loaded{canonical, fn});
-  return fn;
+  return im.link(k, key, canonical, sym, object);
 }
 
-std::string Jit::llvm_ir(const kir::Kernel& k, bool optimized) {
+std::string Jit::llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool optimized) {
   Impl& im = *impl_;
   std::lock_guard lock(im.mutex);
   llvm::LLVMContext ctx;
-  auto m = im.build(k, "kiln_" + k.name, ctx);
+  auto m = im.build(k, s, "kiln_" + k.name, ctx);
   if (optimized) im.optimize(*m);
   std::string out;
   llvm::raw_string_ostream os(out);
@@ -222,11 +250,11 @@ std::string Jit::llvm_ir(const kir::Kernel& k, bool optimized) {
   return out;
 }
 
-std::string Jit::assembly(const kir::Kernel& k) {
+std::string Jit::assembly(const kir::Kernel& k, const kir::Schedule& s) {
   Impl& im = *impl_;
   std::lock_guard lock(im.mutex);
   llvm::LLVMContext ctx;
-  auto m = im.build(k, "kiln_" + k.name, ctx);
+  auto m = im.build(k, s, "kiln_" + k.name, ctx);
   im.optimize(*m);
   return im.emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
 }

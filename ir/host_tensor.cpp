@@ -1,5 +1,5 @@
-// runtime/host_tensor.cpp - storage, copies and element access for host tensors.
-#include "kiln/runtime/host_tensor.h"
+// ir/host_tensor.cpp - storage, copies and element access for host tensors.
+#include "kiln/ir/host_tensor.h"
 
 #include "kiln/ir/scalar_semantics.h"
 
@@ -11,6 +11,14 @@ HostTensor::HostTensor(TensorType type, Uninitialized)
 HostTensor::HostTensor(TensorType type) : HostTensor(std::move(type), Uninitialized{}) {
   // The allocator recycles blocks without clearing them.
   if (nbytes() > 0) std::memset(data(), 0, nbytes());
+}
+
+HostTensor HostTensor::adopt(TensorType type, HostBuffer bytes) {
+  KILN_ASSERT(bytes.size() == static_cast<size_t>(type.bytes()), "an adopted buffer is its tensor's size");
+  HostTensor t;
+  t.type_ = std::move(type);
+  t.bytes_ = std::move(bytes);
+  return t;
 }
 
 HostTensor HostTensor::uninitialized(TensorType type) {

@@ -1,4 +1,4 @@
-// kiln/runtime/allocator.h - the caching host allocator: huge pages for large buffers.
+// kiln/support/allocator.h - the caching host allocator: huge pages for large buffers.
 //
 // Memory-bound loops lose up to 39% on 4 KiB pages, and an eager program that mmaps a fresh
 // 64 MiB temporary per op spends most of its time in page faults. So buffers of 1 MiB and

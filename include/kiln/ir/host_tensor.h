@@ -1,4 +1,4 @@
-// kiln/runtime/host_tensor.h - a dense, row-major tensor in host memory.
+// kiln/ir/host_tensor.h - a dense, row-major tensor in host memory.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kiln/ir/shape.h"
-#include "kiln/runtime/allocator.h"
+#include "kiln/support/allocator.h"
 #include "kiln/support/error.h"
 
 namespace kiln {
@@ -37,6 +37,13 @@ class HostTensor {
   size_t nbytes() const { return bytes_.size(); }
   std::byte* data() { return bytes_.data(); }
   const std::byte* data() const { return bytes_.data(); }
+
+  /// A tensor of `type` over `bytes` (exactly type.bytes() of them), taken over without a
+  /// copy: how host-memory devices hand their buffers out.
+  static HostTensor adopt(TensorType type, HostBuffer bytes);
+  /// Gives up the storage (the tensor is left empty): how host-memory devices take a
+  /// tensor in without a copy.
+  HostBuffer release() && { return std::move(bytes_); }
 
   /// Element `i` (flat, row-major) converted to double or int64.
   double get_double(int64_t i) const;

@@ -1,4 +1,4 @@
-// codegen/cpu/llvm_codegen.cpp - Kernel IR -> LLVM IR, vectorized by construction.
+// backends/cpu/llvm_codegen.cpp - Kernel IR -> LLVM IR, vectorized by construction.
 //
 // The last domain dim is the vector dim: every instruction is emitted at a width W (W lanes
 // of the last dim at once, or 1 in remainder loops). An emitted value is kept in the cheapest
@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/codegen/schedule.h"
 #include "kiln/ir/scalar_semantics.h"
 #include "kiln/support/error.h"
 #include "vector_math.h"
@@ -45,48 +46,24 @@ struct Val {
   int64_t stride = 0;  // Affine: lane l holds v + stride * l
 };
 
-bool is_arg_reduce(OpKind op) { return op == OpKind::ArgMax || op == OpKind::ArgMin; }
-
-// Rows of a column reduction combined before they reach the accumulators (case B).
-constexpr int64_t kRowsPerStep = 4;
-
-// Longest run of f32 values one accumulator lane adds in f32 (see acc_type).
-constexpr int64_t kF32Run = 256;
-
-// Rows up to this many elements get a row cache, of at most kRowCacheBytes on the stack in
-// all (TBB workers have a few MiB of stack).
-constexpr int64_t kRowCacheElements = 16384;
-constexpr int64_t kRowCacheBytes = 128 * 1024;
+bool is_arg_reduce(OpKind op) { return op_info(op).has(trait::ArgReduce); }
 
 class KernelEmitter {
  public:
-  KernelEmitter(const kir::Kernel& k, int vector_bytes, llvm::LLVMContext& ctx, llvm::Module& m)
-      : k_(k), ctx_(ctx), m_(m), b_(ctx), deps_(kir::dim_dependence(k)), stage_(kir::reduction_stage(k)) {
-    size_t widest = 1;
-    bool arg = false;
-    // The width follows the data (loads, stores, accumulators), not the i64 index math.
-    for (const kir::Store& s : k.stores) {
-      const DType t = k.insts[static_cast<size_t>(s.value)].type;
-      widest = std::max(widest, t == DType::Bool ? size_t{1} : dtype_size(t));
-    }
-    for (const Inst& in : k.insts) {
-      if (in.code == Code::Load) widest = std::max(widest, in.type == DType::Bool ? size_t{1} : dtype_size(in.type));
-      if (in.code == Code::Reduce) {
-        widest = std::max(widest, dtype_size(in.type == DType::Bool ? DType::I32 : in.type));
-        arg = arg || is_arg_reduce(in.op);
-        num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
-      }
-    }
-    sched_ = kir::schedule_kernel(k);
-    width_ = arg || k.domain.rank() == 0 ? 1u : static_cast<unsigned>(std::clamp<size_t>(vector_bytes / widest, 1, 64));
-    // Along a reduced row, two registers' worth of lanes per step: two independent
+  KernelEmitter(const kir::Kernel& k, const kir::Schedule& schedule, llvm::LLVMContext& ctx, llvm::Module& m)
+      : k_(k), ctx_(ctx), m_(m), b_(ctx), deps_(kir::dim_dependence(k)), stage_(kir::reduction_stage(k)),
+        sched_(schedule) {
+    for (const Inst& in : k.insts)
+      if (in.code == Code::Reduce) num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
+    // Along a reduced row, `accumulators` registers' worth of lanes per step: independent
     // accumulator chains (LLVM splits the wide vectors into native registers).
-    if (sched_.lanes_reduce && width_ > 1) width_ = std::min(width_ * 2, 64u);
+    width_ = static_cast<unsigned>(std::clamp(sched_.vector_width, 1, 64));
+    if (sched_.lanes_reduce) width_ = std::min(width_ * static_cast<unsigned>(std::max(1, sched_.accumulators)), 64u);
     int64_t run = 1;  // values one accumulator lane adds in sequence
     for (int d = 0; d < k.domain.rank(); ++d)
       if (k.reduced[static_cast<size_t>(d)]) run *= k.domain[d];
     if (sched_.lanes_reduce) run /= width_;
-    long_runs_ = run > kF32Run;
+    long_runs_ = run > sched_.f32_run;
     rank_ = k.domain.rank();
     lane_dim_ = rank_ - 1;
   }
@@ -108,7 +85,7 @@ class KernelEmitter {
   llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
   llvm::Type* vec_type(llvm::Type* t, unsigned w) { return w == 1 ? t : llvm::FixedVectorType::get(t, w); }
   // f32 products accumulate in f64 (their range). f32 sums too, except where each
-  // accumulator lane adds at most kF32Run values: those add in f32 (short blocks, then the
+  // accumulator lane adds at most Schedule::f32_run values: those add in f32 (short blocks, then the
   // lanes pairwise: about as accurate, and twice as fast), and a row or tile whose f32 sum
   // overflows is summed again in f64, so results have the f64 range the IR promises.
   DType acc_type(const Inst& r) const {
@@ -171,6 +148,20 @@ class KernelEmitter {
   Value* emit_rand(Value* index, int64_t seed, DType t);
   Val emit_load(Ctx& c, const Inst& in);
   void emit_store(Ctx& c, const kir::Store& s);
+  // The stores of `k_` that `pick` selects. Every value, offset and guard is computed before
+  // the first store: a buffer the memory plan reuses in place may be read by a later store's
+  // value at the element an earlier store writes.
+  template <class Pick>
+  void emit_stores(Ctx& c, Pick pick) {
+    for (const kir::Store& s : k_.stores) {
+      if (!pick(s)) continue;
+      get(c, s.offset);
+      get(c, s.value);
+      if (s.guard != kir::kNoRef) get(c, s.guard);
+    }
+    for (const kir::Store& s : k_.stores)
+      if (pick(s)) emit_store(c, s);
+  }
 
   // ---- loops ----
   void loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body);
@@ -229,6 +220,7 @@ class KernelEmitter {
   int lane_dim_ = -1;
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> bufs_;
+  std::vector<Value*> scalars_;  // the launch's scalar arguments (Code::Arg)
   llvm::BasicBlock* entry_ = nullptr;
 };
 
@@ -408,6 +400,7 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
     }
     case Code::Load: return emit_load(c, in);
     case Code::Reduce: return c.reduce_value(r);
+    case Code::Arg: return {scalars_[static_cast<size_t>(in.imm)], Val::Uniform};
     default: break;
   }
   std::vector<Val> args;
@@ -448,7 +441,7 @@ void KernelEmitter::plan_row_cache() {
   int64_t row = 1;
   for (int d = 0; d < rank_; ++d)
     if (k_.reduced[static_cast<size_t>(d)]) row *= k_.domain[d];
-  if (row <= 0 || row > kRowCacheElements) return;
+  if (row <= 0 || row > sched_.row_cache_elements) return;
   // The instructions each pass over the row evaluates (reductions' values come ready).
   auto reach = [&](std::vector<Ref> roots) {
     std::set<Ref> seen;
@@ -479,14 +472,12 @@ void KernelEmitter::plan_row_cache() {
   int64_t cached_bytes = 0;
   for (size_t i = 0; i < k_.insts.size(); ++i) {
     const Inst& in = k_.insts[i];
-    const bool expensive = in.code == Code::Op && is_float(in.type) &&
-                           (in.op == OpKind::Exp || in.op == OpKind::Log || in.op == OpKind::Tanh || in.op == OpKind::Erf ||
-                            in.op == OpKind::Sigmoid || in.op == OpKind::Sin || in.op == OpKind::Cos || in.op == OpKind::Pow);
+    const bool expensive = in.code == Code::Op && is_float(in.type) && op_info(in.op).has(trait::Expensive);
     if (!expensive || !(deps_[i] & reduced_mask)) continue;
     const auto count = std::count_if(passes.begin(), passes.end(), [&](const std::set<Ref>& p) { return p.count(static_cast<Ref>(i)); });
     if (count < 2) continue;
     const int64_t bytes = row * static_cast<int64_t>(dtype_size(in.type));
-    if (cached_bytes + bytes > kRowCacheBytes) break;  // the stack of a worker thread is finite
+    if (cached_bytes + bytes > sched_.row_cache_bytes) break;  // the stack of a worker thread is finite
     cached_bytes += bytes;
     llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
     row_cache_.buffers[static_cast<Ref>(i)] = eb.CreateAlloca(llvm::ArrayType::get(reg_type(in.type), static_cast<uint64_t>(row)));
@@ -803,8 +794,7 @@ void KernelEmitter::emit_case_a(Value* it) {
   // Stores of the kept point, then the stores inside the rows.
   {
     Ctx c = make_ctx(1, dims, reduce_value);
-    for (const kir::Store& s : k_.stores)
-      if (!store_is_inner(s)) emit_store(c, s);
+    emit_stores(c, [&](const kir::Store& s) { return !store_is_inner(s); });
   }
   bool any_inner = false;
   for (const kir::Store& s : k_.stores) any_inner = any_inner || store_is_inner(s);
@@ -813,8 +803,7 @@ void KernelEmitter::emit_case_a(Value* it) {
     lane_loops(dims, i64(0), i64(k_.domain[lane_dim_]), [&](unsigned w, std::vector<Value*>& d) {
       Ctx c = make_ctx(w, d, reduce_value);
       row_cache_.offset = row_offset(d);
-      for (const kir::Store& s : k_.stores)
-        if (store_is_inner(s)) emit_store(c, s);
+      emit_stores(c, [&](const kir::Store& s) { return store_is_inner(s); });
     });
   });
   row_cache_.offset = nullptr;
@@ -933,11 +922,12 @@ void KernelEmitter::emit_case_b(Value* it) {
           b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
         }
       };
-      // Without arg reductions, the innermost reduced dim goes kRowsPerStep rows at a time:
+      // Without arg reductions, the innermost reduced dim goes `unroll` rows at a time:
       // their values are combined first (pairwise) and added to the accumulators once, which
       // saves most of the accumulator loads and stores.
       const bool any_arg = std::any_of(run.begin(), run.end(), [&](Ref r) { return is_arg_reduce(k_.insts[static_cast<size_t>(r)].op); });
-      if (reduced.empty() || any_arg || k_.domain[reduced.back()] < kRowsPerStep) {
+      const int64_t kRowsPerStep = std::max(1, sched_.unroll);
+      if (reduced.empty() || any_arg || kRowsPerStep < 2 || k_.domain[reduced.back()] < kRowsPerStep) {
         nest(dims, reduced, 0, [&] { lane_loops(dims, c0, c1, accumulate); });
         return;
       }
@@ -1024,8 +1014,7 @@ void KernelEmitter::emit_case_b(Value* it) {
   auto stores = [&](bool inner) {
     lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
       Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
-      for (const kir::Store& s : k_.stores)
-        if (store_is_inner(s) == inner) emit_store(c, s);
+      emit_stores(c, [&](const kir::Store& s) { return store_is_inner(s) == inner; });
     });
   };
   stores(false);
@@ -1039,6 +1028,7 @@ void KernelEmitter::emit(const std::string& name) {
   // parameters are noalias (distinct buffers never overlap); the body is inlined.
   llvm::Type* ptr = b_.getPtrTy();
   std::vector<llvm::Type*> params(k_.buffers.size(), ptr);
+  for (DType t : k_.scalars) params.push_back(reg_type(t));
   params.push_back(b_.getInt64Ty());
   params.push_back(b_.getInt64Ty());
   fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false), llvm::Function::InternalLinkage,
@@ -1049,9 +1039,11 @@ void KernelEmitter::emit(const std::string& name) {
   entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry_);
   for (size_t i = 0; i < k_.buffers.size(); ++i) bufs_.push_back(fn_->getArg(static_cast<unsigned>(i)));
+  const size_t nargs = k_.buffers.size() + k_.scalars.size();
+  for (size_t i = k_.buffers.size(); i < nargs; ++i) scalars_.push_back(fn_->getArg(static_cast<unsigned>(i)));
   plan_row_cache();
-  Value* begin = fn_->getArg(static_cast<unsigned>(k_.buffers.size()));
-  Value* end = fn_->getArg(static_cast<unsigned>(k_.buffers.size() + 1));
+  Value* begin = fn_->getArg(static_cast<unsigned>(nargs));
+  Value* end = fn_->getArg(static_cast<unsigned>(nargs + 1));
   loop(begin, end, i64(1), [&](Value* it) {
     if (sched_.lanes_reduce) emit_case_a(it);
     else emit_case_b(it);
@@ -1066,6 +1058,13 @@ void KernelEmitter::emit(const std::string& name) {
   std::vector<Value*> args;
   for (size_t i = 0; i < k_.buffers.size(); ++i)
     args.push_back(b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, entry->getArg(0), i)));
+  // Scalar arguments follow the buffers: each a pointer to one element of its dtype.
+  for (size_t a = 0; a < k_.scalars.size(); ++a) {
+    Value* p = b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, entry->getArg(0), k_.buffers.size() + a));
+    Value* v = b_.CreateLoad(mem_type(k_.scalars[a]), p);
+    if (k_.scalars[a] == DType::Bool) v = b_.CreateICmpNE(v, b_.getInt8(0));
+    args.push_back(v);
+  }
   args.push_back(entry->getArg(1));
   args.push_back(entry->getArg(2));
   b_.CreateCall(fn_, args);
@@ -1074,10 +1073,10 @@ void KernelEmitter::emit(const std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const std::string& fn_name, int vector_bytes,
-                                          llvm::LLVMContext& ctx) {
+std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const kir::Schedule& schedule,
+                                          const std::string& fn_name, llvm::LLVMContext& ctx) {
   auto m = std::make_unique<llvm::Module>(fn_name, ctx);
-  KernelEmitter(k, vector_bytes, ctx, *m).emit(fn_name);
+  KernelEmitter(k, schedule, ctx, *m).emit(fn_name);
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*m, &os))

@@ -1,0 +1,73 @@
+// backends/cpu/cpu_jit.h - compiled kernels for the host CPU, and their caches.
+//
+// A kernel's machine code is found, in order: alive in this process (the LRU of recently
+// used kernels, or an executable that still holds it), in the on-disk cache (an object file,
+// linked into the JIT without running LLVM's optimizer or code generator), or compiled:
+// Kernel IR + schedule -> LLVM IR -> O2 for the host CPU and its features -> object file,
+// written to the disk cache and linked. Code no one holds any more is unlinked.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/schedule.h"
+#include "kernel_abi.h"
+
+namespace kiln::cpu {
+
+struct HostTarget {
+  std::string triple;
+  std::string cpu;        // "znver4"
+  std::string features;   // "+avx2,+avx512f,..."
+  int vector_bytes = 16;  // widest vector register used: 64 (AVX-512), 32 (AVX2) or 16
+  /// "x86_64-pc-linux-gnu znver4 (64-byte vectors)"
+  std::string describe() const;
+};
+
+/// Machine code of one kernel, linked into the JIT while this object lives.
+class CpuKernel final : public CompiledKernel {
+ public:
+  CpuKernel(KernelFn fn, std::vector<DType> scalar_types, std::shared_ptr<void> code)
+      : fn_(fn), scalar_types_(std::move(scalar_types)), code_(std::move(code)) {}
+  KernelFn fn() const { return fn_; }
+  /// Kernel::scalars: how each scalar argument is passed.
+  const std::vector<DType>& scalar_types() const { return scalar_types_; }
+
+ private:
+  KernelFn fn_;
+  std::vector<DType> scalar_types_;
+  std::shared_ptr<void> code_;  // unlinks the code when the last holder lets go
+};
+
+class Jit {
+ public:
+  static Jit& instance();
+
+  const HostTarget& target() const;
+  /// Everything the machine code depends on besides the kernel and its schedule.
+  const std::string& fingerprint() const;
+
+  /// The machine code of `k` run with `s`, from the caches or compiled now. Thread-safe.
+  /// Throws kiln::Error when LLVM fails, or when compiling is needed and KILN_NO_COMPILE=1.
+  std::shared_ptr<const CpuKernel> kernel(const kir::Kernel& k, const kir::Schedule& s);
+
+  /// Kernels kept alive by the in-memory LRU (KILN_KERNEL_CACHE_SIZE, default 4096).
+  size_t cached_kernels();
+
+  /// The LLVM IR of `k` before or after optimization (compiles nothing into the JIT).
+  std::string llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool optimized);
+  /// The host assembly of `k`.
+  std::string assembly(const kir::Kernel& k, const kir::Schedule& s);
+
+  ~Jit();
+
+ private:
+  Jit();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,129 @@
+// codegen/schedule.cpp - default schedules and their text form.
+#include "kiln/codegen/schedule.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kiln/ir/canonical.h"
+
+namespace kiln::kir {
+namespace {
+
+// Bytes of the widest element a kernel moves (loads, stores, accumulators): the vector
+// width follows the data, not the i64 index math.
+size_t widest_element(const Kernel& k) {
+  size_t widest = 1;
+  auto bytes = [](DType t) { return t == DType::Bool ? size_t{1} : dtype_size(t); };
+  for (const Store& s : k.stores) widest = std::max(widest, bytes(k.insts[static_cast<size_t>(s.value)].type));
+  for (const Inst& in : k.insts) {
+    if (in.code == Code::Load) widest = std::max(widest, bytes(in.type));
+    if (in.code == Code::Reduce) widest = std::max(widest, dtype_size(in.type == DType::Bool ? DType::I32 : in.type));
+  }
+  return widest;
+}
+
+bool has_arg_reduction(const Kernel& k) {
+  return std::any_of(k.insts.begin(), k.insts.end(),
+                     [](const Inst& in) { return in.code == Code::Reduce && op_info(in.op).has(trait::ArgReduce); });
+}
+
+}  // namespace
+
+std::string_view reduction_strategy_name(ReductionStrategy s) {
+  switch (s) {
+    case ReductionStrategy::Serial: return "serial";
+    case ReductionStrategy::WorkGroupTree: return "workgroup-tree";
+    case ReductionStrategy::Subgroup: return "subgroup";
+  }
+  return "?";
+}
+
+std::string Schedule::str() const {
+  return fmt::format(
+      "schedule {{{}, iterations = {}, elements = {}, tile = {}, vector = {}, accumulators = {}, unroll = {}, "
+      "f32_run = {}, row_cache = {}/{}, grain = {}, local = {}, global = {}, per_item = {}, reduction = {}}}",
+      lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile, vector_width, accumulators, unroll,
+      f32_run, row_cache_elements, row_cache_bytes, grain, local_size, global_size, elements_per_item,
+      reduction_strategy_name(reduction));
+}
+
+std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_view fingerprint) {
+  CanonicalWriter w;
+  w.bytes(k.str(/*names=*/false));
+  w.bytes(s.str());
+  w.bytes(fingerprint);
+  return w.take();
+}
+
+void update_walk(const Kernel& k, Schedule& s) {
+  const int rank = k.domain.rank();
+  if (rank == 0) {
+    s.iterations = 1;
+    s.elements_per_iteration = 1;
+    return;
+  }
+  const int64_t last = k.domain[rank - 1];
+  int64_t kept = 1, reduced = 1;
+  for (int d = 0; d < rank; ++d) (k.reduced[static_cast<size_t>(d)] ? reduced : kept) *= k.domain[d];
+  s.lanes_reduce = k.reduced[static_cast<size_t>(rank - 1)];
+  if (s.lanes_reduce) {
+    s.iterations = kept;
+    s.elements_per_iteration = reduced;
+    return;
+  }
+  s.tile = std::max<int64_t>(1, std::min(s.tile, last));
+  const int64_t tiles = (last + s.tile - 1) / s.tile;
+  s.iterations = last == 0 ? 0 : kept / last * tiles;
+  s.elements_per_iteration = s.tile * reduced;
+}
+
+Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
+  Schedule s;
+  const int rank = k.domain.rank();
+  const bool reduces = k.has_reduction();
+  if (rank > 0 && !k.reduced[static_cast<size_t>(rank - 1)]) {
+    const int64_t last = k.domain[rank - 1];
+    int64_t kept = 1;
+    for (int d = 0; d < rank; ++d)
+      if (!k.reduced[static_cast<size_t>(d)]) kept *= k.domain[d];
+    // Tiles of the last dim: wide enough to amortize the loop over reduced dims, small
+    // enough that a tile's accumulators stay in L1 and that a 1-D domain still splits.
+    s.tile = reduces ? 256 : 4096;
+    // With enough kept rows to share out, a reduction takes long pieces of rows (contiguous
+    // reads); its per-lane accumulators (up to 8 bytes each) must stay in L1 beside the rows.
+    if (reduces && kept / std::max<int64_t>(1, last) >= 16) s.tile = 4096;
+  }
+  update_walk(k, s);
+
+  // One register of the widest element per step; arg reductions run scalar (their index
+  // bookkeeping is per lane). Along a reduced row, two registers per step: two independent
+  // accumulator chains (LLVM splits the wide vectors into native registers).
+  s.vector_width = has_arg_reduction(k) || rank == 0
+                       ? 1
+                       : static_cast<int>(std::clamp<size_t>(static_cast<size_t>(caps.vector_bytes) / widest_element(k), 1, 64));
+  s.accumulators = s.lanes_reduce && s.vector_width > 1 ? 2 : 1;
+  s.unroll = 4;
+  s.f32_run = 256;
+  // Rows up to 16K elements keep expensive values (softmax's exp) between passes, in at most
+  // 128 KiB of stack (TBB workers have a few MiB).
+  s.row_cache_elements = 16384;
+  s.row_cache_bytes = 128 * 1024;
+  // Grains of at least ~16K elements: enough to hide the scheduler, many per core. Below
+  // 32K elements in all, one task.
+  const int64_t per = std::max<int64_t>(1, s.elements_per_iteration);
+  const bool split = caps.cores > 1 && s.iterations >= 2 && s.iterations * per >= (1 << 15);
+  s.grain = split ? std::max<int64_t>(1, (1 << 14) / per) : std::max<int64_t>(1, s.iterations);
+
+  // GPU geometry: a work-item per iteration, or a work-group per row when rows reduce
+  // cooperatively in local memory.
+  s.local_size = std::min<int64_t>(256, std::max<int64_t>(1, caps.max_work_group));
+  s.reduction = s.lanes_reduce && caps.local_memory && s.local_size > 1 ? ReductionStrategy::WorkGroupTree
+                                                                          : ReductionStrategy::Serial;
+  const int64_t items = s.reduction == ReductionStrategy::WorkGroupTree ? s.iterations * s.local_size : s.iterations;
+  s.global_size = (items + s.local_size - 1) / s.local_size * s.local_size;
+  s.elements_per_item = 1;
+  return s;
+}
+
+}  // namespace kiln::kir

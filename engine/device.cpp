@@ -1,0 +1,14 @@
+// engine/device.cpp - device names (parsing is the registry's: engine/registry.cpp).
+#include "kiln/engine/device.h"
+
+namespace kiln {
+
+std::string Device::str() const {
+  switch (kind) {
+    case Kind::Cpu: return "cpu";
+    case Kind::Interp: return "interp";
+  }
+  return "?";
+}
+
+}  // namespace kiln

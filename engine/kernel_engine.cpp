@@ -1,0 +1,288 @@
+// engine/kernel_engine.cpp - plan cache, compilation and execution for every backend.
+//
+// A graph reaching run() is looked up by a hash of its canonical form (kiln/ir/canonical.h:
+// without the values of launch-bound scalars) and its donation flags; on a hit the stored
+// canonical form is compared, and the executable runs with no pass and no codegen, its
+// scalar arguments taken from this graph. On a miss: the target's pipeline (-O2, the
+// backend's extra passes, fusion), the memory plan, lowering to Kernel IR, a schedule per
+// kernel from the backend's capabilities, and one compiled kernel each from the backend.
+#include "kernel_engine.h"
+
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "dump.h"
+#include "kiln/backend/host_memory.h"
+#include "kiln/engine/compile.h"
+#include "kiln/ir/interpreter.h"
+#include "kiln/ir/canonical.h"
+#include "kiln/ir/text.h"
+#include "kiln/passes/pass_manager.h"
+#include "kiln/runtime/stats.h"
+#include "kiln/support/env.h"
+#include "kiln/support/lru_cache.h"
+
+namespace kiln::engine {
+namespace {
+
+struct Executable {
+  std::string canonical;
+  LaunchPlan plan;
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels;  // per plan kernel
+  std::vector<std::shared_ptr<DeviceMemory>> constants;        // per plan buffer (Constant kind)
+};
+
+struct Hash128Hasher {
+  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ULL)); }
+};
+
+size_t plan_capacity_from_env() {
+  return static_cast<size_t>(env_int("KILN_PLAN_CACHE_SIZE", 1, int64_t{1} << 30).value_or(1024));
+}
+
+class KernelEngine final : public Engine {
+ public:
+  KernelEngine(Device device, Backend& backend) : device_(device), backend_(backend), plans_(plan_capacity_from_env()) {}
+
+  Device device() const override { return device_; }
+  Backend* backend() override { return &backend_; }
+
+  std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs, const std::vector<bool>& donated) override {
+    if (inputs.size() != g.inputs().size())
+      throw Error(fmt::format("graph @{} takes {} inputs, got {}", g.name(), g.inputs().size(), inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!(inputs[i]->type() == g.type(g.inputs()[i])))
+        throw Error(fmt::format("input %{} of graph @{} expects {}, got {}", g.node(g.inputs()[i]).name, g.name(),
+                                g.type(g.inputs()[i]).str(), inputs[i]->type().str()));
+      if (!(inputs[i]->device() == device_))
+        throw Error(fmt::format("input %{} of graph @{} is on device {}, not {}", g.node(g.inputs()[i]).name, g.name(),
+                                inputs[i]->device().str(), device_.str()));
+    }
+    std::vector<bool> donate(inputs.size(), false);
+    for (size_t i = 0; i < donate.size() && i < donated.size(); ++i) donate[i] = donated[i];
+    std::shared_ptr<const Executable> exe = lookup_or_compile(g, donate);
+    runtime_counters().executions++;
+    return execute(*exe, inputs, launch_scalars(g));
+  }
+
+  BufferRef upload(HostTensor host) override {
+    TensorType type = host.type();
+    std::shared_ptr<DeviceMemory> memory = backend_.alloc(type.bytes());
+    backend_.upload(*memory, host.data(), static_cast<int64_t>(host.nbytes()));
+    return std::make_shared<const Buffer>(device_, std::move(type), std::move(memory));
+  }
+
+  HostTensor download(const Buffer& b) override {
+    HostTensor t = HostTensor::uninitialized(b.type());
+    backend_.download(b.memory(), t.data(), static_cast<int64_t>(t.nbytes()));
+    return t;
+  }
+
+  size_t plan_count() {
+    std::lock_guard lock(mutex_);
+    return plans_.size();
+  }
+  size_t plan_capacity() {
+    std::lock_guard lock(mutex_);
+    return plans_.capacity();
+  }
+  void clear() {
+    std::lock_guard lock(mutex_);
+    plans_.clear();
+  }
+
+ private:
+  std::shared_ptr<const Executable> lookup_or_compile(const Graph& g, const std::vector<bool>& donated) {
+    // Keyed by the exact canonical form, not the order-independent structural hash: a
+    // recorded stream repeats in the same order, and this costs a fraction as much. A
+    // reordered but equal graph misses here and then hits the kernel caches.
+    CanonicalWriter w;
+    write_canonical(w, g);
+    w.u64(donated.size());
+    for (bool d : donated) w.u64(d);
+    const Hash128 h = w.hash();
+    {
+      std::lock_guard lock(mutex_);
+      if (std::shared_ptr<const Executable>* hit = plans_.find(h); hit && (*hit)->canonical == w.str()) {
+        runtime_counters().plan_hits++;
+        return *hit;
+      }
+    }
+    runtime_counters().plan_misses++;
+    auto exe = std::make_shared<Executable>();
+    exe->canonical = w.take();
+    const Dumper& dump = Dumper::get();
+    const std::string stem = h.hex().substr(0, 16);
+    if (dump.wants("graph")) dump.write(stem + ".graph.kir", print_graph(g));
+    Compilation c = compile_graph(backend_, g, donated);
+    if (dump.wants("fused")) dump.write(stem + ".fused.kir", print_graph(c.fused));
+    if (dump.wants("kernel")) dump.write(stem + ".kernel.txt", c.plan.str());
+    exe->plan = std::move(c.plan);
+    for (size_t i = 0; i < exe->plan.kernels.size(); ++i)
+      exe->kernels.push_back(backend_.compile(exe->plan.kernels[i], exe->plan.schedules[i]));
+    for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
+      if (!dump.wants(stage)) continue;
+      for (size_t i = 0; i < exe->plan.kernels.size(); ++i) {
+        const kir::Kernel& k = exe->plan.kernels[i];
+        const std::string text = backend_.kernel_source(k, exe->plan.schedules[i], stage);
+        if (!text.empty()) dump.write(fmt::format("{}.{}.{}", stem, k.name, stage == std::string_view("llvm") ? "ll" : stage), text);
+      }
+    }
+    exe->constants.resize(exe->plan.buffers.size());
+    for (size_t b = 0; b < exe->plan.buffers.size(); ++b) {
+      const LaunchPlan::Buffer& buf = exe->plan.buffers[b];
+      if (buf.kind != LaunchPlan::Buffer::Kind::Constant) continue;
+      exe->constants[b] = backend_.alloc(static_cast<int64_t>(buf.data.size()));
+      backend_.upload(*exe->constants[b], buf.data.data(), static_cast<int64_t>(buf.data.size()));
+    }
+    for (int32_t p : exe->plan.overwritten_params)
+      KILN_ASSERT(static_cast<size_t>(p) < donated.size() && donated[static_cast<size_t>(p)],
+                  "the memory plan overwrites a parameter that was not donated");
+    std::lock_guard lock(mutex_);
+    runtime_counters().plan_evictions += plans_.put(h, exe);
+    return exe;
+  }
+
+  std::vector<BufferRef> execute(const Executable& exe, std::span<const BufferRef> inputs,
+                                 const std::vector<Scalar>& scalars) {
+    const LaunchPlan& plan = exe.plan;
+    std::vector<std::shared_ptr<DeviceMemory>> owned(plan.buffers.size());
+    std::vector<DeviceMemory*> mem(plan.buffers.size(), nullptr);
+    for (size_t b = 0; b < plan.buffers.size(); ++b) {
+      const LaunchPlan::Buffer& buf = plan.buffers[b];
+      switch (buf.kind) {
+        case LaunchPlan::Buffer::Kind::Param: mem[b] = &inputs[static_cast<size_t>(buf.index)]->memory(); break;
+        case LaunchPlan::Buffer::Kind::Constant: mem[b] = exe.constants[b].get(); break;
+        case LaunchPlan::Buffer::Kind::Temp:
+        case LaunchPlan::Buffer::Kind::Output:
+          owned[b] = backend_.alloc(buf.kind == LaunchPlan::Buffer::Kind::Output ? buf.type.bytes() : buf.bytes);
+          mem[b] = owned[b].get();
+          break;
+      }
+    }
+    std::vector<DeviceMemory*> bound;
+    std::vector<Scalar> args;
+    for (const LaunchPlan::Step& step : plan.steps) {
+      runtime_counters().launches++;
+      if (step.kernel < 0) {
+        if (!backend_.gemm(step.gemm, mem))
+          throw Error(fmt::format("matmul: device {} has no GEMM for {} [{}x{}x{}]", device_.str(),
+                                  dtype_name(step.gemm.dtype), step.gemm.m, step.gemm.n, step.gemm.k));
+        continue;
+      }
+      const auto k = static_cast<size_t>(step.kernel);
+      bound.assign(step.bindings.size(), nullptr);
+      for (size_t i = 0; i < bound.size(); ++i) bound[i] = mem[static_cast<size_t>(step.bindings[i])];
+      args.clear();
+      for (int32_t slot : step.scalar_bindings) {
+        KILN_ASSERT(static_cast<size_t>(slot) < scalars.size(), "a kernel's scalar slot is bound by the graph");
+        args.push_back(scalars[static_cast<size_t>(slot)]);
+      }
+      backend_.launch(*exe.kernels[k], plan.schedules[k], bound, args);
+    }
+    std::vector<BufferRef> results;
+    for (size_t i = 0; i < plan.outputs.size(); ++i) {
+      const auto b = static_cast<size_t>(plan.outputs[i]);
+      const LaunchPlan::Buffer& buf = plan.buffers[b];
+      if (buf.kind == LaunchPlan::Buffer::Kind::Output) {
+        results.push_back(std::make_shared<const Buffer>(device_, plan.output_types[i], owned[b]));
+        continue;
+      }
+      // A parameter's buffer, returned as is or written in place (donated).
+      const BufferRef& in = inputs[static_cast<size_t>(buf.index)];
+      const TensorType& want = plan.output_types[i];
+      if (in->type() == want) {
+        results.push_back(in);
+      } else {  // a reused donated buffer holding a value of another type (same bytes)
+        results.push_back(std::make_shared<const Buffer>(device_, want, shared_memory_of(in)));
+      }
+    }
+    return results;
+  }
+
+  // The memory of `b`, shared with a new Buffer of another type over the same bytes.
+  static std::shared_ptr<DeviceMemory> shared_memory_of(const BufferRef& b) {
+    return std::shared_ptr<DeviceMemory>(b, &b->memory());
+  }
+
+  Device device_;
+  Backend& backend_;
+  std::mutex mutex_;
+  LruCache<Hash128, std::shared_ptr<const Executable>, Hash128Hasher> plans_;
+};
+
+// The reference interpreter as a device: host memory, no compilation, the oracle.
+class InterpreterEngine final : public Engine {
+ public:
+  Device device() const override { return Device::interp(); }
+
+  // The interpreter never writes over its inputs, donated or not.
+  std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs, const std::vector<bool>&) override {
+    std::vector<HostTensor> host;
+    host.reserve(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!(inputs[i]->device() == Device::interp()))
+        throw Error(fmt::format("input {} of graph @{} is on device {}, not interp", i, g.name(), inputs[i]->device().str()));
+      host.push_back(download(*inputs[i]));
+    }
+    std::vector<HostTensor> results = interpret(g, host);
+    runtime_counters().executions++;
+    std::vector<BufferRef> out;
+    out.reserve(results.size());
+    for (HostTensor& t : results) out.push_back(upload(std::move(t)));
+    return out;
+  }
+
+  BufferRef upload(HostTensor host) override {
+    TensorType type = host.type();
+    return std::make_shared<const Buffer>(Device::interp(), std::move(type), std::make_shared<HostMemory>(std::move(host).release()));
+  }
+
+  HostTensor download(const Buffer& b) override {
+    HostTensor t = HostTensor::uninitialized(b.type());
+    if (t.nbytes() > 0) std::memcpy(t.data(), b.host_data(), t.nbytes());
+    return t;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_kernel_engine(Device device, Backend& backend) {
+  return std::make_unique<KernelEngine>(device, backend);
+}
+std::unique_ptr<Engine> make_interpreter_engine() { return std::make_unique<InterpreterEngine>(); }
+
+size_t plan_cache_size(Engine& e) {
+  auto* k = dynamic_cast<KernelEngine*>(&e);
+  return k ? k->plan_count() : 0;
+}
+size_t plan_cache_capacity(Engine& e) {
+  auto* k = dynamic_cast<KernelEngine*>(&e);
+  return k ? k->plan_capacity() : 0;
+}
+void plan_cache_clear(Engine& e) {
+  if (auto* k = dynamic_cast<KernelEngine*>(&e)) k->clear();
+}
+
+}  // namespace kiln::engine
+
+namespace kiln {
+
+Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated) {
+  PipelineOptions po;
+  po.verify_each = false;
+  // -O2, then what this target adds (split-reductions on CPU), then fusion.
+  std::vector<const PassInfo*> passes = pipeline_for_level(1);
+  for (const PassInfo* p : backend.extra_passes()) passes.push_back(p);
+  passes.push_back(find_pass("fuse"));
+  Expected<Graph> fused = run_pipeline(g, passes, PassOptions{}, po);
+  if (!fused) throw Error(fused.error().str());
+  MemoryPlan memory = plan_memory(*fused, donated);
+  LaunchPlan plan = lower_to_kernels(*fused, memory);
+  for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, backend.capabilities()));
+  return {std::move(*fused), std::move(plan)};
+}
+
+}  // namespace kiln

@@ -1,0 +1,95 @@
+// kiln/backend/backend.h - what a device backend implements, and nothing more.
+//
+// A backend compiles Kernel IR with a schedule into something it can launch, owns device
+// memory, and launches kernels on it. Everything else (the plan cache, the pass pipeline,
+// memory planning, lowering, the launch list, dumps) is the engine's and shared by every
+// backend (engine/kernel_engine.cpp). Adding a device is one folder under backends/, one row
+// in the registry (engine/registry.cpp) and a column in docs/backends.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/lower.h"
+#include "kiln/codegen/schedule.h"
+#include "kiln/ir/attrs.h"
+
+namespace kiln {
+
+struct PassInfo;
+
+/// A block of device memory. Host backends (cpu) return its bytes from host_data(); device
+/// backends return nullptr and move bytes with upload/download.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  int64_t bytes() const { return bytes_; }
+  virtual std::byte* host_data() { return nullptr; }
+
+ protected:
+  explicit DeviceMemory(int64_t bytes) : bytes_(bytes) {}
+
+ private:
+  int64_t bytes_;
+};
+
+/// A kernel compiled for one backend with one schedule, ready to launch. Backends derive
+/// from it; the engine keeps it alive as long as a cached executable uses it.
+class CompiledKernel {
+ public:
+  virtual ~CompiledKernel() = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // ---- identity ----
+  /// The device kind: "cpu".
+  virtual std::string_view name() const = 0;
+  /// Everything compiled code depends on besides the kernel and its schedule (compiler
+  /// version, target, features, driver): part of every kernel cache key.
+  virtual std::string fingerprint() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+  /// Passes this target runs after -O2 and before fusion (e.g. split-reductions on CPU).
+  virtual std::vector<const PassInfo*> extra_passes() const { return {}; }
+
+  // ---- compile ----
+  /// Compiles `k` to run with `s`. Throws kiln::Error naming the kernel on failure, or when
+  /// KILN_NO_COMPILE=1 and nothing cached holds it. Thread-safe.
+  virtual std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) = 0;
+
+  // ---- buffers ----
+  /// Uninitialized memory; throws kiln::Error naming the size and device when it cannot.
+  virtual std::shared_ptr<DeviceMemory> alloc(int64_t bytes) = 0;
+  virtual void upload(DeviceMemory& dst, const std::byte* src, int64_t bytes) = 0;
+  virtual void download(const DeviceMemory& src, std::byte* dst, int64_t bytes) = 0;
+  virtual void copy(const DeviceMemory& src, DeviceMemory& dst, int64_t bytes) = 0;
+
+  // ---- launch ----
+  /// Runs `k` over its schedule's iterations with `buffers` (Kernel::buffers order) and
+  /// `scalars` (Kernel::scalars order, already converted to their dtypes). Returns when the
+  /// results are visible to the next launch.
+  virtual void launch(const CompiledKernel& k, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
+                      std::span<const Scalar> scalars) = 0;
+
+  /// The source this backend generates for `k` at KILN_DUMP stage `stage` ("llvm", "glsl",
+  /// "spirv", "opencl"), or "" when the stage is not this backend's.
+  virtual std::string kernel_source(const kir::Kernel& /*k*/, const kir::Schedule& /*s*/,
+                                    std::string_view /*stage*/) {
+    return {};
+  }
+
+  // ---- optional library steps ----
+  /// C = A x B as LaunchPlan::Gemm says; `buffers` is the whole plan's buffer table. A
+  /// backend without a GEMM returns false and the engine reports the matmul as unsupported.
+  virtual bool gemm(const LaunchPlan::Gemm&, std::span<DeviceMemory* const> /*buffers*/) { return false; }
+};
+
+}  // namespace kiln

@@ -1,0 +1,84 @@
+// kiln/codegen/schedule.h - how a kernel runs, as data: the layer the autotuner varies.
+//
+// A Kernel says what is computed; a Schedule says how a backend walks it: the split of the
+// domain into independent iterations, launch geometry, the reduction strategy, vector
+// width, accumulator chains, unrolling, tiles and the grain of the parallel split. Backends
+// read every such knob from here (no tuning literal lives inside an emitter), the schedule is
+// part of every kernel cache key, and `kiln codegen --target kernel` prints it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/codegen/kernel_ir.h"
+
+namespace kiln {
+
+/// What a device offers to kernels: read by default_schedule and by the engine (which
+/// dtypes a backend can run).
+struct Capabilities {
+  bool fp64 = true;
+  bool int64 = true;
+  bool local_memory = false;  // work-group shared memory (tree reductions)
+  int subgroup_size = 1;      // lanes that run in lockstep and can shuffle (1: none)
+  int64_t max_work_group = 1;
+  int vector_bytes = 16;      // widest native vector register (CPU: 64 with AVX-512)
+  int cores = 1;              // independent workers the launch can split across
+};
+
+namespace kir {
+
+enum class ReductionStrategy : uint8_t {
+  Serial,         // one worker reduces a whole row (CPU; GPU rows shorter than a group)
+  WorkGroupTree,  // a work-group reduces a row cooperatively, a tree in local memory
+  Subgroup,       // subgroup shuffles, then across subgroups
+};
+std::string_view reduction_strategy_name(ReductionStrategy s);
+
+struct Schedule {
+  // ---- the walk, derived from the kernel's domain and the knobs below ----
+  /// Case A (`lanes_reduce`): the last dim is reduced. An iteration is one kept point; it
+  /// runs every stage's reductions along its rows, then its stores.
+  /// Case B: the last dim is kept (or nothing is reduced). An iteration is one point of the
+  /// kept dims before the last, times one tile of `tile` elements of the last dim; reductions
+  /// keep one accumulator per lane of the tile.
+  bool lanes_reduce = false;
+  int64_t iterations = 0;              // independent iterations: split across workers
+  int64_t elements_per_iteration = 0;  // domain points per iteration
+
+  // ---- knobs ----
+  int64_t tile = 1;         // case B: elements of the last dim per iteration
+  int vector_width = 1;     // lanes per vector step (1: scalar code)
+  int accumulators = 1;     // case A: independent accumulator chains along a row
+  int unroll = 1;           // case B: rows of a reduction combined per accumulator update
+  int64_t f32_run = 256;    // longest run of values one f32 accumulator lane adds in f32
+  int64_t row_cache_elements = 0;  // case A: rows up to this long cache expensive values...
+  int64_t row_cache_bytes = 0;     // ...in at most this many bytes of worker stack
+  int64_t grain = 1;        // iterations per task of the parallel split (>= iterations: serial)
+
+  // ---- launch geometry (work-items) for GPU backends ----
+  int64_t local_size = 1;          // work-items per work-group
+  int64_t global_size = 0;         // work-items in all: a multiple of local_size
+  int64_t elements_per_item = 1;   // iterations each work-item runs (grid-stride)
+  ReductionStrategy reduction = ReductionStrategy::Serial;
+
+  /// One line: `schedule {tile = 4096, vector = 16, ...}`; part of the kernel cache keys.
+  std::string str() const;
+  friend bool operator==(const Schedule&, const Schedule&) = default;
+};
+
+/// The schedule a backend runs `k` with unless the autotuner knows better: the walk, and
+/// knobs chosen for `caps` (vector width from the widest element type and the vector
+/// registers, tiles that keep accumulators in L1, grains of ~16K elements).
+Schedule default_schedule(const Kernel& k, const Capabilities& caps);
+
+/// The canonical serialization (kiln/ir/canonical.h) of what a compiled kernel depends on:
+/// the kernel without names, its schedule, and the backend's fingerprint. Every kernel cache
+/// of every backend keys by its hash and compares it on a hit.
+std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_view fingerprint);
+
+/// Recomputes the walk (`iterations`, `elements_per_iteration`) after a knob changed `tile`.
+void update_walk(const Kernel& k, Schedule& s);
+
+}  // namespace kir
+}  // namespace kiln

@@ -1,0 +1,31 @@
+// kiln/engine/compile.h - what a compiling device makes of a graph, and its plan cache.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kiln/codegen/lower.h"
+#include "kiln/engine/device.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln {
+
+class Backend;
+
+/// The optimized graph (the target's pipeline: -O2, the backend's extra passes, fusion)
+/// and its launch plan, with every kernel's schedule chosen by `backend`. Runs nothing.
+/// `donated` as for Engine::run.
+struct Compilation {
+  Graph fused;
+  LaunchPlan plan;
+};
+Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated = {});
+
+/// Executables in `device`'s plan cache (0 for the interpreter), and its capacity
+/// (KILN_PLAN_CACHE_SIZE, default 1024).
+size_t plan_cache_size(Device device);
+size_t plan_cache_capacity(Device device);
+/// Empties `device`'s plan cache; compiled kernels stay in the backend's kernel cache.
+void plan_cache_clear(Device device);
+
+}  // namespace kiln

@@ -1,0 +1,75 @@
+// kiln/engine/engine.h - devices, their buffers, and the one interface that runs graphs.
+//
+// The frontend hands a verified Graph and its input buffers to the Engine of a device and
+// gets the output buffers back; it never knows which backend ran them. Every compiling
+// device shares one engine implementation over its Backend (plan cache, pipeline, memory
+// plan, lowering, launch list, dumps); the reference interpreter is the `interp` device.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/engine/device.h"
+#include "kiln/ir/graph.h"
+#include "kiln/ir/host_tensor.h"
+
+namespace kiln {
+
+class DeviceMemory;
+class Backend;
+
+/// One tensor's memory, on its device, immutable once written. Reading it on the host is
+/// an explicit download (Engine::download; Tensor::to_vector, item and host do that).
+class Buffer {
+ public:
+  Buffer(Device device, TensorType type, std::shared_ptr<DeviceMemory> memory);
+  Device device() const { return device_; }
+  const TensorType& type() const { return type_; }
+  DeviceMemory& memory() const { return *memory_; }
+  /// The bytes in host memory when the device keeps tensors there (cpu, interp), or nullptr.
+  const std::byte* host_data() const;
+
+ private:
+  Device device_;
+  TensorType type_;
+  std::shared_ptr<DeviceMemory> memory_;
+};
+using BufferRef = std::shared_ptr<const Buffer>;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual Device device() const = 0;
+  /// The backend that compiles for this device, or nullptr (the interpreter).
+  virtual Backend* backend() { return nullptr; }
+
+  /// Runs `g` on `inputs` (one per graph parameter, of the declared types, on this device)
+  /// and returns one buffer per graph output. `donated[i]` says nothing else will read
+  /// input i after this run, so its buffer may be overwritten (plan_memory's in-place
+  /// writes); empty means none is. The `value`s of the graph's `scalar` nodes are bound at
+  /// launch. Safe to call from several threads at once.
+  virtual std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs,
+                                     const std::vector<bool>& donated = {}) = 0;
+
+  /// `host` in this device's memory (host-memory devices take the bytes without a copy).
+  virtual BufferRef upload(HostTensor host) = 0;
+  /// A copy of `b` (of this device) in host memory.
+  virtual HostTensor download(const Buffer& b) = 0;
+};
+
+/// The engine of `device`; throws kiln::Error naming the registered devices when it has none.
+Engine& engine_for(Device device);
+
+/// Every device this build registers, in registry order (`interp` last).
+std::vector<Device> registered_devices();
+
+/// Runs `g` on `device` from host inputs to host outputs: upload, run, download (tools
+/// and tests; the frontend keeps values on their device instead).
+std::vector<HostTensor> run_on_host(Device device, const Graph& g, std::span<const HostTensor> inputs);
+
+/// `b` on `to`: the same buffer when it is there already, else downloaded and uploaded.
+BufferRef copy_to_device(const BufferRef& b, Device to);
+
+}  // namespace kiln

@@ -1,0 +1,62 @@
+// ir/canonical.cpp - the canonical serialization of graphs and attributes.
+#include "kiln/ir/canonical.h"
+
+#include <bit>
+
+namespace kiln {
+
+void CanonicalWriter::scalar(const Scalar& s) {
+  u64(s.is_int() ? 1 : 2);
+  u64(s.is_int() ? static_cast<uint64_t>(s.as_int()) : std::bit_cast<uint64_t>(s.as_double()));
+}
+
+void CanonicalWriter::attrs(const Attrs& a) {
+  u64(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const AttrValue& v = a[i];
+    u64(v.present);
+    if (!v.present) continue;
+    i64(v.i);
+    u64(v.ints.size());
+    for (int64_t x : v.ints) i64(x);
+    scalar(v.scalar);
+    u64(v.scalars ? v.scalars->size() + 1 : 0);
+    if (v.scalars)
+      for (const Scalar& s : *v.scalars) scalar(s);
+  }
+}
+
+void write_canonical(CanonicalWriter& w, const Graph& g) {
+  w.reserve(g.size() * 64);
+  w.u64(g.size());
+  w.u64(g.inputs().size());
+  for (ValueId v : g.inputs()) w.u64(v);
+  for (const Node& n : g.nodes()) {
+    w.u64(static_cast<uint64_t>(n.op));
+    w.u64(static_cast<uint64_t>(n.type.dtype));
+    w.u64(static_cast<uint64_t>(n.type.shape.rank()));
+    for (int64_t d : n.type.shape.dims()) w.i64(d);
+    w.u64(n.operands.size());
+    for (ValueId o : n.operands) w.u64(o);
+    if (n.op == OpKind::ScalarParam) {
+      w.i64(n.attr("slot").i);  // the value is an argument of the launch, not of the code
+      continue;
+    }
+    w.attrs(n.attrs);
+  }
+  w.u64(g.outputs().size());
+  for (ValueId v : g.outputs()) w.u64(v);
+}
+
+std::vector<Scalar> launch_scalars(const Graph& g) {
+  std::vector<Scalar> out;
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::ScalarParam) continue;
+    const auto slot = static_cast<size_t>(n.attr("slot").i);
+    if (slot >= out.size()) out.resize(slot + 1, Scalar::from_int(0));
+    out[slot] = n.attr("value").scalar;
+  }
+  return out;
+}
+
+}  // namespace kiln
