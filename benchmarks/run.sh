@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN_BUILD_DIR=build-release KILN_BUILD_TYPE=Release scripts/setup.sh >/dev/null
-for bench in kiln_record_bench kiln_pass_bench; do
+for bench in kiln_record_bench kiln_pass_bench kiln_scalar_bench; do
   build-release/bin/$bench --benchmark_repetitions="${REPS:-7}" \
     --benchmark_report_aggregates_only=true "$@"
 done

@@ -69,8 +69,12 @@ class KernelEngine final : public Engine {
 
   BufferRef upload(HostTensor host) override {
     TensorType type = host.type();
-    std::shared_ptr<DeviceMemory> memory = backend_.alloc(type.bytes());
-    backend_.upload(*memory, host.data(), static_cast<int64_t>(host.nbytes()));
+    HostBuffer bytes = std::move(host).release();
+    std::shared_ptr<DeviceMemory> memory = backend_.adopt(bytes);
+    if (!memory) {  // device memory: a copy
+      memory = backend_.alloc(type.bytes());
+      backend_.upload(*memory, bytes.data(), type.bytes());
+    }
     return std::make_shared<const Buffer>(device_, std::move(type), std::move(memory));
   }
 
@@ -273,7 +277,7 @@ namespace kiln {
 Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated) {
   PipelineOptions po;
   po.verify_each = false;
-  // -O2, then what this target adds (split-reductions on CPU), then fusion.
+  // -O1's clean-up, then what this target adds (split-reductions on CPU), then fusion: -O2.
   std::vector<const PassInfo*> passes = pipeline_for_level(1);
   for (const PassInfo* p : backend.extra_passes()) passes.push_back(p);
   passes.push_back(find_pass("fuse"));

@@ -172,6 +172,7 @@ Tensor rand(Shape shape, uint64_t seed, DType dtype, Device device) {
 
 Tensor randn(Shape shape, uint64_t seed, DType dtype, Device device) {
   if (!is_float(dtype)) detail::fail("randn", fmt::format("produces floating point, not {}", dtype_name(dtype)));
+  const detail::BakedScalars baked;  // Box-Muller's own constants fold
   // Box-Muller: u1 in (0, 1) never makes log infinite.
   const Tensor u1 = rand(shape, seed, dtype, device);
   const Tensor u2 = rand(shape, seed ^ 0x632be59bd9b4e019ULL, dtype, device);

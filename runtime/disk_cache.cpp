@@ -15,8 +15,10 @@
 #include <iterator>
 #include <random>
 #include <system_error>
+#include <vector>
 
 #include "kiln/runtime/stats.h"
+#include "kiln/support/env.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
 
@@ -162,6 +164,22 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string_vie
   if (dir_.empty()) return std::nullopt;
   const fs::path path = path_of(key);
   RuntimeCounters& counters = runtime_counters();
+  // Only a regular file no larger than the whole cache may be an entry: a directory, a FIFO
+  // or a link to a device in its place is stale, never opened.
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) {
+    ++counters.kernel_disk_misses;
+    return std::nullopt;
+  }
+  if (!fs::is_regular_file(st) || fs::file_size(path, ec) > static_cast<uintmax_t>(max_bytes()) || ec) {
+    ++counters.kernel_disk_rejected;
+    ++counters.kernel_disk_misses;
+    warn_once(path.string(), fmt::format("disk cache entry {} is not a regular file of at most {} bytes; removing "
+                                         "it, the kernel will be rebuilt", path.string(), max_bytes()));
+    fs::remove_all(path, ec);
+    return std::nullopt;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     ++counters.kernel_disk_misses;
@@ -181,7 +199,45 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string_vie
     return std::nullopt;
   }
   ++counters.kernel_disk_hits;
+  // Recency for the size cap's eviction: the least recently used entries go first.
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);
   return std::string(payload);
+}
+
+int64_t DiskCache::max_bytes() {
+  static const int64_t cap = env_int("KILN_DISK_CACHE_MB", 1, int64_t{1} << 30).value_or(1024) << 20;
+  return cap;
+}
+
+void DiskCache::enforce_cap() {
+  struct Entry {
+    fs::file_time_type used;
+    uintmax_t bytes;
+    fs::path path;
+  };
+  std::vector<Entry> entries;
+  uintmax_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e2;
+    if (!it->is_regular_file(e2) || it->path().extension() != ".bin") continue;
+    const uintmax_t bytes = it->file_size(e2);
+    const fs::file_time_type used = it->last_write_time(e2);
+    if (e2) continue;
+    entries.push_back({used, bytes, it->path()});
+    total += bytes;
+  }
+  const auto cap = static_cast<uintmax_t>(max_bytes());
+  if (total <= cap) return;
+  // Down to 90% of the cap, oldest first, so that the next stores do not scan again at once.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  for (const Entry& e : entries) {
+    if (total <= cap / 10 * 9) break;
+    if (fs::remove(e.path, ec)) {
+      total -= e.bytes;
+      ++runtime_counters().disk_evictions;
+    }
+  }
 }
 
 bool DiskCache::store(std::string_view key, std::string_view canonical, std::string_view payload) {
@@ -207,6 +263,7 @@ bool DiskCache::store(std::string_view key, std::string_view canonical, std::str
     fs::rename(tmp, path, ec);
     if (!ec) {
       ++runtime_counters().kernel_disk_writes;
+      enforce_cap();
       return true;
     }
     why = ec.message();

@@ -128,6 +128,7 @@ class CpuBackend final : public Backend {
     KILN_ASSERT(bytes >= 0, "buffer sizes are non-negative");
     return std::make_shared<HostMemory>(HostBuffer(static_cast<size_t>(bytes)));
   }
+  std::shared_ptr<DeviceMemory> adopt(HostBuffer& bytes) override { return std::make_shared<HostMemory>(std::move(bytes)); }
   void upload(DeviceMemory& dst, const std::byte* src, int64_t bytes) override {
     if (bytes > 0) std::memcpy(dst.host_data(), src, static_cast<size_t>(bytes));
   }

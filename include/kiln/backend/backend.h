@@ -19,6 +19,7 @@
 #include "kiln/codegen/lower.h"
 #include "kiln/codegen/schedule.h"
 #include "kiln/ir/attrs.h"
+#include "kiln/support/allocator.h"
 
 namespace kiln {
 
@@ -68,6 +69,9 @@ class Backend {
   // ---- buffers ----
   /// Uninitialized memory; throws kiln::Error naming the size and device when it cannot.
   virtual std::shared_ptr<DeviceMemory> alloc(int64_t bytes) = 0;
+  /// Host bytes taken over as device memory without a copy, for backends whose memory is
+  /// host memory; nullptr (the default) means upload a copy instead.
+  virtual std::shared_ptr<DeviceMemory> adopt(HostBuffer& /*bytes*/) { return nullptr; }
   virtual void upload(DeviceMemory& dst, const std::byte* src, int64_t bytes) = 0;
   virtual void download(const DeviceMemory& src, std::byte* dst, int64_t bytes) = 0;
   virtual void copy(const DeviceMemory& src, DeviceMemory& dst, int64_t bytes) = 0;

@@ -12,7 +12,8 @@ namespace kiln {
 
 class Backend;
 
-/// The optimized graph (the target's pipeline: -O2, the backend's extra passes, fusion)
+/// The optimized graph (the target's pipeline: -O1's clean-up, the backend's extra passes,
+/// then fusion: -O2 with the target's additions)
 /// and its launch plan, with every kernel's schedule chosen by `backend`. Runs nothing.
 /// `donated` as for Engine::run.
 struct Compilation {

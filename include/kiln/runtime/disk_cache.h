@@ -12,6 +12,7 @@
 // says so, and compiled kernels are then kept in memory only.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -41,7 +42,13 @@ class DiskCache {
   /// The file that holds `key`'s entry.
   std::filesystem::path path_of(std::string_view key) const;
 
+  /// The size cap of one cache directory: KILN_DISK_CACHE_MB (default 1024) MiB. A store
+  /// that takes the directory past it removes the least recently used entries (loads mark
+  /// an entry used) until it is under 90% of the cap.
+  static int64_t max_bytes();
+
  private:
+  void enforce_cap();
   std::filesystem::path dir_;
   bool enabled_ = false;
 };

@@ -1,0 +1,109 @@
+// Caches stay bounded in long loops. Runs with small capacities (KILN_PLAN_CACHE_SIZE=8,
+// KILN_KERNEL_CACHE_SIZE=8, KILN_DISK_CACHE_MB=1, set below before anything starts the
+// engine, which reads them once) in an executable of its own.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "kiln/backend/cpu.h"
+#include "kiln/engine/compile.h"
+#include "kiln/kiln.h"
+#include "kiln/runtime/disk_cache.h"
+#include "kiln/runtime/stats.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[maybe_unused]] const bool kSmallCaches = [] {
+  ::setenv("KILN_PLAN_CACHE_SIZE", "8", 1);
+  ::setenv("KILN_KERNEL_CACHE_SIZE", "8", 1);
+  ::setenv("KILN_DISK_CACHE_MB", "1", 1);
+  return true;
+}();
+
+uintmax_t dir_bytes(const fs::path& dir) {
+  uintmax_t total = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) total += e.file_size();
+  return total;
+}
+
+TEST(CacheBounds, CapacitiesComeFromTheEnvironment) {
+  EXPECT_EQ(plan_cache_capacity(Device::cpu()), 8u);
+  EXPECT_EQ(DiskCache::max_bytes(), int64_t{1} << 20);
+}
+
+// An SGD step whose learning rate changes every step, 100,000 times: one compilation, one
+// plan, and nothing that grows with the number of steps.
+TEST(CacheBounds, HundredThousandStepsWithAChangingScalarCompileOnce) {
+  RuntimeCounters& c = runtime_counters();
+  Tensor w = full({256}, 1.0f);
+  const Tensor g = full({256}, 0.5f).eval();
+  w.eval();
+  const uint64_t misses = c.plan_misses, compiled = c.kernels_compiled;
+  for (int step = 0; step < 100000; ++step) {
+    const float lr = 1e-6f * static_cast<float>(step % 977 + 1);
+    w = (w - g * lr).eval();
+  }
+  EXPECT_LE(c.plan_misses - misses, 1u);
+  EXPECT_LE(c.kernels_compiled - compiled, 1u);
+  EXPECT_LE(plan_cache_size(Device::cpu()), 8u);
+  EXPECT_LE(cpu_cached_kernels(), 8u);
+  EXPECT_LT(w.to_vector<float>()[0], 1.0f);
+}
+
+// A new graph every step (a growing shape): the plan cache and the kernel LRU evict, code no
+// executable holds is unlinked, and the disk cache stays under its cap.
+TEST(CacheBounds, NewGraphsEveryStepEvictLeastRecentlyUsed) {
+  RuntimeCounters& c = runtime_counters();
+  const uint64_t plan_ev = c.plan_evictions, kern_ev = c.kernel_evictions, unloaded = c.kernels_unloaded;
+  for (int n = 1; n <= 40; ++n) {
+    const Tensor x = arange(n, DType::F32);
+    EXPECT_EQ(((x * 2.0f + 1.0f).exp()).to_vector<float>().size(), static_cast<size_t>(n));
+  }
+  EXPECT_LE(plan_cache_size(Device::cpu()), 8u);
+  EXPECT_GE(c.plan_evictions - plan_ev, 30u);
+  EXPECT_LE(cpu_cached_kernels(), 8u);
+  EXPECT_GT(c.kernel_evictions - kern_ev, 0u);
+  EXPECT_GT(c.kernels_unloaded - unloaded, 0u);
+  const fs::path dir = DiskCache::default_root() / "cpu";
+  if (fs::exists(dir)) {
+    EXPECT_LE(dir_bytes(dir), static_cast<uintmax_t>(DiskCache::max_bytes()));
+  }
+  // What was evicted is rebuilt (from disk) when needed again, and still right.
+  EXPECT_EQ(((arange(1, DType::F32) * 2.0f + 1.0f).exp()).item<float>(), std::exp(1.0f));
+}
+
+TEST(CacheBounds, DiskCacheRemovesLeastRecentlyUsedEntriesPastItsCap) {
+  const fs::path root = fs::temp_directory_path() / fmt::format("kiln-disk-cap-{}", ::getpid());
+  fs::remove_all(root);
+  DiskCache cache(root, "t");
+  const std::string payload(400 * 1024, 'x');
+  RuntimeCounters& c = runtime_counters();
+  const uint64_t evicted = c.disk_evictions;
+  ASSERT_TRUE(cache.store("a", "ca", payload));
+  ASSERT_TRUE(cache.store("b", "cb", payload));
+  fs::last_write_time(cache.path_of("a"), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  fs::last_write_time(cache.path_of("b"), fs::file_time_type::clock::now() - std::chrono::hours(2));
+  ASSERT_TRUE(cache.load("a", "ca").has_value());  // a is now the most recently used
+  ASSERT_TRUE(cache.store("c", "cc", payload));     // 1.2 MiB > 1 MiB: b goes
+  EXPECT_FALSE(fs::exists(cache.path_of("b")));
+  EXPECT_TRUE(fs::exists(cache.path_of("a")));
+  EXPECT_TRUE(fs::exists(cache.path_of("c")));
+  EXPECT_EQ(c.disk_evictions - evicted, 1u);
+  EXPECT_LE(dir_bytes(root / "t"), static_cast<uintmax_t>(DiskCache::max_bytes()));
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace kiln
