@@ -9,6 +9,7 @@
 #include "kernel_engine.h"
 
 #include <cstring>
+#include <new>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -72,7 +73,7 @@ class KernelEngine final : public Engine {
     HostBuffer bytes = std::move(host).release();
     std::shared_ptr<DeviceMemory> memory = backend_.adopt(bytes);
     if (!memory) {  // device memory: a copy
-      memory = backend_.alloc(type.bytes());
+      memory = alloc_for(type, type.bytes());
       backend_.upload(*memory, bytes.data(), type.bytes());
     }
     return std::make_shared<const Buffer>(device_, std::move(type), std::move(memory));
@@ -161,7 +162,7 @@ class KernelEngine final : public Engine {
         case LaunchPlan::Buffer::Kind::Constant: mem[b] = exe.constants[b].get(); break;
         case LaunchPlan::Buffer::Kind::Temp:
         case LaunchPlan::Buffer::Kind::Output:
-          owned[b] = backend_.alloc(buf.kind == LaunchPlan::Buffer::Kind::Output ? buf.type.bytes() : buf.bytes);
+          owned[b] = alloc_for(buf.type, buf.kind == LaunchPlan::Buffer::Kind::Output ? buf.type.bytes() : buf.bytes);
           mem[b] = owned[b].get();
           break;
       }
@@ -204,6 +205,15 @@ class KernelEngine final : public Engine {
       }
     }
     return results;
+  }
+
+  // Device memory for a value of type `t`; running out is a kiln::Error naming both.
+  std::shared_ptr<DeviceMemory> alloc_for(const TensorType& t, int64_t bytes) {
+    try {
+      return backend_.alloc(bytes);
+    } catch (const std::bad_alloc&) {
+      throw Error(fmt::format("cannot allocate {} ({} bytes) on device {}: out of memory", t.str(), bytes, device_.str()));
+    }
   }
 
   // The memory of `b`, shared with a new Buffer of another type over the same bytes.

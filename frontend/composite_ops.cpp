@@ -98,13 +98,30 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight) {
+  detail::require_defined("linear", x);
   detail::require_defined("linear", weight);
   if (weight.rank() != 2)
     detail::fail("linear", fmt::format("weight must be [out_features, in_features], got {}",
                                        TensorType{weight.dtype(), weight.shape()}.str()));
+  // Checked here, so that the error names linear and its operands, not the matmul inside.
+  if (x.rank() < 2)
+    detail::fail("linear", fmt::format("input must be [batch..., in_features] (rank 2 or more), got {}",
+                                       TensorType{x.dtype(), x.shape()}.str()));
+  if (x.shape()[x.rank() - 1] != weight.shape()[1])
+    detail::fail("linear", fmt::format("input {} has {} features, weight {} expects {}",
+                                       TensorType{x.dtype(), x.shape()}.str(), x.shape()[x.rank() - 1],
+                                       TensorType{weight.dtype(), weight.shape()}.str(), weight.shape()[1]));
   return x.matmul(weight.transpose(0, 1));
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return linear(x, weight) + bias; }
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const Tensor y = linear(x, weight);
+  detail::require_defined("linear", bias);
+  if (!broadcast_shapes(y.shape(), bias.shape()) || bias.rank() > 1)
+    detail::fail("linear", fmt::format("bias {} does not match the output {} (want [out_features] or [])",
+                                       TensorType{bias.dtype(), bias.shape()}.str(),
+                                       TensorType{y.dtype(), y.shape()}.str()));
+  return y + bias;
+}
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 // later; values only the subgraph itself refers to die with it.
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,6 +15,7 @@
 
 #include "kiln/frontend/lazy.h"
 #include "kiln/ir/text.h"
+#include "kiln/support/env.h"
 #include "kiln/support/log.h"
 #include "lazy_value.h"
 
@@ -304,14 +306,10 @@ Stats stats() {
 
 namespace {
 std::atomic<uint32_t>& pending_cap() {
-  static std::atomic<uint32_t> cap = [] {
-    if (const char* env = std::getenv("KILN_MAX_PENDING")) {
-      const long v = std::strtol(env, nullptr, 10);
-      if (v > 0) return static_cast<uint32_t>(v);
-      std::cerr << "kiln: warning: ignoring KILN_MAX_PENDING='" << env << "' (want a positive integer)\n";
-    }
-    return 4096u;
-  }();
+  // A plain integer from 1 to 2^32 - 1 (the largest turns the cap off in practice); anything
+  // else keeps the default, with one warning.
+  static std::atomic<uint32_t> cap{
+      static_cast<uint32_t>(env_int("KILN_MAX_PENDING", 1, std::numeric_limits<uint32_t>::max()).value_or(4096))};
   return cap;
 }
 }  // namespace

@@ -107,9 +107,8 @@ template Tensor from_vector<bool>(std::vector<bool>, Shape, Device);
 
 namespace {
 Tensor source(std::string_view fn, OpKind op, const TensorType& type, Device device, Attrs attrs) {
-  if (!checked_numel(type.shape))
-    detail::fail(fn, fmt::format("shape {} has a negative dimension or more elements than an int64 counts",
-                                 type.shape.str()));
+  if (!checked_bytes(type))
+    detail::fail(fn, fmt::format("{} has a negative dimension or more bytes than an int64 counts", type.str()));
   if (auto checked = infer_type(op, {}, attrs, &type); !checked) detail::fail(fn, checked.error().message);
   return Tensor(detail::make_pending(op, type, device, {}, std::move(attrs)));
 }

@@ -56,6 +56,8 @@ Tensor record(std::string_view fn, OpKind op, std::span<const Tensor* const> ope
                                                   : std::span<const TensorType>(inline_types.data(), operands.size());
   auto type = infer_type(op, types, attrs, declared);
   if (!type) fail(fn, type.error().message);
+  if (!checked_bytes(*type))  // broadcasting can multiply sizes past what memory can count
+    fail(fn, fmt::format("the result {} has more bytes than an int64 counts", type->str()));
   const std::span<LazyValue* const> values = spill ? std::span<LazyValue* const>(more_values)
                                                    : std::span<LazyValue* const>(inline_values.data(), operands.size());
   LazyValue* v = make_pending(op, *type, operands.empty() ? Device{} : operands[0]->impl()->device, values,
@@ -100,8 +102,8 @@ thread_local bool t_bake_scalars = false;
 BakedScalars::BakedScalars() : was_(std::exchange(t_bake_scalars, true)) {}
 BakedScalars::~BakedScalars() { t_bake_scalars = was_; }
 
-Tensor scalar_for(const Number& n, const Tensor& like) {
-  require_defined("scalar", like);
+Tensor scalar_for(std::string_view fn, const Number& n, const Tensor& like) {
+  require_defined(fn, like);
   const Scalar& s = n.value();
   const DType t = like.dtype();
   // Weak scalars: the tensor's type wins within a kind; a float meeting an integer or bool
@@ -110,7 +112,8 @@ Tensor scalar_for(const Number& n, const Tensor& like) {
   if (!s.is_int() && !is_float(t)) dtype = DType::F32;
   else if (s.is_int() && is_bool(t)) dtype = DType::I64;
   if (s.is_int() && !is_float(dtype) && !(s.cast_to(dtype) == s))
-    throw Error(fmt::format("scalar {} does not fit in {}", s.as_int(), dtype_name(dtype)));
+    fail(fn, fmt::format("scalar {} does not fit in {} (the type of the tensor it meets, {})", s.as_int(),
+                         dtype_name(dtype), TensorType{like.dtype(), like.shape()}.str()));
   const Scalar value = s.cast_to(dtype);
   const OpKind op = t_bake_scalars ? OpKind::Constant : OpKind::ScalarParam;
   // One node per value in a pending stream: `y * 1.0001f` in a loop records one scalar,
@@ -201,7 +204,7 @@ KILN_BINARY(logical_or, Or)
 
 Tensor Tensor::pow(Number exponent) const {
   const Tensor t = weak_operand(*this, exponent);
-  return t.pow(detail::scalar_for(exponent, t));
+  return t.pow(detail::scalar_for("pow", exponent, t));
 }
 
 Tensor Tensor::to(DType dtype) const {
@@ -465,11 +468,11 @@ Tensor operator|(const Tensor& a, const Tensor& b) { return a.logical_or(b); }
   Tensor operator sym(const Tensor& a, const Tensor& b) { return a.method(b); } \
   Tensor operator sym(const Tensor& a, Number b) {                              \
     const Tensor t = weak_operand(a, b);                                        \
-    return t.method(detail::scalar_for(b, t));                                  \
+    return t.method(detail::scalar_for(#method, b, t));                         \
   }                                                                             \
   Tensor operator sym(Number a, const Tensor& b) {                              \
     const Tensor t = weak_operand(b, a);                                        \
-    return detail::scalar_for(a, t).method(t);                                  \
+    return detail::scalar_for(#method, a, t).method(t);                         \
   }
 KILN_OPERATOR(+, add)
 KILN_OPERATOR(-, sub)

@@ -1,12 +1,25 @@
 // ir/host_tensor.cpp - storage, copies and element access for host tensors.
 #include "kiln/ir/host_tensor.h"
 
+#include <new>
+#include <string>
+
 #include "kiln/ir/scalar_semantics.h"
 
 namespace kiln {
 
-HostTensor::HostTensor(TensorType type, Uninitialized)
-    : type_(std::move(type)), bytes_(static_cast<size_t>(type_.bytes())) {}
+namespace {
+HostBuffer allocate_for(const TensorType& t) {
+  const int64_t bytes = t.bytes();  // a kiln::Error when the type's size overflows
+  try {
+    return HostBuffer(static_cast<size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    throw Error("cannot allocate " + t.str() + " (" + std::to_string(bytes) + " bytes) in host memory: out of memory");
+  }
+}
+}  // namespace
+
+HostTensor::HostTensor(TensorType type, Uninitialized) : type_(std::move(type)), bytes_(allocate_for(type_)) {}
 
 HostTensor::HostTensor(TensorType type) : HostTensor(std::move(type), Uninitialized{}) {
   // The allocator recycles blocks without clearing them.

@@ -19,7 +19,11 @@ Shape::Shape(std::span<const int64_t> dims) {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t d : dims()) n *= d;
+  for (int64_t d : dims())
+    if (__builtin_mul_overflow(n, d, &n)) {
+      if (std::find(begin(), end(), 0) != end()) return 0;
+      throw Error("shape " + str() + " has more elements than an int64 counts");
+    }
   return n;
 }
 
@@ -61,6 +65,18 @@ std::optional<int64_t> checked_numel(const Shape& s) {
     else if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
   }
   return zero ? 0 : n;
+}
+
+std::optional<int64_t> checked_bytes(const TensorType& t) {
+  const std::optional<int64_t> n = checked_numel(t.shape);
+  int64_t bytes = 0;
+  if (!n || __builtin_mul_overflow(*n, static_cast<int64_t>(dtype_size(t.dtype)), &bytes)) return std::nullopt;
+  return bytes;
+}
+
+int64_t TensorType::bytes() const {
+  if (const std::optional<int64_t> b = checked_bytes(*this)) return *b;
+  throw Error("type " + str() + " has more bytes than an int64 counts");
 }
 
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {

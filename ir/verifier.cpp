@@ -16,8 +16,8 @@ Status verify(const Graph& g) {
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
     const OpInfo& info = n.info();
-    if (!checked_numel(n.type.shape))
-      return fail(n, fmt::format("type {} has a negative dimension or more elements than an int64 counts",
+    if (!checked_bytes(n.type))
+      return fail(n, fmt::format("type {} has a negative dimension or more bytes than an int64 counts",
                                  n.type.str()));
     if (n.op == OpKind::Input) {
       if (next_input >= g.inputs().size() || g.inputs()[next_input] != id)

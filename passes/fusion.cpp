@@ -35,6 +35,7 @@ struct Kernel {
   std::vector<int64_t> reduce_axes;
   Shape reduce_input;
   bool has_matmul = false;
+  int64_t members = 0;
   std::vector<std::string> notes;
 };
 
@@ -47,9 +48,12 @@ bool stays_outside(const Node& n) { return n.info().category == OpCategory::Sour
 
 // Values already in memory: parameters, sources, and views of them.
 bool in_memory(const Graph& g, ValueId v) {
-  const Node& n = g.node(v);
-  if (n.op == OpKind::Input || stays_outside(n)) return true;
-  return is_view(n) && in_memory(g, n.operands[0]);
+  for (;;) {  // down a chain of views (a loop: chains can be long)
+    const Node& n = g.node(v);
+    if (n.op == OpKind::Input || stays_outside(n)) return true;
+    if (!is_view(n)) return false;
+    v = n.operands[0];
+  }
 }
 
 // One elementwise op on values in memory, which MultiConsumer::RecomputeCheap recomputes in
@@ -157,6 +161,7 @@ class Planner {
     kernel_of_[v] = static_cast<int32_t>(k);
     const Node& n = g_.node(v);
     Kernel& kern = kernels_[k];
+    ++kern.members;
     if (n.info().category == OpCategory::Reduce && !kern.has_reduce) {
       kern.has_reduce = true;
       kern.reduce_axes = n.attr("axes").ints;
@@ -172,6 +177,12 @@ class Planner {
     const Node& n = g_.node(v);
     const Kernel& kern = kernels_[k];
     const OpCategory cat = n.info().category;
+    // A bounded kernel: code generation and compile time grow with it, and a chain of a
+    // million ops becomes a chain of kernels instead of one function no compiler handles.
+    if (policy_.max_kernel_ops > 0 && kern.members >= policy_.max_kernel_ops) {
+      why = fmt::format("the kernel has {} operations already (FusionPolicy::max_kernel_ops)", kern.members);
+      return false;
+    }
     if (is_view(n)) return true;  // an index map, free in any kernel
     if (matmul_operand_.count(v)) {
       why = "matmul operands are read from memory, not recomputed for every output tile";

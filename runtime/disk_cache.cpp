@@ -204,12 +204,27 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string_vie
   return std::string(payload);
 }
 
+void DiskCache::remove(std::string_view key) {
+  if (dir_.empty()) return;
+  std::error_code ignored;
+  fs::remove(path_of(key), ignored);
+}
+
 int64_t DiskCache::max_bytes() {
   static const int64_t cap = env_int("KILN_DISK_CACHE_MB", 1, int64_t{1} << 30).value_or(1024) << 20;
   return cap;
 }
 
-void DiskCache::enforce_cap() {
+void DiskCache::enforce_cap(int64_t written) {
+  // A running estimate of the directory's size, so that a store does not list the directory:
+  // a full scan on the first store, when the estimate passes the cap, and every 256 stores
+  // (other processes write here too).
+  int64_t estimate = size_estimate_.load(std::memory_order_relaxed);
+  if (estimate >= 0 && stores_since_scan_.fetch_add(1, std::memory_order_relaxed) < 256) {
+    estimate = size_estimate_.fetch_add(written, std::memory_order_relaxed) + written;
+    if (estimate <= max_bytes()) return;
+  }
+  stores_since_scan_.store(0, std::memory_order_relaxed);
   struct Entry {
     fs::file_time_type used;
     uintmax_t bytes;
@@ -228,6 +243,7 @@ void DiskCache::enforce_cap() {
     total += bytes;
   }
   const auto cap = static_cast<uintmax_t>(max_bytes());
+  size_estimate_.store(static_cast<int64_t>(std::min<uintmax_t>(total, cap)), std::memory_order_relaxed);
   if (total <= cap) return;
   // Down to 90% of the cap, oldest first, so that the next stores do not scan again at once.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
@@ -238,6 +254,7 @@ void DiskCache::enforce_cap() {
       ++runtime_counters().disk_evictions;
     }
   }
+  size_estimate_.store(static_cast<int64_t>(total), std::memory_order_relaxed);
 }
 
 bool DiskCache::store(std::string_view key, std::string_view canonical, std::string_view payload) {
@@ -263,7 +280,7 @@ bool DiskCache::store(std::string_view key, std::string_view canonical, std::str
     fs::rename(tmp, path, ec);
     if (!ec) {
       ++runtime_counters().kernel_disk_writes;
-      enforce_cap();
+      enforce_cap(static_cast<int64_t>(header.size() + canonical.size() + payload.size()));
       return true;
     }
     why = ec.message();

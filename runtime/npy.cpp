@@ -92,6 +92,8 @@ HostTensor read_npy(const std::string& path) {
       throw fail("bad shape " + shape_text);
     }
     if (used == 0 || d < 0) throw fail("bad shape " + shape_text);
+    if (shape.rank() == Shape::kMaxRank)
+      throw fail(fmt::format("shape {} has more than kiln's maximum of {} dimensions", shape_text, Shape::kMaxRank));
     shape.push_back(d);
     p += used;
   }

@@ -12,6 +12,6 @@ if [ ! -f "$dir/build.ninja" ]; then
     -DKILN_SANITIZE=thread -DKILN_BUILD_EXAMPLES=OFF
 fi
 cmake --build "$dir"
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
   ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" \
   -R "Frontend|Thread|Cpu|Devices|CacheBounds|Allocator|DiskCache"

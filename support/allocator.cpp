@@ -1,6 +1,8 @@
 // runtime/allocator.cpp - the caching host allocator: 2 MiB pages and a free list by size.
 #include "kiln/support/allocator.h"
 
+#include "kiln/support/env.h"
+
 #include <sys/mman.h>
 
 #include <atomic>
@@ -30,13 +32,9 @@ size_t reserved_size(size_t bytes) {
 }
 
 uint64_t cache_limit_from_env() {
-  const char* env = std::getenv("KILN_ALLOCATOR_CACHE_MB");
-  if (env == nullptr || *env == '\0') return kDefaultCacheMiB << 20;
-  char* end = nullptr;
-  const unsigned long long mib = std::strtoull(env, &end, 10);
-  if (*end != '\0') return kDefaultCacheMiB << 20;  // not a number: keep the default
-  constexpr uint64_t kMaxMiB = std::numeric_limits<uint64_t>::max() >> 20;
-  return mib > kMaxMiB ? std::numeric_limits<uint64_t>::max() : uint64_t{mib} << 20;
+  // 0 turns the cache off; anything that is not a plain integer keeps the default, with a warning.
+  const auto mib = env_int("KILN_ALLOCATOR_CACHE_MB", 0, int64_t{1} << 40);
+  return static_cast<uint64_t>(mib.value_or(static_cast<int64_t>(kDefaultCacheMiB))) << 20;
 }
 
 /// Maps `size` bytes (a multiple of 2 MiB) at a 2 MiB boundary and asks for huge pages:

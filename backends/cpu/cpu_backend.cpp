@@ -14,8 +14,42 @@
 #include "kiln/passes/pass_manager.h"
 #include "kiln/support/error.h"
 
+// oneTBB synchronizes its workers inside libtbb.so, which ThreadSanitizer builds do not
+// instrument: the happens-before edges of a parallel_for (the spawn publishes what the body
+// reads; the join publishes what the workers wrote) are stated to TSan here, so that it
+// checks kiln's code and not TBB's plumbing (scripts/tsan.sh, scripts/tsan.supp).
+#if defined(__SANITIZE_THREAD__)
+#define KILN_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KILN_TSAN 1
+#endif
+#endif
+#ifdef KILN_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace kiln {
 namespace {
+
+/// Runs `body(begin, end)` over [0, n) in tasks of at least `grain` iterations on oneTBB.
+template <class Body>
+void parallel_range(int64_t n, int64_t grain, const Body& body) {
+#ifdef KILN_TSAN
+  int spawned = 0, joined = 0;
+  __tsan_release(&spawned);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)), [&](const tbb::blocked_range<int64_t>& r) {
+    __tsan_acquire(&spawned);
+    body(r.begin(), r.end());
+    __tsan_release(&joined);
+  });
+  __tsan_acquire(&joined);
+#else
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)),
+                    [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+#endif
+}
 
 // Element offsets of batch `batch`'s A and B matrices (broadcast batch dims have stride 0).
 std::pair<int64_t, int64_t> batch_offsets(const LaunchPlan::Gemm& g, int64_t batch) {
@@ -152,8 +186,7 @@ class CpuBackend final : public Backend {
       call_kernel(fn, args.data(), 0, s.iterations);
       return;
     }
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, s.iterations, static_cast<size_t>(s.grain)),
-                      [&](const tbb::blocked_range<int64_t>& r) { call_kernel(fn, args.data(), r.begin(), r.end()); });
+    parallel_range(s.iterations, s.grain, [&](int64_t begin, int64_t end) { call_kernel(fn, args.data(), begin, end); });
   }
 
   bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {
@@ -178,7 +211,9 @@ class CpuBackend final : public Backend {
       for (int64_t i = 0; i < n; ++i) one(i);
       return true;
     }
-    tbb::parallel_for(int64_t{0}, n, [&](int64_t i) { one(i); });
+    parallel_range(n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) one(i);
+    });
     return true;
   }
 

@@ -166,10 +166,15 @@ struct Jit::Impl {
   std::shared_ptr<const CpuKernel> link(const kir::Kernel& k, const std::string& key, const std::string& canonical,
                                         const std::string& sym, const std::string& object) {
     llvm::orc::ResourceTrackerSP tracker = jit->getMainJITDylib().createResourceTracker();
-    if (auto e = jit->addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, sym)))
-      throw Error("LLVM: linking kernel object: " + take(std::move(e)));
+    auto fail = [&](const std::string& why) -> Error {
+      if (auto e = tracker->remove()) llvm::consumeError(std::move(e));  // nothing half-linked stays
+      return Error("LLVM: linking kernel object: " + why);
+    };
+    if (auto e = jit->addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, sym))) throw fail(take(std::move(e)));
+    auto found = jit->lookup(sym);
+    if (!found) throw fail(take(found.takeError()));
     runtime_counters().object_loads++;
-    const auto addr = check(jit->lookup(sym), "looking up a kernel");
+    const auto addr = *found;
     std::shared_ptr<void> code(nullptr, [this, tracker, key](void*) {
       std::lock_guard lock(mutex);
       if (auto e = tracker->remove()) llvm::consumeError(std::move(e));
@@ -217,7 +222,18 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
     }
   }
   const std::string sym = "kiln_" + key;
-  if (std::optional<std::string> object = im.disk.load(key, canonical)) return im.link(k, key, canonical, sym, *object);
+  if (std::optional<std::string> object = im.disk.load(key, canonical)) {
+    try {
+      return im.link(k, key, canonical, sym, *object);
+    } catch (const Error& e) {
+      // An entry that verifies but does not link (another LLVM wrote it, a damaged object
+      // with a valid checksum) is stale like any other: removed, rebuilt below.
+      runtime_counters().kernel_disk_rejected++;
+      warn_once(im.disk.path_of(key).string(), fmt::format("disk cache entry {} does not link ({}); removing it, the "
+                                                           "kernel will be rebuilt", im.disk.path_of(key).string(), e.what()));
+      im.disk.remove(key);
+    }
+  }
   if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
     throw Error(fmt::format("KILN_NO_COMPILE=1, but kernel @{} is in no cache and would be compiled", k.name));
   const auto start = std::chrono::steady_clock::now();

@@ -13,6 +13,7 @@
 // Float sums and products of f32 accumulate in f64.
 #include "llvm_codegen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -55,6 +56,7 @@ class KernelEmitter {
         sched_(schedule) {
     for (const Inst& in : k.insts)
       if (in.code == Code::Reduce) num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
+    seen_.assign(k.insts.size(), 0);
     // Along a reduced row, `accumulators` registers' worth of lanes per step: independent
     // accumulator chains (LLVM splits the wide vectors into native registers).
     width_ = static_cast<unsigned>(std::clamp(sched_.vector_width, 1, 64));
@@ -118,11 +120,36 @@ class KernelEmitter {
     c.reduce_value = std::move(reduce_value);
     return c;
   }
+  // The value of `r` in context `c`, computing first (deepest first, without recursion: a
+  // long fused chain is a deep DAG) every argument `c` has not computed yet. A reduction's
+  // arguments belong to its own loops, never to the context that reads its result.
   Val get(Ctx& c, Ref r) {
-    auto& slot = c.memo[static_cast<size_t>(r)];
-    if (!slot) slot = row_cached(c, r);
-    return *slot;
+    if (c.memo[static_cast<size_t>(r)]) return *c.memo[static_cast<size_t>(r)];
+    if (++epoch_ == 0) {
+      std::fill(seen_.begin(), seen_.end(), 0);
+      epoch_ = 1;
+    }
+    std::vector<Ref> todo{r}, order;
+    seen_[static_cast<size_t>(r)] = epoch_;
+    while (!todo.empty()) {
+      const Ref x = todo.back();
+      todo.pop_back();
+      order.push_back(x);
+      const Inst& in = k_.insts[static_cast<size_t>(x)];
+      if (in.code == Code::Reduce) continue;
+      for (Ref a : in.args) {
+        auto& s = seen_[static_cast<size_t>(a)];
+        if (s == epoch_ || c.memo[static_cast<size_t>(a)]) continue;
+        s = epoch_;
+        todo.push_back(a);
+      }
+    }
+    std::sort(order.begin(), order.end());  // SSA: arguments come first
+    for (Ref x : order) c.memo[static_cast<size_t>(x)] = row_cached(c, x);
+    return *c.memo[static_cast<size_t>(r)];
   }
+  std::vector<uint32_t> seen_;  // per instruction: the epoch of get() that last queued it
+  uint32_t epoch_ = 0;
   // Case A's row cache: an expensive value that several passes over a row need (softmax's
   // exp(x - max) in its sum and in its output) is computed in the first pass and kept in a
   // row-sized stack buffer for the others.

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <vector>
 #include <string>
 
 #include <fmt/format.h>
@@ -103,6 +105,30 @@ TEST(CacheBounds, DiskCacheRemovesLeastRecentlyUsedEntriesPastItsCap) {
   EXPECT_EQ(c.disk_evictions - evicted, 1u);
   EXPECT_LE(dir_bytes(root / "t"), static_cast<uintmax_t>(DiskCache::max_bytes()));
   fs::remove_all(root);
+}
+
+// Regression (issue 10): long fused chains overflowed the stack (the LLVM emitter at 6000
+// ops, lowering at 20000, 1500 under ASan). A million-op chain with the pending cap off now
+// runs: fusion bounds a kernel's size (FusionPolicy::max_kernel_ops), the emitter walks
+// kernels without recursion, and the chain's kernels share one compiled body.
+TEST(LongChains, AMillionOpChainWithThePendingCapOffRuns) {
+  const uint32_t cap = max_pending();
+  set_max_pending(std::numeric_limits<uint32_t>::max());
+  std::vector<float> x0(64);
+  for (size_t i = 0; i < x0.size(); ++i) x0[i] = static_cast<float>(i) * 0.01f;
+  Tensor y = from_vector<float>(x0, {64});
+  for (int it = 0; it < 500000; ++it) y = y * 1.0000001f + 0.5f;  // 1,000,000 ops
+  const std::vector<float> got = y.to_vector<float>();
+  set_max_pending(cap);
+  // The same f32 operations in the same order (volatile: no fused multiply-add).
+  for (size_t i = 0; i < x0.size(); i += 9) {
+    float want = x0[i];
+    for (int it = 0; it < 500000; ++it) {
+      volatile float product = want * 1.0000001f;
+      want = product + 0.5f;
+    }
+    EXPECT_EQ(got[i], want) << i;
+  }
 }
 
 }  // namespace

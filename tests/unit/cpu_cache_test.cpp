@@ -3,6 +3,7 @@
 // reuse without compiling, KILN_NO_COMPILE, recovery from damaged entries with one warning
 // per file, and a cache directory that cannot be created.
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -264,6 +265,70 @@ TEST_F(CpuDiskCache, DamagedEntriesAreRebuiltWithOneWarningEach) {
   EXPECT_EQ(third.stat("kernel_disk_rejected"), 0);
   EXPECT_EQ(third.stat("kernel_disk_hits"), 2);
   EXPECT_EQ(third.stat("llvm_compiles"), 0);
+}
+
+// Regressions (issue 10): an entry that is a directory made every run fail naming no file; a
+// FIFO hung the run; a link to /dev/zero was read until memory ran out; an object that
+// failed to link was reported, not rebuilt. Each is now stale: one warning, removed, rebuilt.
+TEST_F(CpuDiskCache, EntriesThatAreNotObjectsAreRebuilt) {
+  const fs::path cache = dir_ / "cache";
+  const KilnRun first = kiln(cache.string());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<fs::path> files = cache_files(cache);
+  ASSERT_EQ(files.size(), 2u);
+
+  // Entry 0 becomes a directory; entry 1 keeps its header but its object code is replaced
+  // by bytes that are no object file, under a valid checksum (the layout of disk_cache.cpp).
+  fs::remove(files[0]);
+  fs::create_directories(files[0] / "inside");
+  std::string bytes = read_file(files[1]);
+  size_t at = 9 + 4;
+  auto u = [&](int width) {
+    uint64_t v = 0;
+    for (int i = 0; i < width; ++i) v |= uint64_t{static_cast<unsigned char>(bytes[at + static_cast<size_t>(i)])} << (8 * i);
+    at += static_cast<size_t>(width);
+    return v;
+  };
+  at += u(4);                                  // key
+  const uint64_t canonical_len = u(8);
+  const size_t payload_len_at = at;
+  u(8);                                        // payload length
+  const size_t checksum_at = at;
+  at += 8;
+  const std::string canonical = bytes.substr(at, canonical_len);
+  const std::string garbage(256, '\x7f');
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const std::string* part : {&canonical, &garbage})
+    for (char c : *part) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  auto put = [&](size_t pos, uint64_t v) {
+    for (int i = 0; i < 8; ++i) bytes[pos + static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put(payload_len_at, garbage.size());
+  put(checksum_at, h);
+  bytes = bytes.substr(0, at + canonical_len) + garbage;
+  std::ofstream(files[1], std::ios::binary | std::ios::trunc) << bytes;
+
+  const KilnRun second = kiln(cache.string());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  EXPECT_EQ(second.stat("kernel_disk_rejected"), 2);
+  EXPECT_EQ(second.stat("llvm_compiles"), 2);
+  EXPECT_EQ(second.warnings().size(), 2u) << second.err;
+  EXPECT_NE(second.err.find(files[0].string()), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("does not link"), std::string::npos) << second.err;
+  EXPECT_TRUE(fs::is_regular_file(files[0]));
+
+  // A FIFO and a link to /dev/zero in place of the entries: neither is opened.
+  fs::remove(files[0]);
+  ASSERT_EQ(::mkfifo(files[0].c_str(), 0600), 0);
+  fs::remove(files[1]);
+  fs::create_symlink("/dev/zero", files[1]);
+  const KilnRun third = kiln(cache.string());
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(third.out, first.out);
+  EXPECT_EQ(third.stat("kernel_disk_rejected"), 2);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(files[0])));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(files[1])));
 }
 
 TEST_F(CpuDiskCache, UnusableCacheDirectoryMeansMemoryOnlyWithOneWarning) {

@@ -232,6 +232,50 @@ TEST(Frontend, ShapeErrorsThrowAtTheCallNamingOpAndOperands) {
   EXPECT_THROW(a.item<float>(), Error);
 }
 
+// Regressions (issue 10): messages that named the wrong op or none, and a huge sync that
+// threw std::bad_alloc instead of kiln::Error.
+TEST(Frontend, ErrorsNameTheOpTheUserCalled) {
+  auto message = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const Error& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not a kiln::Error: ") + e.what();
+    }
+    return "no error";
+  };
+  const Tensor i = from_vector<int32_t>({1, 2}, {2});
+  EXPECT_EQ(message([&] { (void)(i + (int64_t{1} << 40)); }),
+            "add: scalar 1099511627776 does not fit in i32 (the type of the tensor it meets, i32[2])");
+  EXPECT_EQ(message([&] { (void)zeros({-1}); }).rfind("zeros: ", 0), 0u);
+  EXPECT_EQ(message([&] { (void)ones({int64_t{1} << 62, 4}); }).rfind("ones: ", 0), 0u);
+  EXPECT_EQ(message([&] { (void)linear(zeros({2, 3}), zeros({4, 5})); }),
+            "linear: input f32[2,3] has 3 features, weight f32[4,5] expects 5");
+  EXPECT_EQ(message([&] { (void)linear(zeros({2, 5}), zeros({4, 5}), zeros({3})); }),
+            "linear: bias f32[3] does not match the output f32[2,4] (want [out_features] or [])");
+  // Broadcasting past what int64 counts in bytes (2^31 x 2^31 f32).
+  EXPECT_EQ(message([&] { (void)(zeros({int64_t{1} << 31, 1}) + zeros({1, int64_t{1} << 31})); }).rfind("add: ", 0), 0u);
+  // 4 TiB: the allocation cannot succeed; a kiln::Error names the type and the device.
+  const std::string big = message([&] { (void)zeros({int64_t{1} << 40}).exp().eval(); });
+  EXPECT_NE(big.find("cannot allocate f32[1099511627776]"), std::string::npos) << big;
+  EXPECT_NE(big.find("on device cpu"), std::string::npos) << big;
+}
+
+TEST(Frontend, ToCopiesAcrossDevicesAndMixingDevicesNamesBoth) {
+  const Tensor a = from_vector<float>({1, 2, 3}, {3});
+  const Tensor b = a.to(Device::interp());
+  EXPECT_EQ(b.device(), Device::interp());
+  EXPECT_EQ((b * 2.0f).to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ((b * 2.0f).to(Device::cpu()).to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  try {
+    (void)(a + b);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "add: operands are on different devices (cpu and interp)");
+  }
+}
+
 // ---- laziness ---------------------------------------------------------------------------
 
 TEST(FrontendLaziness, RecordingExecutesNothingAndOneSyncExecutesOnce) {

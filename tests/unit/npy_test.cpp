@@ -78,6 +78,10 @@ TEST(Npy, BadFilesGiveClearErrors) {
   std::string huge = good;
   huge.replace(huge.find("(4,)"), 4, "(4294967296, 4294967296)");
   expect_error(huge, "does not fit");
+  // Regression (issue 10): a 9-dim shape threw from Shape without naming the file.
+  std::string nine = good;
+  nine.replace(nine.find("(4,)"), 4, "(1,1,1,1,1,1,1,1,4)");
+  expect_error(nine, "more than kiln's maximum of 8 dimensions");
   std::string fortran = good;
   fortran.replace(fortran.find("False"), 5, "True ");
   expect_error(fortran, "Fortran-order");

@@ -60,11 +60,16 @@ struct TensorType {
 
   /// "f32[4096,1]".
   std::string str() const;
-  /// Bytes of one dense tensor of this type.
-  int64_t bytes() const { return shape.numel() * static_cast<int64_t>(dtype_size(dtype)); }
+  /// Bytes of one dense tensor of this type. Throws kiln::Error naming the type when the
+  /// count overflows int64 (the verifier and the frontend reject such types first).
+  int64_t bytes() const;
   friend bool operator==(const TensorType& a, const TensorType& b) {
     return a.dtype == b.dtype && a.shape == b.shape;
   }
 };
+
+/// Bytes of a dense tensor of `t`, or nullopt when a dim is negative or the count or the
+/// bytes overflow int64: every size check of a type goes through this.
+std::optional<int64_t> checked_bytes(const TensorType& t);
 
 }  // namespace kiln

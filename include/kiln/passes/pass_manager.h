@@ -29,6 +29,9 @@ struct FusionPolicy {
   bool reductions = true;       // reductions with their prologue and epilogue, row-wise chains
   bool matmul_epilogue = true;  // matmul with the elementwise ops that consume its result
   MultiConsumer multi_consumer = MultiConsumer::RecomputeCheap;
+  /// Most operations (views included) in one kernel; 0: no bound. Beyond it the chain goes
+  /// on in a new kernel. Bounds code size, compile time and every walk over a kernel.
+  int64_t max_kernel_ops = 512;
 };
 
 struct PassOptions {

@@ -12,6 +12,7 @@
 // says so, and compiled kernels are then kept in memory only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -36,6 +37,9 @@ class DiskCache {
   /// (the cache then stays off for this process, after one warning).
   bool store(std::string_view key, std::string_view canonical, std::string_view payload);
 
+  /// Removes `key`'s entry (one that loaded but proved unusable); quiet when it is absent.
+  void remove(std::string_view key);
+
   /// Whether new entries reach the disk (false when disabled or after a write failure).
   bool enabled() const { return enabled_; }
   const std::filesystem::path& dir() const { return dir_; }
@@ -48,9 +52,11 @@ class DiskCache {
   static int64_t max_bytes();
 
  private:
-  void enforce_cap();
+  void enforce_cap(int64_t written);
   std::filesystem::path dir_;
   bool enabled_ = false;
+  std::atomic<int64_t> size_estimate_{-1};  // bytes in dir_, -1: not scanned yet
+  std::atomic<int> stores_since_scan_{0};
 };
 
 }  // namespace kiln
