@@ -23,4 +23,8 @@ function(kiln_target_defaults target)
     target_compile_options(${target} PRIVATE -fsanitize=${KILN_SANITIZE} -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=${KILN_SANITIZE})
   endif()
+  if(KILN_FUZZ)
+    # Coverage instrumentation for libFuzzer in every target; only the fuzzer links its main.
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
 endfunction()

@@ -1,5 +1,5 @@
 // Differential test: every registered device against the reference interpreter on random
-// graphs, in two sizes. The small graphs (dims up to 4) reach every op, dtype, broadcast and
+// graphs (tools/testing: the same check as `kiln fuzz`), in two sizes. The small graphs (dims up to 4) reach every op, dtype, broadcast and
 // view chain; the large ones (dims up to 96) reach vector loops and their remainders, the
 // split across cores, split-reductions and the GEMM path.
 //
@@ -12,6 +12,7 @@
 // failure prints the graph and what the device's pipeline made of it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "kiln/ir/interpreter.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
+#include "differential.h"
 #include "random_graph.h"
 
 namespace kiln {
@@ -30,49 +32,6 @@ namespace kiln {
 void PrintTo(const Device& d, std::ostream* os) { *os << d.str(); }
 
 namespace {
-
-// Per value: whether an approximated computation (see the file comment) feeds it.
-std::vector<bool> approximated(const Graph& g) {
-  std::vector<bool> approx(g.size(), false);
-  for (size_t id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(static_cast<ValueId>(id));
-    bool a = false;
-    for (ValueId o : n.operands) a = a || approx[o];
-    const bool float_in = !n.operands.empty() && is_float(g.type(n.operands[0]).dtype);
-    if (n.info().has(trait::VectorMath) && n.type.dtype == DType::F32) a = true;
-    if ((n.op == OpKind::ReduceSum || n.op == OpKind::ReduceProd) && float_in) a = true;
-    if (n.op == OpKind::Matmul && float_in) a = true;
-    approx[id] = a;
-  }
-  return approx;
-}
-
-// "" when `got` matches `want`: exactly where `exact[o]`, else within tolerance.
-std::string compare(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got,
-                    const std::vector<bool>& exact, bool has_f32) {
-  if (want.size() != got.size()) return fmt::format("{} outputs, expected {}", got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    const HostTensor& w = want[o];
-    const HostTensor& g = got[o];
-    if (!(w.type() == g.type())) return fmt::format("output {}: type {} instead of {}", o, g.type().str(), w.type().str());
-    if (exact[o] || !is_float(w.dtype())) {
-      if (std::string d = test::compare_exact({w}, {g}); !d.empty()) return fmt::format("output {} (exact): {}", o, d);
-      continue;
-    }
-    double scale = 0;  // the largest finite magnitude in the output
-    for (int64_t k = 0; k < w.numel(); ++k)
-      if (std::isfinite(w.get_double(k))) scale = std::max(scale, std::fabs(w.get_double(k)));
-    // An f64 output may be computed from f32 values: the precision of the graph counts.
-    const double rtol = has_f32 ? 2e-4 : 1e-10;
-    for (int64_t k = 0; k < w.numel(); ++k) {
-      const double a = g.get_double(k), b = w.get_double(k);
-      if (a == b || (std::isnan(a) && std::isnan(b))) continue;
-      if (std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) <= rtol * (std::fabs(b) + 1e-3 * scale + 1e-6)) continue;
-      return fmt::format("output {} element {}: {} instead of {}", o, k, a, b);
-    }
-  }
-  return "";
-}
 
 struct Mode {
   const char* name;
@@ -107,26 +66,12 @@ Reached check_device(Device device, const Mode& mode) {
   const std::vector<uint64_t> seeds = test::diff_seeds(mode.graphs);
   for (uint64_t seed : seeds) {
     const Graph g = test::random_graph(seed, mode.options);
-    const std::vector<HostTensor> inputs = test::random_inputs(g, seed);
-    const std::vector<HostTensor> want = interpret(g, inputs);
-    std::vector<HostTensor> got;
     auto explain = [&] {
       std::string s = print_graph(g);
       if (Backend* b = engine_for(device).backend()) s += "fused:\n" + print_graph(compile_graph(*b, g).fused);
-      return s;
+      return s + "smallest failing graph:\n" + print_graph(test::minimize(device, g, seed));
     };
-    try {
-      got = run_on_host(device, g, inputs);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << device.str() << " seed " << seed << ": " << e.what() << "\n" << explain();
-      return reached;
-    }
-    const std::vector<bool> approx = approximated(g);
-    std::vector<bool> exact;
-    for (ValueId v : g.outputs()) exact.push_back(!approx[v]);
-    bool has_f32 = false;
-    for (const Node& n : g.nodes()) has_f32 = has_f32 || n.type.dtype == DType::F32;
-    const std::string diff = compare(want, got, exact, has_f32);
+    const std::string diff = test::check_on_device(device, g, seed);
     EXPECT_EQ(diff, "") << device.str() << " seed " << seed << " (" << mode.name << ")\n" << explain();
     if (!diff.empty()) return reached;
     if (Backend* b = engine_for(device).backend()) tally(*b, g, reached);
@@ -153,6 +98,25 @@ TEST_P(DevicesMatchInterpreter, LargeRandomGraphs) {
   EXPECT_GT(r.thread_splits, 0);
   EXPECT_GT(r.split_reductions, 0);
   EXPECT_GT(r.gemms, 0);
+}
+
+// The minimizer shrinks a failing graph to what the failure needs: here, "contains an exp".
+TEST(Minimizer, ShrinksToWhatTheFailureNeeds) {
+  auto has_exp = [](const Graph& g) {
+    return std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == OpKind::Exp; });
+  };
+  int tried = 0;
+  for (uint64_t seed = 0; seed < 200 && tried < 5; ++seed) {
+    const Graph g = test::random_graph(seed);
+    if (!has_exp(g) || g.size() < 8) continue;
+    ++tried;
+    const Graph small = test::minimize(g, has_exp);
+    EXPECT_TRUE(has_exp(small)) << print_graph(small);
+    EXPECT_TRUE(static_cast<bool>(verify(small))) << print_graph(small);
+    EXPECT_LE(small.size(), 2u) << "from " << g.size() << " nodes:\n" << print_graph(small);  // a parameter and exp
+    EXPECT_EQ(small.outputs().size(), 1u);
+  }
+  EXPECT_EQ(tried, 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryDevice, DevicesMatchInterpreter, testing::ValuesIn(registered_devices()),

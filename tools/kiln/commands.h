@@ -24,6 +24,7 @@ Command add_opt_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_dot_command(CLI::App& app);
 Command add_codegen_command(CLI::App& app);
+Command add_fuzz_command(CLI::App& app);
 
 /// The contents of `path`, or of stdin for "-". Throws kiln::Error.
 std::string read_input(const std::string& path);

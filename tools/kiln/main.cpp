@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       kiln::cli::add_run_command(app),
       kiln::cli::add_dot_command(app),
       kiln::cli::add_codegen_command(app),
+      kiln::cli::add_fuzz_command(app),
   };
   try {
     app.parse(argc, argv);

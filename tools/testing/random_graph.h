@@ -1,4 +1,4 @@
-// tests/diff/random_graph.h - reproducible random graphs for differential testing.
+// tools/testing/random_graph.h - reproducible random graphs for differential testing.
 //
 // A seed gives the same graph on every machine. Graphs mix every op category (sources,
 // elementwise with broadcasting and promotion, reductions, views, matmul) and plant the

@@ -1,4 +1,4 @@
-// tests/diff/random_graph.cpp - the random graph generator.
+// tools/testing/random_graph.cpp - the random graph generator.
 //
 // Nodes are proposed at random and added through Graph::add, whose type rules reject the
 // ill-typed ones; a rejected proposal is simply dropped. Operands are drawn mostly from

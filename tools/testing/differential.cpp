@@ -1,0 +1,166 @@
+// tools/testing/differential.cpp - see differential.h.
+#include "differential.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kiln/engine/engine.h"
+#include "kiln/ir/interpreter.h"
+#include "kiln/ir/op.h"
+#include "kiln/ir/text.h"
+#include "random_graph.h"
+
+namespace kiln::test {
+
+std::vector<bool> approximated(const Graph& g) {
+  std::vector<bool> approx(g.size(), false);
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(static_cast<ValueId>(id));
+    bool a = false;
+    for (ValueId o : n.operands) a = a || approx[o];
+    const bool float_in = !n.operands.empty() && is_float(g.type(n.operands[0]).dtype);
+    if (n.info().has(trait::VectorMath) && n.type.dtype == DType::F32) a = true;
+    if ((n.op == OpKind::ReduceSum || n.op == OpKind::ReduceProd) && float_in) a = true;
+    if (n.op == OpKind::Matmul && float_in) a = true;
+    approx[id] = a;
+  }
+  return approx;
+}
+
+std::string compare_outputs(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got,
+                            const std::vector<bool>& exact, bool has_f32) {
+  if (want.size() != got.size()) return fmt::format("{} outputs, expected {}", got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    const HostTensor& w = want[o];
+    const HostTensor& g = got[o];
+    if (!(w.type() == g.type())) return fmt::format("output {}: type {} instead of {}", o, g.type().str(), w.type().str());
+    if (exact[o] || !is_float(w.dtype())) {
+      if (std::string d = compare_exact({w}, {g}); !d.empty()) return fmt::format("output {} (exact): {}", o, d);
+      continue;
+    }
+    double scale = 0;  // the largest finite magnitude in the output
+    for (int64_t k = 0; k < w.numel(); ++k)
+      if (std::isfinite(w.get_double(k))) scale = std::max(scale, std::fabs(w.get_double(k)));
+    // An f64 output may be computed from f32 values: the precision of the graph counts.
+    const double rtol = has_f32 ? 2e-4 : 1e-10;
+    for (int64_t k = 0; k < w.numel(); ++k) {
+      const double a = g.get_double(k), b = w.get_double(k);
+      if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+      if (std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) <= rtol * (std::fabs(b) + 1e-3 * scale + 1e-6)) continue;
+      return fmt::format("output {} element {}: {} instead of {}", o, k, a, b);
+    }
+  }
+  return "";
+}
+
+std::string check_on_device(Device device, const Graph& g, uint64_t seed) {
+  const std::vector<HostTensor> inputs = random_inputs(g, seed);
+  std::vector<HostTensor> want, got;
+  try {
+    want = interpret(g, inputs);
+  } catch (const std::exception& e) {
+    return "";  // the oracle itself refuses (never for generated graphs): nothing to compare
+  }
+  try {
+    got = run_on_host(device, g, inputs);
+  } catch (const std::exception& e) {
+    return fmt::format("{} failed: {}", device.str(), e.what());
+  }
+  const std::vector<bool> approx = approximated(g);
+  std::vector<bool> exact;
+  for (ValueId v : g.outputs()) exact.push_back(!approx[v]);
+  bool has_f32 = false;
+  for (const Node& n : g.nodes()) has_f32 = has_f32 || n.type.dtype == DType::F32;
+  return compare_outputs(want, got, exact, has_f32);
+}
+
+namespace {
+
+// `g` reduced to what `outputs` need, each value in `loose` replaced by a new parameter of
+// its type; parameters nothing needs are dropped, the rest renamed %p0, %p1, ...
+Graph rebuild(const Graph& g, const std::vector<ValueId>& outputs, const std::vector<bool>& loose) {
+  // What the outputs need, walking back (no recursion: graphs can be long).
+  std::vector<bool> need(g.size(), false);
+  for (ValueId v : outputs) need[v] = true;
+  for (size_t id = g.size(); id-- > 0;) {
+    if (!need[id] || loose[id]) continue;
+    for (ValueId o : g.node(static_cast<ValueId>(id)).operands) need[o] = true;
+  }
+  Graph out(g.name());
+  std::vector<ValueId> map(g.size(), 0);
+  int params = 0;
+  for (ValueId v : g.inputs())
+    if (need[v]) map[v] = out.add_input(fmt::format("p{}", params++), g.type(v));
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(static_cast<ValueId>(id));
+    if (!need[id] || n.op == OpKind::Input) continue;
+    if (loose[id]) {
+      map[id] = out.add_input(fmt::format("p{}", params++), n.type);
+      continue;
+    }
+    Node copy = n;
+    copy.kernel = -1;
+    copy.name.clear();
+    for (ValueId& o : copy.operands) o = map[o];
+    map[id] = out.add_unchecked(std::move(copy));
+  }
+  std::vector<ValueId> outs;
+  for (ValueId v : outputs) outs.push_back(map[v]);
+  out.set_outputs(std::move(outs));
+  return out;
+}
+
+}  // namespace
+
+Graph minimize(Device device, const Graph& g, uint64_t seed) {
+  return minimize(g, [&](const Graph& candidate) { return !check_on_device(device, candidate, seed).empty(); });
+}
+
+Graph minimize(const Graph& g, const std::function<bool(const Graph&)>& fails) {
+  Graph best = g;
+  auto still_fails = [&](const Graph& candidate) { return static_cast<bool>(verify(candidate)) && fails(candidate); };
+  for (bool changed = true; changed;) {
+    changed = false;
+    // Fewer outputs.
+    for (size_t i = 0; best.outputs().size() > 1 && i < best.outputs().size(); ++i) {
+      std::vector<ValueId> outs(best.outputs().begin(), best.outputs().end());
+      outs.erase(outs.begin() + static_cast<std::ptrdiff_t>(i));
+      Graph c = rebuild(best, outs, std::vector<bool>(best.size(), false));
+      if (still_fails(c)) {
+        best = std::move(c);
+        changed = true;
+        --i;
+      }
+    }
+    // A shorter graph: an output replaced by one of its operands.
+    for (size_t i = 0; i < best.outputs().size(); ++i) {
+      const Node& n = best.node(best.outputs()[i]);
+      for (ValueId o : std::vector<ValueId>(n.operands)) {
+        std::vector<ValueId> outs(best.outputs().begin(), best.outputs().end());
+        outs[i] = o;
+        Graph c = rebuild(best, outs, std::vector<bool>(best.size(), false));
+        if (c.size() < best.size() && still_fails(c)) {
+          best = std::move(c);
+          changed = true;
+          break;
+        }
+      }
+    }
+    // Fewer operations: a value cut loose from what computes it (a new parameter).
+    for (size_t id = 0; id < best.size(); ++id) {
+      if (best.node(static_cast<ValueId>(id)).op == OpKind::Input) continue;
+      std::vector<bool> loose(best.size(), false);
+      loose[id] = true;
+      Graph c = rebuild(best, {best.outputs().begin(), best.outputs().end()}, loose);
+      if (c.size() < best.size() && still_fails(c)) {
+        best = std::move(c);
+        changed = true;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace kiln::test
