@@ -94,8 +94,9 @@ class KernelEngine final : public Engine {
     return plans_.capacity();
   }
   void clear() {
+    std::vector<std::shared_ptr<const Executable>> dropped;  // destroyed after unlocking
     std::lock_guard lock(mutex_);
-    plans_.clear();
+    dropped = plans_.take_all();
   }
 
  private:
@@ -145,8 +146,14 @@ class KernelEngine final : public Engine {
     for (int32_t p : exe->plan.overwritten_params)
       KILN_ASSERT(static_cast<size_t>(p) < donated.size() && donated[static_cast<size_t>(p)],
                   "the memory plan overwrites a parameter that was not donated");
-    std::lock_guard lock(mutex_);
-    runtime_counters().plan_evictions += plans_.put(h, exe);
+    // Evicted executables are destroyed after the lock is released: dropping the last
+    // reference to a kernel unlinks it, which waits for the backend's compiler lock, and no
+    // plan-cache hit on another thread should wait behind that.
+    std::vector<std::shared_ptr<const Executable>> evicted;
+    {
+      std::lock_guard lock(mutex_);
+      runtime_counters().plan_evictions += plans_.put(h, exe, &evicted);
+    }
     return exe;
   }
 

@@ -4,6 +4,8 @@
 #include "kiln/ir/kernel_rules.h"
 #include "kiln/ir/text.h"
 
+#include <unordered_map>
+
 namespace kiln {
 
 Status verify(const Graph& g) {
@@ -12,7 +14,7 @@ Status verify(const Graph& g) {
   };
   size_t next_input = 0;
   std::vector<TensorType> operand_types;
-  std::vector<ValueId> slot_owner;  // scalar slot -> its node + 1 (0: free)
+  std::unordered_map<int64_t, ValueId> slot_owner;  // scalar slot -> its node
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
     const OpInfo& info = n.info();
@@ -50,13 +52,13 @@ Status verify(const Graph& g) {
       return fail(n, fmt::format("'{}' result is declared {} but its operands give {}", info.name,
                                  n.type.str(), inferred->str()));
     if (n.op == OpKind::ScalarParam) {
-      // One value per slot: the launch binds each slot once.
-      const auto slot = static_cast<uint64_t>(n.attr("slot").i);
-      if (slot >= g.size()) return fail(n, fmt::format("'scalar' slot {} is out of range (at most {})", slot, g.size() - 1));
-      if (slot >= slot_owner.size()) slot_owner.resize(slot + 1, 0);
-      if (slot_owner[slot] != 0)
-        return fail(n, fmt::format("'scalar' slot {} is already bound by node {}", slot, slot_owner[slot] - 1));
-      slot_owner[slot] = static_cast<ValueId>(id + 1);
+      // One value per slot: the launch binds each slot once. Slots survive passes that
+      // remove nodes, so they are bounded by a constant, not by the graph's size.
+      const int64_t slot = n.attr("slot").i;
+      if (slot > kMaxScalarSlot)
+        return fail(n, fmt::format("'scalar' slot {} is out of range (at most {})", slot, kMaxScalarSlot));
+      if (auto [it, fresh] = slot_owner.emplace(slot, static_cast<ValueId>(id)); !fresh)
+        return fail(n, fmt::format("'scalar' slot {} is already bound by node {}", slot, it->second));
     }
   }
   // Kernel regions: valid indices, members consecutive in node order (one region each).

@@ -2,7 +2,7 @@
 # ThreadSanitizer run of the threaded tests: clang 19 with -fsanitize=thread into build-tsan/
 # (or $KILN_TSAN_DIR), then the tests that run kernels across oneTBB workers, several
 # frontend threads, the caches under concurrent use and the random graphs.
-#   scripts/tsan.sh            # after scripts/setup.sh has installed the dependencies
+#   scripts/tsan.sh            # installs what is missing first (scripts/setup.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null

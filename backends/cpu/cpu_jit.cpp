@@ -84,6 +84,7 @@ struct Jit::Impl {
   struct Alive {
     std::string canonical;  // compared on every hit: a collision never runs the wrong code
     std::weak_ptr<const CpuKernel> kernel;
+    llvm::orc::ResourceTrackerSP tracker;  // owns the kernel's symbol in the JIT
   };
   // Every kernel some holder still uses (one copy of each symbol in the JIT), and the most
   // recently used ones, held by the LRU so that they outlive the executables using them.
@@ -162,6 +163,14 @@ struct Jit::Impl {
     return std::string(buffer.data(), buffer.size());
   }
 
+  // A kernel that died but whose unlinking has not run yet (it waits for our lock) still
+  // owns its symbol: unlink it now, so that the same kernel can be linked again.
+  void unlink_dead(std::unordered_map<std::string, Alive>::iterator it) {
+    if (auto e = it->second.tracker->remove()) llvm::consumeError(std::move(e));
+    alive.erase(it);
+    runtime_counters().kernels_unloaded++;
+  }
+
   // Links `object` under its own resource tracker; the kernel unlinks it when it dies.
   std::shared_ptr<const CpuKernel> link(const kir::Kernel& k, const std::string& key, const std::string& canonical,
                                         const std::string& sym, const std::string& object) {
@@ -176,13 +185,17 @@ struct Jit::Impl {
     runtime_counters().object_loads++;
     const auto addr = *found;
     std::shared_ptr<void> code(nullptr, [this, tracker, key](void*) {
+      // A thread may have relinked the same kernel between our death and this lock (it
+      // unlinked us first, see unlink_dead): then there is nothing left to do.
       std::lock_guard lock(mutex);
+      auto it = alive.find(key);
+      if (it == alive.end() || it->second.tracker != tracker) return;
       if (auto e = tracker->remove()) llvm::consumeError(std::move(e));
-      if (auto it = alive.find(key); it != alive.end() && it->second.kernel.expired()) alive.erase(it);
+      alive.erase(it);
       runtime_counters().kernels_unloaded++;
     });
     auto kernel = std::make_shared<const CpuKernel>(addr.toPtr<KernelFn>(), k.scalars, std::move(code));
-    alive[key] = Alive{canonical, kernel};
+    alive[key] = Alive{canonical, kernel, tracker};
     runtime_counters().kernel_evictions += recent.put(key, kernel);
     return kernel;
   }
@@ -220,6 +233,7 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
       runtime_counters().kernel_evictions += im.recent.put(key, held);
       return held;
     }
+    im.unlink_dead(it);
   }
   const std::string sym = "kiln_" + key;
   if (std::optional<std::string> object = im.disk.load(key, canonical)) {

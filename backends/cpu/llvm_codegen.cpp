@@ -57,6 +57,7 @@ class KernelEmitter {
     for (const Inst& in : k.insts)
       if (in.code == Code::Reduce) num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
     seen_.assign(k.insts.size(), 0);
+    affine_ = kir::affine_analysis(k);
     // Along a reduced row, `accumulators` registers' worth of lanes per step: independent
     // accumulator chains (LLVM splits the wide vectors into native registers).
     width_ = static_cast<unsigned>(std::clamp(sched_.vector_width, 1, 64));
@@ -149,6 +150,7 @@ class KernelEmitter {
     return *c.memo[static_cast<size_t>(r)];
   }
   std::vector<uint32_t> seen_;  // per instruction: the epoch of get() that last queued it
+  std::vector<std::optional<kir::Affine>> affine_;  // the shared analysis, per instruction
   uint32_t epoch_ = 0;
   // Case A's row cache: an expensive value that several passes over a row need (softmax's
   // exp(x - max) in its sum and in its output) is computed in the first pass and kept in a
@@ -174,6 +176,9 @@ class KernelEmitter {
   Value* emit_cast(Value* x, DType from, DType to);
   Value* emit_rand(Value* index, int64_t seed, DType t);
   Val emit_load(Ctx& c, const Inst& in);
+  // Lane 0's offset when the offset `offset` (emitted as `off`) is contiguous along the
+  // lanes though this emitter tracked it as a full vector; nullptr otherwise.
+  Value* contiguous_lane0(Ctx& c, Ref offset, const Val& off);
   void emit_store(Ctx& c, const kir::Store& s);
   // The stores of `k_` that `pick` selects. Every value, offset and guard is computed before
   // the first store: a buffer the memory plan reuses in place may be read by a later store's
@@ -407,9 +412,25 @@ Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
                     : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
     return {to_reg(v), Val::Vector};
   }
+  if (Value* lane0 = contiguous_lane0(c, in.args[0], off)) {
+    Value* p = b_.CreateGEP(mt, base, lane0);
+    Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, p, align, mask, llvm::Constant::getNullValue(vt)))
+                    : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
+    return {to_reg(v), Val::Vector};
+  }
   Value* ptrs = b_.CreateGEP(mt, base, vector_of(c, off));
   if (!mask) mask = llvm::Constant::getAllOnesValue(vec_type(b_.getInt1Ty(), c.w));
   return {to_reg(b_.CreateMaskedGather(vt, ptrs, align, mask, llvm::Constant::getNullValue(vt))), Val::Vector};
+}
+
+Value* KernelEmitter::contiguous_lane0(Ctx& c, Ref offset, const Val& off) {
+  // The lanes of one vector step are consecutive positions along the lane dim, the other
+  // dims fixed: an offset whose stride along it is 1 (kir::affine_analysis, which sees through
+  // exact divisions where this emitter's own tracking gives up) is contiguous.
+  if (c.w == 1 || off.kind != Val::Vector || lane_dim_ < 0) return nullptr;
+  const auto& a = affine_[static_cast<size_t>(offset)];
+  if (!a || a->stride[static_cast<size_t>(lane_dim_)] != 1) return nullptr;
+  return b_.CreateExtractElement(off.v, uint64_t{0});
 }
 
 Val KernelEmitter::compute(Ctx& c, Ref r) {
@@ -553,6 +574,12 @@ void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
   Value* mask = guard ? vector_of(c, *guard) : nullptr;
   if (off.kind == Val::Affine && off.stride == 1) {
     Value* p = b_.CreateGEP(mt, base, off.v);
+    if (mask) b_.CreateMaskedStore(v, p, align, mask);
+    else b_.CreateAlignedStore(v, p, align);
+    return;
+  }
+  if (Value* lane0 = contiguous_lane0(c, s.offset, off)) {
+    Value* p = b_.CreateGEP(mt, base, lane0);
     if (mask) b_.CreateMaskedStore(v, p, align, mask);
     else b_.CreateAlignedStore(v, p, align);
     return;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -84,6 +85,28 @@ TEST(CacheBounds, NewGraphsEveryStepEvictLeastRecentlyUsed) {
   }
   // What was evicted is rebuilt (from disk) when needed again, and still right.
   EXPECT_EQ(((arange(1, DType::F32) * 2.0f + 1.0f).exp()).item<float>(), std::exp(1.0f));
+}
+
+// Regression (found by review): a kernel whose last holder dropped it still owned its symbol
+// while its unlinking waited for the JIT's lock; a thread that needed the same kernel then
+// linked it again, failed on the duplicate symbol, and deleted the good disk entry. Two
+// threads evicting and relinking the same kernels must never see an error.
+TEST(CacheBounds, ThreadsEvictingAndRelinkingTheSameKernelsNeverFail) {
+  auto work = [](int thread) {
+    for (int round = 0; round < 40; ++round) {
+      for (int n = 1; n <= 12; ++n) {
+        const Tensor x = arange(n, DType::F32);
+        const float got = ((x * 3.0f - 1.0f).tanh()).sum().item<float>();
+        float want = 0;
+        for (int i = 0; i < n; ++i) want += std::tanh(3.0f * static_cast<float>(i) - 1.0f);
+        EXPECT_NEAR(got, want, 1e-4f * n) << "thread " << thread << " n " << n;
+      }
+      if (round % 3 == thread) plan_cache_clear(Device::cpu());
+    }
+  };
+  std::thread a(work, 0), b(work, 1);
+  a.join();
+  b.join();
 }
 
 TEST(CacheBounds, DiskCacheRemovesLeastRecentlyUsedEntriesPastItsCap) {

@@ -17,6 +17,9 @@ namespace kiln {
 /// Index of a node in its Graph; a node defines exactly one value.
 using ValueId = uint32_t;
 
+/// The largest slot of a `scalar` node (the values a launch binds are indexed by slot).
+inline constexpr int64_t kMaxScalarSlot = (int64_t{1} << 24) - 1;
+
 /// One operation. Operands always refer to earlier nodes (SSA in definition order).
 struct Node {
   OpKind op = OpKind::Input;

@@ -1,4 +1,6 @@
-// kiln/ir/hash.h - structural hashing of graphs, the key of the plan cache.
+// kiln/ir/hash.h - structural hashing of graphs (order-independent), 128-bit text hashes.
+//
+// The caches key by kiln/ir/canonical.h instead, which is cheaper and order-dependent.
 #pragma once
 
 #include <bit>

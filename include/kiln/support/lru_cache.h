@@ -10,6 +10,7 @@
 #include <list>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -27,8 +28,9 @@ class LruCache {
   }
 
   /// Inserts or replaces `key`'s entry, then evicts least recently used entries beyond the
-  /// capacity. Returns how many were evicted.
-  size_t put(const Key& key, Value value) {
+  /// capacity. Returns how many were evicted; with `evicted`, their values are moved there
+  /// (so that an owner can destroy them after releasing its lock).
+  size_t put(const Key& key, Value value, std::vector<Value>* evicted = nullptr) {
     if (auto it = index_.find(key); it != index_.end()) {
       it->second->second = std::move(value);
       order_.splice(order_.begin(), order_, it->second);
@@ -36,13 +38,14 @@ class LruCache {
     }
     order_.emplace_front(key, std::move(value));
     index_.emplace(key, order_.begin());
-    size_t evicted = 0;
+    size_t count = 0;
     while (index_.size() > capacity_) {
       index_.erase(order_.back().first);
+      if (evicted) evicted->push_back(std::move(order_.back().second));
       order_.pop_back();
-      ++evicted;
+      ++count;
     }
-    return evicted;
+    return count;
   }
 
   size_t size() const { return index_.size(); }
@@ -50,6 +53,13 @@ class LruCache {
   void clear() {
     index_.clear();
     order_.clear();
+  }
+  /// Empties the cache, moving every value to the caller.
+  std::vector<Value> take_all() {
+    std::vector<Value> out;
+    for (auto& entry : order_) out.push_back(std::move(entry.second));
+    clear();
+    return out;
   }
 
  private:

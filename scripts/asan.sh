@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# AddressSanitizer + UndefinedBehaviorSanitizer run of the whole test suite: clang 19 with
+# -Werror, a Debug build into build-clang/ (or ${KILN_BUILD_DIR}-clang), then every test but
+# the two that compile programs outside CMake without the sanitizer flags.
+#   scripts/asan.sh            # installs what is missing first (scripts/setup.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+clang_dir=${KILN_ASAN_DIR:-${KILN_BUILD_DIR:-build}-clang}
+if [ ! -f "$clang_dir/build.ninja" ]; then
+  CC=clang-19 CXX=clang++-19 cmake -S . -B "$clang_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DKILN_WERROR=ON -DKILN_SANITIZE=address,undefined
+fi
+cmake --build "$clang_dir"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir "$clang_dir" --output-on-failure -j "$(nproc)" -E "install.consumer|docs.ir"
