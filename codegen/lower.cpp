@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -210,7 +211,7 @@ class Lowering {
   /// A kernel over v's shape that writes v into `buffer` (outputs nothing else computes,
   /// matmul operands that are views).
   void copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool> member = {});
-  bool depends_on_reduction(ValueId v, const std::vector<bool>& member) const;
+  bool depends_on_reduction(ValueId v, const std::vector<ValueId>& members) const;
   std::pair<Shape, std::vector<bool>> region_domain(const std::vector<ValueId>& members,
                                                     const std::vector<ValueId>& outputs) const;
 
@@ -542,7 +543,7 @@ void Lowering::lower_region(int32_t k) {
     // An output smaller than the domain (a slice or concat operand that is returned too)
     // would be computed over the whole domain, masked: its own small kernel is cheaper.
     std::vector<std::pair<int, int64_t>> bounds;
-    if (!depends_on_reduction(v, member) && right_aligned(g_.type(v).shape, domain, &bounds) && !bounds.empty()) {
+    if (!depends_on_reduction(v, index_.members[ki]) && right_aligned(g_.type(v).shape, domain, &bounds) && !bounds.empty()) {
       apart.push_back(v);
       continue;
     }
@@ -552,24 +553,27 @@ void Lowering::lower_region(int32_t k) {
   // Outputs that do not fit the domain (e.g. a value the kernel reads through a strided
   // slice) are computed over their own shape; that needs no reduction of the kernel.
   for (ValueId v : apart) {
-    if (depends_on_reduction(v, member))
+    if (depends_on_reduction(v, index_.members[ki]))
       throw Error(fmt::format("kernel @{}: output %{} ({}) does not fit the domain {} and needs its reductions",
                               g_.kernels()[ki].name, name(v), g_.type(v).str(), domain.str()));
     copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
   }
 }
 
-bool Lowering::depends_on_reduction(ValueId v, const std::vector<bool>& member) const {
-  // In node order, once per call: members share operands (a residual chain doubles the
-  // paths at every step), so a plain recursion would be exponential.
-  std::vector<bool> depends(v + 1, false);
-  for (ValueId u = 0; u <= v; ++u) {
-    if (u >= member.size() || !member[u]) continue;
+bool Lowering::depends_on_reduction(ValueId v, const std::vector<ValueId>& members) const {
+  // Over the region's members in node order, once per call: members share operands (a
+  // residual chain doubles the paths at every step), so a plain recursion would be
+  // exponential; and a walk over the whole graph would make a long chain of kernels
+  // quadratic.
+  std::unordered_set<ValueId> depends;
+  for (ValueId u : members) {
+    if (u > v) break;
     const Node& n = g_.node(u);
-    depends[u] = n.info().category == OpCategory::Reduce ||
-                 std::any_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return depends[o]; });
+    if (n.info().category == OpCategory::Reduce ||
+        std::any_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return depends.count(o) > 0; }))
+      depends.insert(u);
   }
-  return depends[v];
+  return depends.count(v) > 0;
 }
 
 void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool> member) {
