@@ -5,11 +5,19 @@
 #include "kiln/ir/text.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include <fmt/format.h>
 
 namespace kiln {
+namespace {
+// Statistics of the plan: every buffer's size fits in int64 (verified types), their sum may not.
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+}  // namespace
 namespace {
 
 constexpr size_t kForever = SIZE_MAX;
@@ -98,7 +106,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
   auto new_buffer = [&](int64_t bytes, int32_t param) {
     plan.buffer_bytes.push_back(bytes);
     plan.buffer_param.push_back(param);
-    if (param < 0) plan.allocated_bytes += bytes;
+    if (param < 0) plan.allocated_bytes = saturating_add(plan.allocated_bytes, bytes);
     return static_cast<int32_t>(plan.buffer_bytes.size() - 1);
   };
   // Parameters live in their own buffers; literal constants in buffers of the plan's.
@@ -127,7 +135,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& donated) {
     std::vector<ValueId> taken;
     for (ValueId w : unit.writes) {
       if (plan.buffer_of[w] != MemoryPlan::kNone) continue;
-      plan.naive_bytes += g.type(w).bytes();
+      plan.naive_bytes = saturating_add(plan.naive_bytes, g.type(w).bytes());
       // In place: an aligned read (identity access, not through a view) of the same type that
       // dies here and that no other read of this launch reaches through a view.
       {
