@@ -6,6 +6,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/ir/text.h"
 #include "kiln/engine/device.h"
+#include "kiln/engine/engine.h"
 #include "kiln/ir/host_tensor.h"
 #include "kiln/support/error.h"
 #include "kiln/version.h"
