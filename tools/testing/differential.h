@@ -13,16 +13,21 @@
 
 namespace kiln::test {
 
-/// Per value of `g`: whether an approximated computation feeds it, one a backend may round
-/// differently from the interpreter (docs/runtime.md, "Accuracy"): f32 exp/log/tanh/erf/
-/// sigmoid (ops with the VectorMath trait), float sums and products, float matmul.
-std::vector<bool> approximated(const Graph& g);
+/// How closely a value must match the interpreter's.
+enum class Precision : uint8_t {
+  Exact,        // bit for bit (any NaN equals any NaN)
+  Approximate,  // fed by a computation a backend may round differently (docs/runtime.md,
+                // "Accuracy": f32 exp/log/tanh/erf/sigmoid, float sums and products, float
+                // matmul): within a relative tolerance scaled by the output's magnitude
+  Unbounded,    // such a difference then went through an op that amplifies it without bound
+                // (a step, a pole, a compare, a periodic function): only the type is checked
+};
+std::vector<Precision> precision(const Graph& g);
 
-/// "" when `got` matches `want`: bit for bit (any NaN equals any NaN) where `exact[o]` or the
-/// output is not floating point, else within a relative tolerance scaled by the output's
-/// magnitude (tighter when `has_f32` is false).
+/// "" when `got` matches `want` at each output's precision (floats of Approximate outputs
+/// within a relative tolerance, tighter when `has_f32` is false; non-floats always exact).
 std::string compare_outputs(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got,
-                            const std::vector<bool>& exact, bool has_f32);
+                            const std::vector<Precision>& precision, bool has_f32);
 
 /// Runs `g` on `device` with random_inputs(g, seed) and compares with the interpreter:
 /// "" on a match, else what differs (or the error thrown).
