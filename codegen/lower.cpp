@@ -543,7 +543,11 @@ void Lowering::lower_region(int32_t k) {
     // An output smaller than the domain (a slice or concat operand that is returned too)
     // would be computed over the whole domain, masked: its own small kernel is cheaper.
     std::vector<std::pair<int, int64_t>> bounds;
-    if (!depends_on_reduction(v, index_.members[ki]) && right_aligned(g_.type(v).shape, domain, &bounds) && !bounds.empty()) {
+    // A domain with no points (a zero-size dim the output broadcasts from 1) would store
+    // nothing of a non-empty output: it gets its own kernel too (found by kiln fuzz).
+    const bool empty_domain = domain.numel() == 0 && g_.type(v).shape.numel() > 0;
+    if (!depends_on_reduction(v, index_.members[ki]) &&
+        (empty_domain || (right_aligned(g_.type(v).shape, domain, &bounds) && !bounds.empty()))) {
       apart.push_back(v);
       continue;
     }
