@@ -107,28 +107,13 @@ void call_kernel(cpu::KernelFn fn, void* const* args, int64_t begin, int64_t end
 
 // A scalar argument as the kernel reads it: one element of its dtype (bool: one byte).
 void store_scalar(const Scalar& v, DType t, std::byte* out) {
+  auto put = [&](auto x) { std::memcpy(out, &x, sizeof x); };
   switch (t) {
-    case DType::F32: {
-      const auto f = static_cast<float>(v.as_double());
-      std::memcpy(out, &f, sizeof f);
-      return;
-    }
-    case DType::F64: {
-      const double d = v.as_double();
-      std::memcpy(out, &d, sizeof d);
-      return;
-    }
-    case DType::I32: {
-      const auto i = static_cast<int32_t>(v.as_int());
-      std::memcpy(out, &i, sizeof i);
-      return;
-    }
-    case DType::I64: {
-      const int64_t i = v.as_int();
-      std::memcpy(out, &i, sizeof i);
-      return;
-    }
-    case DType::Bool: *out = std::byte{v.as_int() != 0}; return;
+    case DType::F32: return put(static_cast<float>(v.as_double()));
+    case DType::F64: return put(v.as_double());
+    case DType::I32: return put(static_cast<int32_t>(v.as_int()));
+    case DType::I64: return put(v.as_int());
+    case DType::Bool: return put(static_cast<uint8_t>(v.as_int() != 0));
   }
 }
 
