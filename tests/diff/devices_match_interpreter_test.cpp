@@ -8,7 +8,7 @@
 // docs/runtime.md ("Accuracy"): f32 exp/log/tanh/erf/sigmoid (inline approximations of a few
 // ulp), float sums and products (another order of accumulation), float matmul (accumulates in
 // the operand type). An output that depends on any of those is compared with a relative
-// tolerance scaled by the magnitude of its values, unless the difference then went through
+// tolerance scaled by its magnitude and that of the values it is computed from, unless the difference then went through
 // an op that amplifies it without bound (a step, a pole, a compare, sin/cos): then only its
 // type is checked (test::Precision). `KILN_DIFF_SEED=N` reruns one seed; a failure prints
 // the graph and what the device's pipeline made of it.

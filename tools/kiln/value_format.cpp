@@ -1,4 +1,5 @@
 // tools/kiln/value_format.cpp - tensors as text, in NumPy's layout.
+#include <bit>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -72,6 +73,26 @@ std::string format_values(const HostTensor& t, int64_t threshold) {
   return out;
 }
 
+namespace {
+
+// How many values of `t` lie between a and b: distance between their bit patterns mapped
+// to one monotonic integer line (negative floats mirrored below zero).
+double ulps_between(double a, double b, DType t) {
+  auto line = [&](double x) -> int64_t {
+    if (t == DType::F32) {
+      const auto bits = std::bit_cast<int32_t>(static_cast<float>(x));
+      return bits < 0 ? -static_cast<int64_t>(bits & 0x7fffffff) : bits;
+    }
+    const auto bits = std::bit_cast<int64_t>(x);
+    return bits < 0 ? -(bits & INT64_MAX) : bits;
+  };
+  const int64_t x = line(a), y = line(b);
+  // Through double: two f64 far apart differ by more than int64 holds.
+  return std::fabs(static_cast<double>(x) - static_cast<double>(y));
+}
+
+}  // namespace
+
 std::string compare_values(const HostTensor& got, const HostTensor& want) {
   if (!(got.type() == want.type())) return fmt::format("type {} differs from {}", got.type().str(), want.type().str());
   int64_t differ = 0;
@@ -83,13 +104,9 @@ std::string compare_values(const HostTensor& got, const HostTensor& want) {
     ++differ;
     const double d = std::fabs(a - b);
     max_abs = std::max(max_abs, d);
-    if (b != 0) max_rel = std::max(max_rel, d / std::fabs(b));
-    if (is_float(got.dtype()) && std::isfinite(b)) {
-      const double ulp = got.dtype() == DType::F32
-                             ? std::nextafter(static_cast<float>(std::fabs(b)), INFINITY) - static_cast<float>(std::fabs(b))
-                             : std::nextafter(std::fabs(b), INFINITY) - std::fabs(b);
-      max_ulp = std::max(max_ulp, d / ulp);
-    }
+    max_rel = std::max(max_rel, b != 0 ? d / std::fabs(b) : INFINITY);
+    if (is_float(got.dtype()) && std::isfinite(a) && std::isfinite(b))
+      max_ulp = std::max(max_ulp, ulps_between(a, b, got.dtype()));
   }
   if (differ == 0) return "identical to the interpreter";
   return fmt::format("{} of {} elements differ; max abs {:.3g}, max rel {:.3g}{}", differ, got.numel(), max_abs, max_rel,

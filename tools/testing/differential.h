@@ -24,10 +24,17 @@ enum class Precision : uint8_t {
 };
 std::vector<Precision> precision(const Graph& g);
 
+/// Per output of `g`: the largest finite magnitude among it and every value it is computed
+/// from, as the interpreter computes them. A sum that cancels to ~0 is off by a rounding of
+/// its terms, not of its result: this is the scale its tolerance needs.
+std::vector<double> magnitudes(const Graph& g, const std::vector<HostTensor>& inputs);
+
 /// "" when `got` matches `want` at each output's precision (floats of Approximate outputs
-/// within a relative tolerance, tighter when `has_f32` is false; non-floats always exact).
+/// within a relative tolerance of the value plus a fraction of `magnitude`, tighter when
+/// `has_f32` is false; non-floats always exact).
 std::string compare_outputs(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got,
-                            const std::vector<Precision>& precision, bool has_f32);
+                            const std::vector<Precision>& precision, const std::vector<double>& magnitude,
+                            bool has_f32);
 
 /// Runs `g` on `device` with random_inputs(g, seed) and compares with the interpreter:
 /// "" on a match, else what differs (or the error thrown).
