@@ -166,14 +166,22 @@ Value* emit_libm(llvm::IRBuilder<>& b, OpKind op, Value* x, Value* y) {
   }
   std::vector<llvm::Type*> params(y ? 2 : 1, f64);
   llvm::FunctionCallee fn = m->getOrInsertFunction(name, llvm::FunctionType::get(f64, params, false));
+  // The C library's own function, as the interpreter calls it: `nobuiltin` keeps LLVM from
+  // substituting what it thinks equal (pow(x, -1) -> 1/x, pow(x, 0.5) -> sqrt(x),
+  // pow(2, x) -> exp2(x)), which rounds differently (kiln fuzz seed 1128990).
+  auto call = [&](std::initializer_list<Value*> args) {
+    llvm::CallInst* c = b.CreateCall(fn, args);
+    c->addFnAttr(llvm::Attribute::NoBuiltin);
+    return c;
+  };
   auto one = [&](Value* a, Value* bb) -> Value* {
     llvm::Type* t = a->getType();
     a = b.CreateFPExt(a, f64);
     if (op == OpKind::Sigmoid) {
-      Value* e = b.CreateCall(fn, {b.CreateFNeg(a)});
+      Value* e = call({b.CreateFNeg(a)});
       return b.CreateFPTrunc(b.CreateFDiv(llvm::ConstantFP::get(f64, 1.0), b.CreateFAdd(llvm::ConstantFP::get(f64, 1.0), e)), t);
     }
-    Value* r = bb ? b.CreateCall(fn, {a, b.CreateFPExt(bb, f64)}) : b.CreateCall(fn, {a});
+    Value* r = bb ? call({a, b.CreateFPExt(bb, f64)}) : call({a});
     return b.CreateFPTrunc(r, t);
   };
   auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
