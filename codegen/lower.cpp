@@ -110,6 +110,8 @@ class KernelBuilder {
   /// kernel (over the reduction's kept dims, through elementwise ops and views forwards);
   /// nullopt otherwise: then its dims are right-aligned with the domain's.
   std::optional<IndexMap> reduced_position(const Graph& g, ValueId v);
+  /// reduced_position() of `v` once its member operands have theirs.
+  std::optional<IndexMap> position_from_operands(const Graph& g, ValueId v);
 
   const std::vector<int32_t>& bindings() const { return bindings_; }
   const std::vector<int32_t>& scalar_bindings() const { return scalar_bindings_; }
@@ -133,7 +135,20 @@ class KernelBuilder {
   Ref add_inst(Inst in);
   Ref offset_of(const IndexMap& p, const Shape& s);
   Ref in_bounds(const IndexMap& q, const Shape& s);
-  Ref compute(const Graph& g, ValueId v, const IndexMap& p, Ref mask);
+  // One value at one position under one mask: the unit value_at() memoizes.
+  struct Request {
+    ValueId v;
+    IndexMap p;
+    Ref mask;
+  };
+  std::string memo_key(const Request& r);
+  /// A load, a constant, a scalar argument or a source computed from its position; nullopt
+  /// when `at` needs its operands first.
+  std::optional<Ref> without_operands(const Graph& g, const Request& at);
+  std::vector<Request> operand_requests(const Graph& g, const Request& at);
+  Ref combine(const Graph& g, const Request& at, const std::vector<Ref>& operands);
+  Ref pad_inside(const Graph& g, const Node& n, const IndexMap& p);
+  Ref concat_part(const Graph& g, const Node& n, const IndexMap& p, size_t i);
 
   Lowering& low_;
   std::vector<bool> member_;
@@ -143,6 +158,7 @@ class KernelBuilder {
   std::unordered_map<std::string, Ref> cse_;
   std::unordered_map<std::string, Ref> memo_;
   std::unordered_map<ValueId, std::optional<IndexMap>> natural_;
+  IndexBuildCache<Ref> index_cache_;
 };
 
 class Lowering {
@@ -250,113 +266,180 @@ Ref KernelBuilder::offset_of(const IndexMap& p, const Shape& s) {
   const auto strides = s.strides();
   Ref off = constant(0);
   for (size_t j = 0; j < p.size(); ++j)
-    if (s[static_cast<int>(j)] != 1) off = add(off, mul(p[j].build(*this), strides[j]));
+    if (s[static_cast<int>(j)] != 1) off = add(off, mul(p[j].build(*this, index_cache_), strides[j]));
   return off;
 }
 
 Ref KernelBuilder::in_bounds(const IndexMap& q, const Shape& s) {
   Ref ok = kir::kNoRef;
   for (size_t j = 0; j < q.size(); ++j) {
-    const Ref x = q[j].build(*this);
+    const Ref x = q[j].build(*this, index_cache_);
     ok = both(ok, op(OpKind::Ge, DType::Bool, {x, constant(0)}));
     ok = both(ok, op(OpKind::Lt, DType::Bool, {x, constant(s[static_cast<int>(j)])}));
   }
   return ok == kir::kNoRef ? konst(Scalar::from_int(1), DType::Bool) : ok;
 }
 
-Ref KernelBuilder::value_at(const Graph& g, ValueId v, const IndexMap& p, Ref mask) {
-  const std::string key = fmt::format("{}{}{}", v, index_map_str(p), mask);
-  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-  const Ref r = compute(g, v, p, mask);
-  memo_.emplace(key, r);
-  return r;
+std::string KernelBuilder::memo_key(const Request& r) {
+  // By the instructions of the position (hash-consed, so equal positions give equal refs):
+  // its text can be exponentially longer than the shared nodes it is made of.
+  std::string key = fmt::format("{}|{}|", r.v, r.mask);
+  for (const IndexExpr& e : r.p) key += fmt::format("{},", e.build(*this, index_cache_));
+  return key;
 }
 
-Ref KernelBuilder::compute(const Graph& g, ValueId v, const IndexMap& p, Ref mask) {
-  const Node& n = g.node(v);
+Ref KernelBuilder::value_at(const Graph& g, ValueId v, const IndexMap& p, Ref mask) {
+  // An explicit stack rather than recursion: a chain of views outside every kernel is as
+  // long as the user made it (fusion bounds only what is inside a kernel).
+  struct Frame {
+    Request at;
+    std::string key;
+    std::vector<Request> needs;  // operands, at their positions and masks
+    std::vector<Ref> got;
+    bool expanded = false;
+  };
+  std::vector<Frame> stack;
+  auto push = [&](Request r) {
+    std::string key = memo_key(r);
+    stack.push_back({std::move(r), std::move(key), {}, {}, false});
+  };
+  push({v, p, mask});
+  Ref result = kir::kNoRef;
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (!f.expanded) {
+      f.expanded = true;
+      if (auto it = memo_.find(f.key); it != memo_.end()) {
+        result = it->second;
+        stack.pop_back();
+        continue;
+      }
+      if (std::optional<Ref> leaf = without_operands(g, f.at)) {
+        result = *leaf;
+        memo_.emplace(std::move(f.key), result);
+        stack.pop_back();
+        continue;
+      }
+      f.needs = operand_requests(g, f.at);
+    } else {
+      f.got.push_back(result);  // the operand pushed last
+    }
+    if (f.got.size() < f.needs.size()) {
+      Request next = f.needs[f.got.size()];
+      push(std::move(next));  // invalidates f
+      continue;
+    }
+    result = combine(g, f.at, f.got);
+    memo_.emplace(std::move(f.key), result);
+    stack.pop_back();
+  }
+  return result;
+}
+
+std::optional<Ref> KernelBuilder::without_operands(const Graph& g, const Request& at) {
+  const Node& n = g.node(at.v);
   const DType t = n.type.dtype;
-  const bool here = v < member_.size() && member_[v];
+  const bool here = at.v < member_.size() && member_[at.v];
   if (!here) {
-    const int32_t b = low_.stored(v);
+    const int32_t b = low_.stored(at.v);
     if (b >= 0) {
-      const int32_t param = param_for(b, low_.name(v), n.type, false);
-      Inst in{Code::Load, OpKind::Add, t, {offset_of(p, n.type.shape)}, param, 0, {}};
-      if (mask != kir::kNoRef) in.args.push_back(mask);
+      const int32_t param = param_for(b, low_.name(at.v), n.type, false);
+      Inst in{Code::Load, OpKind::Add, t, {offset_of(at.p, n.type.shape)}, param, 0, {}};
+      if (at.mask != kir::kNoRef) in.args.push_back(at.mask);
       return add_inst(std::move(in));
     }
   }
-  auto operand = [&](size_t i, Ref m) {
-    return value_at(g, n.operands[i], operand_index_map(g, n, i, p, k_.domain), m);
-  };
-  switch (n.info().category) {
-    case OpCategory::Source: {
-      if (n.op == OpKind::Constant) return konst(n.attr("value").scalar, t);
-      if (n.op == OpKind::ScalarParam) return scalar_arg(n.attr("slot").i, t);
-      const Ref flat = offset_of(p, n.type.shape);
-      if (n.op == OpKind::Rand) return add_inst({Code::Rand, OpKind::Rand, t, {flat}, -1, n.attr("seed").i, {}});
-      if (n.op == OpKind::Arange) {
-        const Scalar start = n.attr("start").scalar, step = n.attr("step").scalar;
-        if (is_float(t)) {
-          const Ref k = cast(flat, DType::F64);
-          const Ref x = op(OpKind::Add, DType::F64,
-                           {konst(Scalar::from_float(start.as_double()), DType::F64),
-                            op(OpKind::Mul, DType::F64, {k, konst(Scalar::from_float(step.as_double()), DType::F64)})});
-          return cast(x, t);
-        }
-        const Ref x = op(OpKind::Add, DType::I64, {constant(start.as_int()), op(OpKind::Mul, DType::I64, {flat, constant(step.as_int())})});
-        return cast(x, t);
-      }
-      break;  // an input that is not stored cannot happen
+  if (n.info().category != OpCategory::Source) return std::nullopt;
+  if (n.op == OpKind::Constant) return konst(n.attr("value").scalar, t);
+  if (n.op == OpKind::ScalarParam) return scalar_arg(n.attr("slot").i, t);
+  const Ref flat = offset_of(at.p, n.type.shape);
+  if (n.op == OpKind::Rand) return add_inst({Code::Rand, OpKind::Rand, t, {flat}, -1, n.attr("seed").i, {}});
+  if (n.op == OpKind::Arange) {
+    const Scalar start = n.attr("start").scalar, step = n.attr("step").scalar;
+    if (is_float(t)) {
+      const Ref k = cast(flat, DType::F64);
+      const Ref x = op(OpKind::Add, DType::F64,
+                       {konst(Scalar::from_float(start.as_double()), DType::F64),
+                        op(OpKind::Mul, DType::F64, {k, konst(Scalar::from_float(step.as_double()), DType::F64)})});
+      return cast(x, t);
     }
+    const Ref x = op(OpKind::Add, DType::I64, {constant(start.as_int()), op(OpKind::Mul, DType::I64, {flat, constant(step.as_int())})});
+    return cast(x, t);
+  }
+  // An input that is not stored cannot happen.
+  throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(at.v),
+                          op_info(n.op).name));
+}
+
+// Pad and concat read an operand only where the position lies inside it: the guard is
+// both the consumer's mask and that condition, built the same way here and in combine()
+// (hash-consing makes the two one instruction).
+Ref KernelBuilder::pad_inside(const Graph& g, const Node& n, const IndexMap& p) {
+  return in_bounds(operand_index_map(g, n, 0, p, k_.domain), g.type(n.operands[0]).shape);
+}
+
+Ref KernelBuilder::concat_part(const Graph& g, const Node& n, const IndexMap& p, size_t i) {
+  const auto axis = static_cast<size_t>(n.attr("axis").i);
+  int64_t lo = 0;
+  for (size_t j = 0; j < i; ++j) lo += g.type(n.operands[j]).shape[static_cast<int>(axis)];
+  const int64_t hi = lo + g.type(n.operands[i]).shape[static_cast<int>(axis)];
+  const Ref at = p[axis].build(*this, index_cache_);
+  return both(op(OpKind::Ge, DType::Bool, {at, constant(lo)}), op(OpKind::Lt, DType::Bool, {at, constant(hi)}));
+}
+
+std::vector<KernelBuilder::Request> KernelBuilder::operand_requests(const Graph& g, const Request& at) {
+  const Node& n = g.node(at.v);
+  if (n.info().category == OpCategory::Matmul)  // stored by its GEMM step
+    throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(at.v),
+                            op_info(n.op).name));
+  std::vector<Request> out;
+  for (size_t i = 0; i < n.operands.size(); ++i) {
+    Ref m = at.mask;
+    if (n.op == OpKind::Pad) m = both(m, pad_inside(g, n, at.p));
+    if (n.op == OpKind::Concat) m = both(m, concat_part(g, n, at.p, i));
+    out.push_back({n.operands[i], operand_index_map(g, n, i, at.p, k_.domain), m});
+  }
+  return out;
+}
+
+Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<Ref>& x) {
+  const Node& n = g.node(at.v);
+  const DType t = n.type.dtype;
+  switch (n.info().category) {
     case OpCategory::Elementwise: {
-      if (n.op == OpKind::Cast) return cast(operand(0, mask), t);
-      if (n.op == OpKind::Where)
-        return op(OpKind::Where, t, {cast(operand(0, mask), DType::Bool), cast(operand(1, mask), t), cast(operand(2, mask), t)});
-      if (n.operands.size() == 1) return op(n.op, t, {cast(operand(0, mask), t)});
-      const Ref a = operand(0, mask), b = operand(1, mask);
+      if (n.op == OpKind::Cast) return cast(x[0], t);
+      if (n.op == OpKind::Where) return op(OpKind::Where, t, {cast(x[0], DType::Bool), cast(x[1], t), cast(x[2], t)});
+      if (x.size() == 1) return op(n.op, t, {cast(x[0], t)});
       const bool compare = t == DType::Bool && n.op != OpKind::And && n.op != OpKind::Or;
-      const DType d = compare ? promote(type(a), type(b)) : t;
-      return op(n.op, t, {cast(a, d), cast(b, d)});
+      const DType d = compare ? promote(type(x[0]), type(x[1])) : t;
+      return op(n.op, t, {cast(x[0], d), cast(x[1], d)});
     }
     case OpCategory::Reduce: {
-      const Ref x = operand(0, mask);
       Inst in{Code::Reduce, n.op, t, {}, -1, 0, {}};
       if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) {
-        in.args = {x, dim(static_cast<int>(n.attr("axes").ints[0]))};
+        in.args = {x[0], dim(static_cast<int>(n.attr("axes").ints[0]))};
       } else {
-        in.args = {cast(x, t)};
+        in.args = {cast(x[0], t)};
       }
       return add_inst(std::move(in));
     }
     case OpCategory::Movement: {
       if (n.op == OpKind::Pad) {
-        const IndexMap q = operand_index_map(g, n, 0, p, k_.domain);
-        const Ref ok = in_bounds(q, g.type(n.operands[0]).shape);
-        const Ref x = value_at(g, n.operands[0], q, both(mask, ok));
         const AttrValue& fill = n.attr("value");
-        return op(OpKind::Where, t, {ok, cast(x, t), konst(fill.present ? fill.scalar : Scalar::from_int(0), t)});
+        return op(OpKind::Where, t,
+                  {pad_inside(g, n, at.p), cast(x[0], t), konst(fill.present ? fill.scalar : Scalar::from_int(0), t)});
       }
       if (n.op == OpKind::Concat) {
-        const auto axis = static_cast<size_t>(n.attr("axis").i);
-        const Ref at = p[axis].build(*this);
-        std::vector<Ref> vals, conds;
-        int64_t lo = 0;
-        for (size_t i = 0; i < n.operands.size(); ++i) {
-          const int64_t hi = lo + g.type(n.operands[i]).shape[static_cast<int>(axis)];
-          const Ref c = both(op(OpKind::Ge, DType::Bool, {at, constant(lo)}), op(OpKind::Lt, DType::Bool, {at, constant(hi)}));
-          conds.push_back(c);
-          vals.push_back(cast(operand(i, both(mask, c)), t));
-          lo = hi;
-        }
-        Ref r = vals.back();
-        for (size_t i = vals.size() - 1; i-- > 0;) r = op(OpKind::Where, t, {conds[i], vals[i], r});
+        Ref r = cast(x.back(), t);
+        for (size_t i = x.size() - 1; i-- > 0;) r = op(OpKind::Where, t, {concat_part(g, n, at.p, i), cast(x[i], t), r});
         return r;
       }
-      return operand(0, mask);  // a view: only the position changes
+      return x[0];  // a view: only the position changes
     }
-    case OpCategory::Matmul: break;  // stored by its GEMM step
+    case OpCategory::Source:
+    case OpCategory::Matmul: break;  // handled before operands are requested
   }
-  throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(v),
+  throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(at.v),
                           op_info(n.op).name));
 }
 
@@ -403,14 +486,33 @@ std::optional<IndexMap> right_aligned(const Shape& s, const Shape& domain,
 }
 
 std::optional<IndexMap> KernelBuilder::reduced_position(const Graph& g, ValueId v) {
-  if (auto it = natural_.find(v); it != natural_.end()) return it->second;
+  // Operands before their users, on an explicit stack (depth is the kernel's chain length).
+  auto member = [&](ValueId u) { return u < member_.size() && member_[u]; };
+  std::vector<std::pair<ValueId, bool>> stack{{v, false}};
+  while (!stack.empty()) {
+    const auto [u, operands_done] = stack.back();
+    stack.pop_back();
+    if (natural_.count(u)) continue;
+    if (!operands_done) {
+      stack.push_back({u, true});
+      if (member(u))
+        for (ValueId o : g.node(u).operands)
+          if (member(o) && !natural_.count(o)) stack.push_back({o, false});
+      continue;
+    }
+    natural_[u] = position_from_operands(g, u);
+  }
+  return natural_.at(v);
+}
+
+std::optional<IndexMap> KernelBuilder::position_from_operands(const Graph& g, ValueId v) {
   const Node& n = g.node(v);
   const Shape& s = n.type.shape;
   const Shape& domain = k_.domain;
   std::optional<IndexMap> out;
   auto operand_pos = [&](size_t i) -> std::optional<IndexMap> {
     const ValueId o = n.operands[i];
-    if (o < member_.size() && member_[o]) return reduced_position(g, o);
+    if (o < member_.size() && member_[o]) return natural_.at(o);
     return std::nullopt;
   };
   if (v >= member_.size() || !member_[v]) {
@@ -469,7 +571,6 @@ std::optional<IndexMap> KernelBuilder::reduced_position(const Graph& g, ValueId 
       out = m;
     }
   }
-  natural_[v] = out;
   return out;
 }
 
@@ -537,6 +638,7 @@ void Lowering::lower_region(int32_t k) {
   for (ValueId v : index_.members[ki]) member[v] = true;
   KernelBuilder b(*this, g_.kernels()[ki].name, domain, reduced, member);
   std::vector<ValueId> apart;
+  bool apart_needs_reductions = false;
   for (ValueId v : outputs) {
     const int32_t buf = mp_.buffer_of[v];
     if (buf < 0) throw Error(fmt::format("kernel @{}: output %{} has no buffer", g_.kernels()[ki].name, name(v)));
@@ -544,20 +646,37 @@ void Lowering::lower_region(int32_t k) {
     // would be computed over the whole domain, masked: its own small kernel is cheaper.
     std::vector<std::pair<int, int64_t>> bounds;
     // A domain with no points (a zero-size dim the output broadcasts from 1) would store
-    // nothing of a non-empty output: it gets its own kernel too (found by kiln fuzz).
+    // nothing of a non-empty output: it gets its own kernel too (found by kiln fuzz), after
+    // this one has stored the reductions it needs (each of those is the reduction's
+    // identity, written once per kept position however empty the reduced axes are).
     const bool empty_domain = domain.numel() == 0 && g_.type(v).shape.numel() > 0;
-    if (!depends_on_reduction(v, index_.members[ki]) &&
-        (empty_domain || (right_aligned(g_.type(v).shape, domain, &bounds) && !bounds.empty()))) {
+    const bool needs_reduction = depends_on_reduction(v, index_.members[ki]);
+    if (empty_domain && needs_reduction && g_.node(v).info().category != OpCategory::Reduce) {
+      apart.push_back(v);
+      apart_needs_reductions = true;
+      continue;
+    }
+    if (!needs_reduction && (empty_domain || (right_aligned(g_.type(v).shape, domain, &bounds) && !bounds.empty()))) {
       apart.push_back(v);
       continue;
     }
     if (!b.store(g_, v, buf)) apart.push_back(v);
   }
+  if (apart_needs_reductions) {
+    for (ValueId r : index_.members[ki]) {
+      if (g_.node(r).info().category != OpCategory::Reduce) continue;
+      if (std::find(outputs.begin(), outputs.end(), r) == outputs.end()) {
+        override_[r] = new_buffer(g_.type(r));
+        b.store(g_, r, override_[r]);
+      }
+      member[r] = false;  // read back from memory by the kernels below
+    }
+  }
   if (!b.finish_empty()) add_kernel(b);
   // Outputs that do not fit the domain (e.g. a value the kernel reads through a strided
   // slice) are computed over their own shape; that needs no reduction of the kernel.
   for (ValueId v : apart) {
-    if (depends_on_reduction(v, index_.members[ki]))
+    if (!apart_needs_reductions && depends_on_reduction(v, index_.members[ki]))
       throw Error(fmt::format("kernel @{}: output %{} ({}) does not fit the domain {} and needs its reductions",
                               g_.kernels()[ki].name, name(v), g_.type(v).str(), domain.str()));
     copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);

@@ -13,9 +13,51 @@ namespace kiln {
 // A Linear expression is sum(coef * atom) + constant, where an atom is a domain dim or a
 // FloorDiv/Mod expression; floordiv and mod simplify when the dims' extents bound the rest.
 
+namespace {
+
+int64_t floor_div(int64_t a, int64_t n) { return a / n - ((a % n != 0) && ((a < 0) != (n < 0))); }
+int64_t floor_mod(int64_t a, int64_t n) { return a - floor_div(a, n) * n; }
+
+}  // namespace
+
 bool IndexExpr::Term::same_atom(const Term& o) const {
   if (dim >= 0 || o.dim >= 0) return dim == o.dim;
-  return atom->str() == o.atom->str();
+  return *atom == *o.atom;
+}
+
+bool IndexExpr::operator==(const IndexExpr& o) const {
+  if (this == &o) return true;
+  if (op_ != o.op_ || constant_ != o.constant_ || divisor_ != o.divisor_ || terms_.size() != o.terms_.size())
+    return false;
+  if (op_ != Op::Linear)
+    return inner_ == o.inner_ || (inner_->shared_hash_ == o.inner_->shared_hash_ && *inner_ == *o.inner_);
+  for (size_t i = 0; i < terms_.size(); ++i) {
+    const Term &a = terms_[i], &b = o.terms_[i];
+    if (a.dim != b.dim || a.coef != b.coef) return false;
+    if (a.dim < 0 && a.atom != b.atom && (a.atom->shared_hash_ != b.atom->shared_hash_ || !(*a.atom == *b.atom)))
+      return false;
+  }
+  return true;
+}
+
+uint64_t IndexExpr::structural_hash() const {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(op_);
+  auto mix = [&](uint64_t x) { h = (h ^ x) * 0x100000001b3ull + (h >> 29); };
+  mix(static_cast<uint64_t>(constant_));
+  mix(static_cast<uint64_t>(divisor_));
+  if (inner_) mix(inner_->shared_hash_);
+  for (const Term& t : terms_) {
+    mix(static_cast<uint64_t>(t.dim));
+    mix(static_cast<uint64_t>(t.coef));
+    if (t.atom) mix(t.atom->shared_hash_);
+  }
+  return h;
+}
+
+std::shared_ptr<const IndexExpr> IndexExpr::share(IndexExpr e) {
+  e.shared_range_ = e.range();
+  e.shared_hash_ = e.structural_hash();
+  return std::make_shared<const IndexExpr>(std::move(e));
 }
 
 IndexExpr IndexExpr::constant(int64_t c) {
@@ -34,19 +76,19 @@ IndexExpr IndexExpr::dim(int d, int64_t extent) {
 IndexExpr IndexExpr::as_linear() const {
   if (is_linear()) return *this;
   IndexExpr out;
-  out.terms_.push_back({-1, 1, range().second + 1, std::make_shared<const IndexExpr>(*this)});
+  out.terms_.push_back({-1, 1, range().second + 1, share(*this)});
   return out;
 }
 
 std::pair<int64_t, int64_t> IndexExpr::range() const {
   if (op_ == Op::FloorDiv) {
-    const auto [lo, hi] = inner_->range();
-    return {lo >= 0 ? lo / divisor_ : -((-lo + divisor_ - 1) / divisor_), hi >= 0 ? hi / divisor_ : -((-hi + divisor_ - 1) / divisor_)};
+    const auto [lo, hi] = inner_->shared_range_;
+    return {floor_div(lo, divisor_), floor_div(hi, divisor_)};
   }
   if (op_ == Op::Mod) return {0, divisor_ - 1};
   int64_t lo = constant_, hi = constant_;
   for (const Term& t : terms_) {
-    const auto [alo, ahi] = t.atom ? t.atom->range() : std::pair<int64_t, int64_t>{0, t.extent - 1};
+    const auto [alo, ahi] = t.atom ? t.atom->shared_range_ : std::pair<int64_t, int64_t>{0, t.extent - 1};
     const int64_t a = t.coef * alo, b = t.coef * ahi;
     lo += std::min(a, b);
     hi += std::max(a, b);
@@ -75,25 +117,29 @@ IndexExpr IndexExpr::operator*(int64_t k) const {
   return out;
 }
 
+// Both floordiv and mod split a linear expression into n * high + rest (terms whose
+// coefficient n divides, and the constant's multiple of n) and rest: then
+// (n*high + rest) floordiv n = high + rest floordiv n and (n*high + rest) mod n = rest mod n,
+// and rest is often within [0, n), where its floordiv is 0 and its mod is itself.
+
 IndexExpr IndexExpr::floordiv(int64_t n) const {
   if (n <= 0) return constant(0);  // only for zero-size shapes, which are never indexed
   if (n == 1) return *this;
   const auto [lo, hi] = range();
   if (lo >= 0 && hi < n) return constant(0);
+  if (lo == hi) return constant(floor_div(lo, n));
   if (is_linear()) {
-    // Split into a multiple of n (divides exactly) and a rest; if the rest stays in [0, n),
-    // it contributes nothing to the quotient.
-    IndexExpr high, rest = constant(constant_);
+    IndexExpr high = constant(floor_div(constant_, n)), rest = constant(floor_mod(constant_, n));
     for (const Term& t : terms_) (t.coef % n == 0 ? high : rest).terms_.push_back(t);
+    for (Term& t : high.terms_) t.coef /= n;
     const auto [rlo, rhi] = rest.range();
-    if (rlo >= 0 && rhi < n) {
-      for (Term& t : high.terms_) t.coef /= n;
-      return high;
-    }
+    if (rlo >= 0 && rhi < n) return high;
+    // Only a rest that stays non-negative may be divided on its own (build()'s contract).
+    if (rlo >= 0 && (!high.terms_.empty() || high.constant_ != 0)) return high + rest.floordiv(n);
   }
   IndexExpr out;
   out.op_ = Op::FloorDiv;
-  out.inner_ = std::make_shared<const IndexExpr>(*this);
+  out.inner_ = share(*this);
   out.divisor_ = n;
   return out;
 }
@@ -102,39 +148,66 @@ IndexExpr IndexExpr::mod(int64_t n) const {
   if (n <= 1) return constant(0);  // n == 0 only for zero-size shapes, which are never indexed
   const auto [lo, hi] = range();
   if (lo >= 0 && hi < n) return *this;
+  if (lo == hi) return constant(floor_mod(lo, n));
   if (is_linear()) {
-    IndexExpr rest = constant(constant_);
+    IndexExpr rest = constant(floor_mod(constant_, n));
     for (const Term& t : terms_)
       if (t.coef % n != 0) rest.terms_.push_back(t);
     const auto [rlo, rhi] = rest.range();
     if (rlo >= 0 && rhi < n) return rest;
+    if (rlo >= 0 && (rest.terms_.size() < terms_.size() || rest.constant_ != constant_)) return rest.mod(n);
   }
   IndexExpr out;
   out.op_ = Op::Mod;
-  out.inner_ = std::make_shared<const IndexExpr>(*this);
+  out.inner_ = share(*this);
   out.divisor_ = n;
   return out;
 }
 
-std::string IndexExpr::str() const {
-  if (op_ != Op::Linear) {
-    const std::string inner = inner_->str();
-    const bool simple = inner_->is_linear() && inner_->terms_.size() <= 1 && inner_->constant_ == 0;
-    return fmt::format("{} {} {}", simple ? inner : "(" + inner + ")", op_ == Op::FloorDiv ? "floordiv" : "mod",
-                       divisor_);
-  }
+std::string IndexExpr::str(size_t limit) const {
   std::string out;
-  for (const Term& t : terms_) {
-    const std::string atom = t.dim >= 0 ? fmt::format("d{}", t.dim) : "(" + t.atom->str() + ")";
-    const int64_t mag = t.coef < 0 ? -t.coef : t.coef;
-    const std::string term = mag == 1 ? atom : fmt::format("{} * {}", atom, mag);
-    if (out.empty()) out = t.coef < 0 ? "-" + term : term;
-    else out += (t.coef < 0 ? " - " : " + ") + term;
+  write(out, limit);
+  return out;
+}
+
+bool IndexExpr::write(std::string& out, size_t limit) const {
+  if (out.size() > limit) {
+    out += "...";
+    return false;
   }
-  if (out.empty()) return std::to_string(constant_);
+  if (op_ != Op::Linear) {
+    const bool simple = inner_->is_linear() && inner_->terms_.size() <= 1 && inner_->constant_ == 0;
+    if (!simple) out += '(';
+    if (!inner_->write(out, limit)) return false;
+    if (!simple) out += ')';
+    out += fmt::format(" {} {}", op_ == Op::FloorDiv ? "floordiv" : "mod", divisor_);
+    return true;
+  }
+  bool first = true;
+  for (const Term& t : terms_) {
+    if (out.size() > limit) {
+      out += "...";
+      return false;
+    }
+    const int64_t mag = t.coef < 0 ? -t.coef : t.coef;
+    out += first ? (t.coef < 0 ? "-" : "") : (t.coef < 0 ? " - " : " + ");
+    first = false;
+    if (t.dim >= 0) {
+      out += fmt::format("d{}", t.dim);
+    } else {
+      out += '(';
+      if (!t.atom->write(out, limit)) return false;
+      out += ')';
+    }
+    if (mag != 1) out += fmt::format(" * {}", mag);
+  }
+  if (first) {
+    out += std::to_string(constant_);
+    return true;
+  }
   if (constant_ > 0) out += fmt::format(" + {}", constant_);
   if (constant_ < 0) out += fmt::format(" - {}", -constant_);
-  return out;
+  return true;
 }
 
 // ---- kernel index maps -------------------------------------------------------------------
@@ -284,8 +357,7 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
   std::map<ValueId, std::vector<IndexMap>> pos;
   auto add_pos = [&](ValueId v, IndexMap m) {
     auto& list = pos[v];
-    const std::string s = index_map_str(m);
-    if (list.size() < 4 && std::none_of(list.begin(), list.end(), [&](const IndexMap& x) { return index_map_str(x) == s; }))
+    if (list.size() < 4 && std::none_of(list.begin(), list.end(), [&](const IndexMap& x) { return x == m; }))
       list.push_back(std::move(m));
   };
   for (auto it = members.rbegin(); it != members.rend(); ++it) {

@@ -99,7 +99,8 @@ Graph duplicate_values(const Graph& g, const std::vector<bool>& dup) {
 
 class Planner {
  public:
-  Planner(const Graph& g, const FusionPolicy& policy) : g_(g), policy_(policy), kernel_of_(g.size(), -1), users_(g.size()) {
+  Planner(const Graph& g, const FusionPolicy& policy)
+      : g_(g), policy_(policy), kernel_of_(g.size(), -1), users_(g.size()), outside_views_(g.size(), 0) {
     for (size_t id = 0; id < g.size(); ++id)
       for (ValueId o : g.node(static_cast<ValueId>(id)).operands) users_[o].push_back(static_cast<ValueId>(id));
   }
@@ -117,16 +118,30 @@ class Planner {
         if (k < 0 || (target >= 0 && k != target)) shared = false;
         target = k;
       }
-      if (shared) {
-        std::string why;
-        if (accepts(static_cast<size_t>(target), v, why)) {
-          join(static_cast<size_t>(target), v);
-          continue;
-        }
-        if (!is_view(n)) start(v, fmt::format("{} not fused into {}: {}", value_name(v), kernel_ref(target), why));
+      std::string why;
+      if (shared && accepts(static_cast<size_t>(target), v, why)) {
+        join(static_cast<size_t>(target), v);
         continue;
       }
-      if (is_view(n)) continue;  // a view read by several kernels (or returned): index maps, no launch
+      if (is_view(n)) {
+        // A view read by several kernels (or returned, or refused by a full kernel) stays an
+        // index map, with no launch, unless the chain of such views above it is already as
+        // long as a kernel may be: each kernel that reads through it would compute the
+        // whole chain's index arithmetic.
+        int64_t above = 0;
+        for (ValueId u : users_[v])
+          if (kernel_of_[u] < 0 && is_view(g_.node(u))) above = std::max(above, outside_views_[u]);
+        outside_views_[v] = above + 1;
+        if (policy_.max_kernel_ops <= 0 || outside_views_[v] < policy_.max_kernel_ops) continue;
+        outside_views_[v] = 0;
+        start(v, fmt::format("{} is stored: {} views read through it (FusionPolicy::max_kernel_ops)", value_name(v),
+                             policy_.max_kernel_ops));
+        continue;
+      }
+      if (shared) {
+        start(v, fmt::format("{} not fused into {}: {}", value_name(v), kernel_ref(target), why));
+        continue;
+      }
       std::string note;
       std::vector<int32_t> kernels;
       for (ValueId u : users_[v])
@@ -242,6 +257,7 @@ class Planner {
   const FusionPolicy& policy_;
   std::vector<int32_t> kernel_of_;
   std::vector<std::vector<ValueId>> users_;
+  std::vector<int64_t> outside_views_;  // views left outside kernels: how many such views above, on the longest path
   std::vector<Kernel> kernels_;
   std::vector<ValueId> shared_by_kernels_;
   std::unordered_set<ValueId> matmul_operand_;

@@ -154,5 +154,31 @@ TEST(LongChains, AMillionOpChainWithThePendingCapOffRuns) {
   }
 }
 
+// Regression (issue 10): a chain of views that fold into nothing simpler (transposes between
+// reshapes) was one index expression whose text doubled at every view; 8,000 views took
+// minutes and 200,000 never finished, then overflowed LLVM's stack in one huge kernel.
+// Index expressions are now shared DAGs built once per node, and fusion stores a view once
+// FusionPolicy::max_kernel_ops views are read through it.
+TEST(LongChains, TwoHundredThousandViewsRun) {
+  const uint32_t cap = max_pending();
+  set_max_pending(std::numeric_limits<uint32_t>::max());
+  std::vector<float> x0(16);
+  for (size_t i = 0; i < x0.size(); ++i) x0[i] = static_cast<float>(i);
+  Tensor y = from_vector<float>(x0, {4, 4});
+  constexpr int kRounds = 50000;  // 4 views each
+  for (int it = 0; it < kRounds; ++it) y = y.permute({1, 0}).reshape({2, 8}).permute({1, 0}).reshape({4, 4});
+  const std::vector<float> got = y.to_vector<float>();
+  set_max_pending(cap);
+  auto transpose = [](const std::vector<float>& a, int rows, int cols) {
+    std::vector<float> t(a.size());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = a[static_cast<size_t>(r * cols + c)];
+    return t;
+  };
+  std::vector<float> want = x0;
+  for (int it = 0; it < kRounds; ++it) want = transpose(transpose(want, 4, 4), 2, 8);
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace kiln

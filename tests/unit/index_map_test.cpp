@@ -23,6 +23,51 @@ TEST(IndexExpr, SimplifiesWithExtents) {
   EXPECT_EQ(d0.mod(1).str(), "0");
 }
 
+// A multiple of the divisor leaves mod and moves out of floordiv, whatever the rest's range.
+TEST(IndexExpr, SplitsMultiplesOfTheDivisor) {
+  const IndexExpr d0 = IndexExpr::dim(0, 4), d1 = IndexExpr::dim(1, 4);
+  const IndexExpr linear = d0 * 4 + d1;
+  EXPECT_EQ(linear.mod(2).str(), "d1 mod 2");
+  EXPECT_EQ(linear.floordiv(2).str(), "d0 * 2 + (d1 floordiv 2)");
+  EXPECT_EQ((d1 + IndexExpr::constant(5)).floordiv(4).str(), "((d1 + 1) floordiv 4) + 1");
+  EXPECT_EQ((d1 + IndexExpr::constant(5)).mod(4).str(), "(d1 + 1) mod 4");
+  EXPECT_EQ(IndexExpr::constant(-5).floordiv(4).str(), "-2");  // floor, not truncation
+  EXPECT_EQ(IndexExpr::constant(-5).mod(4).str(), "3");
+  // A rest that can be negative is not divided on its own.
+  EXPECT_EQ((d0 * 4 + d1 * -1).floordiv(2).str(), "(d0 * 4 - d1) floordiv 2");
+}
+
+// Views compose into expressions that share sub-expressions; written out as a tree they
+// grow exponentially. Building, comparing and printing stay proportional to the nodes.
+TEST(IndexExpr, DeepCompositionsStayLinear) {
+  struct Counter {  // counts what build() creates
+    int64_t made = 0;
+    int64_t constant(int64_t) { return ++made; }
+    int64_t dim(int) { return ++made; }
+    int64_t add(int64_t, int64_t) { return ++made; }
+    int64_t mul(int64_t, int64_t) { return ++made; }
+    int64_t floordiv(int64_t, int64_t) { return ++made; }
+    int64_t mod(int64_t, int64_t) { return ++made; }
+  };
+  // [4,4] -> transpose -> reshape [2,8] -> transpose -> reshape [4,4], 200 times over.
+  IndexExpr r = IndexExpr::dim(0, 4), c = IndexExpr::dim(1, 4);
+  for (int it = 0; it < 200; ++it) {
+    const IndexExpr flat = c * 4 + r;  // transposed [4,4], row-major
+    const IndexExpr r8 = flat.floordiv(8).mod(2), c8 = flat.mod(8);
+    const IndexExpr flat2 = c8 * 2 + r8;  // transposed [2,8]
+    r = flat2.floordiv(4).mod(4);
+    c = flat2.mod(4);
+  }
+  Counter counter;
+  r.build(counter);
+  EXPECT_LT(counter.made, 200 * 40);
+  EXPECT_LT(r.str(64).size(), 64u + 16);  // the token that crossed the limit, then "..."
+  EXPECT_TRUE(r.str(64).ends_with("..."));
+  const IndexExpr same = r;
+  EXPECT_TRUE(same == r);
+  EXPECT_FALSE(r == c);
+}
+
 std::string maps_of(const std::string& text, int32_t kernel = 0) {
   const Graph g = run_pipeline(test::parse_or_fail(text), parse_pipeline("fuse").take()).take();
   std::vector<std::string> names;

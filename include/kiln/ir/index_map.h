@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -28,15 +29,25 @@ class IndexExpr {
   IndexExpr floordiv(int64_t n) const;
   IndexExpr mod(int64_t n) const;
 
-  /// "d0 * 8 + d1", "d1", "0", "(d0 * 8 + d1) floordiv 4".
-  std::string str() const;
+  /// "d0 * 8 + d1", "d1", "0", "(d0 * 8 + d1) floordiv 4"; past `limit` characters the
+  /// rest is elided ("..."): a chain of views can make an expression whose tree, written
+  /// out, is exponentially longer than the shared nodes it is built from.
+  std::string str(size_t limit = 4096) const;
   bool is_linear() const { return op_ == Op::Linear; }
+
+  /// Structural equality (shared sub-expressions compare by identity first).
+  bool operator==(const IndexExpr& o) const;
 
   /// Rebuilds the expression with a code generator's arithmetic: `b.constant(int64_t)`,
   /// `b.dim(int)`, `b.add(x, y)`, `b.mul(x, int64_t)`, `b.floordiv(x, int64_t)` and
-  /// `b.mod(x, int64_t)` (floordiv and mod only ever see non-negative operands).
+  /// `b.mod(x, int64_t)` (floordiv and mod only ever see non-negative operands). A shared
+  /// sub-expression is built once: the result is a DAG as large as the expression's nodes.
   template <class Builder>
   auto build(Builder& b) const -> decltype(b.constant(int64_t{0}));
+  /// The same, remembering what each shared node became across calls (a code generator
+  /// building many positions along one chain of views builds each node once).
+  template <class Builder, class Cache>
+  auto build(Builder& b, Cache& cache) const -> decltype(b.constant(int64_t{0}));
 
  private:
   enum class Op : uint8_t { Linear, FloorDiv, Mod };
@@ -47,26 +58,73 @@ class IndexExpr {
     std::shared_ptr<const IndexExpr> atom;  // a floordiv/mod inside a linear expression
     bool same_atom(const Term& o) const;
   };
-  // The range [lo, hi] of the expression given 0 <= d < extent for every dim.
+  // The range [lo, hi] of the expression given 0 <= d < extent for every dim. Computed from
+  // the direct terms only: shared nodes carry theirs (share()).
   std::pair<int64_t, int64_t> range() const;
   IndexExpr as_linear() const;
+  /// A node other expressions refer to, with its range and hash fixed.
+  static std::shared_ptr<const IndexExpr> share(IndexExpr e);
+  uint64_t structural_hash() const;
+  bool write(std::string& out, size_t limit) const;  // false once elided
+
+  template <class Builder, class Memo>
+  auto build_shared(Builder& b, const std::shared_ptr<const IndexExpr>& node, Memo& memo) const;
+  template <class Builder, class Memo>
+  auto build_with(Builder& b, Memo& memo) const -> decltype(b.constant(int64_t{0}));
 
   Op op_ = Op::Linear;
   std::vector<Term> terms_;  // Linear: sum of coef * d + constant_
   int64_t constant_ = 0;
   std::shared_ptr<const IndexExpr> inner_;  // FloorDiv, Mod: inner_ op divisor_
   int64_t divisor_ = 1;
+  // Set by share() on nodes that others refer to.
+  std::pair<int64_t, int64_t> shared_range_{0, 0};
+  uint64_t shared_hash_ = 0;
+};
+
+/// What build() made of each shared node, across calls. It holds the nodes, so that an
+/// address it remembers is never reused by another node.
+template <class R>
+class IndexBuildCache {
+ public:
+  const R* find(const std::shared_ptr<const IndexExpr>& node) const {
+    auto it = built_.find(node.get());
+    return it == built_.end() ? nullptr : &it->second.second;
+  }
+  void add(const std::shared_ptr<const IndexExpr>& node, R r) { built_.emplace(node.get(), std::pair{node, r}); }
+
+ private:
+  std::unordered_map<const IndexExpr*, std::pair<std::shared_ptr<const IndexExpr>, R>> built_;
 };
 
 template <class Builder>
 auto IndexExpr::build(Builder& b) const -> decltype(b.constant(int64_t{0})) {
+  IndexBuildCache<decltype(b.constant(int64_t{0}))> cache;
+  return build_with(b, cache);
+}
+
+template <class Builder, class Cache>
+auto IndexExpr::build(Builder& b, Cache& cache) const -> decltype(b.constant(int64_t{0})) {
+  return build_with(b, cache);
+}
+
+template <class Builder, class Memo>
+auto IndexExpr::build_shared(Builder& b, const std::shared_ptr<const IndexExpr>& node, Memo& memo) const {
+  if (const auto* r = memo.find(node)) return *r;
+  auto r = node->build_with(b, memo);
+  memo.add(node, r);
+  return r;
+}
+
+template <class Builder, class Memo>
+auto IndexExpr::build_with(Builder& b, Memo& memo) const -> decltype(b.constant(int64_t{0})) {
   if (op_ != Op::Linear) {
-    auto inner = inner_->build(b);
+    auto inner = build_shared(b, inner_, memo);
     return op_ == Op::FloorDiv ? b.floordiv(inner, divisor_) : b.mod(inner, divisor_);
   }
   auto acc = b.constant(constant_);
   for (const Term& t : terms_) {
-    auto x = t.dim >= 0 ? b.dim(t.dim) : t.atom->build(b);
+    auto x = t.dim >= 0 ? b.dim(t.dim) : build_shared(b, t.atom, memo);
     acc = b.add(acc, b.mul(x, t.coef));
   }
   return acc;
