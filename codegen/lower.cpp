@@ -862,6 +862,7 @@ std::string LaunchPlan::str() const {
     } else {
       out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", s.gemm.c, s.gemm.a, s.gemm.b,
                          dtype_name(s.gemm.dtype), s.gemm.m, s.gemm.n, s.gemm.k, s.gemm.batch.str());
+      out += "    // " + s.gemm.schedule.str() + "\n";
     }
   }
   for (size_t b = 0; b < buffers.size(); ++b) {

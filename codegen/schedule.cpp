@@ -127,3 +127,38 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
 }
 
 }  // namespace kiln::kir
+
+namespace kiln::kir {
+
+std::string GemmSchedule::str() const {
+  return fmt::format("gemm {{mr = {}, nr = {}, vector = {}, kc = {}, mc = {}, nc = {}, serial_below = {}}}", mr, nr,
+                     vector_width, kc, mc, nc, serial_below);
+}
+
+GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps) {
+  GemmSchedule s;
+  const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
+  s.vector_width = std::max(1, caps.vector_bytes / es);
+  // Register tile: two vectors per row of C, and as many rows as the registers hold next to
+  // the two B vectors and the broadcast A value (32 registers with AVX-512, else 16).
+  const int registers = caps.vector_bytes >= 64 ? 32 : 16;
+  const int per_row = 2;
+  s.nr = per_row * s.vector_width;
+  s.mr = std::clamp((registers - per_row - 1) / per_row, 1, 8);
+  // A micro-panel of B (kc x nr) stays in L1 while the A panels stream past it.
+  s.kc = std::clamp<int64_t>(32768 / (s.nr * es), 64, 512);
+  s.kc = std::min(s.kc, std::max<int64_t>(k, 1));
+  // An A block (mc x kc) in L2, and a number of blocks the cores share evenly (5 blocks on
+  // 2 cores leave one idle for a fifth of the time).
+  const int64_t rows_l2 = std::max<int64_t>(s.mr, (262144 / (s.kc * es)) / s.mr * s.mr);
+  const int64_t cores = std::max(1, caps.cores), panels = std::max<int64_t>(1, (m + s.mr - 1) / s.mr);
+  int64_t blocks = std::max<int64_t>((m + rows_l2 - 1) / rows_l2, std::min(cores, panels));
+  if ((blocks + cores - 1) / cores * cores <= panels) blocks = (blocks + cores - 1) / cores * cores;
+  s.mc = ((m + blocks - 1) / blocks + s.mr - 1) / s.mr * s.mr;
+  s.mc = std::max<int64_t>(s.mc, s.mr);
+  // A B block (kc x nc) in a slice of L3.
+  s.nc = std::clamp<int64_t>((4 << 20) / (s.kc * es) / s.nr * s.nr, s.nr, std::max<int64_t>(s.nr, (n + s.nr - 1) / s.nr * s.nr));
+  return s;
+}
+
+}  // namespace kiln::kir

@@ -303,6 +303,10 @@ Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bo
   MemoryPlan memory = plan_memory(*fused, donated);
   LaunchPlan plan = lower_to_kernels(*fused, memory);
   for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, backend.capabilities()));
+  for (LaunchPlan::Step& step : plan.steps)
+    if (step.kernel < 0)
+      step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k,
+                                                      backend.capabilities());
   return {std::move(*fused), std::move(plan)};
 }
 

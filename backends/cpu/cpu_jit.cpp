@@ -1,6 +1,7 @@
 // backends/cpu/cpu_jit.cpp - LLVM optimization, object code, ORC LLJIT, kernel caches.
 #include "cpu_jit.h"
 
+#include "gemm_codegen.h"
 #include "llvm_codegen.h"
 
 #include <chrono>
@@ -124,7 +125,11 @@ struct Jit::Impl {
 
   std::unique_ptr<llvm::Module> build(const kir::Kernel& k, const kir::Schedule& s, const std::string& sym,
                                       llvm::LLVMContext& ctx) {
-    auto m = emit_kernel(k, s, sym, ctx);
+    return finish(emit_kernel(k, s, sym, ctx));
+  }
+
+  // The host's triple, data layout, CPU and features on every function of `m`.
+  std::unique_ptr<llvm::Module> finish(std::unique_ptr<llvm::Module> m) {
     m->setTargetTriple(target.triple);
     m->setDataLayout(tm->createDataLayout());
     for (llvm::Function& f : *m) {
@@ -172,8 +177,8 @@ struct Jit::Impl {
   }
 
   // Links `object` under its own resource tracker; the kernel unlinks it when it dies.
-  std::shared_ptr<const CpuKernel> link(const kir::Kernel& k, const std::string& key, const std::string& canonical,
-                                        const std::string& sym, const std::string& object) {
+  std::shared_ptr<const CpuKernel> link(const std::vector<DType>& scalar_types, const std::string& key,
+                                        const std::string& canonical, const std::string& sym, const std::string& object) {
     llvm::orc::ResourceTrackerSP tracker = jit->getMainJITDylib().createResourceTracker();
     auto fail = [&](const std::string& why) -> Error {
       if (auto e = tracker->remove()) llvm::consumeError(std::move(e));  // nothing half-linked stays
@@ -194,7 +199,7 @@ struct Jit::Impl {
       alive.erase(it);
       runtime_counters().kernels_unloaded++;
     });
-    auto kernel = std::make_shared<const CpuKernel>(addr.toPtr<KernelFn>(), k.scalars, std::move(code));
+    auto kernel = std::make_shared<const CpuKernel>(addr.toPtr<KernelFn>(), scalar_types, std::move(code));
     alive[key] = Alive{canonical, kernel, tracker};
     runtime_counters().kernel_evictions += recent.put(key, kernel);
     return kernel;
@@ -219,15 +224,34 @@ size_t Jit::cached_kernels() {
 }
 
 std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Schedule& s) {
-  Impl& im = *impl_;
   // Names are left out: the same kernel in another stream, or the same stream written
   // in another order, finds it.
-  const std::string canonical = kir::kernel_canonical(k, s, im.fingerprint);
+  const std::string canonical = kir::kernel_canonical(k, s, impl_->fingerprint);
+  return code(canonical, "kernel @" + k.name, k.scalars,
+              [&](const std::string& sym, llvm::LLVMContext& ctx) { return impl_->build(k, s, sym, ctx); });
+}
+
+std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t) {
+  CanonicalWriter w;
+  w.bytes("gemm micro-kernel");
+  w.bytes(dtype_name(t));
+  w.bytes(s.str());
+  w.bytes(impl_->fingerprint);
+  const std::string canonical = w.take();
+  return code(canonical, fmt::format("gemm micro-kernel {} {}x{}", dtype_name(t), s.mr, s.nr), {},
+              [&](const std::string& sym, llvm::LLVMContext& ctx) {
+                return impl_->finish(emit_gemm_microkernel(s, t, sym, ctx));
+              });
+}
+
+std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const std::string& what,
+                                           const std::vector<DType>& scalar_types, const ModuleBuilder& build) {
+  Impl& im = *impl_;
   const std::string key = hash_text(canonical).hex();
   std::lock_guard lock(im.mutex);
   if (auto it = im.alive.find(key); it != im.alive.end()) {
     if (it->second.canonical != canonical)
-      throw Error(fmt::format("internal error: kernel cache key collision on {} (kernel @{})", key, k.name));
+      throw Error(fmt::format("internal error: kernel cache key collision on {} ({})", key, what));
     if (std::shared_ptr<const CpuKernel> held = it->second.kernel.lock()) {
       runtime_counters().kernel_memory_hits++;
       runtime_counters().kernel_evictions += im.recent.put(key, held);
@@ -238,7 +262,7 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
   const std::string sym = "kiln_" + key;
   if (std::optional<std::string> object = im.disk.load(key, canonical)) {
     try {
-      return im.link(k, key, canonical, sym, *object);
+      return im.link(scalar_types, key, canonical, sym, *object);
     } catch (const Error& e) {
       // An entry that verifies but does not link (another LLVM wrote it, a damaged object
       // with a valid checksum) is stale like any other: removed, rebuilt below.
@@ -249,12 +273,12 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
     }
   }
   if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
-    throw Error(fmt::format("KILN_NO_COMPILE=1, but kernel @{} is in no cache and would be compiled", k.name));
+    throw Error(fmt::format("KILN_NO_COMPILE=1, but {} is in no cache and would be compiled", what));
   const auto start = std::chrono::steady_clock::now();
   llvm::LLVMContext ctx;
   std::string object;
   {
-    auto m = im.build(k, s, sym, ctx);
+    auto m = build(sym, ctx);
     im.optimize(*m);
     object = im.emit_file(*m, llvm::CodeGenFileType::ObjectFile);
   }
@@ -263,9 +287,9 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
   c.llvm_compiles++;
   c.kernels_compiled++;
   c.compile_ns += static_cast<uint64_t>(ns);
-  log_line("compile", fmt::format("kernel @{} ({}): {:.2f} ms, {} bytes of object code", k.name, key, ns / 1e6, object.size()));
+  log_line("compile", fmt::format("{} ({}): {:.2f} ms, {} bytes of object code", what, key, ns / 1e6, object.size()));
   im.disk.store(key, canonical, object);
-  return im.link(k, key, canonical, sym, object);
+  return im.link(scalar_types, key, canonical, sym, object);
 }
 
 std::string Jit::llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool optimized) {

@@ -7,6 +7,7 @@
 // written to the disk cache and linked. Code no one holds any more is unlinked.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,11 @@
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
 #include "kernel_abi.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
 
 namespace kiln::cpu {
 
@@ -54,6 +60,10 @@ class Jit {
   /// Throws kiln::Error when LLVM fails, or when compiling is needed and KILN_NO_COMPILE=1.
   std::shared_ptr<const CpuKernel> kernel(const kir::Kernel& k, const kir::Schedule& s);
 
+  /// The GEMM micro-kernel for `s`'s register tile and `t` (gemm_codegen.h; called as
+  /// fn(args, kc, ldc)), from the same caches as kernels.
+  std::shared_ptr<const CpuKernel> gemm_microkernel(const kir::GemmSchedule& s, DType t);
+
   /// Kernels kept alive by the in-memory LRU (KILN_KERNEL_CACHE_SIZE, default 4096).
   size_t cached_kernels();
 
@@ -66,6 +76,11 @@ class Jit {
 
  private:
   Jit();
+  using ModuleBuilder = std::function<std::unique_ptr<llvm::Module>(const std::string& symbol, llvm::LLVMContext&)>;
+  /// The machine code `canonical` describes (its hash is the cache key), from the caches or
+  /// built by `build` now; `what` names it in logs and errors.
+  std::shared_ptr<const CpuKernel> code(const std::string& canonical, const std::string& what,
+                                        const std::vector<DType>& scalar_types, const ModuleBuilder& build);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

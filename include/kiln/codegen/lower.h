@@ -42,6 +42,8 @@ struct LaunchPlan {
     Shape batch;                        // the result's batch dims
     std::vector<int64_t> a_batch_stride;  // per batch dim, in elements (0: broadcast)
     std::vector<int64_t> b_batch_stride;
+    /// How it runs; filled by the backend's engine like `schedules` (default after lowering).
+    kir::GemmSchedule schedule;
   };
 
   struct Step {

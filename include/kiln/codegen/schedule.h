@@ -67,6 +67,30 @@ struct Schedule {
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
 
+/// How a GEMM step (LaunchPlan::Gemm) runs: the blocking of a packed, register-blocked
+/// matrix product. C is computed in tiles of `mr` x `nr` by a micro-kernel that keeps the
+/// tile in registers; A is packed in blocks of `mc` x `kc` (in L2), B in blocks of `kc` x
+/// `nc` (in L3); the tasks of the parallel split are (batch, mc block, nc block).
+struct GemmSchedule {
+  int mr = 4;          // rows of a register tile
+  int nr = 4;          // columns of a register tile: a multiple of `vector_width`
+  int vector_width = 1;  // lanes per vector of the micro-kernel
+  int64_t kc = 256;    // depth of a packed panel
+  int64_t mc = 64;     // rows of a packed A block
+  int64_t nc = 1024;   // columns of a packed B block
+  /// Below this many multiply-adds (m * n * k) the product runs on the calling thread.
+  int64_t serial_below = 1 << 18;
+
+  /// `gemm {mr = 8, nr = 32, ...}`: part of the micro-kernel's cache key.
+  std::string str() const;
+  friend bool operator==(const GemmSchedule&, const GemmSchedule&) = default;
+};
+
+/// The blocking a backend runs a `dtype` product of m x k by k x n with unless the autotuner
+/// knows better: a register tile that fills the vector registers `caps` has, panels sized
+/// for typical L1/L2/L3, and no more mc blocks than the product needs.
+GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps);
+
 /// The schedule a backend runs `k` with unless the autotuner knows better: the walk, and
 /// knobs chosen for `caps` (vector width from the widest element type and the vector
 /// registers, tiles that keep accumulators in L1, grains of ~16K elements).

@@ -1,0 +1,145 @@
+// backends/cpu/cpu_gemm.cpp - see cpu_gemm.h.
+//
+// The blocking of BLIS and of Goto's GEMM: for each task's mc x nc block of C, walk the
+// depth in panels of kc; pack A's mc x kc block into row panels of mr (so that the
+// micro-kernel reads one contiguous column of the tile per step) and B's kc x nc block into
+// column panels of nr; then for each nr panel of B (kept in L1) run the micro-kernel down
+// the mr panels of A (kept in L2). Edge tiles are padded with zeros in the packed panels and
+// computed into a scratch tile, of which the part inside C is added.
+#include "cpu_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "cpu_jit.h"
+#include "parallel.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Element offsets of batch `batch`'s A and B matrices (broadcast batch dims have stride 0).
+std::pair<int64_t, int64_t> batch_offsets(const LaunchPlan::Gemm& g, int64_t batch) {
+  int64_t aoff = 0, boff = 0, rem = batch;
+  for (int j = g.batch.rank() - 1; j >= 0; --j) {
+    const int64_t idx = rem % g.batch[j];
+    rem /= g.batch[j];
+    aoff += idx * g.a_batch_stride[static_cast<size_t>(j)];
+    boff += idx * g.b_batch_stride[static_cast<size_t>(j)];
+  }
+  return {aoff, boff};
+}
+
+// rows x depth of A (row stride lda) as panels of mr rows: per step of the depth, mr values.
+template <class T>
+void pack_a(const T* a, int64_t lda, int64_t rows, int64_t depth, int mr, T* out) {
+  for (int64_t i0 = 0; i0 < rows; i0 += mr) {
+    const int64_t h = std::min<int64_t>(mr, rows - i0);
+    const T* panel = a + i0 * lda;
+    for (int64_t p = 0; p < depth; ++p) {
+      for (int64_t i = 0; i < h; ++i) out[i] = panel[i * lda + p];
+      for (int64_t i = h; i < mr; ++i) out[i] = T(0);
+      out += mr;
+    }
+  }
+}
+
+// depth x cols of B (row stride ldb) as panels of nr columns: per step of the depth, nr values.
+template <class T>
+void pack_b(const T* b, int64_t ldb, int64_t depth, int64_t cols, int nr, T* out) {
+  for (int64_t j0 = 0; j0 < cols; j0 += nr) {
+    const int64_t w = std::min<int64_t>(nr, cols - j0);
+    for (int64_t p = 0; p < depth; ++p) {
+      std::memcpy(out, b + p * ldb + j0, static_cast<size_t>(w) * sizeof(T));
+      std::fill(out + w, out + nr, T(0));
+      out += nr;
+    }
+  }
+}
+
+// Integers wrap, as in the micro-kernel (and the interpreter); signed overflow would be UB.
+template <class T>
+T wrapping_add(T x, T y) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(x) + static_cast<std::make_unsigned_t<T>>(y));
+  else
+    return x + y;
+}
+
+template <class T>
+T* scratch(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+template <class T>
+void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn micro) {
+  const kir::GemmSchedule& s = g.schedule;
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const int64_t mblocks = (m + s.mc - 1) / s.mc, nblocks = (n + s.nc - 1) / s.nc;
+  const int64_t tasks = g.batch.numel() * mblocks * nblocks;
+  auto task = [&](int64_t t) {
+    const int64_t bi = t / (mblocks * nblocks), ib = t / nblocks % mblocks, jb = t % nblocks;
+    const auto [aoff, boff] = batch_offsets(g, bi);
+    const T* am = a + aoff;
+    const T* bm = b + boff;
+    T* cm = c + bi * m * n;
+    const int64_t i0 = ib * s.mc, rows = std::min(s.mc, m - i0);
+    const int64_t j0 = jb * s.nc, cols = std::min(s.nc, n - j0);
+    for (int64_t i = 0; i < rows; ++i) std::fill_n(cm + (i0 + i) * n + j0, cols, T(0));
+    thread_local std::vector<T> apack, bpack, tile;
+    const int64_t rpanels = (rows + s.mr - 1) / s.mr, cpanels = (cols + s.nr - 1) / s.nr;
+    T* ap = scratch(apack, rpanels * s.mr * std::min(s.kc, std::max<int64_t>(k, 1)));
+    T* bp = scratch(bpack, cpanels * s.nr * std::min(s.kc, std::max<int64_t>(k, 1)));
+    T* edge = scratch(tile, static_cast<int64_t>(s.mr) * s.nr);
+    for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
+      const int64_t depth = std::min(s.kc, k - p0);
+      pack_a(am + i0 * k + p0, k, rows, depth, s.mr, ap);
+      pack_b(bm + p0 * n + j0, n, depth, cols, s.nr, bp);
+      for (int64_t jp = 0; jp < cpanels; ++jp) {
+        const int64_t w = std::min<int64_t>(s.nr, cols - jp * s.nr);
+        for (int64_t ip = 0; ip < rpanels; ++ip) {
+          const int64_t h = std::min<int64_t>(s.mr, rows - ip * s.mr);
+          T* ct = cm + (i0 + ip * s.mr) * n + j0 + jp * s.nr;
+          const bool whole = h == s.mr && w == s.nr;
+          if (!whole) std::fill_n(edge, s.mr * s.nr, T(0));
+          void* args[3] = {ap + ip * s.mr * depth, bp + jp * s.nr * depth, whole ? ct : edge};
+          call_kernel(micro, args, depth, whole ? n : s.nr);
+          if (!whole)
+            for (int64_t i = 0; i < h; ++i)
+              for (int64_t j = 0; j < w; ++j) ct[i * n + j] = wrapping_add(ct[i * n + j], edge[i * s.nr + j]);
+        }
+      }
+    }
+  };
+  if (m * n * k < s.serial_below || tasks == 1) {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
+    return;
+  }
+  parallel_range(tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) task(t);
+  });
+}
+
+}  // namespace
+
+void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c) {
+  if (g.m == 0 || g.n == 0 || g.batch.numel() == 0) return;
+  const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype);
+  switch (g.dtype) {
+    case DType::F32:
+      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), micro->fn());
+    case DType::F64:
+      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), micro->fn());
+    case DType::I32:
+      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), micro->fn());
+    case DType::I64:
+      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), micro->fn());
+    case DType::Bool: break;
+  }
+  throw Error("matmul of bool tensors is not supported on the cpu device");
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,113 @@
+// backends/cpu/gemm_codegen.cpp - see gemm_codegen.h.
+//
+// The micro-kernel is the whole inner loop of the product: per step p of the depth, the
+// tile's nr columns of B are loaded as nr/vector_width vectors, each of the tile's mr values
+// of A is broadcast, and mr x nr/vector_width multiply-adds update accumulators that stay in
+// registers (phis of the one loop). Only the end of the depth touches C.
+#include "gemm_codegen.h"
+
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "kiln/support/error.h"
+
+namespace kiln::cpu {
+
+std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, DType t, const std::string& fn_name,
+                                                    llvm::LLVMContext& ctx) {
+  using llvm::Value;
+  KILN_ASSERT(s.mr >= 1 && s.vector_width >= 1 && s.nr % s.vector_width == 0, "gemm schedule: nr is whole vectors");
+  auto m = std::make_unique<llvm::Module>(fn_name, ctx);
+  llvm::IRBuilder<> b(ctx);
+  llvm::Type* elem = nullptr;
+  switch (t) {
+    case DType::F32: elem = b.getFloatTy(); break;
+    case DType::F64: elem = b.getDoubleTy(); break;
+    case DType::I32: elem = b.getInt32Ty(); break;
+    case DType::I64: elem = b.getInt64Ty(); break;
+    case DType::Bool: throw Error("matmul of bool tensors is not supported on the cpu device");
+  }
+  const bool is_fp = is_float(t);
+  const int vecs = s.nr / s.vector_width;
+  auto* vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(s.vector_width));
+  auto* ptr = b.getPtrTy();
+  auto* i64 = b.getInt64Ty();
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {ptr, i64, i64}, false);
+  auto* f = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, fn_name, m.get());
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  Value* args = f->getArg(0);
+  Value* kc = f->getArg(1);
+  Value* ldc = f->getArg(2);
+
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
+  auto* loop = llvm::BasicBlock::Create(ctx, "depth", f);
+  auto* done = llvm::BasicBlock::Create(ctx, "store", f);
+  b.SetInsertPoint(entry);
+  auto arg = [&](int i) { return b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, args, static_cast<uint64_t>(i))); };
+  Value* a = arg(0);
+  Value* bp = arg(1);
+  Value* c = arg(2);
+  Value* zero = llvm::Constant::getNullValue(vt);
+  b.CreateCondBr(b.CreateICmpSGT(kc, b.getInt64(0)), loop, done);
+
+  // The depth loop: accumulators and the step are phis.
+  b.SetInsertPoint(loop);
+  llvm::PHINode* p = b.CreatePHI(i64, 2, "p");
+  p->addIncoming(b.getInt64(0), entry);
+  std::vector<llvm::PHINode*> acc;
+  for (int i = 0; i < s.mr * vecs; ++i) {
+    acc.push_back(b.CreatePHI(vt, 2));
+    acc.back()->addIncoming(zero, entry);
+  }
+  Value* brow = b.CreateGEP(elem, bp, b.CreateMul(p, b.getInt64(s.nr)));
+  std::vector<Value*> bv;
+  for (int v = 0; v < vecs; ++v)
+    bv.push_back(b.CreateAlignedLoad(vt, b.CreateConstGEP1_64(elem, brow, static_cast<uint64_t>(v * s.vector_width)),
+                                     llvm::Align(elem->getPrimitiveSizeInBits() / 8)));
+  Value* acol = b.CreateGEP(elem, a, b.CreateMul(p, b.getInt64(s.mr)));
+  llvm::Function* fma = is_fp ? llvm::Intrinsic::getDeclaration(m.get(), llvm::Intrinsic::fmuladd, {vt}) : nullptr;
+  std::vector<Value*> next(acc.size());
+  for (int i = 0; i < s.mr; ++i) {
+    Value* ai = b.CreateVectorSplat(static_cast<unsigned>(s.vector_width),
+                                    b.CreateLoad(elem, b.CreateConstGEP1_64(elem, acol, static_cast<uint64_t>(i))));
+    for (int v = 0; v < vecs; ++v) {
+      const size_t j = static_cast<size_t>(i * vecs + v);
+      next[j] = is_fp ? b.CreateCall(fma, {ai, bv[static_cast<size_t>(v)], acc[j]})
+                      : b.CreateAdd(b.CreateMul(ai, bv[static_cast<size_t>(v)]), acc[j]);
+    }
+  }
+  Value* p1 = b.CreateAdd(p, b.getInt64(1));
+  p->addIncoming(p1, loop);
+  for (size_t j = 0; j < acc.size(); ++j) acc[j]->addIncoming(next[j], loop);
+  b.CreateCondBr(b.CreateICmpSLT(p1, kc), loop, done);
+
+  // C += the tile.
+  b.SetInsertPoint(done);
+  std::vector<llvm::PHINode*> sums;
+  for (size_t j = 0; j < acc.size(); ++j) {
+    sums.push_back(b.CreatePHI(vt, 2));
+    sums.back()->addIncoming(zero, entry);
+    sums.back()->addIncoming(next[j], loop);
+  }
+  for (int i = 0; i < s.mr; ++i) {
+    Value* crow = b.CreateGEP(elem, c, b.CreateMul(b.getInt64(i), ldc));
+    for (int v = 0; v < vecs; ++v) {
+      Value* sum = sums[static_cast<size_t>(i * vecs + v)];
+      Value* at = b.CreateConstGEP1_64(elem, crow, static_cast<uint64_t>(v * s.vector_width));
+      const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
+      Value* old = b.CreateAlignedLoad(vt, at, align);
+      b.CreateAlignedStore(is_fp ? b.CreateFAdd(old, sum) : b.CreateAdd(old, sum), at, align);
+    }
+  }
+  b.CreateRetVoid();
+  std::string err;
+  llvm::raw_string_ostream es(err);
+  if (llvm::verifyModule(*m, &es)) throw Error("internal error: invalid GEMM micro-kernel: " + err);
+  return m;
+}
+
+}  // namespace kiln::cpu

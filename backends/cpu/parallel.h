@@ -1,0 +1,58 @@
+// backends/cpu/parallel.h - how the cpu device splits work across cores and calls
+// generated code.
+#pragma once
+
+#include <cstdint>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "kernel_abi.h"
+
+// oneTBB synchronizes its workers inside libtbb.so, which ThreadSanitizer builds do not
+// instrument: the happens-before edges of a parallel_for (the spawn publishes what the body
+// reads; the join publishes what the workers wrote) are stated to TSan here, so that it
+// checks kiln's code and not TBB's plumbing (scripts/tsan.sh, scripts/tsan.supp).
+#if defined(__SANITIZE_THREAD__)
+#define KILN_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KILN_TSAN 1
+#endif
+#endif
+#ifdef KILN_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
+namespace kiln::cpu {
+
+/// Runs `body(begin, end)` over [0, n) in tasks of at least `grain` iterations on oneTBB.
+template <class Body>
+void parallel_range(int64_t n, int64_t grain, const Body& body) {
+#ifdef KILN_TSAN
+  int spawned = 0, joined = 0;
+  __tsan_release(&spawned);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)), [&](const tbb::blocked_range<int64_t>& r) {
+    __tsan_acquire(&spawned);
+    body(r.begin(), r.end());
+    __tsan_release(&joined);
+  });
+  __tsan_acquire(&joined);
+#else
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)),
+                    [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
+#endif
+}
+
+
+// Generated code has no UBSan function-type prologue, which -fsanitize=function (part of
+// clang's -fsanitize=undefined) reads in front of every function called through a pointer.
+#if defined(__clang__)
+__attribute__((no_sanitize("function")))
+#endif
+inline void call_kernel(KernelFn fn, void* const* args, int64_t begin, int64_t end) {
+  fn(args, begin, end);
+}
+
+}  // namespace kiln::cpu

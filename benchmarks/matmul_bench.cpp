@@ -1,0 +1,98 @@
+// benchmarks/matmul_bench.cpp - kiln on the matmul workloads of ../shared/peers (W6, W7) and
+// an attention-shaped batched product, with the peers' inputs, timed per call (record, plan
+// cache, run); compare with the peers' P6 hand GEMM and P7 OpenBLAS run in alternating
+// processes (benchmarks/run.sh with MATMUL_PEERS=1).
+//
+//   kiln_matmul_bench [--only W6,W7,ATT] [--runs N]
+// One line per workload: median, min and max ms over N timed calls after 3 warm-ups, GFLOP/s.
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The peers' input generator (../shared/peers/cpp/common.hpp, gen): bit-identical inputs.
+std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const uint64_t base = (seed << 32) + 0x9E3779B97F4A7C15ull;
+  for (long i = 0; i < n; ++i) {
+    uint64_t z = base + static_cast<uint64_t>(i);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z = z ^ (z >> 31);
+    const double u = (static_cast<double>(z >> 40) + 0.5) * (1.0 / 16777216.0);
+    out[static_cast<size_t>(i)] = static_cast<float>(lo + (hi - lo) * u);
+  }
+  return out;
+}
+
+kiln::Tensor tensor(long rows, long cols, uint64_t seed, double lo, double hi) {
+  return kiln::from_vector<float>(gen(rows * cols, seed, lo, hi), {rows, cols});
+}
+
+void bench(const char* name, double flops, int runs, const std::function<kiln::Tensor()>& record) {
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < 3; ++i) record().eval();
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = clock::now();
+    record().eval();
+    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  const std::vector<float> out = record().to_vector<float>();
+  double sum = 0;
+  for (float v : out) sum += v;
+  std::printf("%-4s median %8.3f ms  min %8.3f  max %8.3f  %6.1f GFLOP/s  checksum %.6g\n", name, med, ms.front(),
+              ms.back(), flops / med / 1e6, sum);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only = "W6,W7,ATT";
+  int runs = 21;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: kiln_matmul_bench [--only W6,W7,ATT] [--runs N]\n");
+      return 2;
+    }
+  }
+  auto want = [&](const std::string& w) { return ("," + only + ",").find("," + w + ",") != std::string::npos; };
+  if (want("W6")) {  // relu(A[1024,1024] @ B[1024,1024] + bias[1024])
+    const long n = 1024;
+    kiln::Tensor a = tensor(n, n, 6, -1, 1), b = tensor(n, n, 7, -1, 1);
+    kiln::Tensor bias = kiln::from_vector<float>(gen(n, 8, -1, 1), {n});
+    bench("W6", 2.0 * n * n * n, runs, [&] { return (a.matmul(b) + bias).relu(); });
+  }
+  if (want("W7")) {  // MLP, batch 256: 784 -> 512 -> 512 -> 10, relu, softmax
+    kiln::Tensor x = tensor(256, 784, 9, 0, 1);
+    kiln::Tensor w1 = tensor(784, 512, 10, -1.0 / 16, 1.0 / 16), w2 = tensor(512, 512, 12, -1.0 / 16, 1.0 / 16);
+    kiln::Tensor w3 = tensor(512, 10, 14, -1.0 / 16, 1.0 / 16);
+    kiln::Tensor b1 = kiln::from_vector<float>(gen(512, 11, -1.0 / 16, 1.0 / 16), {512});
+    kiln::Tensor b2 = kiln::from_vector<float>(gen(512, 13, -1.0 / 16, 1.0 / 16), {512});
+    kiln::Tensor b3 = kiln::from_vector<float>(gen(10, 15, -1.0 / 16, 1.0 / 16), {10});
+    const double flops = 2.0 * 256 * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
+    bench("W7", flops, runs, [&] {
+      kiln::Tensor h1 = (x.matmul(w1) + b1).relu();
+      kiln::Tensor h2 = (h1.matmul(w2) + b2).relu();
+      return (h2.matmul(w3) + b3).softmax(-1);
+    });
+  }
+  if (want("ATT")) {  // attention scores: [8,128,64] x [8,64,128]
+    kiln::Tensor q = kiln::from_vector<float>(gen(8 * 128 * 64, 20, -1, 1), {8, 128, 64});
+    kiln::Tensor k = kiln::from_vector<float>(gen(8 * 64 * 128, 21, -1, 1), {8, 64, 128});
+    bench("ATT", 2.0 * 8 * 128 * 128 * 64, runs, [&] { return q.matmul(k); });
+  }
+  return 0;
+}
