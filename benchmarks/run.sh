@@ -11,6 +11,7 @@
 # and its JSON lines go to build-release/workload_bench.<run>.jsonl. With PEERS=1 the Python peers
 # of ../shared/peers (numpy, numexpr, torch eager; $PEERS_PY picks others) follow on W1-W5b,
 # their JSON lines in build-release/peers_py.jsonl; a peer whose module is missing is skipped.
+# The matmul workloads follow, against the peers' GEMMs in alternating processes.
 # The exit status is 1 when a workload result disagrees with the hand loop's or a peer fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,25 @@ for run in $(seq "${RUNS:-3}"); do
   build-release/bin/kiln_workload_bench ${WORKLOAD_ARGS:-} --json "build-release/workload_bench.$run.jsonl" >&2 || status=1
 done
 /usr/bin/python3 benchmarks/summarize_workloads.py build-release/workload_bench.*.jsonl
+
+# The matmul workloads (W6, W7, attention-shaped): kiln, then the peers' hand AVX-512 GEMM
+# with its fused epilogue (P6) and OpenBLAS sgemm + an epilogue pass (P7), in alternating
+# processes, $RUNS times; the peers are built from ../shared/peers ($PEERS_DIR) as its
+# run_peers.sh builds them, and skipped when that folder is not there.
+peers=${PEERS_DIR:-../shared/peers}
+for run in $(seq "${RUNS:-3}"); do
+  echo "run.sh: matmul workloads, run $run" >&2
+  build-release/bin/kiln_matmul_bench
+  if [[ -f $peers/cpp/bench_hand.cpp ]]; then
+    mkdir -p build-release/peers
+    [[ -x build-release/peers/bench_hand ]] ||
+      g++ -O3 -march=native -fopenmp -std=c++20 -Wno-uninitialized -o build-release/peers/bench_hand "$peers/cpp/bench_hand.cpp"
+    [[ -x build-release/peers/bench_blas ]] ||
+      g++ -O3 -march=native -fopenmp -std=c++20 -o build-release/peers/bench_blas "$peers/cpp/bench_blas.cpp" -lopenblas
+    OMP_NUM_THREADS=2 build-release/peers/bench_hand --only W6,W7 --threads 2 --run "$run" | cut -c1-160
+    OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 build-release/peers/bench_blas --only W6,W7 --threads 2 --run "$run" | cut -c1-160
+  fi
+done
 
 if [[ ${PEERS:-0} == 1 ]]; then
   peers=${PEERS_DIR:-../shared/peers}

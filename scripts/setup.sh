@@ -19,6 +19,8 @@ packages=(
   # Libraries
   libeigen3-dev libfmt-dev libtbb-dev libsqlite3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The benchmarks' GEMM peer (OpenBLAS, built by benchmarks/run.sh from ../shared/peers)
+  libopenblas-dev
 )
 
 missing=()
