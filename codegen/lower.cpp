@@ -875,4 +875,41 @@ std::string LaunchPlan::str() const {
 
 LaunchPlan lower_to_kernels(const Graph& fused, const MemoryPlan& memory) { return Lowering(fused, memory).run(); }
 
+int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
+  if (i + 1 >= plan.steps.size() || plan.steps[i].kernel >= 0 || plan.steps[i + 1].kernel < 0) return 0;
+  const LaunchPlan::Gemm& g = plan.steps[i].gemm;
+  const LaunchPlan::Step& step = plan.steps[i + 1];
+  const auto ki = static_cast<size_t>(step.kernel);
+  if (ki >= plan.schedules.size()) return 0;
+  const kir::Kernel& k = plan.kernels[ki];
+  const kir::Schedule& s = plan.schedules[ki];
+  Shape c = g.batch;
+  c.push_back(g.m);
+  c.push_back(g.n);
+  if (!(k.domain == c) || s.lanes_reduce || std::find(k.reduced.begin(), k.reduced.end(), true) != k.reduced.end())
+    return 0;
+  const int64_t per_row = g.n == 0 ? 0 : (g.n + s.tile - 1) / s.tile;
+  if (per_row == 0 || s.iterations != c.numel() / g.n * per_row) return 0;
+  // The product's buffer at the iteration's own position only (row-major over the domain),
+  // and no operand of the GEMM written: other blocks may still be reading them.
+  const auto affine = kir::affine_analysis(k);
+  const auto identity = c.strides();
+  auto at_own_position = [&](kir::Ref offset) {
+    const auto& a = affine[static_cast<size_t>(offset)];
+    if (!a || a->base != 0) return false;
+    for (int d = 0; d < c.rank(); ++d)
+      if (c[d] != 1 && a->stride[static_cast<size_t>(d)] != identity[static_cast<size_t>(d)]) return false;
+    return true;
+  };
+  auto plan_buffer = [&](int32_t param) { return step.bindings[static_cast<size_t>(param)]; };
+  for (const kir::Inst& in : k.insts)
+    if (in.code == kir::Code::Load && plan_buffer(in.buffer) == g.c && !at_own_position(in.args[0])) return 0;
+  for (const kir::Store& st : k.stores) {
+    const int32_t b = plan_buffer(st.buffer);
+    if (b == g.a || b == g.b) return 0;
+    if (b == g.c && !at_own_position(st.offset)) return 0;
+  }
+  return per_row;
+}
+
 }  // namespace kiln

@@ -33,6 +33,9 @@ struct Executable {
   LaunchPlan plan;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels;  // per plan kernel
   std::vector<std::shared_ptr<DeviceMemory>> constants;        // per plan buffer (Constant kind)
+  /// Per step: a GEMM's epilogue iterations per row when the next step may run on its
+  /// blocks of rows (gemm_epilogue_iterations_per_row), else 0.
+  std::vector<int64_t> epilogue_per_row;
 };
 
 struct Hash128Hasher {
@@ -128,6 +131,8 @@ class KernelEngine final : public Engine {
     exe->plan = std::move(c.plan);
     for (size_t i = 0; i < exe->plan.kernels.size(); ++i)
       exe->kernels.push_back(backend_.compile(exe->plan.kernels[i], exe->plan.schedules[i]));
+    for (size_t i = 0; i < exe->plan.steps.size(); ++i)
+      exe->epilogue_per_row.push_back(gemm_epilogue_iterations_per_row(exe->plan, i));
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
       if (!dump.wants(stage)) continue;
       for (size_t i = 0; i < exe->plan.kernels.size(); ++i) {
@@ -176,15 +181,7 @@ class KernelEngine final : public Engine {
     }
     std::vector<DeviceMemory*> bound;
     std::vector<Scalar> args;
-    for (const LaunchPlan::Step& step : plan.steps) {
-      runtime_counters().launches++;
-      if (step.kernel < 0) {
-        if (!backend_.gemm(step.gemm, mem))
-          throw Error(fmt::format("matmul: device {} has no GEMM for {} [{}x{}x{}]", device_.str(),
-                                  dtype_name(step.gemm.dtype), step.gemm.m, step.gemm.n, step.gemm.k));
-        continue;
-      }
-      const auto k = static_cast<size_t>(step.kernel);
+    auto bind = [&](const LaunchPlan::Step& step) {
       bound.assign(step.bindings.size(), nullptr);
       for (size_t i = 0; i < bound.size(); ++i) bound[i] = mem[static_cast<size_t>(step.bindings[i])];
       args.clear();
@@ -192,6 +189,27 @@ class KernelEngine final : public Engine {
         KILN_ASSERT(static_cast<size_t>(slot) < scalars.size(), "a kernel's scalar slot is bound by the graph");
         args.push_back(scalars[static_cast<size_t>(slot)]);
       }
+    };
+    for (size_t s = 0; s < plan.steps.size(); ++s) {
+      const LaunchPlan::Step& step = plan.steps[s];
+      runtime_counters().launches++;
+      if (step.kernel < 0) {
+        if (const int64_t per_row = exe.epilogue_per_row[s]; per_row > 0) {
+          const LaunchPlan::Step& epilogue = plan.steps[s + 1];
+          const auto k = static_cast<size_t>(epilogue.kernel);
+          bind(epilogue);
+          if (backend_.gemm_with_epilogue(step.gemm, mem, {*exe.kernels[k], plan.schedules[k], bound, args, per_row})) {
+            ++s;  // the epilogue ran with the product
+            continue;
+          }
+        }
+        if (!backend_.gemm(step.gemm, mem))
+          throw Error(fmt::format("matmul: device {} has no GEMM for {} [{}x{}x{}]", device_.str(),
+                                  dtype_name(step.gemm.dtype), step.gemm.m, step.gemm.n, step.gemm.k));
+        continue;
+      }
+      const auto k = static_cast<size_t>(step.kernel);
+      bind(step);
       backend_.launch(*exe.kernels[k], plan.schedules[k], bound, args);
     }
     std::vector<BufferRef> results;

@@ -86,6 +86,22 @@ class CpuBackend final : public Backend {
     cpu::parallel_range(s.iterations, s.grain, [&](int64_t begin, int64_t end) { cpu::call_kernel(fn, args.data(), begin, end); });
   }
 
+  bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,
+                          const GemmEpilogue& epilogue) override {
+    const cpu::KernelFn fn = static_cast<const cpu::CpuKernel&>(epilogue.kernel).fn();
+    std::vector<void*> args(epilogue.buffers.size() + epilogue.scalars.size());
+    std::vector<uint64_t> values(epilogue.scalars.size());
+    for (size_t i = 0; i < epilogue.buffers.size(); ++i) args[i] = epilogue.buffers[i]->host_data();
+    for (size_t i = 0; i < epilogue.scalars.size(); ++i) args[epilogue.buffers.size() + i] = &values[i];
+    if (!epilogue.scalars.empty()) fill_scalars(epilogue.kernel, epilogue.scalars, values);
+    return cpu::run_gemm_by_rows(g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
+                                 buffers[static_cast<size_t>(g.c)]->host_data(), [&](int64_t begin, int64_t end) {
+                                   if (begin < end)
+                                     cpu::call_kernel(fn, args.data(), begin * epilogue.iterations_per_row,
+                                                      end * epilogue.iterations_per_row);
+                                 });
+  }
+
   bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {
     cpu::run_gemm(g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
                   buffers[static_cast<size_t>(g.c)]->host_data());

@@ -75,7 +75,8 @@ T* scratch(std::vector<T>& v, int64_t n) {
 }
 
 template <class T>
-void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn micro) {
+void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn micro,
+               const std::function<void(int64_t, int64_t)>* rows_done) {
   const kir::GemmSchedule& s = g.schedule;
   const int64_t m = g.m, n = g.n, k = g.k;
   const int64_t mblocks = (m + s.mc - 1) / s.mc, nblocks = (n + s.nc - 1) / s.nc;
@@ -113,6 +114,7 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
         }
       }
     }
+    if (rows_done) (*rows_done)(bi * m + i0, bi * m + i0 + rows);
   };
   if (m * n * k < s.serial_below || tasks == 1) {
     for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -125,21 +127,42 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
 
 }  // namespace
 
-void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c) {
+namespace {
+
+void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
+              const std::function<void(int64_t, int64_t)>* rows_done) {
   if (g.m == 0 || g.n == 0 || g.batch.numel() == 0) return;
   const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype);
+  const KernelFn fn = micro->fn();
   switch (g.dtype) {
     case DType::F32:
-      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), micro->fn());
+      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), fn, rows_done);
     case DType::F64:
-      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), micro->fn());
+      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), fn, rows_done);
     case DType::I32:
-      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), micro->fn());
+      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), fn, rows_done);
     case DType::I64:
-      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), micro->fn());
+      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), fn, rows_done);
     case DType::Bool: break;
   }
   throw Error("matmul of bool tensors is not supported on the cpu device");
+}
+
+}  // namespace
+
+void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c) {
+  dispatch(g, a, b, c, nullptr);
+}
+
+bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
+                      const std::function<void(int64_t, int64_t)>& rows_done) {
+  if (g.n > g.schedule.nc) return false;
+  if (g.m == 0 || g.n == 0 || g.batch.numel() == 0) {
+    rows_done(0, g.batch.numel() * g.m);
+    return true;
+  }
+  dispatch(g, a, b, c, &rows_done);
+  return true;
 }
 
 }  // namespace kiln::cpu

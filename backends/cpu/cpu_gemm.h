@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "kiln/codegen/lower.h"
 
@@ -12,5 +14,11 @@ namespace kiln::cpu {
 /// Integers wrap like the interpreter's; floats accumulate in their own type with
 /// multiply-adds, in another order than the interpreter's (docs/runtime.md, "Accuracy").
 void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c);
+
+/// The same, calling `rows_done(begin, end)` on each task's thread as soon as rows [begin,
+/// end) of the product (counted over all batches) are final, while they are in cache.
+/// False, computing nothing, when a task does not own whole rows (more than one nc block).
+bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
+                      const std::function<void(int64_t, int64_t)>& rows_done);
 
 }  // namespace kiln::cpu

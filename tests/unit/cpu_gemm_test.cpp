@@ -10,6 +10,7 @@
 
 #include "kiln/engine/engine.h"
 #include "kiln/ir/interpreter.h"
+#include "kiln/runtime/stats.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -98,6 +99,32 @@ TEST(CpuGemm, BatchedBroadcastAndTransposedOperands) {
   return %c
 })",
               {filled(DType::F32, Shape{8, 128, 64}, 9), filled(DType::F32, Shape{8, 128, 64}, 10)}, "transposed B");
+}
+
+// An elementwise epilogue that reads the product only where it writes runs on each block
+// of rows right after the block is computed (one launch for both steps); one that reads the
+// product elsewhere (a transpose) waits for the whole product.
+TEST(CpuGemm, EpilogueRunsOnBlocksOfRowsOnlyWhereItMay) {
+  const std::string fused = R"(graph @g(%a: f32[333,200], %b: f32[200,129], %bias: f32[129]) -> f32[333,129] {
+  %p = matmul %a, %b : f32[333,129]
+  %q = add %p, %bias : f32[333,129]
+  %r = relu %q : f32[333,129]
+  return %r
+})";
+  const auto before = runtime_counters().launches.load();
+  expect_same(fused, {filled(DType::F32, Shape{333, 200}, 11), filled(DType::F32, Shape{200, 129}, 12),
+                      filled(DType::F32, Shape{129}, 13)}, "matmul + bias + relu");
+  EXPECT_EQ(runtime_counters().launches.load() - before, 1u);
+  const std::string transposed = R"(graph @g(%a: f32[150,150], %b: f32[150,150]) -> f32[150,150] {
+  %p = matmul %a, %b : f32[150,150]
+  %t = permute %p {perm = [1, 0]} : f32[150,150]
+  %s = add %p, %t : f32[150,150]
+  return %s
+})";
+  const auto before2 = runtime_counters().launches.load();
+  expect_same(transposed, {filled(DType::F32, Shape{150, 150}, 14), filled(DType::F32, Shape{150, 150}, 15)},
+              "matmul + its transpose");
+  EXPECT_EQ(runtime_counters().launches.load() - before2, 2u);
 }
 
 }  // namespace

@@ -94,6 +94,23 @@ class Backend {
   /// C = A x B as LaunchPlan::Gemm says; `buffers` is the whole plan's buffer table. A
   /// backend without a GEMM returns false and the engine reports the matmul as unsupported.
   virtual bool gemm(const LaunchPlan::Gemm&, std::span<DeviceMemory* const> /*buffers*/) { return false; }
+
+  /// The kernel of a GEMM step's epilogue (gemm_epilogue_iterations_per_row): iterations
+  /// [r * per_row, (r + 1) * per_row) cover row r of the product.
+  struct GemmEpilogue {
+    const CompiledKernel& kernel;
+    const kir::Schedule& schedule;
+    std::span<DeviceMemory* const> buffers;  // the kernel's, as for launch()
+    std::span<const Scalar> scalars;
+    int64_t iterations_per_row = 0;
+  };
+  /// The GEMM and its epilogue together: the epilogue runs on each block of rows as soon as
+  /// it is computed, while in cache. False when this backend (or this product's blocking)
+  /// cannot: the engine then runs gemm() and launches the epilogue after it.
+  virtual bool gemm_with_epilogue(const LaunchPlan::Gemm&, std::span<DeviceMemory* const> /*buffers*/,
+                                  const GemmEpilogue& /*epilogue*/) {
+    return false;
+  }
 };
 
 }  // namespace kiln

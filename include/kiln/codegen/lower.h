@@ -68,6 +68,13 @@ struct LaunchPlan {
   std::string str() const;
 };
 
+/// When steps[i] is a GEMM and steps[i + 1] a kernel (scheduled) that may run on each block
+/// of rows of the product as soon as that block is computed, while it is in cache: its
+/// domain is the product's shape without reductions, it reads and writes the product's
+/// buffer only at its own position, and it writes neither operand. Returns the kernel's
+/// iterations per row of the product (rows of all batches, row-major), else 0.
+int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i);
+
 /// Lowers `fused` (the output of the fuse pass) with buffers from `memory`. Throws
 /// kiln::Error naming the kernel when a region cannot be lowered.
 LaunchPlan lower_to_kernels(const Graph& fused, const MemoryPlan& memory);
