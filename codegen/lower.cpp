@@ -289,8 +289,9 @@ std::string KernelBuilder::memo_key(const Request& r) {
 }
 
 Ref KernelBuilder::value_at(const Graph& g, ValueId v, const IndexMap& p, Ref mask) {
-  // An explicit stack rather than recursion: a chain of views outside every kernel is as
-  // long as the user made it (fusion bounds only what is inside a kernel).
+  // An explicit stack rather than recursion, so that the stack depth does not follow the
+  // graph: fusion bounds what a kernel reads through (FusionPolicy::max_kernel_ops), but a
+  // graph fused with a policy that lifts the bound must still lower.
   struct Frame {
     Request at;
     std::string key;
