@@ -5,7 +5,7 @@
 // micro-kernel reads one contiguous column of the tile per step) and B's kc x nc block into
 // column panels of nr; then for each nr panel of B (kept in L1) run the micro-kernel down
 // the mr panels of A (kept in L2). Edge tiles are padded with zeros in the packed panels and
-// computed into a scratch tile, of which the part inside C is added.
+// computed into a scratch tile, of which the part inside C is stored (first panel) or added.
 #include "cpu_gemm.h"
 
 #include <algorithm>
@@ -89,7 +89,8 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     T* cm = c + bi * m * n;
     const int64_t i0 = ib * s.mc, rows = std::min(s.mc, m - i0);
     const int64_t j0 = jb * s.nc, cols = std::min(s.nc, n - j0);
-    for (int64_t i = 0; i < rows; ++i) std::fill_n(cm + (i0 + i) * n + j0, cols, T(0));
+    if (k == 0)  // no panel writes C
+      for (int64_t i = 0; i < rows; ++i) std::fill_n(cm + (i0 + i) * n + j0, cols, T(0));
     thread_local std::vector<T> apack, bpack, tile;
     const int64_t rpanels = (rows + s.mr - 1) / s.mr, cpanels = (cols + s.nr - 1) / s.nr;
     T* ap = scratch(apack, rpanels * s.mr * std::min(s.kc, std::max<int64_t>(k, 1)));
@@ -105,12 +106,14 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
           const int64_t h = std::min<int64_t>(s.mr, rows - ip * s.mr);
           T* ct = cm + (i0 + ip * s.mr) * n + j0 + jp * s.nr;
           const bool whole = h == s.mr && w == s.nr;
-          if (!whole) std::fill_n(edge, s.mr * s.nr, T(0));
-          void* args[3] = {ap + ip * s.mr * depth, bp + jp * s.nr * depth, whole ? ct : edge};
+          // The first panel overwrites C: it is never zeroed first.
+          void* accumulate = whole && p0 > 0 ? ct : nullptr;
+          void* args[4] = {ap + ip * s.mr * depth, bp + jp * s.nr * depth, whole ? ct : edge, accumulate};
           call_kernel(micro, args, depth, whole ? n : s.nr);
           if (!whole)
             for (int64_t i = 0; i < h; ++i)
-              for (int64_t j = 0; j < w; ++j) ct[i * n + j] = wrapping_add(ct[i * n + j], edge[i * s.nr + j]);
+              for (int64_t j = 0; j < w; ++j)
+                ct[i * n + j] = p0 == 0 ? edge[i * s.nr + j] : wrapping_add(ct[i * n + j], edge[i * s.nr + j]);
         }
       }
     }

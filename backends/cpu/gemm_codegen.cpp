@@ -51,6 +51,8 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   Value* a = arg(0);
   Value* bp = arg(1);
   Value* c = arg(2);
+  // args[3] null: the tile overwrites C (the first panel of the depth), else adds to it.
+  Value* accumulate = b.CreateIsNotNull(arg(3));
   Value* zero = llvm::Constant::getNullValue(vt);
   b.CreateCondBr(b.CreateICmpSGT(kc, b.getInt64(0)), loop, done);
 
@@ -99,8 +101,20 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
       Value* sum = sums[static_cast<size_t>(i * vecs + v)];
       Value* at = b.CreateConstGEP1_64(elem, crow, static_cast<uint64_t>(v * s.vector_width));
       const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
+      // The load of C stays behind the flag: on the first panel C may be uninitialized.
+      auto* add_bb = llvm::BasicBlock::Create(ctx, "add", f);
+      auto* join_bb = llvm::BasicBlock::Create(ctx, "join", f);
+      llvm::BasicBlock* from = b.GetInsertBlock();
+      b.CreateCondBr(accumulate, add_bb, join_bb);
+      b.SetInsertPoint(add_bb);
       Value* old = b.CreateAlignedLoad(vt, at, align);
-      b.CreateAlignedStore(is_fp ? b.CreateFAdd(old, sum) : b.CreateAdd(old, sum), at, align);
+      Value* added = is_fp ? b.CreateFAdd(old, sum) : b.CreateAdd(old, sum);
+      b.CreateBr(join_bb);
+      b.SetInsertPoint(join_bb);
+      llvm::PHINode* out = b.CreatePHI(vt, 2);
+      out->addIncoming(sum, from);
+      out->addIncoming(added, add_bb);
+      b.CreateAlignedStore(out, at, align);
     }
   }
   b.CreateRetVoid();
