@@ -132,6 +132,10 @@ std::string cpu_kernel_llvm_ir(const kir::Kernel& k, const kir::Schedule& s, boo
 std::string cpu_kernel_assembly(const kir::Kernel& k, const kir::Schedule& s) {
   return cpu::Jit::instance().assembly(k, s);
 }
+std::string cpu_gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized) {
+  return cpu::Jit::instance().gemm_llvm_ir(s, t, optimized);
+}
+std::string cpu_gemm_assembly(const kir::GemmSchedule& s, DType t) { return cpu::Jit::instance().gemm_assembly(s, t); }
 std::string cpu_target_description() { return cpu::Jit::instance().target().describe(); }
 size_t cpu_cached_kernels() { return cpu::Jit::instance().cached_kernels(); }
 

@@ -233,9 +233,10 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
 
 std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t) {
   CanonicalWriter w;
+  // Only the register tile shapes the code: products that block differently share it.
   w.bytes("gemm micro-kernel");
   w.bytes(dtype_name(t));
-  w.bytes(s.str());
+  w.bytes(fmt::format("mr {} nr {} vector {}", s.mr, s.nr, s.vector_width));
   w.bytes(impl_->fingerprint);
   const std::string canonical = w.take();
   return code(canonical, fmt::format("gemm micro-kernel {} {}x{}", dtype_name(t), s.mr, s.nr), {},
@@ -302,6 +303,27 @@ std::string Jit::llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool opti
   llvm::raw_string_ostream os(out);
   m->print(os, nullptr);
   return out;
+}
+
+std::string Jit::gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized) {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.mutex);
+  llvm::LLVMContext ctx;
+  auto m = im.finish(emit_gemm_microkernel(s, t, fmt::format("kiln_gemm_{}_{}x{}", dtype_name(t), s.mr, s.nr), ctx));
+  if (optimized) im.optimize(*m);
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  m->print(os, nullptr);
+  return out;
+}
+
+std::string Jit::gemm_assembly(const kir::GemmSchedule& s, DType t) {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.mutex);
+  llvm::LLVMContext ctx;
+  auto m = im.finish(emit_gemm_microkernel(s, t, fmt::format("kiln_gemm_{}_{}x{}", dtype_name(t), s.mr, s.nr), ctx));
+  im.optimize(*m);
+  return im.emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
 }
 
 std::string Jit::assembly(const kir::Kernel& k, const kir::Schedule& s) {

@@ -64,6 +64,10 @@ class Jit {
   /// fn(args, kc, ldc)), from the same caches as kernels.
   std::shared_ptr<const CpuKernel> gemm_microkernel(const kir::GemmSchedule& s, DType t);
 
+  /// The micro-kernel's LLVM IR (before or after optimization) and host assembly.
+  std::string gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized);
+  std::string gemm_assembly(const kir::GemmSchedule& s, DType t);
+
   /// Kernels kept alive by the in-memory LRU (KILN_KERNEL_CACHE_SIZE, default 4096).
   size_t cached_kernels();
 

@@ -1,5 +1,8 @@
 // tools/kiln/codegen_command.cpp - `kiln codegen`: what a backend generates for an IR file.
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -61,6 +64,19 @@ Command add_codegen_command(CLI::App& app) {
                 out += fmt::format("; ---- kernel @{} ----\n", k.name);
                 out += opts->assembly ? cpu_kernel_assembly(k, c.plan.schedules[i])
                                       : cpu_kernel_llvm_ir(k, c.plan.schedules[i], !opts->unoptimized);
+              }
+              // GEMM steps: the micro-kernel each runs (one per dtype and register tile).
+              std::vector<std::string> shown;
+              for (const LaunchPlan::Step& step : c.plan.steps) {
+                if (step.kernel >= 0 || !opts->kernel.empty()) continue;
+                const kir::GemmSchedule& s = step.gemm.schedule;
+                const std::string what =
+                    fmt::format("{} {}x{}, vector {}", dtype_name(step.gemm.dtype), s.mr, s.nr, s.vector_width);
+                if (std::find(shown.begin(), shown.end(), what) != shown.end()) continue;
+                shown.push_back(what);
+                out += fmt::format("; ---- gemm micro-kernel {} ----\n", what);
+                out += opts->assembly ? cpu_gemm_assembly(s, step.gemm.dtype)
+                                      : cpu_gemm_llvm_ir(s, step.gemm.dtype, !opts->unoptimized);
               }
             }
             if (!found) throw Error(fmt::format("--kernel {}: no such kernel (see --target kernel)", opts->kernel));
