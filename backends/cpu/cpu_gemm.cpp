@@ -128,10 +128,6 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
   });
 }
 
-}  // namespace
-
-namespace {
-
 void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
               const std::function<void(int64_t, int64_t)>* rows_done) {
   if (g.m == 0 || g.n == 0 || g.batch.numel() == 0) return;
