@@ -99,7 +99,9 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
       const int64_t depth = std::min(s.kc, k - p0);
       pack_a(am + i0 * k + p0, k, rows, depth, s.mr, ap);
-      pack_b(bm + p0 * n + j0, n, depth, cols, s.nr, bp);
+      // One row panel uses each B panel once: its whole panels are read in place, unpacked.
+      const bool b_in_place = rpanels == 1;
+      if (!b_in_place) pack_b(bm + p0 * n + j0, n, depth, cols, s.nr, bp);
       for (int64_t jp = 0; jp < cpanels; ++jp) {
         const int64_t w = std::min<int64_t>(s.nr, cols - jp * s.nr);
         for (int64_t ip = 0; ip < rpanels; ++ip) {
@@ -108,7 +110,16 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
           const bool whole = h == s.mr && w == s.nr;
           // The first panel overwrites C: it is never zeroed first.
           void* accumulate = whole && p0 > 0 ? ct : nullptr;
-          void* args[4] = {ap + ip * s.mr * depth, bp + jp * s.nr * depth, whole ? ct : edge, accumulate};
+          const T* bpanel = bp + jp * s.nr * depth;
+          int64_t ldb = s.nr;
+          if (b_in_place && w == s.nr) {
+            bpanel = bm + p0 * n + j0 + jp * s.nr;
+            ldb = n;
+          } else if (b_in_place) {  // a partial panel still needs its zero padding
+            pack_b(bm + p0 * n + j0 + jp * s.nr, n, depth, w, s.nr, bp);
+            bpanel = bp;
+          }
+          void* args[5] = {ap + ip * s.mr * depth, const_cast<T*>(bpanel), whole ? ct : edge, accumulate, &ldb};
           call_kernel(micro, args, depth, whole ? n : s.nr);
           if (!whole)
             for (int64_t i = 0; i < h; ++i)

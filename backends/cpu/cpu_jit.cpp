@@ -42,7 +42,7 @@ namespace kiln::cpu {
 namespace {
 
 // Bump when generated code changes for the same Kernel IR: old disk entries become stale.
-constexpr int kCodegenVersion = 5;
+constexpr int kCodegenVersion = 6;
 
 std::string take(llvm::Error e) { return llvm::toString(std::move(e)); }
 

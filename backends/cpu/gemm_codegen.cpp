@@ -53,6 +53,8 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   Value* c = arg(2);
   // args[3] null: the tile overwrites C (the first panel of the depth), else adds to it.
   Value* accumulate = b.CreateIsNotNull(arg(3));
+  // args[4]: B's row stride in elements (nr when packed; the matrix's when read in place).
+  Value* ldb = b.CreateLoad(i64, arg(4));
   Value* zero = llvm::Constant::getNullValue(vt);
   b.CreateCondBr(b.CreateICmpSGT(kc, b.getInt64(0)), loop, done);
 
@@ -65,7 +67,7 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
     acc.push_back(b.CreatePHI(vt, 2));
     acc.back()->addIncoming(zero, entry);
   }
-  Value* brow = b.CreateGEP(elem, bp, b.CreateMul(p, b.getInt64(s.nr)));
+  Value* brow = b.CreateGEP(elem, bp, b.CreateMul(p, ldb));
   std::vector<Value*> bv;
   for (int v = 0; v < vecs; ++v)
     bv.push_back(b.CreateAlignedLoad(vt, b.CreateConstGEP1_64(elem, brow, static_cast<uint64_t>(v * s.vector_width)),
