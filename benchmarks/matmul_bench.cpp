@@ -16,20 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "peer_inputs.h"
+
 namespace {
 
-// The peers' input generator (../shared/peers/cpp/common.hpp, gen): bit-identical inputs.
 std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
   std::vector<float> out(static_cast<size_t>(n));
-  const uint64_t base = (seed << 32) + 0x9E3779B97F4A7C15ull;
-  for (long i = 0; i < n; ++i) {
-    uint64_t z = base + static_cast<uint64_t>(i);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z = z ^ (z >> 31);
-    const double u = (static_cast<double>(z >> 40) + 0.5) * (1.0 / 16777216.0);
-    out[static_cast<size_t>(i)] = static_cast<float>(lo + (hi - lo) * u);
-  }
+  for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
   return out;
 }
 

@@ -46,6 +46,8 @@
 #include <utility>
 #include <vector>
 
+#include "peer_inputs.h"
+
 namespace {
 
 // ---- sizes ---------------------------------------------------------------------------------
@@ -94,19 +96,10 @@ class Buf {
   long n_ = 0;
 };
 
-/// splitmix64 finalizer of (seed<<32)+i -> 24-bit uniform (k+0.5)/2^24 in [lo,hi): bit-identical
-/// to the peers' generators (hi-lo is a power of two, so the double arithmetic is exact).
+/// The peers' input `seed` (peer_inputs.h), generated in parallel.
 void gen(float* out, long n, uint64_t seed, double lo, double hi) {
-  const uint64_t base = (seed << 32) + 0x9E3779B97F4A7C15ull;
 #pragma omp parallel for schedule(static)
-  for (long i = 0; i < n; ++i) {
-    uint64_t z = base + static_cast<uint64_t>(i);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z = z ^ (z >> 31);
-    const double u = (static_cast<double>(z >> 40) + 0.5) * (1.0 / 16777216.0);
-    out[i] = static_cast<float>(lo + (hi - lo) * u);
-  }
+  for (long i = 0; i < n; ++i) out[i] = peer_input(seed, i, lo, hi);
 }
 
 /// Keeps the compiler from dropping stores nobody reads.

@@ -29,6 +29,26 @@ void store_scalar(const Scalar& v, DType t, std::byte* out) {
   }
 }
 
+// A generated kernel's `args` (kernel_abi.h): the buffers, then a pointer per scalar
+// argument to its value stored in the kernel's dtype (8 bytes each, held here).
+class KernelArgs {
+ public:
+  KernelArgs(const CompiledKernel& k, std::span<DeviceMemory* const> buffers, std::span<const Scalar> scalars)
+      : args_(buffers.size() + scalars.size()), values_(scalars.size()) {
+    for (size_t i = 0; i < buffers.size(); ++i) args_[i] = buffers[i]->host_data();
+    const auto& types = static_cast<const cpu::CpuKernel&>(k).scalar_types();
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      store_scalar(scalars[i], types[i], reinterpret_cast<std::byte*>(&values_[i]));
+      args_[buffers.size() + i] = &values_[i];
+    }
+  }
+  void* const* data() const { return args_.data(); }
+
+ private:
+  std::vector<void*> args_;
+  std::vector<uint64_t> values_;
+};
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend() {
@@ -73,12 +93,7 @@ class CpuBackend final : public Backend {
   void launch(const CompiledKernel& k, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
               std::span<const Scalar> scalars) override {
     const cpu::KernelFn fn = static_cast<const cpu::CpuKernel&>(k).fn();
-    // Buffers, then a pointer per scalar argument into `values` (8 bytes each).
-    std::vector<void*> args(buffers.size() + scalars.size());
-    std::vector<uint64_t> values(scalars.size());
-    for (size_t i = 0; i < buffers.size(); ++i) args[i] = buffers[i]->host_data();
-    for (size_t i = 0; i < scalars.size(); ++i) args[buffers.size() + i] = &values[i];
-    if (!scalars.empty()) fill_scalars(k, scalars, values);
+    const KernelArgs args(k, buffers, scalars);
     if (s.grain >= s.iterations) {
       cpu::call_kernel(fn, args.data(), 0, s.iterations);
       return;
@@ -89,11 +104,7 @@ class CpuBackend final : public Backend {
   bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,
                           const GemmEpilogue& epilogue) override {
     const cpu::KernelFn fn = static_cast<const cpu::CpuKernel&>(epilogue.kernel).fn();
-    std::vector<void*> args(epilogue.buffers.size() + epilogue.scalars.size());
-    std::vector<uint64_t> values(epilogue.scalars.size());
-    for (size_t i = 0; i < epilogue.buffers.size(); ++i) args[i] = epilogue.buffers[i]->host_data();
-    for (size_t i = 0; i < epilogue.scalars.size(); ++i) args[epilogue.buffers.size() + i] = &values[i];
-    if (!epilogue.scalars.empty()) fill_scalars(epilogue.kernel, epilogue.scalars, values);
+    const KernelArgs args(epilogue.kernel, epilogue.buffers, epilogue.scalars);
     return cpu::run_gemm_by_rows(g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
                                  buffers[static_cast<size_t>(g.c)]->host_data(), [&](int64_t begin, int64_t end) {
                                    if (begin < end)
@@ -109,12 +120,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  static void fill_scalars(const CompiledKernel& k, std::span<const Scalar> scalars, std::vector<uint64_t>& values) {
-    const auto& types = static_cast<const cpu::CpuKernel&>(k).scalar_types();
-    for (size_t i = 0; i < scalars.size(); ++i)
-      store_scalar(scalars[i], types[i], reinterpret_cast<std::byte*>(&values[i]));
-  }
-
   Capabilities caps_;
 };
 

@@ -145,6 +145,24 @@ struct Jit::Impl {
     return m;
   }
 
+  std::unique_ptr<llvm::Module> build_gemm(const kir::GemmSchedule& s, DType t, llvm::LLVMContext& ctx) {
+    return finish(emit_gemm_microkernel(s, t, fmt::format("kiln_gemm_{}_{}x{}", dtype_name(t), s.mr, s.nr), ctx));
+  }
+
+  // What `kiln codegen` shows of a module (compiles nothing into the JIT).
+  enum class Text { Ir, OptimizedIr, Assembly };
+  std::string text(const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>& make, Text what) {
+    std::lock_guard lock(mutex);
+    llvm::LLVMContext ctx;
+    auto m = make(ctx);
+    if (what != Text::Ir) optimize(*m);
+    if (what == Text::Assembly) return emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
+    std::string out;
+    llvm::raw_string_ostream os(out);
+    m->print(os, nullptr);
+    return out;
+  }
+
   void optimize(llvm::Module& m) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
@@ -294,45 +312,22 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
 }
 
 std::string Jit::llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool optimized) {
-  Impl& im = *impl_;
-  std::lock_guard lock(im.mutex);
-  llvm::LLVMContext ctx;
-  auto m = im.build(k, s, "kiln_" + k.name, ctx);
-  if (optimized) im.optimize(*m);
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  m->print(os, nullptr);
-  return out;
-}
-
-std::string Jit::gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized) {
-  Impl& im = *impl_;
-  std::lock_guard lock(im.mutex);
-  llvm::LLVMContext ctx;
-  auto m = im.finish(emit_gemm_microkernel(s, t, fmt::format("kiln_gemm_{}_{}x{}", dtype_name(t), s.mr, s.nr), ctx));
-  if (optimized) im.optimize(*m);
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  m->print(os, nullptr);
-  return out;
-}
-
-std::string Jit::gemm_assembly(const kir::GemmSchedule& s, DType t) {
-  Impl& im = *impl_;
-  std::lock_guard lock(im.mutex);
-  llvm::LLVMContext ctx;
-  auto m = im.finish(emit_gemm_microkernel(s, t, fmt::format("kiln_gemm_{}_{}x{}", dtype_name(t), s.mr, s.nr), ctx));
-  im.optimize(*m);
-  return im.emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
+  return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build(k, s, "kiln_" + k.name, ctx); },
+                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir);
 }
 
 std::string Jit::assembly(const kir::Kernel& k, const kir::Schedule& s) {
-  Impl& im = *impl_;
-  std::lock_guard lock(im.mutex);
-  llvm::LLVMContext ctx;
-  auto m = im.build(k, s, "kiln_" + k.name, ctx);
-  im.optimize(*m);
-  return im.emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
+  return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build(k, s, "kiln_" + k.name, ctx); },
+                     Impl::Text::Assembly);
+}
+
+std::string Jit::gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized) {
+  return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build_gemm(s, t, ctx); },
+                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir);
+}
+
+std::string Jit::gemm_assembly(const kir::GemmSchedule& s, DType t) {
+  return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build_gemm(s, t, ctx); }, Impl::Text::Assembly);
 }
 
 }  // namespace kiln::cpu
