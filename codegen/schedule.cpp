@@ -93,6 +93,8 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     // With enough kept rows to share out, a reduction takes long pieces of rows (contiguous
     // reads); its per-lane accumulators (up to 8 bytes each) must stay in L1 beside the rows.
     if (reduces && kept / std::max<int64_t>(1, last) >= 16) s.tile = 4096;
+    // Work-item devices run one kept point per work-item.
+    if (caps.local_memory) s.tile = 1;
   }
   update_walk(k, s);
 
@@ -118,8 +120,16 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // GPU geometry: a work-item per iteration, or a work-group per row when rows reduce
   // cooperatively in local memory.
   s.local_size = std::min<int64_t>(256, std::max<int64_t>(1, caps.max_work_group));
-  s.reduction = s.lanes_reduce && caps.local_memory && s.local_size > 1 ? ReductionStrategy::WorkGroupTree
-                                                                          : ReductionStrategy::Serial;
+  // Rows long enough to give each work-item of a group several elements reduce in a tree;
+  // shorter ones reduce serially, a row per work-item, in groups of many rows.
+  const bool long_rows = s.elements_per_iteration >= 4 * s.local_size || s.iterations < 4 * caps.cores;
+  s.reduction = s.lanes_reduce && caps.local_memory && s.local_size > 1 && long_rows ? ReductionStrategy::WorkGroupTree
+                                                                                     : ReductionStrategy::Serial;
+  if (s.reduction == ReductionStrategy::WorkGroupTree) {
+    int64_t fit = 1;  // no more work-items than elements in a row
+    while (fit < s.elements_per_iteration && fit < s.local_size) fit *= 2;
+    s.local_size = fit;
+  }
   const int64_t items = s.reduction == ReductionStrategy::WorkGroupTree ? s.iterations * s.local_size : s.iterations;
   s.global_size = (items + s.local_size - 1) / s.local_size * s.local_size;
   s.elements_per_item = 1;

@@ -129,8 +129,7 @@ class KernelEngine final : public Engine {
     if (dump.wants("fused")) dump.write(stem + ".fused.kir", print_graph(c.fused));
     if (dump.wants("kernel")) dump.write(stem + ".kernel.txt", c.plan.str());
     exe->plan = std::move(c.plan);
-    for (size_t i = 0; i < exe->plan.kernels.size(); ++i)
-      exe->kernels.push_back(backend_.compile(exe->plan.kernels[i], exe->plan.schedules[i]));
+    exe->kernels = backend_.compile_all(exe->plan.kernels, exe->plan.schedules);
     for (size_t i = 0; i < exe->plan.steps.size(); ++i)
       exe->epilogue_per_row.push_back(gemm_epilogue_iterations_per_row(exe->plan, i));
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {

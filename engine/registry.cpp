@@ -1,29 +1,51 @@
 // engine/registry.cpp - the device registry: one row per device, the only place that names
 // backends. A new backend adds its row here.
 #include <array>
+#include <charconv>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "kernel_engine.h"
 #include "kiln/backend/cpu.h"
+#include "kiln/backend/opencl.h"
 #include "kiln/engine/compile.h"
 #include "kiln/support/error.h"
 
 namespace kiln {
 namespace {
 
-struct DeviceRow {
-  Device device;
+// A kind of device: its name, how many there are, and how to make the engine of one.
+struct DeviceKind {
+  Device::Kind kind;
   const char* name;
-  std::unique_ptr<Engine> (*make)();
+  bool indexed;  // named "name:N"
+  size_t (*count)();
+  std::unique_ptr<Engine> (*make)(int index);
 };
 
-const std::array<DeviceRow, 2> kDevices{{
-    {Device::cpu(), "cpu", [] { return engine::make_kernel_engine(Device::cpu(), cpu_backend()); }},
-    {Device::interp(), "interp", [] { return engine::make_interpreter_engine(); }},
+const std::array<DeviceKind, 3> kKinds{{
+    {Device::Kind::Cpu, "cpu", false, [] { return size_t{1}; },
+     [](int) { return engine::make_kernel_engine(Device::cpu(), cpu_backend()); }},
+    {Device::Kind::Interp, "interp", false, [] { return size_t{1}; },
+     [](int) { return engine::make_interpreter_engine(); }},
+    {Device::Kind::OpenCL, "opencl", true, [] { return opencl_devices().size(); },
+     [](int i) { return engine::make_kernel_engine(Device::opencl(i), opencl_backend(i)); }},
 }};
+
+const DeviceKind& kind_of(Device device) {
+  for (const DeviceKind& k : kKinds)
+    if (k.kind == device.kind) return k;
+  throw Error(fmt::format("device {} is not registered in this build", device.str()));
+}
+
+std::string available_devices() {
+  std::string names;
+  for (const Device& d : registered_devices()) names += fmt::format("{}{}", names.empty() ? "" : ", ", d.str());
+  return names;
+}
 
 }  // namespace
 
@@ -36,30 +58,37 @@ const std::byte* Buffer::host_data() const { return memory_->host_data(); }
 
 Engine& engine_for(Device device) {
   // Engines are made on first use (a backend may be costly to start) and never destroyed:
-  // kernels may still run during static destruction.
-  static std::array<Engine*, kDevices.size()> engines{};
-  static std::array<std::once_flag, kDevices.size()> made;
-  for (size_t i = 0; i < kDevices.size(); ++i) {
-    if (!(kDevices[i].device == device)) continue;
-    std::call_once(made[i], [&] { engines[i] = kDevices[i].make().release(); });
-    return *engines[i];
-  }
-  throw Error(fmt::format("device {} is not registered in this build", device.str()));
+  // kernels may still run during static destruction. A device that fails to start throws
+  // here, every time it is asked for; other devices keep working.
+  const DeviceKind& kind = kind_of(device);
+  if (device.index < 0 || static_cast<size_t>(device.index) >= kind.count())
+    throw Error(fmt::format("device {} does not exist (available: {})", device.str(), available_devices()));
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, Engine*> engines;
+  std::lock_guard lock(mutex);
+  Engine*& e = engines[{static_cast<int>(device.kind), device.index}];
+  if (!e) e = kind.make(device.index).release();
+  return *e;
 }
 
 std::vector<Device> registered_devices() {
   std::vector<Device> out;
-  for (const DeviceRow& row : kDevices) out.push_back(row.device);
+  for (const DeviceKind& k : kKinds)
+    for (size_t i = 0; i < k.count(); ++i) out.push_back(Device{k.kind, static_cast<int>(i)});
   return out;
 }
 
 Device Device::parse(std::string_view name) {
-  std::string names;
-  for (const DeviceRow& row : kDevices) {
-    if (name == row.name) return row.device;
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", row.name);
+  for (const DeviceKind& k : kKinds) {
+    if (name == k.name) return Device{k.kind, 0};
+    if (!k.indexed || !name.starts_with(k.name) || name.size() <= std::strlen(k.name) + 1 || name[std::strlen(k.name)] != ':')
+      continue;
+    const std::string_view digits = name.substr(std::strlen(k.name) + 1);
+    int index = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec == std::errc() && end == digits.data() + digits.size() && index >= 0) return Device{k.kind, index};
   }
-  throw Error(fmt::format("unknown device '{}' (available: {})", name, names));
+  throw Error(fmt::format("unknown device '{}' (available: {})", name, available_devices()));
 }
 
 BufferRef copy_to_device(const BufferRef& b, Device to) {

@@ -15,6 +15,7 @@ Graph run_fold(const Graph& g, const PassOptions& o) { return constant_folding(g
 Graph run_simplify(const Graph& g, const PassOptions& o) { return simplify(g, o); }
 Graph run_fuse(const Graph& g, const PassOptions& o) { return fuse(g, o); }
 Graph run_split(const Graph& g, const PassOptions& o) { return split_reductions(g, o); }
+Graph run_contract(const Graph& g, const PassOptions& o) { return contract_matmul(g, o); }
 
 // One row per pass: the name --passes takes, what it does, the function.
 constexpr PassInfo kPasses[] = {
@@ -22,6 +23,7 @@ constexpr PassInfo kPasses[] = {
     {"simplify", "algebraic rewrites: x+0, x*1, double negation, idempotent ops, cast/reshape/permute chains, identity views", run_simplify},
     {"cse", "merge structurally identical nodes across the whole graph", run_cse},
     {"dce", "drop nodes that no output depends on", run_dce},
+    {"contract-matmul", "matmul becomes a broadcast product summed over the contracting axis (one generated reduction kernel, epilogue fused)", run_contract},
     {"split-reductions", "reductions to a few values become two-level reductions over blocks (parallel rows; float sums round the partials)", run_split},
     {"fuse", "group operations into kernel regions: elementwise chains, reductions with prologue and epilogue, row-wise chains, matmul epilogues", run_fuse},
 };

@@ -44,6 +44,7 @@ struct Mode {
 // Which code paths of a compiling backend the graphs reached (for the large mode's claim).
 struct Reached {
   int vector_loops = 0, thread_splits = 0, split_reductions = 0, gemms = 0;
+  int tree_reductions = 0, generated_matmuls = 0;  // work-group devices
 };
 
 void tally(Backend& backend, const Graph& g, Reached& r) {
@@ -53,8 +54,12 @@ void tally(Backend& backend, const Graph& g, Reached& r) {
     const kir::Schedule& s = c.plan.schedules[i];
     if (k.domain.rank() > 0 && s.vector_width > 1 && k.domain[k.domain.rank() - 1] > s.vector_width) ++r.vector_loops;
     if (s.grain < s.iterations) ++r.thread_splits;
+    if (s.reduction == kir::ReductionStrategy::WorkGroupTree) ++r.tree_reductions;
   }
   for (const LaunchPlan::Step& st : c.plan.steps) r.gemms += st.kernel < 0;
+  const bool has_matmul = std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == OpKind::Matmul; });
+  if (has_matmul && std::none_of(c.plan.steps.begin(), c.plan.steps.end(), [](const auto& st) { return st.kernel < 0; }))
+    ++r.generated_matmuls;
   PipelineOptions po;
   po.verify_each = false;
   const std::vector<const PassInfo*> split_only{find_pass("split-reductions")};
@@ -96,9 +101,14 @@ TEST_P(DevicesMatchInterpreter, LargeRandomGraphs) {
   const Reached r = check_device(GetParam(), {"large", 40, o});
   if (engine_for(GetParam()).backend() == nullptr || test::diff_seeds(40).size() < 40) return;
   // The large graphs must reach the paths small ones never do.
+  EXPECT_GT(r.split_reductions, 0);
+  if (engine_for(GetParam()).backend()->capabilities().local_memory) {  // work-groups
+    EXPECT_GT(r.tree_reductions, 0);
+    EXPECT_GT(r.generated_matmuls, 0);
+    return;
+  }
   EXPECT_GT(r.vector_loops, 0);
   EXPECT_GT(r.thread_splits, 0);
-  EXPECT_GT(r.split_reductions, 0);
   EXPECT_GT(r.gemms, 0);
 }
 
@@ -122,7 +132,11 @@ TEST(Minimizer, ShrinksToWhatTheFailureNeeds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryDevice, DevicesMatchInterpreter, testing::ValuesIn(registered_devices()),
-                         [](const testing::TestParamInfo<Device>& i) { return i.param.str(); });
+                         [](const testing::TestParamInfo<Device>& i) {
+                           std::string name = i.param.str();  // opencl:0 -> opencl0
+                           std::erase(name, ':');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace kiln

@@ -22,7 +22,7 @@ enum class Precision : uint8_t {
   Unbounded,    // such a difference then went through an op that amplifies it without bound
                 // (a step, a pole, a compare, a periodic function): only the type is checked
 };
-std::vector<Precision> precision(const Graph& g);
+std::vector<Precision> precision(const Graph& g, bool exact_math = true);
 
 /// Per output of `g`: the largest finite magnitude among it and every value it is computed
 /// from, as the interpreter computes them. A sum that cancels to ~0 is off by a rounding of

@@ -65,6 +65,16 @@ class Backend {
   /// Compiles `k` to run with `s`. Throws kiln::Error naming the kernel on failure, or when
   /// KILN_NO_COMPILE=1 and nothing cached holds it. Thread-safe.
   virtual std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) = 0;
+  /// Every kernel of a launch plan, `kernels[i]` run with `schedules[i]`: the engine compiles
+  /// a plan through this. A backend whose compiler costs much per invocation whatever it
+  /// compiles (an OpenCL program build) overrides it to compile the kernels together; the
+  /// default calls compile() for each.
+  virtual std::vector<std::shared_ptr<const CompiledKernel>> compile_all(std::span<const kir::Kernel> kernels,
+                                                                         std::span<const kir::Schedule> schedules) {
+    std::vector<std::shared_ptr<const CompiledKernel>> out;
+    for (size_t i = 0; i < kernels.size(); ++i) out.push_back(compile(kernels[i], schedules[i]));
+    return out;
+  }
 
   // ---- buffers ----
   /// Uninitialized memory; throws kiln::Error naming the size and device when it cannot.

@@ -96,5 +96,9 @@ Graph fuse(const Graph& g, const PassOptions& options = {});
 /// and a reduction of those (not in -O2: float sums round the partials; the cpu device runs
 /// it). See passes/split_reductions.cpp.
 Graph split_reductions(const Graph& g, const PassOptions& options = {});
+/// Every matmul becomes a broadcast product summed over the contracting axis, which fusion
+/// makes one reduction kernel (for backends that generate matmul as a kernel; not in -O2).
+/// See passes/contract_matmul.cpp.
+Graph contract_matmul(const Graph& g, const PassOptions& options = {});
 
 }  // namespace kiln

@@ -1,0 +1,372 @@
+// backends/opencl/opencl_backend.cpp - the `opencl:N` devices: OpenCL C from the shared
+// C-family emitter (kiln/codegen/c_source.h), device-resident buffers, one in-order queue.
+//
+// Programs are cached in memory (by the kernel's canonical form, compared on every hit) and
+// on disk as the driver's binaries, keyed by platform, device, driver version, kiln version
+// and the kernel with its schedule; an entry the driver no longer accepts is removed and
+// rebuilt from source.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "cl_api.h"
+#include "kiln/backend/opencl.h"
+#include "kiln/codegen/c_source.h"
+#include "kiln/codegen_id.h"
+#include "kiln/ir/hash.h"
+#include "kiln/passes/pass_manager.h"
+#include "kiln/runtime/disk_cache.h"
+#include "kiln/runtime/stats.h"
+#include "kiln/support/env.h"
+#include "kiln/support/error.h"
+#include "kiln/support/log.h"
+#include "kiln/support/lru_cache.h"
+#include "kiln/version.h"
+
+namespace kiln::opencl {
+namespace {
+
+class ClMemory final : public DeviceMemory {
+ public:
+  ClMemory(int64_t bytes, Mem mem) : DeviceMemory(bytes), mem_(std::move(mem)) {}
+  cl_mem get() const { return mem_.get(); }
+
+ private:
+  Mem mem_;
+};
+
+class ClKernel final : public CompiledKernel {
+ public:
+  ClKernel(std::shared_ptr<const Program> program, KernelHandle kernel, std::vector<DType> scalars, std::string name)
+      : program_(std::move(program)), kernel_(std::move(kernel)), scalars_(std::move(scalars)), name_(std::move(name)) {}
+  cl_kernel get() const { return kernel_.get(); }
+  const std::vector<DType>& scalar_types() const { return scalars_; }
+  const std::string& name() const { return name_; }
+  // clSetKernelArg and the enqueue that reads the arguments must not interleave with
+  // another thread's launch of the same kernel.
+  std::mutex& mutex() const { return mutex_; }
+
+ private:
+  std::shared_ptr<const Program> program_;  // shared by the kernels built together
+  KernelHandle kernel_;
+  std::vector<DType> scalars_;
+  std::string name_;
+  mutable std::mutex mutex_;
+};
+
+// The entry point of the i-th kernel of a program: programs are shared by kernels that
+// differ only in name, so kernels are named by position.
+std::string entry_name(size_t i) { return fmt::format("kiln_kernel_{}", i); }
+
+bool no_compile() {
+  const char* no = std::getenv("KILN_NO_COMPILE");
+  return no != nullptr && std::string_view(no) == "1";
+}
+
+class OpenClBackend final : public Backend {
+ public:
+  explicit OpenClBackend(int index) : index_(index) {
+    const std::vector<FoundDevice>& found = found_devices();
+    KILN_ASSERT(index >= 0 && static_cast<size_t>(index) < found.size(), "opencl_backend checks the index");
+    const FoundDevice& f = found[static_cast<size_t>(index)];
+    device_ = f.device;
+    info_ = f.info;
+    cl_int err = CL_SUCCESS;
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(f.platform), 0};
+    context_ = Context(clCreateContext(props, 1, &device_, nullptr, nullptr, &err));
+    check(err, fmt::format("creating a context on opencl:{} ({})", index, info_.name));
+    queue_ = Queue(clCreateCommandQueueWithProperties(context_.get(), device_, nullptr, &err));
+    check(err, fmt::format("creating a queue on opencl:{} ({})", index, info_.name));
+    caps_.fp64 = info_.fp64;
+    caps_.int64 = info_.int64;
+    caps_.local_memory = info_.local_memory > 0;
+    caps_.subgroup_size = 1;  // subgroup reductions are not generated yet
+    caps_.max_work_group = info_.max_work_group;
+    caps_.vector_bytes = 16;
+    caps_.cores = std::max(1, info_.compute_units);
+    caps_.exact_math = false;  // the device's libm, not the host's
+    // Warnings about generated code (a self-comparison from `eq %x, %x`) are not the user's
+    // to read; KILN_OPENCL_OPTIONS adds options of the user's (-cl-opt-disable...).
+    options_ = "-w";
+    if (const char* extra = std::getenv("KILN_OPENCL_OPTIONS"); extra && *extra) options_ += fmt::format(" {}", extra);
+    fingerprint_ = fmt::format("opencl|{}|{}|{}|{}|{}|options {}|kiln {} codegen {}", info_.platform,
+                               info_.platform_version, info_.name, info_.driver_version, info_.device_version, options_,
+                               KILN_VERSION_STRING, KILN_CODEGEN_ID);
+  }
+
+  std::string_view name() const override { return "opencl"; }
+  std::string fingerprint() const override { return fingerprint_; }
+  const Capabilities& capabilities() const override { return caps_; }
+  // Matmul is generated as a reduction kernel (epilogue fused); reductions to few values
+  // become block partials, which a second kernel reduces.
+  std::vector<const PassInfo*> extra_passes() const override {
+    return {find_pass("contract-matmul"), find_pass("split-reductions")};
+  }
+
+  std::string kernel_source(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
+    return stage == "opencl" ? kir::opencl_source(k, s, caps_) : std::string();
+  }
+
+  std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) override {
+    return compile_all({&k, 1}, {&s, 1})[0];
+  }
+
+  // The kernels no cache holds are built as one program: a build costs about as much for
+  // one kernel as for ten (PoCL: ~100 ms either way). The program's disk entry is keyed by
+  // the canonical forms of exactly those kernels, so the next process, missing the same
+  // ones, finds it.
+  std::vector<std::shared_ptr<const CompiledKernel>> compile_all(std::span<const kir::Kernel> kernels,
+                                                                 std::span<const kir::Schedule> schedules) override {
+    KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
+    std::vector<std::shared_ptr<const CompiledKernel>> out(kernels.size());
+    struct Miss {
+      std::vector<size_t> plan_indices;  // the same kernel may occur twice in a plan
+      std::string canonical, key;
+    };
+    std::vector<Miss> misses;
+    {
+      std::lock_guard lock(cache_mutex_);
+      for (size_t i = 0; i < kernels.size(); ++i) {
+        check_types(kernels[i]);
+        std::string canonical = kir::kernel_canonical(kernels[i], schedules[i], fingerprint_);
+        std::string key = hash_text(canonical).hex();
+        if (auto* hit = kernels_.find(key)) {
+          if ((*hit).first != canonical) throw Error(fmt::format("internal error: kernel cache key collision on {}", key));
+          runtime_counters().kernel_memory_hits++;
+          out[i] = (*hit).second;
+          continue;
+        }
+        auto same = std::find_if(misses.begin(), misses.end(), [&](const Miss& m) { return m.key == key; });
+        if (same != misses.end()) same->plan_indices.push_back(i);
+        else misses.push_back({{i}, std::move(canonical), std::move(key)});
+      }
+    }
+    if (misses.empty()) return out;
+
+    std::string canonical;  // of the program: its kernels' canonical forms, length-prefixed
+    std::vector<kir::Kernel> renamed;
+    std::vector<const kir::Kernel*> members;
+    std::vector<const kir::Schedule*> member_schedules;
+    std::string names;
+    renamed.reserve(misses.size());
+    for (size_t j = 0; j < misses.size(); ++j) {
+      canonical += fmt::format("{}:{}", misses[j].canonical.size(), misses[j].canonical);
+      const size_t i = misses[j].plan_indices[0];
+      renamed.push_back(kernels[i]);
+      renamed.back().name = entry_name(j);
+      members.push_back(&renamed.back());
+      member_schedules.push_back(&schedules[i]);
+      names += fmt::format("{}@{}", j ? " " : "", kernels[i].name);
+    }
+    const std::string key = hash_text(canonical).hex();
+    std::shared_ptr<const Program> program;
+    if (std::optional<std::string> binary = disk_.load(key, canonical)) {
+      try {
+        program = from_binary(*binary);
+      } catch (const Error& e) {
+        runtime_counters().kernel_disk_rejected++;
+        warn_once(disk_.path_of(key).string(), fmt::format("disk cache entry {} is not a program this driver loads ({}); "
+                                                           "removing it, the kernels will be rebuilt",
+                                                           disk_.path_of(key).string(), e.what()));
+        disk_.remove(key);
+      }
+    }
+    if (program) {
+      runtime_counters().kernel_disk_hits += misses.size();
+    } else {
+      if (no_compile())
+        throw Error(fmt::format("KILN_NO_COMPILE=1, but kernel {} for opencl:{} is in no cache and would be compiled",
+                                names, index_));
+      program = from_source(kir::opencl_source(members, member_schedules, caps_), names, key, canonical, misses.size());
+    }
+    std::lock_guard lock(cache_mutex_);
+    for (size_t j = 0; j < misses.size(); ++j) {
+      const kir::Kernel& k = kernels[misses[j].plan_indices[0]];
+      cl_int err = CL_SUCCESS;
+      KernelHandle handle(clCreateKernel(program->get(), entry_name(j).c_str(), &err));
+      check(err, fmt::format("creating kernel @{}", k.name));
+      auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), k.scalars, k.name);
+      for (size_t i : misses[j].plan_indices) out[i] = compiled;
+      runtime_counters().kernel_evictions += kernels_.put(misses[j].key, {std::move(misses[j].canonical), compiled});
+    }
+    return out;
+  }
+
+  std::shared_ptr<DeviceMemory> alloc(int64_t bytes) override {
+    KILN_ASSERT(bytes >= 0, "buffer sizes are non-negative");
+    if (bytes > info_.max_allocation) throw std::bad_alloc();  // the engine names the tensor
+    cl_int err = CL_SUCCESS;
+    // OpenCL has no empty buffers: an empty tensor gets one byte no kernel reads.
+    Mem mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(bytes, 1)), nullptr, &err));
+    if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY ||
+        err == CL_INVALID_BUFFER_SIZE)
+      throw std::bad_alloc();
+    check(err, fmt::format("allocating {} bytes on opencl:{}", bytes, index_));
+    return std::make_shared<ClMemory>(bytes, std::move(mem));
+  }
+
+  void upload(DeviceMemory& dst, const std::byte* src, int64_t bytes) override {
+    if (bytes <= 0) return;
+    check(clEnqueueWriteBuffer(queue_.get(), mem(dst), CL_TRUE, 0, static_cast<size_t>(bytes), src, 0, nullptr, nullptr),
+          fmt::format("writing {} bytes to opencl:{}", bytes, index_));
+  }
+  void download(const DeviceMemory& src, std::byte* dst, int64_t bytes) override {
+    if (bytes <= 0) return;
+    check(clEnqueueReadBuffer(queue_.get(), mem(src), CL_TRUE, 0, static_cast<size_t>(bytes), dst, 0, nullptr, nullptr),
+          fmt::format("reading {} bytes from opencl:{}", bytes, index_));
+  }
+  void copy(const DeviceMemory& src, DeviceMemory& dst, int64_t bytes) override {
+    if (bytes <= 0) return;
+    check(clEnqueueCopyBuffer(queue_.get(), mem(src), mem(dst), 0, 0, static_cast<size_t>(bytes), 0, nullptr, nullptr),
+          fmt::format("copying {} bytes on opencl:{}", bytes, index_));
+  }
+
+  void launch(const CompiledKernel& compiled, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
+              std::span<const Scalar> scalars) override {
+    const auto& k = static_cast<const ClKernel&>(compiled);
+    if (s.global_size <= 0) return;  // an empty domain: nothing to compute
+    std::lock_guard lock(k.mutex());
+    cl_uint arg = 0;
+    for (DeviceMemory* b : buffers) {
+      const cl_mem m = mem(*b);
+      check(clSetKernelArg(k.get(), arg++, sizeof m, &m), fmt::format("binding a buffer of kernel @{}", k.name()));
+    }
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      set_scalar(k, arg++, scalars[i], k.scalar_types()[i]);
+    }
+    const size_t global = static_cast<size_t>(s.global_size), local = static_cast<size_t>(s.local_size);
+    check(clEnqueueNDRangeKernel(queue_.get(), k.get(), 1, nullptr, &global, &local, 0, nullptr, nullptr),
+          fmt::format("launching kernel @{} ({} work-items in groups of {})", k.name(), global, local));
+  }
+
+ private:
+  static cl_mem mem(const DeviceMemory& m) { return static_cast<const ClMemory&>(m).get(); }
+
+  void set_scalar(const ClKernel& k, cl_uint arg, const Scalar& v, DType t) {
+    auto set = [&](auto x) {
+      check(clSetKernelArg(k.get(), arg, sizeof x, &x), fmt::format("binding a scalar of kernel @{}", k.name()));
+    };
+    switch (t) {
+      case DType::F32: return set(static_cast<cl_float>(v.as_double()));
+      case DType::F64: return set(static_cast<cl_double>(v.as_double()));
+      case DType::I32: return set(static_cast<cl_int>(v.as_int()));
+      case DType::I64: return set(static_cast<cl_long>(v.as_int()));
+      case DType::Bool: return set(static_cast<cl_uchar>(v.as_int() != 0));
+    }
+  }
+
+  // A dtype this device cannot compute is an error naming the op and the dtype, at compile
+  // time, never a wrong answer.
+  void check_types(const kir::Kernel& k) const {
+    for (const kir::Inst& in : k.insts) {
+      const bool f64 = in.type == DType::F64;
+      const bool i64 = in.type == DType::I64;
+      if ((f64 && !caps_.fp64) || (i64 && !caps_.int64)) {
+        const std::string what = in.code == kir::Code::Op || in.code == kir::Code::Reduce ? std::string(op_info(in.op).name)
+                                                                                          : std::string("a value");
+        throw Error(fmt::format("kernel @{}: {} of type {} cannot run on opencl:{} ({}): the device has no {}", k.name, what,
+                                dtype_name(in.type), index_, info_.name, f64 ? "cl_khr_fp64" : "64-bit integers"));
+      }
+    }
+  }
+
+  std::string build_log(cl_program p) const {
+    size_t n = 0;
+    clGetProgramBuildInfo(p, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    clGetProgramBuildInfo(p, device_, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    return log;
+  }
+
+  std::shared_ptr<const Program> from_binary(const std::string& binary) {
+    const size_t size = binary.size();
+    const auto* bytes = reinterpret_cast<const unsigned char*>(binary.data());
+    cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+    auto p = std::make_shared<Program>(clCreateProgramWithBinary(context_.get(), 1, &device_, &size, &bytes, &status, &err));
+    check(err, "loading a program binary");
+    check(status, "loading a program binary");
+    check(clBuildProgram(p->get(), 1, &device_, options_.c_str(), nullptr, nullptr), "building a program binary");
+    return p;
+  }
+
+  std::shared_ptr<const Program> from_source(const std::string& source, const std::string& names, const std::string& key,
+                                             const std::string& canonical, size_t kernels) {
+    const auto start = std::chrono::steady_clock::now();
+    const char* text = source.c_str();
+    const size_t length = source.size();
+    cl_int err = CL_SUCCESS;
+    auto p = std::make_shared<Program>(clCreateProgramWithSource(context_.get(), 1, &text, &length, &err));
+    check(err, "creating a program");
+    if (cl_int built = clBuildProgram(p->get(), 1, &device_, options_.c_str(), nullptr, nullptr); built != CL_SUCCESS) {
+      // The source goes where a person can read it beside the log's line numbers.
+      const std::filesystem::path file =
+          std::filesystem::temp_directory_path() / fmt::format("kiln-opencl-{}.cl", key.substr(0, 16));
+      std::ofstream(file) << source;
+      throw Error(fmt::format("opencl: kernel {} does not build on opencl:{} ({}): {}\n  generated source: {}\n{}", names,
+                              index_, info_.name, error_name(built), file.string(), build_log(p->get())));
+    }
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    RuntimeCounters& c = runtime_counters();
+    c.kernels_compiled += kernels;
+    c.compile_ns += static_cast<uint64_t>(ns);
+    log_line("compile", fmt::format("opencl:{} program of {} kernel{} ({}; {}): {:.2f} ms", index_, kernels,
+                                    kernels == 1 ? "" : "s", names, key, ns / 1e6));
+    if (disk_.enabled()) {
+      // The driver's binary of the built program, for the next process.
+      size_t size = 0;
+      if (clGetProgramInfo(p->get(), CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) == CL_SUCCESS && size > 0) {
+        std::string binary(size, '\0');
+        auto* ptr = reinterpret_cast<unsigned char*>(binary.data());
+        if (clGetProgramInfo(p->get(), CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS)
+          disk_.store(key, canonical, binary);
+      }
+    }
+    return p;
+  }
+
+  int index_;
+  cl_device_id device_ = nullptr;
+  OpenClDeviceInfo info_;
+  Context context_;
+  Queue queue_;
+  Capabilities caps_;
+  std::string options_;  // clBuildProgram's
+  std::string fingerprint_;
+  DiskCache disk_{DiskCache::default_root(), "opencl"};
+  std::mutex cache_mutex_;
+  LruCache<std::string, std::pair<std::string, std::shared_ptr<const ClKernel>>> kernels_{
+      static_cast<size_t>(env_int("KILN_KERNEL_CACHE_SIZE", 1, int64_t{1} << 30).value_or(4096))};
+};
+
+}  // namespace
+}  // namespace kiln::opencl
+
+namespace kiln {
+
+Backend& opencl_backend(int index) {
+  const std::vector<OpenClDeviceInfo>& devices = opencl_devices();
+  if (index < 0 || static_cast<size_t>(index) >= devices.size()) {
+    std::string list;
+    for (size_t i = 0; i < devices.size(); ++i) list += fmt::format("{}opencl:{} ({})", i ? ", " : "", i, devices[i].name);
+    throw Error(fmt::format("device opencl:{} does not exist ({})", index,
+                            devices.empty() ? "no OpenCL platform is installed; Debian's pocl-opencl-icd provides one"
+                                            : "available: " + list));
+  }
+  // Backends live as long as the process: kernels may still run during static destruction.
+  static std::mutex mutex;
+  static std::vector<opencl::OpenClBackend*> made(devices.size(), nullptr);
+  std::lock_guard lock(mutex);
+  auto& b = made[static_cast<size_t>(index)];
+  if (!b) b = new opencl::OpenClBackend(index);
+  return *b;
+}
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+// codegen/c_dialect.h - what differs between the C-family languages kiln prints kernels in.
+//
+// One emitter (c_emitter.cpp) prints every kernel: its walk over the domain, expressions,
+// casts, reductions in local memory. A dialect says how the target language spells the
+// parts that differ: type names, bit casts, literals, work-item built-ins, barriers, local
+// memory, and the kernel's entry point with its buffers and scalars. OpenCL C is the first
+// dialect (opencl_dialect.cpp); GLSL for Vulkan is meant to be the second.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/schedule.h"
+
+namespace kiln::kir {
+
+class CDialect {
+ public:
+  virtual ~CDialect() = default;
+
+  /// The type of a value held in a variable (bool: the language's boolean).
+  virtual std::string type(DType t) const = 0;
+  /// The type of an element in a buffer (bool: one byte).
+  virtual std::string memory_type(DType t) const = 0;
+  /// The unsigned integer type of the same width as `t` (I32 or I64).
+  virtual std::string unsigned_type(DType t) const = 0;
+  /// `expr` (an integer of `from`'s width) with its bits read as `to` (same width).
+  virtual std::string bitcast(std::string_view expr, DType from_signed, bool to_unsigned) const = 0;
+  /// A literal of float type `t`, exact (NaN and infinities included).
+  virtual std::string float_literal(double v, DType t) const = 0;
+  /// A literal of integer type `t`, valid for the type's minimum too.
+  virtual std::string int_literal(int64_t v, DType t) const = 0;
+  /// `x` converted to integer type `to` toward zero, saturating, NaN to 0.
+  virtual std::string float_to_int(std::string_view x, DType from, DType to) const = 0;
+  /// Whether `x` is NaN; whether its sign bit is set.
+  virtual std::string is_nan(std::string_view x) const = 0;
+  virtual std::string sign_bit(std::string_view x, DType t) const = 0;
+  /// The name of a math function for `t` (exp, log, sqrt, sin, cos, tanh, erf, pow, floor, ceil).
+  virtual std::string math(std::string_view fn, DType t) const = 0;
+
+  /// Work-item geometry, as i64 expressions.
+  virtual std::string global_id() const = 0;
+  virtual std::string global_size() const = 0;
+  virtual std::string local_id() const = 0;
+  virtual std::string group_id() const = 0;
+  virtual std::string group_count() const = 0;
+  /// Waits for the work-group, making its local-memory writes visible.
+  virtual std::string barrier() const = 0;
+
+  /// The qualifier of helper functions ("static inline" or "").
+  virtual std::string helper_qualifier() const = 0;
+  /// What comes before the helpers of a program holding `kernels`: version, pragmas,
+  /// extensions (`fp64`: doubles are used).
+  virtual std::string prologue(std::span<const Kernel* const> kernels, bool fp64) const = 0;
+  /// An array of `n` elements of `t` in work-group memory, named `name`.
+  virtual std::string local_array(std::string_view name, DType t, int64_t n) const = 0;
+  /// Whether local arrays are declared outside the entry point (GLSL) or inside it (OpenCL C).
+  virtual bool local_arrays_global() const = 0;
+  /// The entry point's opening, up to and including "{": buffers `b0, b1...` (Kernel::buffers
+  /// order) and scalars `s0, s1...` (Kernel::scalars order, bool as one byte).
+  virtual std::string entry(const Kernel& k, const Schedule& s) const = 0;
+  /// Element `index` of buffer `b` as an lvalue.
+  virtual std::string element(int b, std::string_view index) const = 0;
+};
+
+/// One program in `dialect` holding every kernel of `kernels`, `kernels[i]` run with
+/// `schedules[i]`: the prologue and each helper function once, then the entry points (named
+/// after the kernels). `caps` says whether doubles may be used to round f32 operations
+/// exactly as the interpreter does (see c_emitter.cpp).
+std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
+                           const Capabilities& caps, const CDialect& dialect);
+
+}  // namespace kiln::kir

@@ -1,0 +1,636 @@
+// codegen/c_emitter.cpp - Kernel IR -> C-family source, through a dialect (c_dialect.h).
+//
+// The walk follows the schedule's GPU geometry:
+//   serial: a work-item per kept point (`elements_per_item` of them, grid-stride, when > 1);
+//     each reduction stage loops over the reduced dims with one accumulator per reduction;
+//   workgroup-tree (the last dim reduced): a work-group per kept point; its work-items
+//     stride along the reduced dims, then combine their accumulators in a tree in local
+//     memory, and every work-item reads the result.
+// Stores that depend on reduced dims run in a last loop over them; the others once per kept
+// point (by work-item 0 of a group in the tree walk).
+//
+// Every instruction becomes one variable, emitted in the outermost scope where the dims it
+// depends on are defined: values of the kept dims are computed once per point, not once per
+// element of a row, and constants once per work-item.
+//
+// Rounding: f32 division, square roots and the libm functions outside the VectorMath trait
+// (sin, cos, pow) are computed in double and rounded once when the device has doubles, as the
+// interpreter computes them; the VectorMath functions use the device's f32 versions (the
+// differential oracle compares them with a tolerance). f32 products, and sums where a
+// work-item adds more than `f32_run` values, accumulate in double when the device has it.
+#include "c_dialect.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kiln/ir/scalar_semantics.h"
+#include "kiln/support/error.h"
+
+namespace kiln::kir {
+namespace {
+
+std::string v(Ref r) { return fmt::format("v{}", r); }
+
+class CEmitter {
+ public:
+  CEmitter(const Kernel& k, const Schedule& s, const Capabilities& caps, const CDialect& d)
+      : k_(k), s_(s), d_(d), fp64_(caps.fp64), deps_(dim_dependence(k)), stage_(reduction_stage(k)) {
+    for (int i = 0; i < k.domain.rank(); ++i) {
+      const uint64_t bit = uint64_t{1} << i;
+      if (k.reduced[static_cast<size_t>(i)]) {
+        reduced_mask_ |= bit;
+        reduced_dims_.push_back(i);
+        reduced_points_ *= k.domain[i];
+      } else {
+        kept_dims_.push_back(i);
+        kept_points_ *= k.domain[i];
+      }
+    }
+    for (const Inst& in : k.insts)
+      if (in.code == Code::Reduce) stages_ = std::max(stages_, stage_[static_cast<size_t>(&in - k.insts.data())]);
+    tree_ = s.reduction == ReductionStrategy::WorkGroupTree && s.lanes_reduce && s.local_size > 1;
+    uses_double_ = std::any_of(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.type == DType::F64; });
+  }
+
+  /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
+  /// uses doubles is returned in `doubles`.
+  std::string emit(std::set<std::string>& helpers, bool& doubles);
+
+ private:
+  struct Scope {
+    Scope* parent = nullptr;
+    uint64_t dims = 0;  // the domain dims defined here
+    int indent = 1;
+    std::string text;
+    std::vector<uint8_t> has;  // per instruction: a variable in this scope
+  };
+  Scope child(Scope& parent, uint64_t dims) {
+    Scope s;
+    s.parent = &parent;
+    s.dims = dims;
+    s.indent = parent.indent + 1;
+    s.has.assign(k_.insts.size(), 0);
+    return s;
+  }
+  static void line(Scope& s, std::string_view text) {
+    s.text.append(static_cast<size_t>(s.indent) * 2, ' ');
+    s.text += text;
+    s.text += '\n';
+  }
+  static bool available(const Scope& s, Ref r) {
+    for (const Scope* p = &s; p; p = p->parent)
+      if (p->has[static_cast<size_t>(r)]) return true;
+    return false;
+  }
+  void ensure(Scope& s, Ref r);
+  std::string expr(Ref r);
+  std::string op_expr(const Inst& in);
+  std::string cast_expr(std::string_view x, DType from, DType to);
+  std::string wrap(char op, std::string_view a, std::string_view b, DType t);
+
+  // Reductions.
+  DType acc_type(const Inst& r) const;
+  DType arg_value_type(const Inst& r) const {  // what an arg reduction compares
+    const DType t = k_.insts[static_cast<size_t>(r.args[0])].type;
+    return t == DType::Bool ? DType::I32 : t;
+  }
+  std::string identity(const Inst& r) const;
+  std::string combine(const Inst& r, std::string_view acc, std::string_view x);
+  void emit_stage(Scope& point, int stage);
+  void emit_stores(Scope& point);
+  std::string reduced_loop_head(std::string_view var) const;
+  void define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat);
+  std::vector<Ref> reductions_of(int stage) const {
+    std::vector<Ref> out;
+    for (size_t i = 0; i < k_.insts.size(); ++i)
+      if (k_.insts[i].code == Code::Reduce && stage_[i] == stage) out.push_back(static_cast<Ref>(i));
+    return out;
+  }
+  bool is_arg(const Inst& r) const { return op_info(r.op).has(trait::ArgReduce); }
+
+  const Kernel& k_;
+  const Schedule& s_;
+  const CDialect& d_;
+  bool fp64_;
+  std::vector<uint64_t> deps_;
+  std::vector<int> stage_;
+  int stages_ = 0;
+  uint64_t reduced_mask_ = 0;
+  std::vector<int> reduced_dims_, kept_dims_;
+  int64_t reduced_points_ = 1, kept_points_ = 1;
+  bool tree_ = false;
+  bool uses_double_ = false;
+  std::set<std::string> helpers_;  // helper functions the body calls
+  std::string locals_;             // local-memory arrays
+};
+
+// ---------------------------------------------------------------------------------------
+// Instructions
+
+void CEmitter::ensure(Scope& s, Ref r) {
+  if (available(s, r)) return;
+  // Arguments first, deepest first, without recursion (fused chains are deep DAGs).
+  std::vector<std::pair<Ref, bool>> todo{{r, false}};
+  while (!todo.empty()) {
+    auto [x, expanded] = todo.back();
+    todo.pop_back();
+    if (available(s, x)) continue;
+    const Inst& in = k_.insts[static_cast<size_t>(x)];
+    KILN_ASSERT(in.code != Code::Reduce, "a reduction's value is read after its stage");
+    if (!expanded) {
+      todo.push_back({x, true});
+      for (Ref a : in.args)
+        if (!available(s, a)) todo.push_back({a, false});
+      continue;
+    }
+    // The outermost scope that defines every dim the value depends on and holds its
+    // arguments (a reduction's result is defined where its stage ends).
+    Scope* at = &s;
+    auto fits = [&](const Scope& p) {
+      return (deps_[static_cast<size_t>(x)] & ~p.dims) == 0 &&
+             std::all_of(in.args.begin(), in.args.end(), [&](Ref a) { return available(p, a); });
+    };
+    while (at->parent && fits(*at->parent)) at = at->parent;
+    line(*at, fmt::format("const {} {} = {};", d_.type(in.type), v(x), expr(x)));
+    at->has[static_cast<size_t>(x)] = 1;
+  }
+}
+
+std::string CEmitter::wrap(char op, std::string_view a, std::string_view b, DType t) {
+  // Signed overflow is undefined in C: integers wrap through their unsigned type.
+  const std::string u = fmt::format("({} {} {})", d_.bitcast(a, t, true), op, d_.bitcast(b, t, true));
+  return d_.bitcast(u, t, false);
+}
+
+std::string CEmitter::cast_expr(std::string_view x, DType from, DType to) {
+  if (from == to) return std::string(x);
+  const std::string ty = d_.type(to);
+  if (from == DType::Bool) {
+    if (is_float(to)) return fmt::format("({} ? {} : {})", x, d_.float_literal(1, to), d_.float_literal(0, to));
+    return fmt::format("({} ? {} : {})", x, d_.int_literal(1, to), d_.int_literal(0, to));
+  }
+  if (to == DType::Bool) return fmt::format("({} != {})", x, is_float(from) ? d_.float_literal(0, from) : d_.int_literal(0, from));
+  if (is_integer(from) && is_integer(to)) {
+    if (to == DType::I64) return fmt::format("(({}){})", ty, x);
+    // Narrowing wraps: to unsigned (modulo, defined), then the bits as signed.
+    return d_.bitcast(fmt::format("(({})({}))", d_.unsigned_type(to), x), to, false);
+  }
+  if (is_integer(from)) {
+    // i64 to f32 through f64, as the interpreter converts (rounding twice can differ from once).
+    if (from == DType::I64 && to == DType::F32 && fp64_)
+      return fmt::format("(({})(({}){}))", ty, d_.type(DType::F64), x);
+    return fmt::format("(({}){})", ty, x);
+  }
+  if (is_integer(to)) return d_.float_to_int(x, from, to);
+  return fmt::format("(({}){})", ty, x);
+}
+
+std::string CEmitter::op_expr(const Inst& in) {
+  const OpKind op = in.op;
+  const DType at = in.args.empty() ? in.type : k_.insts[static_cast<size_t>(in.args.back())].type;
+  const bool f = is_float(at);
+  std::vector<std::string> a;
+  for (Ref r : in.args) a.push_back(v(r));
+  const std::string dbl = d_.type(DType::F64);
+  // An f32 function computed in double and rounded once, where the device has doubles.
+  auto via_double = [&](std::string_view fn_expr_fmt) -> std::string {
+    if (in.type == DType::F32 && fp64_) {
+      std::vector<std::string> wide;
+      for (const std::string& x : a) wide.push_back(fmt::format("(({}){})", dbl, x));
+      return fmt::format("(({})({}))", d_.type(DType::F32),
+                         fmt::format(fmt::runtime(fn_expr_fmt), wide[0], wide.size() > 1 ? wide[1] : "", dbl));
+    }
+    return fmt::format(fmt::runtime(fn_expr_fmt), a[0], a.size() > 1 ? a[1] : "", d_.type(in.type));
+  };
+  auto math = [&](std::string_view fn) { return d_.math(fn, in.type == DType::F32 && fp64_ ? DType::F64 : in.type); };
+  const std::string zero = f ? d_.float_literal(0, at) : at == DType::Bool ? "false" : d_.int_literal(0, at);
+  switch (op) {
+    case OpKind::Neg: return f ? fmt::format("(-{})", a[0]) : wrap('-', zero, a[0], at);
+    case OpKind::Abs:
+      return f ? fmt::format("{}({})", d_.math("fabs", at), a[0])
+               : fmt::format("({0} < {1} ? {2} : {0})", a[0], zero, wrap('-', zero, a[0], at));
+    case OpKind::Relu: return fmt::format("({0} < {1} ? {1} : {0})", a[0], zero);
+    case OpKind::Not: return fmt::format("(!{})", a[0]);
+    case OpKind::Floor: return fmt::format("{}({})", d_.math("floor", at), a[0]);
+    case OpKind::Ceil: return fmt::format("{}({})", d_.math("ceil", at), a[0]);
+    case OpKind::Sqrt: return via_double(fmt::format("{}({{0}})", math("sqrt")));
+    case OpKind::Rsqrt: {
+      const DType w = in.type == DType::F32 && fp64_ ? DType::F64 : in.type;
+      return via_double(fmt::format("({} / {}({{0}}))", d_.float_literal(1, w), math("sqrt")));
+    }
+    case OpKind::Sin: return via_double(fmt::format("{}({{0}})", math("sin")));
+    case OpKind::Cos: return via_double(fmt::format("{}({{0}})", math("cos")));
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Tanh:
+    case OpKind::Erf: return fmt::format("{}({})", d_.math(op_info(op).name, in.type), a[0]);
+    case OpKind::Sigmoid:
+      return fmt::format("({1} / ({1} + {0}(-{2})))", d_.math("exp", in.type), d_.float_literal(1, in.type), a[0]);
+    case OpKind::Add: return f ? fmt::format("({} + {})", a[0], a[1]) : wrap('+', a[0], a[1], at);
+    case OpKind::Sub: return f ? fmt::format("({} - {})", a[0], a[1]) : wrap('-', a[0], a[1], at);
+    case OpKind::Mul: return f ? fmt::format("({} * {})", a[0], a[1]) : wrap('*', a[0], a[1], at);
+    case OpKind::Div: return via_double("({0} / {1})");
+    case OpKind::Pow: {
+      if (f) return via_double(fmt::format("{}({{0}}, {{1}})", math("pow")));
+      helpers_.insert("ipow");
+      const std::string r = fmt::format("kiln_ipow(({0}){1}, ({0}){2})", d_.type(DType::I64), a[0], a[1]);
+      return at == DType::I64 ? r : cast_expr(r, DType::I64, at);
+    }
+    case OpKind::Max:
+    case OpKind::Min: {
+      const bool max = op == OpKind::Max;
+      if (f) {
+        helpers_.insert(fmt::format("{}_{}", max ? "max" : "min", dtype_name(at)));
+        return fmt::format("kiln_{}_{}({}, {})", max ? "max" : "min", dtype_name(at), a[0], a[1]);
+      }
+      if (at == DType::Bool) return fmt::format("({} {} {})", a[0], max ? "||" : "&&", a[1]);
+      return fmt::format("({0} {2} {1} ? {0} : {1})", a[0], a[1], max ? ">" : "<");
+    }
+    case OpKind::Eq: return fmt::format("({} == {})", a[0], a[1]);
+    case OpKind::Ne: return fmt::format("({} != {})", a[0], a[1]);
+    case OpKind::Lt: return fmt::format("({} < {})", a[0], a[1]);
+    case OpKind::Le: return fmt::format("({} <= {})", a[0], a[1]);
+    case OpKind::Gt: return fmt::format("({} > {})", a[0], a[1]);
+    case OpKind::Ge: return fmt::format("({} >= {})", a[0], a[1]);
+    case OpKind::And: return fmt::format("({} && {})", a[0], a[1]);
+    case OpKind::Or: return fmt::format("({} || {})", a[0], a[1]);
+    case OpKind::Where: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+    default: break;
+  }
+  throw Error(fmt::format("{} codegen: no lowering for op '{}' on {}", "c-like", op_info(op).name, dtype_name(in.type)));
+}
+
+std::string CEmitter::expr(Ref r) {
+  const Inst& in = k_.insts[static_cast<size_t>(r)];
+  switch (in.code) {
+    case Code::Dim: return fmt::format("d{}", in.imm);
+    case Code::Const:
+      if (in.type == DType::Bool) return in.literal.as_int() ? "true" : "false";
+      return is_float(in.type) ? d_.float_literal(in.literal.as_double(), in.type) : d_.int_literal(in.literal.as_int(), in.type);
+    case Code::Load: {
+      std::string x = d_.element(in.buffer, v(in.args[0]));
+      if (in.type == DType::Bool) x = fmt::format("({} != 0)", x);
+      if (in.args.size() > 1) {  // read only where the mask holds: the position may be outside
+        const std::string zero = in.type == DType::Bool ? "false" : is_float(in.type) ? d_.float_literal(0, in.type) : d_.int_literal(0, in.type);
+        x = fmt::format("({} ? {} : {})", v(in.args[1]), x, zero);
+      }
+      return x;
+    }
+    case Code::Op: return op_expr(in);
+    case Code::Cast: return cast_expr(v(in.args[0]), k_.insts[static_cast<size_t>(in.args[0])].type, in.type);
+    case Code::IndexDiv: return fmt::format("({} / {})", v(in.args[0]), d_.int_literal(in.imm, DType::I64));
+    case Code::IndexMod: return fmt::format("({} % {})", v(in.args[0]), d_.int_literal(in.imm, DType::I64));
+    case Code::Rand:
+      helpers_.insert(fmt::format("rand_{}", dtype_name(in.type)));
+      return fmt::format("kiln_rand_{}({}, {}u)", dtype_name(in.type), v(in.args[0]), scalar::rand_key(in.imm));
+    case Code::Arg: {
+      const std::string s = fmt::format("s{}", in.imm);
+      return in.type == DType::Bool ? fmt::format("({} != 0)", s) : s;
+    }
+    case Code::Reduce: break;
+  }
+  KILN_ASSERT(false, "expr: a reduction has no expression");
+}
+
+// ---------------------------------------------------------------------------------------
+// Reductions
+
+DType CEmitter::acc_type(const Inst& r) const {
+  if (r.type == DType::Bool) return DType::I32;  // local memory and arithmetic hold ints
+  if (r.type != DType::F32 || !fp64_ || is_arg(r)) return r.type;
+  if (r.op == OpKind::ReduceProd) return DType::F64;  // f32 products underflow and overflow
+  const int64_t per_item = tree_ ? (reduced_points_ + s_.local_size - 1) / s_.local_size : reduced_points_;
+  return r.op == OpKind::ReduceSum && per_item > s_.f32_run ? DType::F64 : r.type;
+}
+
+std::string CEmitter::identity(const Inst& r) const {
+  const DType t = acc_type(r);
+  if (is_float(t)) {
+    switch (r.op) {
+      case OpKind::ReduceProd: return d_.float_literal(1, t);
+      case OpKind::ReduceMax: return d_.float_literal(-INFINITY, t);
+      case OpKind::ReduceMin: return d_.float_literal(INFINITY, t);
+      default: return d_.float_literal(0, t);
+    }
+  }
+  const bool b = r.type == DType::Bool;
+  switch (r.op) {
+    case OpKind::ReduceProd: return d_.int_literal(1, t);
+    case OpKind::ReduceMax: return b ? d_.int_literal(0, t) : d_.int_literal(t == DType::I32 ? INT32_MIN : INT64_MIN, t);
+    case OpKind::ReduceMin: return b ? d_.int_literal(1, t) : d_.int_literal(t == DType::I32 ? INT32_MAX : INT64_MAX, t);
+    default: return d_.int_literal(0, t);
+  }
+}
+
+std::string CEmitter::combine(const Inst& r, std::string_view acc, std::string_view x) {
+  const DType t = acc_type(r);
+  const bool f = is_float(t);
+  switch (r.op) {
+    case OpKind::ReduceSum: return f ? fmt::format("{} + {}", acc, x) : wrap('+', acc, x, t);
+    case OpKind::ReduceProd: return f ? fmt::format("{} * {}", acc, x) : wrap('*', acc, x, t);
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin: {
+      const bool max = r.op == OpKind::ReduceMax;
+      if (f) {
+        helpers_.insert(fmt::format("{}_{}", max ? "max" : "min", dtype_name(t)));
+        return fmt::format("kiln_{}_{}({}, {})", max ? "max" : "min", dtype_name(t), acc, x);
+      }
+      return fmt::format("({0} {2} {1} ? {0} : {1})", x, acc, max ? ">" : "<");
+    }
+    default: break;
+  }
+  KILN_ASSERT(false, "combine: not a value reduction");
+}
+
+std::string CEmitter::reduced_loop_head(std::string_view var) const {
+  const std::string start = tree_ ? d_.local_id() : "0";
+  const std::string step = tree_ ? d_.int_literal(s_.local_size, DType::I64) : "1";
+  return fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", d_.type(DType::I64), var, start,
+                     d_.int_literal(reduced_points_, DType::I64), step);
+}
+
+void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat) {
+  int64_t stride = 1;
+  for (size_t j = dims.size(); j-- > 0;) {
+    const int dim = dims[j];
+    std::string x = std::string(flat);
+    if (stride > 1) x = fmt::format("({} / {})", x, d_.int_literal(stride, DType::I64));
+    if (j > 0) x = fmt::format("({} % {})", x, d_.int_literal(k_.domain[dim], DType::I64));
+    line(s, fmt::format("const {} d{} = {};", d_.type(DType::I64), dim, x));
+    stride *= k_.domain[dim];
+  }
+}
+
+void CEmitter::emit_stage(Scope& point, int stage) {
+  const std::vector<Ref> reds = reductions_of(stage);
+  const std::string i64 = d_.type(DType::I64);
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (is_arg(in)) {
+      const DType vt = arg_value_type(in);
+      line(point, fmt::format("{} a{}v = {}; {} a{}p = -1;", d_.type(vt), r,
+                              is_float(vt) ? d_.float_literal(0, vt) : d_.int_literal(0, vt), i64, r));
+    } else {
+      line(point, fmt::format("{} a{} = {};", d_.type(acc_type(in)), r, identity(in)));
+    }
+  }
+  // One pass over the reduced dims. Its head is written after its body: values the body
+  // hoists into `point` come before the loop.
+  Scope loop = child(point, point.dims | reduced_mask_);
+  define_dims(loop, reduced_dims_, "r");
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    for (Ref a : in.args) ensure(loop, a);
+    const std::string x = v(in.args[0]);
+    if (!is_arg(in)) {
+      const DType t = acc_type(in);
+      const std::string wide = t == in.type ? x : fmt::format("(({}){})", d_.type(t), x);
+      line(loop, fmt::format("a{} = {};", r, combine(in, fmt::format("a{}", r), wide)));
+      continue;
+    }
+    // First best wins; for floats a NaN beats every number, and the first NaN stays.
+    const bool max = in.op == OpKind::ArgMax;
+    const std::string best = fmt::format("a{}v", r);
+    const std::string better = is_float(arg_value_type(in))
+                                   ? fmt::format("(!{} && ({} || {} {} {}))", d_.is_nan(best), d_.is_nan(x), x, max ? ">" : "<", best)
+                                   : fmt::format("({} {} {})", x, max ? ">" : "<", best);
+    line(loop, fmt::format("if (a{0}p < 0 || {1}) {{ a{0}v = {2}; a{0}p = {3}; }}", r, better, x, v(in.args[1])));
+  }
+  line(point, reduced_loop_head("r"));
+  point.text += loop.text;
+  line(point, "}");
+
+  if (tree_) {
+    // Work-group tree: partial accumulators into local memory, halves combined.
+    const int64_t n = s_.local_size;
+    int64_t p2 = 1;
+    while (p2 < n) p2 *= 2;
+    const std::string lid = d_.local_id();
+    for (Ref r : reds) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (is_arg(in)) {
+        locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), n);
+        locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, n);
+        line(point, fmt::format("t{0}v[{1}] = a{0}v; t{0}p[{1}] = a{0}p;", r, lid));
+      } else {
+        locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), n);
+        line(point, fmt::format("t{0}[{1}] = a{0};", r, lid));
+      }
+    }
+    line(point, d_.barrier());
+    line(point, fmt::format("for ({} h = {}; h > 0; h >>= 1) {{", i64, d_.int_literal(p2 / 2, DType::I64)));
+    line(point, fmt::format("  if ({0} < h && {0} + h < {1}) {{", lid, d_.int_literal(n, DType::I64)));
+    for (Ref r : reds) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (!is_arg(in)) {
+        line(point, fmt::format("    t{0}[{1}] = {2};", r, lid,
+                                combine(in, fmt::format("t{}[{}]", r, lid), fmt::format("t{}[{} + h]", r, lid))));
+        continue;
+      }
+      // The other half's state wins when it has seen an element and is better, or equal
+      // and earlier (the halves interleave positions).
+      const bool max = in.op == OpKind::ArgMax;
+      const std::string av = fmt::format("t{}v[{}]", r, lid), ap = fmt::format("t{}p[{}]", r, lid);
+      const std::string bv = fmt::format("t{}v[{} + h]", r, lid), bp = fmt::format("t{}p[{} + h]", r, lid);
+      std::string better;
+      if (is_float(arg_value_type(in))) {
+        better = fmt::format("({0} ? (!{1} || {4} < {5}) : (!{1} && ({2} {6} {3} || ({2} == {3} && {4} < {5}))))",
+                             d_.is_nan(bv), d_.is_nan(av), bv, av, bp, ap, max ? ">" : "<");
+      } else {
+        better = fmt::format("({0} {4} {1} || ({0} == {1} && {2} < {3}))", bv, av, bp, ap, max ? ">" : "<");
+      }
+      line(point, fmt::format("    if ({0} >= 0 && ({1} < 0 || {2})) {{ {3} = {4}; {1} = {0}; }}", bp, ap, better, av, bv));
+    }
+    line(point, "  }");
+    line(point, "  " + d_.barrier());
+    line(point, "}");
+    for (Ref r : reds) {
+      if (is_arg(k_.insts[static_cast<size_t>(r)])) line(point, fmt::format("a{0}p = t{0}p[0];", r));
+      else line(point, fmt::format("a{0} = t{0}[0];", r));
+    }
+    line(point, d_.barrier());  // before the arrays are written again
+  }
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    const std::string acc = is_arg(in) ? fmt::format("a{}p", r) : fmt::format("a{}", r);
+    const DType from = is_arg(in) ? DType::I64 : acc_type(in);
+    line(point, fmt::format("const {} {} = {};", d_.type(in.type), v(r),
+                            in.type == DType::Bool ? fmt::format("({} != 0)", acc) : cast_expr(acc, from, in.type)));
+    point.has[static_cast<size_t>(r)] = 1;
+  }
+}
+
+void CEmitter::emit_stores(Scope& point) {
+  auto store_line = [&](Scope& s, const Store& st) {
+    std::string value = v(st.value);
+    if (k_.insts[static_cast<size_t>(st.value)].type == DType::Bool)
+      value = fmt::format("(({}){})", d_.memory_type(DType::Bool), value);
+    std::string text = fmt::format("{} = {};", d_.element(st.buffer, v(st.offset)), value);
+    if (st.guard != kNoRef) text = fmt::format("if ({}) {}", v(st.guard), text);
+    line(s, text);
+  };
+  auto needs_reduced = [&](const Store& st) {
+    uint64_t m = deps_[static_cast<size_t>(st.offset)] | deps_[static_cast<size_t>(st.value)];
+    if (st.guard != kNoRef) m |= deps_[static_cast<size_t>(st.guard)];
+    return (m & reduced_mask_) != 0;
+  };
+  std::vector<const Store*> once, per_element;
+  for (const Store& st : k_.stores) (needs_reduced(st) ? per_element : once).push_back(&st);
+  if (!once.empty()) {
+    for (const Store* st : once)
+      for (Ref r : {st->offset, st->value, st->guard})
+        if (r != kNoRef) ensure(point, r);
+    if (tree_) {
+      line(point, fmt::format("if ({} == 0) {{", d_.local_id()));
+      Scope inner = child(point, point.dims);
+      for (const Store* st : once) store_line(inner, *st);
+      point.text += inner.text;
+      line(point, "}");
+    } else {
+      for (const Store* st : once) store_line(point, *st);
+    }
+  }
+  if (!per_element.empty()) {
+    Scope loop = child(point, point.dims | reduced_mask_);
+    define_dims(loop, reduced_dims_, "r");
+    for (const Store* st : per_element) {
+      for (Ref r : {st->offset, st->value, st->guard})
+        if (r != kNoRef) ensure(loop, r);
+      store_line(loop, *st);
+    }
+    line(point, reduced_loop_head("r"));
+    point.text += loop.text;
+    line(point, "}");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers and the kernel
+
+// The helper functions named in `helpers`, each once.
+std::string helper_functions(const std::set<std::string>& helpers, const CDialect& d_) {
+  const std::string q = d_.helper_qualifier().empty() ? "" : d_.helper_qualifier() + " ";
+  std::string out;
+  for (const std::string& h : helpers) {
+    if (h.starts_with("max_") || h.starts_with("min_")) {
+      // IEEE 754-2019 maximum/minimum, as the interpreter: NaN wins, +0 > -0.
+      const bool max = h.starts_with("max_");
+      const DType t = h.ends_with("f64") ? DType::F64 : DType::F32;
+      const std::string ty = d_.type(t);
+      out += fmt::format(
+          "{0}{1} kiln_{2}_{3}({1} a, {1} b) {{\n"
+          "  if ({4} || {5}) return a + b;\n"
+          "  if (a == b) return {6} ? {7} : {8};\n"
+          "  return a {9} b ? a : b;\n"
+          "}}\n",
+          q, ty, max ? "max" : "min", dtype_name(t), d_.is_nan("a"), d_.is_nan("b"), d_.sign_bit("a", t),
+          max ? "b" : "a", max ? "a" : "b", max ? ">" : "<");
+    } else if (h == "ipow") {
+      const std::string l = d_.type(DType::I64), u = d_.unsigned_type(DType::I64);
+      // Square-and-multiply on unsigned bits (wraps); a negative exponent gives 0 unless
+      // the base is 1 or -1.
+      out += fmt::format(
+          "{0}{1} kiln_ipow({1} base, {1} e) {{\n"
+          "  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;\n"
+          "  {2} r = 1, b = {3};\n"
+          "  for ({2} n = {4}; n != 0; n >>= 1) {{\n"
+          "    if ((n & 1) != 0) r *= b;\n"
+          "    b *= b;\n"
+          "  }}\n"
+          "  return {5};\n"
+          "}}\n",
+          q, l, u, d_.bitcast("base", DType::I64, true), d_.bitcast("e", DType::I64, true),
+          d_.bitcast("r", DType::I64, false));
+    }
+  }
+  const bool rand = std::any_of(helpers.begin(), helpers.end(), [](const std::string& h) { return h.starts_with("rand_"); });
+  if (rand) {
+    const std::string u = d_.unsigned_type(DType::I32);
+    // scalar::rand_uniform, bit for bit: "lowbias32" hashing of the index's halves.
+    out += fmt::format(
+        "{0}{1} kiln_hash32({1} x) {{\n"
+        "  x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;\n"
+        "  return x;\n"
+        "}}\n"
+        "{0}{1} kiln_rand_bits({2} i, {1} key) {{\n"
+        "  const {3} u = {4};\n"
+        "  return kiln_hash32(({1})u ^ kiln_hash32(({1})(u >> 32) ^ key));\n"
+        "}}\n",
+        q, u, d_.type(DType::I64), d_.unsigned_type(DType::I64), d_.bitcast("i", DType::I64, true));
+    for (DType t : {DType::F32, DType::F64}) {
+      if (!helpers.count(fmt::format("rand_{}", dtype_name(t)))) continue;
+      out += fmt::format("{0}{1} kiln_rand_{2}({3} i, {4} key) {{\n"
+                         "  return ({1})(2u * (kiln_rand_bits(i, key) >> 9) + 1u) * {5};\n"
+                         "}}\n",
+                         q, d_.type(t), dtype_name(t), d_.type(DType::I64), u, d_.float_literal(1.0 / 16777216.0, t));
+    }
+  }
+  return out;
+}
+
+std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
+  const std::string i64 = d_.type(DType::I64);
+  Scope top;
+  top.indent = 1;
+  top.has.assign(k_.insts.size(), 0);
+  Scope point = child(top, 0);
+  uint64_t kept_mask = 0;
+  for (int dim : kept_dims_) kept_mask |= uint64_t{1} << dim;
+  point.dims = kept_mask;
+
+  const std::string n = d_.int_literal(kept_points_, DType::I64);
+  const bool grid_stride = s_.elements_per_item > 1;
+  const std::string first = tree_ ? d_.group_id() : d_.global_id();
+  const std::string step = tree_ ? d_.group_count() : d_.global_size();
+  std::string head;
+  if (grid_stride) {
+    head = fmt::format("for ({0} it = {1}; it < {2}; it += {3}) {{", i64, first, n, step);
+  } else {
+    head = fmt::format("{{\n    const {} it = {};\n    if (it >= {}) return;", i64, first, n);
+    point.indent = 2;
+  }
+  define_dims(point, kept_dims_, "it");
+  for (int st = 1; st <= stages_; ++st) emit_stage(point, st);
+  emit_stores(point);
+
+  const std::string dbl = d_.type(DType::F64);
+  const std::string helper_text = helper_functions(helpers_, d_);
+  doubles = uses_double_ || (fp64_ && (point.text.find(dbl) != std::string::npos || top.text.find(dbl) != std::string::npos ||
+                                       helper_text.find(dbl) != std::string::npos || locals_.find(dbl) != std::string::npos));
+  helpers.insert(helpers_.begin(), helpers_.end());
+  std::string out;
+  if (d_.local_arrays_global()) out += locals_;
+  out += d_.entry(k_, s_);
+  out += "\n";
+  if (!d_.local_arrays_global())
+    for (size_t pos = 0; pos < locals_.size();) {
+      const size_t end = locals_.find('\n', pos);
+      out += "  " + locals_.substr(pos, end - pos + 1);
+      pos = end + 1;
+    }
+  out += top.text;
+  out += "  " + head + "\n";
+  out += point.text;
+  out += "  }\n}\n";
+  return out;
+}
+
+}  // namespace
+
+std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
+                           const Capabilities& caps, const CDialect& dialect) {
+  KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
+  std::set<std::string> helpers;
+  bool doubles = false;
+  std::string entries;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    bool d = false;
+    entries += CEmitter(*kernels[i], *schedules[i], caps, dialect).emit(helpers, d);
+    doubles |= d;
+  }
+  return dialect.prologue(kernels, doubles) + helper_functions(helpers, dialect) + entries;
+}
+
+}  // namespace kiln::kir

@@ -1,0 +1,96 @@
+// codegen/opencl_dialect.cpp - the OpenCL C dialect of the C-family emitter.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "c_dialect.h"
+#include "kiln/codegen/c_source.h"
+
+namespace kiln::kir {
+namespace {
+
+class OpenClDialect final : public CDialect {
+ public:
+  std::string type(DType t) const override {
+    switch (t) {
+      case DType::Bool: return "bool";
+      case DType::I32: return "int";
+      case DType::I64: return "long";
+      case DType::F32: return "float";
+      case DType::F64: return "double";
+    }
+    return "?";
+  }
+  std::string memory_type(DType t) const override { return t == DType::Bool ? "uchar" : type(t); }
+  std::string unsigned_type(DType t) const override { return t == DType::I32 ? "uint" : "ulong"; }
+  std::string bitcast(std::string_view expr, DType t, bool to_unsigned) const override {
+    const std::string target = to_unsigned ? unsigned_type(t) : type(t);
+    return fmt::format("as_{}({})", target, expr);
+  }
+  std::string float_literal(double v, DType t) const override {
+    const bool f = t == DType::F32;
+    if (std::isnan(v)) return f ? "NAN" : "((double)NAN)";
+    if (std::isinf(v)) return fmt::format("{}{}", v < 0 ? "-" : "", f ? "INFINITY" : "((double)INFINITY)");
+    // Hexadecimal: exact, and never mistaken for an integer.
+    return fmt::format("{:a}{}", v, f ? "f" : "");
+  }
+  std::string int_literal(int64_t v, DType t) const override {
+    if (t == DType::I32) return v == INT32_MIN ? "(-2147483647 - 1)" : fmt::format("{}", v);
+    return v == INT64_MIN ? "(-9223372036854775807L - 1L)" : fmt::format("{}L", v);
+  }
+  std::string float_to_int(std::string_view x, DType, DType to) const override {
+    // convert_*_sat rounds toward zero, saturates and gives 0 for NaN: the cast op exactly.
+    return fmt::format("convert_{}_sat({})", type(to), x);
+  }
+  std::string is_nan(std::string_view x) const override { return fmt::format("isnan({})", x); }
+  std::string sign_bit(std::string_view x, DType) const override { return fmt::format("signbit({})", x); }
+  std::string math(std::string_view fn, DType) const override { return std::string(fn); }
+
+  std::string global_id() const override { return "(long)get_global_id(0)"; }
+  std::string global_size() const override { return "(long)get_global_size(0)"; }
+  std::string local_id() const override { return "(long)get_local_id(0)"; }
+  std::string group_id() const override { return "(long)get_group_id(0)"; }
+  std::string group_count() const override { return "(long)get_num_groups(0)"; }
+  std::string barrier() const override { return "barrier(CLK_LOCAL_MEM_FENCE);"; }
+
+  std::string helper_qualifier() const override { return "static inline"; }
+  std::string prologue(std::span<const Kernel* const> kernels, bool fp64) const override {
+    std::string names;
+    for (const Kernel* k : kernels) names += fmt::format(" @{}", k->name);
+    // The interpreter rounds every operation: no multiply-add contraction.
+    std::string out = fmt::format("// kiln kernels{}\n#pragma OPENCL FP_CONTRACT OFF\n", names);
+    if (fp64) out += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+    return out;
+  }
+  std::string local_array(std::string_view name, DType t, int64_t n) const override {
+    return fmt::format("__local {} {}[{}];\n", type(t), name, n);
+  }
+  bool local_arrays_global() const override { return false; }
+  std::string entry(const Kernel& k, const Schedule& s) const override {
+    std::string params;
+    for (size_t b = 0; b < k.buffers.size(); ++b)
+      params += fmt::format("{}__global {}{}* b{}", b ? ", " : "", k.buffers[b].written ? "" : "const ",
+                            memory_type(k.buffers[b].type.dtype), b);
+    for (size_t a = 0; a < k.scalars.size(); ++a)
+      params += fmt::format("{}const {} s{}", params.empty() ? "" : ", ", memory_type(k.scalars[a]), a);
+    return fmt::format("__kernel __attribute__((reqd_work_group_size({}, 1, 1)))\nvoid {}({}) {{", s.local_size,
+                       k.name.empty() ? "kernel_main" : k.name, params);
+  }
+  std::string element(int b, std::string_view index) const override { return fmt::format("b{}[{}]", b, index); }
+};
+
+}  // namespace
+
+std::string opencl_source(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
+                          const Capabilities& caps) {
+  static const OpenClDialect dialect;
+  return emit_c_program(kernels, schedules, caps, dialect);
+}
+
+std::string opencl_source(const Kernel& k, const Schedule& s, const Capabilities& caps) {
+  const Kernel* kernels[] = {&k};
+  const Schedule* schedules[] = {&s};
+  return opencl_source(kernels, schedules, caps);
+}
+
+}  // namespace kiln::kir
