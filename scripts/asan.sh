@@ -12,5 +12,5 @@ if [ ! -f "$clang_dir/build.ninja" ]; then
     -DKILN_WERROR=ON -DKILN_SANITIZE=address,undefined
 fi
 cmake --build "$clang_dir"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir "$clang_dir" --output-on-failure -j "$(nproc)" -E "install.consumer|docs.ir"

@@ -26,6 +26,21 @@ TEST(Oracle, CancellationIsJudgedByItsTerms) {
   EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Exact}, {1.0}, true), "");
 }
 
+// A sum of 1024 f32 terms (W6's matmul) is off by more units of its terms' magnitude than a
+// sum of 16: the share of the magnitude allowed grows with the longest sum of the graph.
+TEST(Oracle, DeepSumsGetAToleranceInProportion) {
+  const auto want = one({0.0142841637134552f});
+  const auto got = one({0.014270186424255371f});  // cpu W6, element 127766
+  EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Approximate}, {30.0}, true, 16), "");
+  EXPECT_EQ(test::compare_outputs(want, got, {test::Precision::Approximate}, {30.0}, true, 1024), "");
+  const Graph g = parse_graph(R"(graph @g(%a: f32[4,1024], %b: f32[1024,8]) -> f32[4] {
+  %c = matmul %a, %b : f32[4,8]
+  %s = reduce_sum %c {axes = [1]} : f32[4]
+  return %s
+})").take();
+  EXPECT_EQ(test::longest_sum(g), 1024);
+}
+
 TEST(Oracle, MagnitudeCoversEveryValueAnOutputIsComputedFrom) {
   const Graph g = parse_graph(R"(graph @g(%x: f32[2]) -> (f32[], f32[2]) {
   %big = mul %x, %x : f32[2]

@@ -8,7 +8,9 @@
 
 #include "commands.h"
 #include "kiln/backend/cpu.h"
+#include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
+#include "kiln/engine/engine.h"
 
 namespace kiln::cli {
 namespace {
@@ -20,25 +22,40 @@ struct CodegenOptions {
   bool unoptimized = false;
   std::string kernel;
   std::string output;
+  std::string device;  // default: cpu, or opencl:0 for --target opencl
 };
+
+// The backend whose code is shown: --device, or the first device of the target's kind.
+Backend& backend_for(const CodegenOptions& o) {
+  const Device d = !o.device.empty() ? Device::parse(o.device) : o.target == "opencl" ? Device::opencl(0) : Device::cpu();
+  const bool wants_cpu = o.target == "llvm", wants_opencl = o.target == "opencl";
+  if ((wants_cpu && d.kind != Device::Kind::Cpu) || (wants_opencl && d.kind != Device::Kind::OpenCL))
+    throw Error(fmt::format("--target {} is generated for {} devices, not {}", o.target, wants_cpu ? "cpu" : "opencl:N", d.str()));
+  Backend* b = engine_for(d).backend();
+  if (!b) throw Error(fmt::format("{} generates no code (it interprets the graph)", d.str()));
+  return *b;
+}
 
 }  // namespace
 
 Command add_codegen_command(CLI::App& app) {
   auto opts = std::make_shared<CodegenOptions>();
   CLI::App* sub = app.add_subcommand(
-      "codegen", "Compile a graph as the cpu device does (-O2, fusion, Kernel IR) and print the generated code.");
+      "codegen", "Compile a graph as a device does (-O2, its passes, fusion, Kernel IR) and print the generated code.");
   sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
-  sub->add_option("--target", opts->target, "What to print: kernel (Kernel IR and launch list) or llvm")
-      ->check(CLI::IsMember({"kernel", "llvm"}))
+  sub->add_option("--target", opts->target,
+                  "What to print: kernel (Kernel IR and launch list), llvm (cpu), or opencl (the OpenCL C program)")
+      ->check(CLI::IsMember({"kernel", "llvm", "opencl"}))
       ->capture_default_str();
   sub->add_flag("--asm", opts->assembly, "With --target llvm: host assembly instead of LLVM IR");
   sub->add_flag("--no-opt", opts->unoptimized, "With --target llvm: LLVM IR as generated, before optimization");
   sub->add_option("--kernel", opts->kernel, "Only this kernel (by name, e.g. k0)");
   sub->add_option("-o,--output", opts->output, "Write here instead of stdout");
+  sub->add_option("--device", opts->device, "Compile for this device (default: cpu; opencl:0 with --target opencl)");
   return {sub, [opts]() {
             const Graph g = load_graph(opts->file);
-            Compilation c = compile_graph(cpu_backend(), g);
+            Backend& backend = backend_for(*opts);
+            Compilation c = compile_graph(backend, g);
             std::string out;
             bool found = opts->kernel.empty();
             if (opts->target == "kernel") {
@@ -55,6 +72,17 @@ Command add_codegen_command(CLI::App& app) {
               } else {
                 out = c.plan.str();
               }
+            } else if (opts->target == "opencl") {
+              // The program as the device builds it: every kernel of the plan in one.
+              std::vector<const kir::Kernel*> kernels;
+              std::vector<const kir::Schedule*> schedules;
+              for (size_t i = 0; i < c.plan.kernels.size(); ++i) {
+                if (!opts->kernel.empty() && c.plan.kernels[i].name != opts->kernel) continue;
+                found = true;
+                kernels.push_back(&c.plan.kernels[i]);
+                schedules.push_back(&c.plan.schedules[i]);
+              }
+              if (!kernels.empty()) out = kir::opencl_source(kernels, schedules, backend.capabilities());
             } else {
               out = fmt::format("; target: {}\n", cpu_target_description());
               for (size_t i = 0; i < c.plan.kernels.size(); ++i) {

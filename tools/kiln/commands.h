@@ -25,6 +25,8 @@ Command add_run_command(CLI::App& app);
 Command add_dot_command(CLI::App& app);
 Command add_codegen_command(CLI::App& app);
 Command add_fuzz_command(CLI::App& app);
+Command add_check_command(CLI::App& app);
+Command add_devices_command(CLI::App& app);
 
 /// The contents of `path`, or of stdin for "-". Throws kiln::Error.
 std::string read_input(const std::string& path);
@@ -32,6 +34,10 @@ std::string read_input(const std::string& path);
 void write_output(const std::string& path, const std::string& text);
 /// Parses and verifies the single graph in `path`. Throws kiln::Error with the diagnostic.
 Graph load_graph(const std::string& path);
+
+/// The parameters of `g`: NAME=FILE.npy for those `specs` name, seeded random values for the
+/// rest (floats uniform in [-1, 1), integers in [-8, 8), bools fair). Throws kiln::Error.
+std::vector<HostTensor> make_inputs(const Graph& g, const std::vector<std::string>& specs, int64_t seed);
 
 /// "min=... max=... mean=..." for a tensor (NaN-aware; empty tensors say so).
 std::string summarize(const HostTensor& t);

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
       kiln::cli::add_dot_command(app),
       kiln::cli::add_codegen_command(app),
       kiln::cli::add_fuzz_command(app),
+      kiln::cli::add_check_command(app),
+      kiln::cli::add_devices_command(app),
   };
   try {
     app.parse(argc, argv);

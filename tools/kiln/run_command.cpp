@@ -41,9 +41,11 @@ HostTensor random_input(const TensorType& type, int64_t seed, size_t input_index
   return t;
 }
 
-std::vector<HostTensor> make_inputs(const Graph& g, const RunOptions& opts) {
+}  // namespace
+
+std::vector<HostTensor> make_inputs(const Graph& g, const std::vector<std::string>& specs, int64_t seed) {
   std::map<std::string, std::string> files;
-  for (const std::string& spec : opts.inputs) {
+  for (const std::string& spec : specs) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
       throw Error(fmt::format("--input '{}' must look like NAME=FILE.npy", spec));
@@ -56,7 +58,7 @@ std::vector<HostTensor> make_inputs(const Graph& g, const RunOptions& opts) {
     const Node& in = g.node(g.inputs()[i]);
     auto it = files.find(in.name);
     if (it == files.end()) {
-      inputs.push_back(random_input(in.type, opts.seed, i));
+      inputs.push_back(random_input(in.type, seed, i));
       continue;
     }
     HostTensor t = read_npy(it->second);
@@ -70,6 +72,8 @@ std::vector<HostTensor> make_inputs(const Graph& g, const RunOptions& opts) {
     throw Error(fmt::format("--input names '{}', which is not a parameter of @{}", files.begin()->first, g.name()));
   return inputs;
 }
+
+namespace {
 
 // File names for saved outputs: the SSA name when unique among outputs, else out<i>.
 std::vector<std::string> output_names(const Graph& g) {
@@ -95,13 +99,13 @@ Command add_run_command(CLI::App& app) {
   sub->add_flag("--print", opts->print, "Print the values of every output");
   sub->add_flag("--full", opts->full, "With --print, print every value (no '...' summary)");
   sub->add_option("--save", opts->save_dir, "Write every output as DIR/<name>.npy")->type_name("DIR");
-  sub->add_option("--device", opts->device, "Where to run: cpu (compiled with LLVM) or interp (the reference interpreter)")
+  sub->add_option("--device", opts->device, "Where to run: cpu (compiled with LLVM), opencl:N, or interp (the reference interpreter); see kiln devices")
       ->capture_default_str();
   sub->add_flag("--check", opts->check, "Also run the reference interpreter and report the largest difference");
   return {sub, [opts]() {
             const Device device = Device::parse(opts->device);
             const Graph g = load_graph(opts->file);
-            const std::vector<HostTensor> inputs = make_inputs(g, *opts);
+            const std::vector<HostTensor> inputs = make_inputs(g, opts->inputs, opts->seed);
             const std::vector<HostTensor> outputs = run_on_host(device, g, inputs);
             if (opts->check) {
               const std::vector<HostTensor> expected = interpret(g, inputs);

@@ -31,10 +31,26 @@ std::vector<double> magnitudes(const Graph& g, const std::vector<HostTensor>& in
 
 /// "" when `got` matches `want` at each output's precision (floats of Approximate outputs
 /// within a relative tolerance of the value plus a fraction of `magnitude`, tighter when
-/// `has_f32` is false; non-floats always exact).
+/// `has_f32` is false, looser past 64 terms in the longest sum, `depth`; non-floats always
+/// exact).
 std::string compare_outputs(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got,
                             const std::vector<Precision>& precision, const std::vector<double>& magnitude,
-                            bool has_f32);
+                            bool has_f32, int64_t depth = 1);
+/// The most terms any sum of `g` adds: a reduction's reduced elements, a matmul's depth.
+int64_t longest_sum(const Graph& g);
+
+/// `g` run on a device and on the interpreter, compared per output.
+struct OutputCheck {
+  std::vector<HostTensor> want, got;    // the interpreter's, the device's
+  std::vector<Precision> precision;     // what each output is held to
+  std::vector<std::string> verdict;     // "" within that precision, else what differs
+  std::string oracle_error;             // what the interpreter threw (then nothing ran)
+};
+/// Throws what the device throws. With `bound_everything`, outputs that would be checked for
+/// their type only are held to the tolerance of Approximate ones (a person's graph rather
+/// than a random one, whose values rarely sit on a pole).
+OutputCheck check_outputs(Device device, const Graph& g, const std::vector<HostTensor>& inputs,
+                          bool bound_everything = false);
 
 /// Runs `g` on `device` with random_inputs(g, seed) and compares with the interpreter:
 /// "" on a match, else what differs (or the error thrown).

@@ -1,0 +1,79 @@
+// tools/kiln/check_command.cpp - `kiln check`: a graph on every device against the reference
+// interpreter, with the error of each output and a verdict against docs/runtime.md's
+// tolerances (the same oracle as `kiln fuzz` and tests/diff).
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "differential.h"
+#include "kiln/engine/engine.h"
+
+namespace kiln::cli {
+namespace {
+
+struct CheckOptions {
+  std::string file;
+  std::string device = "all";
+  int64_t seed = 0;
+  std::vector<std::string> inputs;
+};
+
+std::string_view precision_name(test::Precision p) {
+  switch (p) {
+    case test::Precision::Exact: return "exact";
+    case test::Precision::Approximate: return "within tolerance";
+    case test::Precision::Unbounded: return "type";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Command add_check_command(CLI::App& app) {
+  auto opts = std::make_shared<CheckOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "check", "Run a graph on every device and compare each output with the reference interpreter.");
+  sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
+  sub->add_option("--device", opts->device, "A device name, or 'all' for every compiling device (see kiln devices)")
+      ->capture_default_str();
+  sub->add_option("--seed", opts->seed, "Seed for the random inputs")->capture_default_str();
+  sub->add_option("--input", opts->inputs, "Take parameter NAME from a .npy file (repeatable)")
+      ->type_name("NAME=FILE.npy");
+  return {sub, [opts]() {
+            const Graph g = load_graph(opts->file);
+            const std::vector<HostTensor> inputs = make_inputs(g, opts->inputs, opts->seed);
+            std::vector<Device> devices;
+            if (opts->device == "all") {
+              for (Device d : registered_devices())
+                if (!(d == Device::interp())) devices.push_back(d);
+            } else {
+              devices.push_back(Device::parse(opts->device));
+            }
+            size_t width = 0;
+            for (Device d : devices) width = std::max(width, d.str().size());
+            int failed = 0;
+            for (Device d : devices) {
+              test::OutputCheck c;
+              try {
+                c = test::check_outputs(d, g, inputs, /*bound_everything=*/true);
+              } catch (const std::exception& e) {
+                std::cout << fmt::format("{:<{}}  FAIL  {}\n", d.str(), width, e.what());
+                ++failed;
+                continue;
+              }
+              if (!c.oracle_error.empty()) throw Error(fmt::format("the reference interpreter fails: {}", c.oracle_error));
+              for (size_t i = 0; i < c.got.size(); ++i) {
+                const bool ok = c.verdict[i].empty();
+                failed += !ok;
+                std::cout << fmt::format("{:<{}}  {}  %{} ({}): {}{}\n", d.str(), width, ok ? "ok  " : "FAIL",
+                                         g.node(g.outputs()[i]).name, precision_name(c.precision[i]),
+                                         compare_values(c.got[i], c.want[i]), ok ? "" : fmt::format("\n    {}", c.verdict[i]));
+              }
+            }
+            return failed ? 1 : 0;
+          }};
+}
+
+}  // namespace kiln::cli
