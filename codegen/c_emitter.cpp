@@ -15,9 +15,10 @@
 //
 // Rounding: f32 division, square roots and the libm functions outside the VectorMath trait
 // (sin, cos, pow) are computed in double and rounded once when the device has doubles, as the
-// interpreter computes them; the VectorMath functions use the device's f32 versions (the
-// differential oracle compares them with a tolerance). f32 products, and sums where a
-// work-item adds more than `f32_run` values, accumulate in double when the device has it.
+// interpreter computes them, and so is sigmoid (its f32 exp overflows where the result is a
+// subnormal); exp, log, tanh and erf use the device's f32 versions (the differential oracle
+// compares them with a tolerance). f32 sums and products accumulate in double when the
+// device has it, for the interpreter's range.
 #include "c_dialect.h"
 
 #include <algorithm>
@@ -101,6 +102,7 @@ class CEmitter {
   void emit_stage(Scope& point, int stage);
   void emit_stores(Scope& point);
   std::string reduced_loop_head(std::string_view var) const;
+  std::string reduced_loop_tail() const { return tree_ ? "}}" : "}"; }
   void define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat);
   std::vector<Ref> reductions_of(int stage) const {
     std::vector<Ref> out;
@@ -226,8 +228,12 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Log:
     case OpKind::Tanh:
     case OpKind::Erf: return fmt::format("{}({})", d_.math(op_info(op).name, in.type), a[0]);
-    case OpKind::Sigmoid:
-      return fmt::format("({1} / ({1} + {0}(-{2})))", d_.math("exp", in.type), d_.float_literal(1, in.type), a[0]);
+    case OpKind::Sigmoid: {
+      // In double where the device has it: an f32 exp(-x) overflows for x < -88 where the
+      // result is still a subnormal.
+      const DType w = in.type == DType::F32 && fp64_ ? DType::F64 : in.type;
+      return via_double(fmt::format("({1} / ({1} + {0}(-{{0}})))", d_.math("exp", w), d_.float_literal(1, w)));
+    }
     case OpKind::Add: return f ? fmt::format("({} + {})", a[0], a[1]) : wrap('+', a[0], a[1], at);
     case OpKind::Sub: return f ? fmt::format("({} - {})", a[0], a[1]) : wrap('-', a[0], a[1], at);
     case OpKind::Mul: return f ? fmt::format("({} * {})", a[0], a[1]) : wrap('*', a[0], a[1], at);
@@ -300,9 +306,10 @@ std::string CEmitter::expr(Ref r) {
 DType CEmitter::acc_type(const Inst& r) const {
   if (r.type == DType::Bool) return DType::I32;  // local memory and arithmetic hold ints
   if (r.type != DType::F32 || !fp64_ || is_arg(r)) return r.type;
-  if (r.op == OpKind::ReduceProd) return DType::F64;  // f32 products underflow and overflow
-  const int64_t per_item = tree_ ? (reduced_points_ + s_.local_size - 1) / s_.local_size : reduced_points_;
-  return r.op == OpKind::ReduceSum && per_item > s_.f32_run ? DType::F64 : r.type;
+  // f32 sums and products in double: the interpreter's range (a sum of values near the f32
+  // maximum that ends in range must not overflow), and products that neither underflow nor
+  // overflow on the way.
+  return r.op == OpKind::ReduceSum || r.op == OpKind::ReduceProd ? DType::F64 : r.type;
 }
 
 std::string CEmitter::identity(const Inst& r) const {
@@ -345,10 +352,14 @@ std::string CEmitter::combine(const Inst& r, std::string_view acc, std::string_v
 }
 
 std::string CEmitter::reduced_loop_head(std::string_view var) const {
-  const std::string start = tree_ ? d_.local_id() : "0";
-  const std::string step = tree_ ? d_.int_literal(s_.local_size, DType::I64) : "1";
-  return fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", d_.type(DType::I64), var, start,
-                     d_.int_literal(reduced_points_, DType::I64), step);
+  const std::string i64 = d_.type(DType::I64), n = d_.int_literal(reduced_points_, DType::I64);
+  if (!tree_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += 1) {{", i64, var, n);
+  // The work-items of a group stride along the row in a loop whose trip count is the same
+  // for all of them, the body guarded: a trip count that differs between work-items
+  // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
+  // then writes past the row (seen under valgrind), and uniform loops suit GPUs too.
+  return fmt::format("for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ const {0} {1} = {1}_base + {4}; if ({1} < {2}) {{",
+                     i64, var, n, d_.int_literal(s_.local_size, DType::I64), d_.local_id());
 }
 
 void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat) {
@@ -400,7 +411,7 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   }
   line(point, reduced_loop_head("r"));
   point.text += loop.text;
-  line(point, "}");
+  line(point, reduced_loop_tail());
 
   if (tree_) {
     // Work-group tree: partial accumulators into local memory, halves combined.
@@ -502,7 +513,7 @@ void CEmitter::emit_stores(Scope& point) {
     }
     line(point, reduced_loop_head("r"));
     point.text += loop.text;
-    line(point, "}");
+    line(point, reduced_loop_tail());
   }
 }
 

@@ -68,6 +68,18 @@ inline HostTensor eval(const std::string& result, const std::string& body) {
 }
 
 /// Runs `g` on the cpu engine (fusion, Kernel IR, LLVM) and returns copies of its outputs.
+/// The device the every-op tests (cpu_ops_test) run on: `cpu`, or $KILN_TEST_DEVICE (ctest
+/// runs them once more as `opencl.*` with opencl:0).
+inline Device device_under_test() {
+  const char* d = std::getenv("KILN_TEST_DEVICE");
+  return d && *d ? Device::parse(d) : Device::cpu();
+}
+
+inline std::vector<HostTensor> run_on_device_under_test(const Graph& g, const std::vector<HostTensor>& inputs) {
+  record_ops(g);
+  return run_on_host(device_under_test(), g, inputs);
+}
+
 inline std::vector<HostTensor> run_cpu(const Graph& g, const std::vector<HostTensor>& inputs) {
   record_ops(g);
   return run_on_host(Device::cpu(), g, inputs);
