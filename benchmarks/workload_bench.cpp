@@ -7,7 +7,7 @@
 // is compared with the hand loop's (1e-3 relative, as the peers' report.py does).
 //
 //   kiln_workload_bench [--only W1,W3] [--impl kiln,hand,eigen] [--quick] [--small]
-//                       [--size-scale K] [--threads N] [--json FILE]
+//                       [--size-scale K] [--threads N] [--device D] [--json FILE]
 //
 // Prints a markdown table to stdout and progress to stderr; exits 1 when a checksum
 // disagrees or an implementation throws.
@@ -233,8 +233,12 @@ struct KilnInputs {
   kiln::Tensor x1, x2, r2, b, gamma, beta, x8;
 };
 
+/// Where the kiln rows run (--device): their inputs live there, so each timed call is the
+/// device's work alone, as the peers' are.
+kiln::Device g_kiln_device = kiln::Device::cpu();
+
 kiln::Tensor kiln_input(const Buf& buf, long n, kiln::Shape shape) {
-  kiln::Tensor t = kiln::from_vector<float>(std::vector<float>(buf.data(), buf.data() + n), shape);
+  kiln::Tensor t = kiln::from_vector<float>(std::vector<float>(buf.data(), buf.data() + n), shape, g_kiln_device);
   t.eval();
   return t;
 }
@@ -872,6 +876,7 @@ bool contains(const std::vector<std::string>& list, std::string_view s) {
       "  --size-scale K        divide the peers' sizes by K (a power of two <= 4096; W8 unscaled)\n"
       "  --small               the same as --size-scale 16\n"
       "  --threads N           threads of the multi-threaded variants (default 2)\n"
+      "  --device D            the device of the kiln rows: cpu (default), opencl:N\n"
       "  --json FILE           also write one JSON line per measurement to FILE\n",
       status == 0 ? stdout : stderr);
   std::exit(status);
@@ -901,6 +906,8 @@ Options parse_options(int argc, char** argv) {
       scale = std::atol(std::string(value()).c_str());
     else if (a == "--threads")
       o.threads = std::atoi(std::string(value()).c_str());
+    else if (a == "--device")
+      g_kiln_device = kiln::Device::parse(value());
     else if (a == "--json")
       o.json_path = value();
     else if (a == "--help" || a == "-h")
