@@ -7,12 +7,13 @@
 //   %b1 = reshape %b : f32[B,1,K,N]      %b2 = expand %b1 : f32[B,M,K,N]
 //   %p  = mul %a2, %b2 : f32[B,M,K,N]
 //   %c  = reduce_sum %p {axes = [2]} : f32[B,M,N]
-// (operands cast to the result type first; an i32 product sums in i64 and is cast back,
-// which wraps as the interpreter's i32 matmul does). Nothing [B,M,K,N] is ever stored: fusion
+// (operands cast to the result type first, f64 for floats; an i32 product sums in i64 and is
+// cast back, which wraps as the interpreter's i32 matmul does: the pass changes no value).
+// Nothing [B,M,K,N] is ever stored: fusion
 // makes one reduction kernel over that domain whose loads read A and B through index maps,
 // with the matmul's epilogue fused after the sum, so a backend without a GEMM library step
-// (the GPU kinds) runs matmul as a kernel it generates like any other. Float sums are then
-// computed in another order than a GEMM would, within the same tolerance.
+// (the GPU kinds) runs matmul as a kernel it generates like any other. It is the simple
+// correct form: a work-item per output element, no tiles in local memory, f64 arithmetic.
 #include "kiln/passes/pass_manager.h"
 #include "rewriter.h"
 
@@ -35,7 +36,9 @@ Graph contract_matmul(const Graph& g, const PassOptions&) {
       if (n.op != OpKind::Input) r.copy(v);
       continue;
     }
-    const DType t = n.type.dtype;
+    // Floats multiply and add in f64, as the interpreter's matmul does: the product of two
+    // f32 is exact there, and the sum rounds once at the end, so the values are unchanged.
+    const DType t = is_float(n.type.dtype) ? DType::F64 : n.type.dtype;
     const Shape& out = n.type.shape;
     const int rank = out.rank();
     const int64_t m = out[rank - 2], nn = out[rank - 1];
@@ -76,7 +79,7 @@ Graph contract_matmul(const Graph& g, const PassOptions&) {
     sum.attr("axes").ints = {rank - 1};
     sum.loc = n.loc;
     ValueId result = r.add(std::move(sum));
-    if (sum_type != t) result = add(OpKind::Cast, n.type, {result});
+    if (sum_type != n.type.dtype) result = add(OpKind::Cast, n.type, {result});
     r.out().node(result).name = n.name;
     r.set(v, result);
   }

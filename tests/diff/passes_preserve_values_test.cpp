@@ -1,5 +1,5 @@
 // Property test: every pass, alone and in the -O1/-O2 pipelines, leaves the values of every
-// output unchanged, bit for bit, on 3000 random graphs, and its output round-trips through
+// output unchanged, bit for bit (but contract-matmul, a lowering checked on the devices), on 3000 random graphs, and its output round-trips through
 // the text form. A failure prints the seed and the
 // graph; `KILN_DIFF_SEED=N` reruns one seed.
 #include <gtest/gtest.h>
@@ -35,6 +35,10 @@ TEST(PassesPreserveValues, RandomGraphs) {
     for (const auto& [name, passes] : pipelines) {
       auto opt = run_pipeline(g, passes, {}, verify_each);
       ASSERT_TRUE(opt) << name << ", seed " << seed << ": " << opt.error().str() << "\n" << print_graph(g);
+      // contract-matmul is a lowering for the GPU kinds, not a clean-up: it sums products in
+      // another order than the interpreter's matmul (Eigen, blocked), and the devices that run
+      // it are checked against the interpreter with a tolerance (tests/diff, kiln fuzz).
+      if (name == "contract-matmul") continue;
       const std::string diff = test::compare_exact(want, interpret(*opt, inputs));
       ASSERT_EQ(diff, "") << name << " changed a value, seed " << seed << "\nbefore:\n"
                           << print_graph(g) << "after:\n" << print_graph(*opt);
