@@ -2,8 +2,7 @@
 // backends. A new backend adds its row here.
 #include <array>
 #include <charconv>
-#include <cstring>
-#include <map>
+#include <memory>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -35,9 +34,9 @@ const std::array<DeviceKind, 3> kKinds{{
      [](int i) { return engine::make_kernel_engine(Device::opencl(i), opencl_backend(i)); }},
 }};
 
-const DeviceKind& kind_of(Device device) {
-  for (const DeviceKind& k : kKinds)
-    if (k.kind == device.kind) return k;
+size_t kind_index(Device device) {
+  for (size_t k = 0; k < kKinds.size(); ++k)
+    if (kKinds[k].kind == device.kind) return k;
   throw Error(fmt::format("device {} is not registered in this build", device.str()));
 }
 
@@ -59,16 +58,25 @@ const std::byte* Buffer::host_data() const { return memory_->host_data(); }
 Engine& engine_for(Device device) {
   // Engines are made on first use (a backend may be costly to start) and never destroyed:
   // kernels may still run during static destruction. A device that fails to start throws
-  // here, every time it is asked for; other devices keep working.
-  const DeviceKind& kind = kind_of(device);
-  if (device.index < 0 || static_cast<size_t>(device.index) >= kind.count())
+  // here, every time it is asked for; other devices keep working. Every sync asks: after
+  // the first call for a device this is two loads, no lock.
+  struct Slot {
+    std::once_flag made;
+    Engine* engine = nullptr;
+  };
+  static std::array<std::once_flag, kKinds.size()> counted;
+  static std::array<std::unique_ptr<Slot[]>, kKinds.size()> slots;  // per kind, one per device
+  static std::array<size_t, kKinds.size()> counts{};
+  const size_t k = kind_index(device);
+  std::call_once(counted[k], [&] {
+    counts[k] = kKinds[k].count();
+    slots[k] = std::make_unique<Slot[]>(counts[k]);
+  });
+  if (device.index < 0 || static_cast<size_t>(device.index) >= counts[k])
     throw Error(fmt::format("device {} does not exist (available: {})", device.str(), available_devices()));
-  static std::mutex mutex;
-  static std::map<std::pair<int, int>, Engine*> engines;
-  std::lock_guard lock(mutex);
-  Engine*& e = engines[{static_cast<int>(device.kind), device.index}];
-  if (!e) e = kind.make(device.index).release();
-  return *e;
+  Slot& slot = slots[k][static_cast<size_t>(device.index)];
+  std::call_once(slot.made, [&] { slot.engine = kKinds[k].make(device.index).release(); });
+  return *slot.engine;
 }
 
 std::vector<Device> registered_devices() {
@@ -80,10 +88,11 @@ std::vector<Device> registered_devices() {
 
 Device Device::parse(std::string_view name) {
   for (const DeviceKind& k : kKinds) {
-    if (name == k.name) return Device{k.kind, 0};
-    if (!k.indexed || !name.starts_with(k.name) || name.size() <= std::strlen(k.name) + 1 || name[std::strlen(k.name)] != ':')
-      continue;
-    const std::string_view digits = name.substr(std::strlen(k.name) + 1);
+    const std::string_view kind = k.name;
+    if (name == kind) return Device{k.kind, 0};
+    // "opencl:3"
+    if (!k.indexed || name.size() <= kind.size() + 1 || !name.starts_with(kind) || name[kind.size()] != ':') continue;
+    const std::string_view digits = name.substr(kind.size() + 1);
     int index = 0;
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
     if (ec == std::errc() && end == digits.data() + digits.size() && index >= 0) return Device{k.kind, index};

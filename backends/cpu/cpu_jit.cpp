@@ -27,9 +27,9 @@
 #include "kiln/ir/canonical.h"
 #include "kiln/ir/hash.h"
 #include "kiln/ir/scalar_semantics.h"
+#include "kiln/runtime/compile_policy.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/runtime/stats.h"
-#include "kiln/support/env.h"
 #include "kiln/support/log.h"
 #include "kiln/support/lru_cache.h"
 #include "kiln/codegen_id.h"
@@ -90,8 +90,7 @@ struct Jit::Impl {
   // Every kernel some holder still uses (one copy of each symbol in the JIT), and the most
   // recently used ones, held by the LRU so that they outlive the executables using them.
   std::unordered_map<std::string, Alive> alive;
-  LruCache<std::string, std::shared_ptr<const CpuKernel>> recent{
-      static_cast<size_t>(env_int("KILN_KERNEL_CACHE_SIZE", 1, int64_t{1} << 30).value_or(4096))};
+  LruCache<std::string, std::shared_ptr<const CpuKernel>> recent{kernel_cache_capacity()};
 
   Impl() {
     llvm::InitializeNativeTarget();
@@ -291,8 +290,7 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
       im.disk.remove(key);
     }
   }
-  if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
-    throw Error(fmt::format("KILN_NO_COMPILE=1, but {} is in no cache and would be compiled", what));
+  check_compile_allowed(what);
   const auto start = std::chrono::steady_clock::now();
   llvm::LLVMContext ctx;
   std::string object;

@@ -54,22 +54,28 @@ void check(cl_int err, std::string_view what) {
   if (err != CL_SUCCESS) throw Error(fmt::format("opencl: {}: {}", what, error_name(err)));
 }
 
-std::string device_string(cl_device_id d, cl_device_info what) {
+namespace {
+
+// A string query of the clGet*Info family: the size, then the text, trailing NULs and
+// blanks dropped (drivers pad some).
+template <class Object, class Info>
+std::string info_string(cl_int (*get)(Object, Info, size_t, void*, size_t*), Object o, Info what, const char* name) {
   size_t n = 0;
-  check(clGetDeviceInfo(d, what, 0, nullptr, &n), "clGetDeviceInfo");
+  check(get(o, what, 0, nullptr, &n), name);
   std::string s(n, '\0');
-  check(clGetDeviceInfo(d, what, n, s.data(), nullptr), "clGetDeviceInfo");
+  check(get(o, what, n, s.data(), nullptr), name);
   while (!s.empty() && (s.back() == '\0' || s.back() == ' ')) s.pop_back();
   return s;
 }
 
+}  // namespace
+
+std::string device_string(cl_device_id d, cl_device_info what) {
+  return info_string(clGetDeviceInfo, d, what, "clGetDeviceInfo");
+}
+
 std::string platform_string(cl_platform_id p, cl_platform_info what) {
-  size_t n = 0;
-  check(clGetPlatformInfo(p, what, 0, nullptr, &n), "clGetPlatformInfo");
-  std::string s(n, '\0');
-  check(clGetPlatformInfo(p, what, n, s.data(), nullptr), "clGetPlatformInfo");
-  while (!s.empty() && (s.back() == '\0' || s.back() == ' ')) s.pop_back();
-  return s;
+  return info_string(clGetPlatformInfo, p, what, "clGetPlatformInfo");
 }
 
 namespace {

@@ -22,9 +22,9 @@
 #include "kiln/codegen_id.h"
 #include "kiln/ir/hash.h"
 #include "kiln/passes/pass_manager.h"
+#include "kiln/runtime/compile_policy.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/runtime/stats.h"
-#include "kiln/support/env.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
 #include "kiln/support/lru_cache.h"
@@ -64,11 +64,6 @@ class ClKernel final : public CompiledKernel {
 // The entry point of the i-th kernel of a program: programs are shared by kernels that
 // differ only in name, so kernels are named by position.
 std::string entry_name(size_t i) { return fmt::format("kiln_kernel_{}", i); }
-
-bool no_compile() {
-  const char* no = std::getenv("KILN_NO_COMPILE");
-  return no != nullptr && std::string_view(no) == "1";
-}
 
 class OpenClBackend final : public Backend {
  public:
@@ -181,9 +176,7 @@ class OpenClBackend final : public Backend {
     if (program) {
       runtime_counters().kernel_disk_hits += misses.size();
     } else {
-      if (no_compile())
-        throw Error(fmt::format("KILN_NO_COMPILE=1, but kernel {} for opencl:{} is in no cache and would be compiled",
-                                names, index_));
+      check_compile_allowed(fmt::format("kernel {} for opencl:{}", names, index_));
       program = from_source(kir::opencl_source(members, member_schedules, caps_), names, key, canonical, misses.size());
     }
     std::lock_guard lock(cache_mutex_);
@@ -342,8 +335,7 @@ class OpenClBackend final : public Backend {
   std::string fingerprint_;
   DiskCache disk_{DiskCache::default_root(), "opencl"};
   std::mutex cache_mutex_;
-  LruCache<std::string, std::pair<std::string, std::shared_ptr<const ClKernel>>> kernels_{
-      static_cast<size_t>(env_int("KILN_KERNEL_CACHE_SIZE", 1, int64_t{1} << 30).value_or(4096))};
+  LruCache<std::string, std::pair<std::string, std::shared_ptr<const ClKernel>>> kernels_{kernel_cache_capacity()};
 };
 
 }  // namespace

@@ -67,7 +67,6 @@ inline HostTensor eval(const std::string& result, const std::string& body) {
   return run("graph @t() -> " + result + " {\n" + body + "\n}\n").at(0);
 }
 
-/// Runs `g` on the cpu engine (fusion, Kernel IR, LLVM) and returns copies of its outputs.
 /// The device the every-op tests (cpu_ops_test) run on: `cpu`, or $KILN_TEST_DEVICE (ctest
 /// runs them once more as `opencl.*` with opencl:0).
 inline Device device_under_test() {
@@ -80,6 +79,7 @@ inline std::vector<HostTensor> run_on_device_under_test(const Graph& g, const st
   return run_on_host(device_under_test(), g, inputs);
 }
 
+/// Runs `g` on the cpu engine (fusion, Kernel IR, LLVM) and returns copies of its outputs.
 inline std::vector<HostTensor> run_cpu(const Graph& g, const std::vector<HostTensor>& inputs) {
   record_ops(g);
   return run_on_host(Device::cpu(), g, inputs);

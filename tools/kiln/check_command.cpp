@@ -38,9 +38,7 @@ Command add_check_command(CLI::App& app) {
   sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
   sub->add_option("--device", opts->device, "A device name, or 'all' for every compiling device (see kiln devices)")
       ->capture_default_str();
-  sub->add_option("--seed", opts->seed, "Seed for the random inputs")->capture_default_str();
-  sub->add_option("--input", opts->inputs, "Take parameter NAME from a .npy file (repeatable)")
-      ->type_name("NAME=FILE.npy");
+  add_input_options(sub, opts->inputs, opts->seed);
   return {sub, [opts]() {
             const Graph g = load_graph(opts->file);
             const std::vector<HostTensor> inputs = make_inputs(g, opts->inputs, opts->seed);

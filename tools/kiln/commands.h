@@ -38,6 +38,8 @@ Graph load_graph(const std::string& path);
 /// The parameters of `g`: NAME=FILE.npy for those `specs` name, seeded random values for the
 /// rest (floats uniform in [-1, 1), integers in [-8, 8), bools fair). Throws kiln::Error.
 std::vector<HostTensor> make_inputs(const Graph& g, const std::vector<std::string>& specs, int64_t seed);
+/// `--seed N` and `--input NAME=FILE.npy` (repeatable) on `sub`, for make_inputs.
+void add_input_options(CLI::App* sub, std::vector<std::string>& inputs, int64_t& seed);
 
 /// "min=... max=... mean=..." for a tensor (NaN-aware; empty tensors say so).
 std::string summarize(const HostTensor& t);

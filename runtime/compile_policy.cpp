@@ -1,0 +1,22 @@
+// runtime/compile_policy.cpp - see kiln/runtime/compile_policy.h.
+#include "kiln/runtime/compile_policy.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "kiln/support/env.h"
+#include "kiln/support/error.h"
+
+namespace kiln {
+
+size_t kernel_cache_capacity() {
+  return static_cast<size_t>(env_int("KILN_KERNEL_CACHE_SIZE", 1, int64_t{1} << 30).value_or(4096));
+}
+
+void check_compile_allowed(std::string_view what) {
+  if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
+    throw Error(fmt::format("KILN_NO_COMPILE=1, but {} is in no cache and would be compiled", what));
+}
+
+}  // namespace kiln

@@ -1,0 +1,18 @@
+// tests/test_environment.cpp - linked into every test executable: before main, points the
+// caches that no variable names yet into the build tree, so that no test reads or writes
+// the user's ~/.cache/kiln or PoCL's ~/.cache/pocl. ctest sets at most one variable per
+// test (gtest_discover_tests splits a list-valued ENVIRONMENT at its ';'), and a test binary
+// run by hand gets the same isolation.
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+const bool kEnvironmentSet = [] {
+  ::setenv("KILN_CACHE_DIR", KILN_TEST_CACHE_DIR, /*overwrite=*/0);
+  const std::string pocl = std::string(std::getenv("KILN_CACHE_DIR")) + "/pocl";
+  ::setenv("POCL_CACHE_DIR", pocl.c_str(), 0);
+  return true;
+}();
+
+}  // namespace
