@@ -52,6 +52,7 @@ class KernelEngine final : public Engine {
 
   Device device() const override { return device_; }
   Backend* backend() override { return &backend_; }
+  void finish() override { backend_.finish(); }
 
   std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs, const std::vector<bool>& donated) override {
     if (inputs.size() != g.inputs().size())

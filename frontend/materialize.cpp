@@ -254,6 +254,8 @@ void flush_pending(bool forced_by_cap) {
 
 void sync() { detail::flush_pending(/*forced_by_cap=*/false); }
 
+void synchronize(Device device) { engine_for(device).finish(); }
+
 Graph pending_graph(const Tensor& t) {
   if (!t.defined()) throw Error("dump: the tensor is undefined");
   LazyValue* v = t.impl();

@@ -31,11 +31,6 @@ size_t reserved_size(size_t bytes) {
   return round_up(bytes, bytes >= kHostLargeThreshold ? kHostHugePageSize : kHostMinAlignment);
 }
 
-uint64_t cache_limit_from_env() {
-  // 0 turns the cache off; anything that is not a plain integer keeps the default, with a warning.
-  const auto mib = env_int("KILN_ALLOCATOR_CACHE_MB", 0, int64_t{1} << 40);
-  return static_cast<uint64_t>(mib.value_or(static_cast<int64_t>(kDefaultCacheMiB))) << 20;
-}
 
 /// Maps `size` bytes (a multiple of 2 MiB) at a 2 MiB boundary and asks for huge pages:
 /// over-map by one huge page, then unmap the unaligned head and the tail. Null on failure.
@@ -66,7 +61,7 @@ struct Allocator {
   /// Rounded size -> released blocks of that size; the most recently released is reused
   /// first, since its pages are the likeliest to still be in the TLB and caches.
   std::map<size_t, std::vector<void*>> free_blocks;  // guarded by mu
-  uint64_t cache_limit = cache_limit_from_env();     // guarded by mu
+  uint64_t cache_limit = allocator_cache_limit_from_env();     // guarded by mu
   // Counters are atomics so that small allocations take no lock. bytes_cached is written
   // under mu and read without it.
   std::atomic<uint64_t> allocations{0};
@@ -181,6 +176,12 @@ void host_allocator_trim() {
     blocks = a.evict_locked(0);
   }
   for (const auto& [p, size] : blocks) unmap(p, size);
+}
+
+uint64_t allocator_cache_limit_from_env() {
+  // 0 turns the cache off; anything that is not a plain integer keeps the default, with a warning.
+  const auto mib = env_int("KILN_ALLOCATOR_CACHE_MB", 0, int64_t{1} << 40);
+  return static_cast<uint64_t>(mib.value_or(static_cast<int64_t>(kDefaultCacheMiB))) << 20;
 }
 
 uint64_t host_allocator_set_cache_limit(uint64_t bytes) {

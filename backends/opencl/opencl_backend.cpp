@@ -6,11 +6,13 @@
 // and the kernel with its schedule; an entry the driver no longer accepts is removed and
 // rebuilt from source.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -33,13 +35,53 @@
 namespace kiln::opencl {
 namespace {
 
+// Buffers freed by the engine, kept for the next allocation of the same size class: a new
+// cl_mem costs PoCL fresh host pages (page faults on every step of a loop, ~10 ms per
+// 64 MiB), a GPU driver a device allocation. One in-order queue makes reuse safe: a
+// launch that writes a reused buffer runs after every launch that read it before.
+class BufferPool {
+ public:
+  explicit BufferPool(uint64_t capacity) : capacity_(capacity) {}
+  /// The size class of a request: 2 MiB multiples from 1 MiB, powers of two below.
+  static size_t size_class(int64_t bytes) {
+    const auto b = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+    if (b >= (size_t{1} << 20)) return (b + (size_t{2} << 20) - 1) / (size_t{2} << 20) * (size_t{2} << 20);
+    return std::max<size_t>(256, std::bit_ceil(b));
+  }
+  Mem take(size_t size) {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find(size);
+    if (it == free_.end()) return Mem();
+    Mem m = std::move(it->second);
+    free_.erase(it);
+    held_ -= size;
+    return m;
+  }
+  void give(size_t size, Mem m) {
+    std::lock_guard lock(mutex_);
+    if (held_ + size > capacity_) return;  // released by m's destructor
+    held_ += size;
+    free_.emplace(size, std::move(m));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, Mem> free_;
+  uint64_t held_ = 0;
+  uint64_t capacity_;
+};
+
 class ClMemory final : public DeviceMemory {
  public:
-  ClMemory(int64_t bytes, Mem mem) : DeviceMemory(bytes), mem_(std::move(mem)) {}
+  ClMemory(int64_t bytes, size_t size_class, Mem mem, BufferPool& pool)
+      : DeviceMemory(bytes), size_class_(size_class), mem_(std::move(mem)), pool_(pool) {}
+  ~ClMemory() override { pool_.give(size_class_, std::move(mem_)); }
   cl_mem get() const { return mem_.get(); }
 
  private:
+  size_t size_class_;
   Mem mem_;
+  BufferPool& pool_;  // the backend's, which lives as long as the process
 };
 
 class ClKernel final : public CompiledKernel {
@@ -195,14 +237,16 @@ class OpenClBackend final : public Backend {
   std::shared_ptr<DeviceMemory> alloc(int64_t bytes) override {
     KILN_ASSERT(bytes >= 0, "buffer sizes are non-negative");
     if (bytes > info_.max_allocation) throw std::bad_alloc();  // the engine names the tensor
+    // OpenCL has no empty buffers: an empty tensor gets a size class no kernel reads.
+    const size_t size = BufferPool::size_class(bytes);
+    if (Mem reused = pool_.take(size)) return std::make_shared<ClMemory>(bytes, size, std::move(reused), pool_);
     cl_int err = CL_SUCCESS;
-    // OpenCL has no empty buffers: an empty tensor gets one byte no kernel reads.
-    Mem mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(bytes, 1)), nullptr, &err));
+    Mem mem(clCreateBuffer(context_.get(), CL_MEM_READ_WRITE, size, nullptr, &err));
     if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY ||
         err == CL_INVALID_BUFFER_SIZE)
       throw std::bad_alloc();
     check(err, fmt::format("allocating {} bytes on opencl:{}", bytes, index_));
-    return std::make_shared<ClMemory>(bytes, std::move(mem));
+    return std::make_shared<ClMemory>(bytes, size, std::move(mem), pool_);
   }
 
   void upload(DeviceMemory& dst, const std::byte* src, int64_t bytes) override {
@@ -220,6 +264,8 @@ class OpenClBackend final : public Backend {
     check(clEnqueueCopyBuffer(queue_.get(), mem(src), mem(dst), 0, 0, static_cast<size_t>(bytes), 0, nullptr, nullptr),
           fmt::format("copying {} bytes on opencl:{}", bytes, index_));
   }
+
+  void finish() override { check(clFinish(queue_.get()), fmt::format("waiting for opencl:{}", index_)); }
 
   void launch(const CompiledKernel& compiled, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
               std::span<const Scalar> scalars) override {
@@ -334,6 +380,8 @@ class OpenClBackend final : public Backend {
   std::string options_;  // clBuildProgram's
   std::string fingerprint_;
   DiskCache disk_{DiskCache::default_root(), "opencl"};
+  // As much as the host allocator caches ($KILN_ALLOCATOR_CACHE_MB).
+  BufferPool pool_{allocator_cache_limit_from_env()};
   std::mutex cache_mutex_;
   LruCache<std::string, std::pair<std::string, std::shared_ptr<const ClKernel>>> kernels_{kernel_cache_capacity()};
 };

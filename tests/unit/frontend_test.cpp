@@ -48,6 +48,18 @@ TEST(Frontend, FactoriesAndMetadata) {
   EXPECT_THROW(full({2}, 2.5, DType::I32), Error);
 }
 
+// eval() on a queue device returns once the kernels are enqueued; synchronize waits for
+// them, on every device, and the values are then there without a download to force them.
+TEST(Frontend, SynchronizeWaitsOnEveryDevice) {
+  for (Device d : registered_devices()) {
+    const Tensor x = arange(0, 4096, 1, DType::F32, d);
+    Tensor y = (x * 2.0f + 1.0f).sum();
+    y.eval();
+    synchronize(d);
+    EXPECT_EQ(y.item<float>(), 4096.0f * 4096.0f) << d.str();  // sum of 2i+1 for i < 4096
+  }
+}
+
 TEST(Frontend, RandIsSeededAndRandnIsStandardNormal) {
   const std::vector<float> a = rand({4096}, 7).to_vector<float>();
   EXPECT_EQ(a, rand({4096}, 7).to_vector<float>());

@@ -92,6 +92,10 @@ class Backend {
   /// results are visible to the next launch.
   virtual void launch(const CompiledKernel& k, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
                       std::span<const Scalar> scalars) = 0;
+  /// Blocks until every launch and copy issued so far has completed: launches on queue
+  /// devices (opencl) return once enqueued. The default is for backends whose launches
+  /// return complete (cpu).
+  virtual void finish() {}
 
   /// The source this backend generates for `k` at KILN_DUMP stage `stage` ("llvm", "glsl",
   /// "spirv", "opencl"), or "" when the stage is not this backend's.

@@ -57,6 +57,8 @@ class Engine {
   virtual BufferRef upload(HostTensor host) = 0;
   /// A copy of `b` (of this device) in host memory.
   virtual HostTensor download(const Buffer& b) = 0;
+  /// Blocks until the work already handed to this device has finished (Backend::finish).
+  virtual void finish() {}
 };
 
 /// The engine of `device`; throws kiln::Error naming the registered devices when it has none.

@@ -16,6 +16,11 @@ namespace kiln {
 /// inside those executions, not returned.
 void sync();
 
+/// Blocks until the work already handed to `device` has finished; computes nothing pending.
+/// Queue devices (`opencl:N`) return from eval() once their kernels are enqueued: time them
+/// with this, as one times CUDA with cudaDeviceSynchronize. A no-op on `cpu` and `interp`.
+void synchronize(Device device);
+
 /// The graph that `fn` computes from inputs shaped like `example_inputs` (their values are
 /// not used). Parameters are %arg0, %arg1...; tensors that `fn` captures from outside and
 /// that are already evaluated become extra parameters %capture0, %capture1... after them;

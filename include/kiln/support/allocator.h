@@ -40,6 +40,9 @@ void host_allocator_trim();
 /// Sets the cache's capacity in bytes (initially from $KILN_ALLOCATOR_CACHE_MB) and returns
 /// the previous one. Cached blocks beyond the new capacity are unmapped at once.
 uint64_t host_allocator_set_cache_limit(uint64_t bytes);
+/// The cache capacity in bytes that $KILN_ALLOCATOR_CACHE_MB asks for (0 turns caching off);
+/// device backends size their buffer pools by it too.
+uint64_t allocator_cache_limit_from_env();
 
 /// Process-wide counters. Sizes count what is reserved: large requests rounded up to 2 MiB,
 /// small ones to 64 bytes.
