@@ -1,8 +1,8 @@
 // engine/registry.cpp - the device registry: one row per device, the only place that names
 // backends. A new backend adds its row here.
+#include <algorithm>
 #include <array>
 #include <charconv>
-#include <memory>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -65,12 +65,14 @@ Engine& engine_for(Device device) {
     Engine* engine = nullptr;
   };
   static std::array<std::once_flag, kKinds.size()> counted;
-  static std::array<std::unique_ptr<Slot[]>, kKinds.size()> slots;  // per kind, one per device
+  // Per kind, one slot per device; never freed, like the engines, which stay reachable
+  // through these pointers until exit (LeakSanitizer reports them otherwise).
+  static std::array<Slot*, kKinds.size()> slots{};
   static std::array<size_t, kKinds.size()> counts{};
   const size_t k = kind_index(device);
   std::call_once(counted[k], [&] {
     counts[k] = kKinds[k].count();
-    slots[k] = std::make_unique<Slot[]>(counts[k]);
+    slots[k] = new Slot[std::max<size_t>(counts[k], 1)];
   });
   if (device.index < 0 || static_cast<size_t>(device.index) >= counts[k])
     throw Error(fmt::format("device {} does not exist (available: {})", device.str(), available_devices()));
