@@ -3,8 +3,10 @@
 // cache, run); compare with the peers' P6 hand GEMM and P7 OpenBLAS run in alternating
 // processes (benchmarks/run.sh with MATMUL_PEERS=1).
 //
-//   kiln_matmul_bench [--only W6,W7,ATT] [--runs N]
+//   kiln_matmul_bench [--only W6,W7,ATT] [--runs N] [--device D]
 // One line per workload: median, min and max ms over N timed calls after 3 warm-ups, GFLOP/s.
+// With --device (opencl:0...), the inputs live on that device and each timed call ends in
+// kiln::synchronize: queue devices return from a launch once it is enqueued.
 #include <kiln/kiln.h>
 
 #include <algorithm>
@@ -20,6 +22,8 @@
 
 namespace {
 
+kiln::Device g_device = kiln::Device::cpu();
+
 std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
   std::vector<float> out(static_cast<size_t>(n));
   for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
@@ -27,16 +31,18 @@ std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
 }
 
 kiln::Tensor tensor(long rows, long cols, uint64_t seed, double lo, double hi) {
-  return kiln::from_vector<float>(gen(rows * cols, seed, lo, hi), {rows, cols});
+  return kiln::from_vector<float>(gen(rows * cols, seed, lo, hi), {rows, cols}, g_device);
 }
 
 void bench(const char* name, double flops, int runs, const std::function<kiln::Tensor()>& record) {
   using clock = std::chrono::steady_clock;
   for (int i = 0; i < 3; ++i) record().eval();
+  kiln::synchronize(g_device);
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {
     const auto t0 = clock::now();
     record().eval();
+    kiln::synchronize(g_device);
     ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
@@ -56,8 +62,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) g_device = kiln::Device::parse(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: kiln_matmul_bench [--only W6,W7,ATT] [--runs N]\n");
+      std::fprintf(stderr, "usage: kiln_matmul_bench [--only W6,W7,ATT] [--runs N] [--device D]\n");
       return 2;
     }
   }
@@ -65,16 +72,16 @@ int main(int argc, char** argv) {
   if (want("W6")) {  // relu(A[1024,1024] @ B[1024,1024] + bias[1024])
     const long n = 1024;
     kiln::Tensor a = tensor(n, n, 6, -1, 1), b = tensor(n, n, 7, -1, 1);
-    kiln::Tensor bias = kiln::from_vector<float>(gen(n, 8, -1, 1), {n});
+    kiln::Tensor bias = kiln::from_vector<float>(gen(n, 8, -1, 1), {n}, g_device);
     bench("W6", 2.0 * n * n * n, runs, [&] { return (a.matmul(b) + bias).relu(); });
   }
   if (want("W7")) {  // MLP, batch 256: 784 -> 512 -> 512 -> 10, relu, softmax
     kiln::Tensor x = tensor(256, 784, 9, 0, 1);
     kiln::Tensor w1 = tensor(784, 512, 10, -1.0 / 16, 1.0 / 16), w2 = tensor(512, 512, 12, -1.0 / 16, 1.0 / 16);
     kiln::Tensor w3 = tensor(512, 10, 14, -1.0 / 16, 1.0 / 16);
-    kiln::Tensor b1 = kiln::from_vector<float>(gen(512, 11, -1.0 / 16, 1.0 / 16), {512});
-    kiln::Tensor b2 = kiln::from_vector<float>(gen(512, 13, -1.0 / 16, 1.0 / 16), {512});
-    kiln::Tensor b3 = kiln::from_vector<float>(gen(10, 15, -1.0 / 16, 1.0 / 16), {10});
+    kiln::Tensor b1 = kiln::from_vector<float>(gen(512, 11, -1.0 / 16, 1.0 / 16), {512}, g_device);
+    kiln::Tensor b2 = kiln::from_vector<float>(gen(512, 13, -1.0 / 16, 1.0 / 16), {512}, g_device);
+    kiln::Tensor b3 = kiln::from_vector<float>(gen(10, 15, -1.0 / 16, 1.0 / 16), {10}, g_device);
     const double flops = 2.0 * 256 * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
     bench("W7", flops, runs, [&] {
       kiln::Tensor h1 = (x.matmul(w1) + b1).relu();
@@ -83,8 +90,8 @@ int main(int argc, char** argv) {
     });
   }
   if (want("ATT")) {  // attention scores: [8,128,64] x [8,64,128]
-    kiln::Tensor q = kiln::from_vector<float>(gen(8 * 128 * 64, 20, -1, 1), {8, 128, 64});
-    kiln::Tensor k = kiln::from_vector<float>(gen(8 * 64 * 128, 21, -1, 1), {8, 64, 128});
+    kiln::Tensor q = kiln::from_vector<float>(gen(8 * 128 * 64, 20, -1, 1), {8, 128, 64}, g_device);
+    kiln::Tensor k = kiln::from_vector<float>(gen(8 * 64 * 128, 21, -1, 1), {8, 64, 128}, g_device);
     bench("ATT", 2.0 * 8 * 128 * 128 * 64, runs, [&] { return q.matmul(k); });
   }
   return 0;

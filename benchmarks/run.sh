@@ -11,7 +11,8 @@
 # and its JSON lines go to build-release/workload_bench.<run>.jsonl. With PEERS=1 the Python peers
 # of ../shared/peers (numpy, numexpr, torch eager; $PEERS_PY picks others) follow on W1-W5b,
 # their JSON lines in build-release/peers_py.jsonl; a peer whose module is missing is skipped.
-# The matmul workloads follow, against the peers' GEMMs in alternating processes.
+# The matmul workloads follow, against the peers' GEMMs in alternating processes, then on
+# opencl:0 against CLBlast (kiln_clblast_peer) on the same device.
 # The exit status is 1 when a workload result disagrees with the hand loop's or a peer fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +51,16 @@ for run in $(seq "${RUNS:-3}"); do
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 build-release/peers/bench_blas --only W6,W7 --threads 2 --run "$run" | cut -c1-160
   fi
 done
+
+# The matmul workloads on opencl:0 (PoCL here), then CLBlast on the same device, in
+# alternating processes; skipped without an OpenCL device or without CLBlast.
+if build-release/bin/kiln devices | grep -q '^opencl:0' && [[ -x build-release/bin/kiln_clblast_peer ]]; then
+  for run in $(seq "${RUNS:-3}"); do
+    echo "run.sh: matmul workloads on opencl:0, run $run" >&2
+    build-release/bin/kiln_matmul_bench --device opencl:0 --runs 7
+    build-release/bin/kiln_clblast_peer --device 0 --runs 7
+  done
+fi
 
 if [[ ${PEERS:-0} == 1 ]]; then
   peers=${PEERS_DIR:-../shared/peers}

@@ -7,11 +7,13 @@
 // dialect (opencl_dialect.cpp); GLSL for Vulkan is meant to be the second.
 #pragma once
 
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kiln/codegen/c_source.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
 
@@ -40,6 +42,14 @@ class CDialect {
   virtual std::string sign_bit(std::string_view x, DType t) const = 0;
   /// The name of a math function for `t` (exp, log, sqrt, sin, cos, tanh, erf, pow, floor, ceil).
   virtual std::string math(std::string_view fn, DType t) const = 0;
+
+  /// Vectors of `lanes` (2, 4, 8 or 16) elements of `t`: the type, `lanes` consecutive
+  /// elements of `array` from element `index` (any alignment of the element type), `x` in
+  /// every lane, and lane `i` of vector `v`.
+  virtual std::string vector_type(DType t, int lanes) const = 0;
+  virtual std::string vector_load(std::string_view array, std::string_view index, int lanes) const = 0;
+  virtual std::string vector_splat(std::string_view x, DType t, int lanes) const = 0;
+  virtual std::string vector_lane(std::string_view v, int i) const = 0;
 
   /// Work-item geometry, as i64 expressions.
   virtual std::string global_id() const = 0;
@@ -72,5 +82,20 @@ class CDialect {
 /// exactly as the interpreter does (see c_emitter.cpp).
 std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
                            const Capabilities& caps, const CDialect& dialect);
+
+/// The statements that compute elementwise kernel `k` (no reduced dims) at one point of its
+/// domain and store what it stores there, for a caller that has defined the dims as `d0,
+/// d1...` (i64), the buffers and the scalars as the kernel's entry point names them. Loads of
+/// buffer `replaced_buffer` (when >= 0) read `replacement` instead: a caller that holds the
+/// value in a register (a GEMM's accumulator under its epilogue). Each line is indented by
+/// `indent` levels; the helper functions it calls are added to `helpers`.
+std::string emit_c_point(const Kernel& k, const Capabilities& caps, const CDialect& dialect, std::set<std::string>& helpers,
+                         int indent, int replaced_buffer, std::string_view replacement);
+/// A GEMM step as one kernel named `name` (c_gemm.cpp), tiled as the GPU form of
+/// `g.schedule` says, with `epilogue` computed on each element of the product in registers.
+std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
+                        std::string_view name, const Capabilities& caps, const CDialect& dialect);
+/// The helper functions named in `helpers` (kiln_max_f32, kiln_rand_f32...), each once.
+std::string emit_c_helpers(const std::set<std::string>& helpers, const CDialect& dialect);
 
 }  // namespace kiln::kir

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -58,6 +59,8 @@ class CEmitter {
   /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
   /// uses doubles is returned in `doubles`.
   std::string emit(std::set<std::string>& helpers, bool& doubles);
+  /// The statements of one point with every dim defined by the caller (emit_c_point).
+  std::string emit_point(std::set<std::string>& helpers, int indent, int replaced_buffer, std::string_view replacement);
 
  private:
   struct Scope {
@@ -111,6 +114,9 @@ class CEmitter {
     return out;
   }
   bool is_arg(const Inst& r) const { return op_info(r.op).has(trait::ArgReduce); }
+  bool is_replaced(const Inst& in) const { return in.code == Code::Load && in.buffer == replaced_buffer_; }
+  // The instructions `in`'s expression reads: none for a replaced load (its offset is not needed).
+  std::span<const Ref> reads(const Inst& in) const { return is_replaced(in) ? std::span<const Ref>() : std::span<const Ref>(in.args); }
 
   const Kernel& k_;
   const Schedule& s_;
@@ -125,6 +131,8 @@ class CEmitter {
   bool tree_ = false;
   bool uses_double_ = false;
   std::set<std::string> helpers_;  // helper functions the body calls
+  int replaced_buffer_ = -1;       // emit_point: loads of this buffer are `replacement_`
+  std::string replacement_;
   std::string locals_;             // local-memory arrays
 };
 
@@ -143,7 +151,7 @@ void CEmitter::ensure(Scope& s, Ref r) {
     KILN_ASSERT(in.code != Code::Reduce, "a reduction's value is read after its stage");
     if (!expanded) {
       todo.push_back({x, true});
-      for (Ref a : in.args)
+      for (Ref a : reads(in))
         if (!available(s, a)) todo.push_back({a, false});
       continue;
     }
@@ -152,7 +160,7 @@ void CEmitter::ensure(Scope& s, Ref r) {
     Scope* at = &s;
     auto fits = [&](const Scope& p) {
       return (deps_[static_cast<size_t>(x)] & ~p.dims) == 0 &&
-             std::all_of(in.args.begin(), in.args.end(), [&](Ref a) { return available(p, a); });
+             std::ranges::all_of(reads(in), [&](Ref a) { return available(p, a); });
     };
     while (at->parent && fits(*at->parent)) at = at->parent;
     line(*at, fmt::format("const {} {} = {};", d_.type(in.type), v(x), expr(x)));
@@ -276,6 +284,7 @@ std::string CEmitter::expr(Ref r) {
       if (in.type == DType::Bool) return in.literal.as_int() ? "true" : "false";
       return is_float(in.type) ? d_.float_literal(in.literal.as_double(), in.type) : d_.int_literal(in.literal.as_int(), in.type);
     case Code::Load: {
+      if (is_replaced(in)) return replacement_;
       std::string x = d_.element(in.buffer, v(in.args[0]));
       if (in.type == DType::Bool) x = fmt::format("({} != 0)", x);
       if (in.args.size() > 1) {  // read only where the mask holds: the position may be outside
@@ -628,7 +637,31 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   return out;
 }
 
+std::string CEmitter::emit_point(std::set<std::string>& helpers, int indent, int replaced_buffer,
+                                 std::string_view replacement) {
+  KILN_ASSERT(reduced_dims_.empty(), "a point of a kernel without reductions");
+  replaced_buffer_ = replaced_buffer;
+  replacement_ = std::string(replacement);
+  Scope point;
+  point.indent = indent;
+  point.has.assign(k_.insts.size(), 0);
+  for (int dim : kept_dims_) point.dims |= uint64_t{1} << dim;
+  emit_stores(point);
+  helpers.insert(helpers_.begin(), helpers_.end());
+  return point.text;
+}
+
 }  // namespace
+
+std::string emit_c_point(const Kernel& k, const Capabilities& caps, const CDialect& dialect, std::set<std::string>& helpers,
+                         int indent, int replaced_buffer, std::string_view replacement) {
+  const Schedule serial;
+  return CEmitter(k, serial, caps, dialect).emit_point(helpers, indent, replaced_buffer, replacement);
+}
+
+std::string emit_c_helpers(const std::set<std::string>& helpers, const CDialect& dialect) {
+  return helper_functions(helpers, dialect);
+}
 
 std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
                            const Capabilities& caps, const CDialect& dialect) {

@@ -913,4 +913,18 @@ int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
   return per_row;
 }
 
+bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i) {
+  const int32_t c = plan.steps[i].gemm.c;
+  if (plan.buffers[static_cast<size_t>(c)].kind != LaunchPlan::Buffer::Kind::Temp) return true;
+  for (size_t j = i + 2; j < plan.steps.size(); ++j) {
+    const LaunchPlan::Step& step = plan.steps[j];
+    if (step.kernel < 0) {
+      if (step.gemm.a == c || step.gemm.b == c || step.gemm.c == c) return true;
+    } else if (std::find(step.bindings.begin(), step.bindings.end(), c) != step.bindings.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace kiln

@@ -46,6 +46,15 @@ class OpenClDialect final : public CDialect {
   std::string sign_bit(std::string_view x, DType) const override { return fmt::format("signbit({})", x); }
   std::string math(std::string_view fn, DType) const override { return std::string(fn); }
 
+  std::string vector_type(DType t, int lanes) const override { return fmt::format("{}{}", type(t), lanes); }
+  std::string vector_load(std::string_view array, std::string_view index, int lanes) const override {
+    return fmt::format("vload{}(0, {} + {})", lanes, array, index);
+  }
+  std::string vector_splat(std::string_view x, DType t, int lanes) const override {
+    return fmt::format("(({})({}))", vector_type(t, lanes), x);
+  }
+  std::string vector_lane(std::string_view v, int i) const override { return fmt::format("{}.s{:x}", v, i); }
+
   std::string global_id() const override { return "(long)get_global_id(0)"; }
   std::string global_size() const override { return "(long)get_global_size(0)"; }
   std::string local_id() const override { return "(long)get_local_id(0)"; }
@@ -85,6 +94,17 @@ std::string opencl_source(std::span<const Kernel* const> kernels, std::span<cons
                           const Capabilities& caps) {
   static const OpenClDialect dialect;
   return emit_c_program(kernels, schedules, caps, dialect);
+}
+
+std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
+                               std::string_view name, const Capabilities& caps) {
+  static const OpenClDialect dialect;
+  return emit_c_gemm(g, epilogue, store_product, name, caps, dialect);
+}
+
+int64_t gemm_work_groups(const LaunchPlan::Gemm& g) {
+  const GemmSchedule& s = g.schedule;
+  return g.batch.numel() * ((g.m + s.group_m - 1) / s.group_m) * ((g.n + s.group_n - 1) / s.group_n);
 }
 
 std::string opencl_source(const Kernel& k, const Schedule& s, const Capabilities& caps) {

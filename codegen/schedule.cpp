@@ -141,11 +141,54 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
 namespace kiln::kir {
 
 std::string GemmSchedule::str() const {
+  if (group_m > 0)
+    return fmt::format("gemm {{group = {}x{}x{}, mr = {}, nr = {}, local = {}}}", group_m, group_n, group_k, mr, nr,
+                       local_size());
   return fmt::format("gemm {{mr = {}, nr = {}, vector = {}, kc = {}, mc = {}, nc = {}, serial_below = {}}}", mr, nr,
                      vector_width, kc, mc, nc, serial_below);
 }
 
+namespace {
+
+// The GPU form. A work-item holds 4 rows of C times one vector of columns (4 scalar columns
+// where the device prefers scalars, as GPUs do: 16 accumulators and 8 operands, what a GPU
+// thread's registers hold beside its addresses; PoCL on AVX-512 prefers 16 floats, and a
+// 4 x 16 block of float16 vectors runs W6 at 27 GFLOP/s there against 8 with 4 x 4 scalars).
+// Work-group tiles are 64 rows by 16 work-items' columns (8 work-items of 16-wide vectors),
+// no larger than the product needs (a 10-column product gets one vector, not 128 columns);
+// 16 deep, so a step's tiles leave local memory for more than one group per compute unit.
+GemmSchedule default_gpu_gemm_schedule(DType dtype, int64_t m, int64_t n, const Capabilities& caps) {
+  GemmSchedule s;
+  const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
+  s.vector_width = is_float(dtype) ? std::clamp(caps.vector_bytes / es, 1, 16) : 1;
+  while (s.vector_width > 1 && s.vector_width >= 2 * n) s.vector_width /= 2;  // lanes past the last column are waste
+  s.mr = 4;
+  s.nr = std::max(4, s.vector_width);
+  auto extent = [](int64_t size, int64_t block, int64_t most) {
+    int64_t e = block;
+    while (e < most && e < size) e *= 2;
+    return e;
+  };
+  s.group_m = extent(m, s.mr, 64);
+  s.group_n = extent(n, s.nr, s.vector_width >= 8 ? 128 : 64);
+  s.group_k = 16;
+  // Not 2 work-items where the device has 4: PoCL 3.1's work-group compiler aborts
+  // (ParallelRegion.cc:346, `exit != NULL`) on this kernel with 2 work-items and more than
+  // one step along K (1, and 4 and more, are fine); a product this small loses nothing by a
+  // taller tile.
+  const int64_t limit = std::max<int64_t>(1, caps.max_work_group);
+  if (s.local_size() == 2 && limit >= 4) s.group_m *= 2;
+  while (s.local_size() > limit && (s.group_m > s.mr || s.group_n > s.nr)) {
+    if (s.group_m >= s.group_n && s.group_m > s.mr) s.group_m /= 2;
+    else s.group_n /= 2;
+  }
+  return s;
+}
+
+}  // namespace
+
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps) {
+  if (caps.local_memory) return default_gpu_gemm_schedule(dtype, m, n, caps);
   GemmSchedule s;
   const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
   s.vector_width = std::max(1, caps.vector_bytes / es);

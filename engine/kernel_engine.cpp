@@ -36,6 +36,8 @@ struct Executable {
   /// Per step: a GEMM's epilogue iterations per row when the next step may run on its
   /// blocks of rows (gemm_epilogue_iterations_per_row), else 0.
   std::vector<int64_t> epilogue_per_row;
+  /// Per step: whether a GEMM's product is read after its epilogue.
+  std::vector<bool> product_read_later;
 };
 
 struct Hash128Hasher {
@@ -132,7 +134,11 @@ class KernelEngine final : public Engine {
     exe->plan = std::move(c.plan);
     exe->kernels = backend_.compile_all(exe->plan.kernels, exe->plan.schedules);
     for (size_t i = 0; i < exe->plan.steps.size(); ++i)
+    {
       exe->epilogue_per_row.push_back(gemm_epilogue_iterations_per_row(exe->plan, i));
+      exe->product_read_later.push_back(exe->plan.steps[i].kernel >= 0 || exe->epilogue_per_row.back() == 0 ||
+                                        gemm_product_read_after_epilogue(exe->plan, i));
+    }
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
       if (!dump.wants(stage)) continue;
       for (size_t i = 0; i < exe->plan.kernels.size(); ++i) {
@@ -198,7 +204,9 @@ class KernelEngine final : public Engine {
           const LaunchPlan::Step& epilogue = plan.steps[s + 1];
           const auto k = static_cast<size_t>(epilogue.kernel);
           bind(epilogue);
-          if (backend_.gemm_with_epilogue(step.gemm, mem, {*exe.kernels[k], plan.schedules[k], bound, args, per_row})) {
+          const Backend::GemmEpilogue fused{*exe.kernels[k],  plan.schedules[k], bound, args, per_row,
+                                            &plan.kernels[k], exe.product_read_later[s]};
+          if (backend_.gemm_with_epilogue(step.gemm, mem, fused)) {
             ++s;  // the epilogue ran with the product
             continue;
           }

@@ -19,8 +19,9 @@ packages=(
   # Libraries
   libeigen3-dev libfmt-dev libtbb-dev libsqlite3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # The benchmarks' GEMM peer (OpenBLAS, built by benchmarks/run.sh from ../shared/peers)
-  libopenblas-dev
+  # The benchmarks' GEMM peers: OpenBLAS (built by benchmarks/run.sh from ../shared/peers)
+  # and CLBlast, the OpenCL one (benchmarks/clblast_peer.cpp)
+  libopenblas-dev libclblast-dev
 )
 
 missing=()

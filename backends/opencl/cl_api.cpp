@@ -1,4 +1,5 @@
 // backends/opencl/cl_api.cpp - see cl_api.h.
+#include <algorithm>
 #include "cl_api.h"
 
 #include <fmt/format.h>
@@ -97,6 +98,7 @@ OpenClDeviceInfo describe(cl_platform_id p, cl_device_id d) {
   i.local_memory = static_cast<int64_t>(device_value<cl_ulong>(d, CL_DEVICE_LOCAL_MEM_SIZE));
   i.compute_units = static_cast<int>(device_value<cl_uint>(d, CL_DEVICE_MAX_COMPUTE_UNITS));
   i.max_work_group = static_cast<int64_t>(device_value<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE));
+  i.preferred_float_vector = std::max(1, static_cast<int>(device_value<cl_uint>(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT)));
   i.fp64 = device_value<cl_device_fp_config>(d, CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
   const std::string ext = device_string(d, CL_DEVICE_EXTENSIONS);
   // Embedded profiles may lack 64-bit integers; full profiles have them.

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -126,7 +127,7 @@ class OpenClBackend final : public Backend {
     caps_.local_memory = info_.local_memory > 0;
     caps_.subgroup_size = 1;  // subgroup reductions are not generated yet
     caps_.max_work_group = info_.max_work_group;
-    caps_.vector_bytes = 16;
+    caps_.vector_bytes = 4 * info_.preferred_float_vector;  // the widths the driver runs best
     caps_.cores = std::max(1, info_.compute_units);
     caps_.exact_math = false;  // the device's libm, not the host's
     // Warnings about generated code (a self-comparison from `eq %x, %x`) are not the user's
@@ -141,11 +142,9 @@ class OpenClBackend final : public Backend {
   std::string_view name() const override { return "opencl"; }
   std::string fingerprint() const override { return fingerprint_; }
   const Capabilities& capabilities() const override { return caps_; }
-  // Matmul is generated as a reduction kernel (epilogue fused); reductions to few values
-  // become block partials, which a second kernel reduces.
-  std::vector<const PassInfo*> extra_passes() const override {
-    return {find_pass("contract-matmul"), find_pass("split-reductions")};
-  }
+  // Reductions to few values become block partials, which a second kernel reduces. Matmul
+  // stays a GEMM step: a tiled kernel of its own (gemm, gemm_with_epilogue).
+  std::vector<const PassInfo*> extra_passes() const override { return {find_pass("split-reductions")}; }
 
   std::string kernel_source(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
     return stage == "opencl" ? kir::opencl_source(k, s, caps_) : std::string();
@@ -203,18 +202,7 @@ class OpenClBackend final : public Backend {
       names += fmt::format("{}@{}", j ? " " : "", kernels[i].name);
     }
     const std::string key = hash_text(canonical).hex();
-    std::shared_ptr<const Program> program;
-    if (std::optional<std::string> binary = disk_.load(key, canonical)) {
-      try {
-        program = from_binary(*binary);
-      } catch (const Error& e) {
-        runtime_counters().kernel_disk_rejected++;
-        warn_once(disk_.path_of(key).string(), fmt::format("disk cache entry {} is not a program this driver loads ({}); "
-                                                           "removing it, the kernels will be rebuilt",
-                                                           disk_.path_of(key).string(), e.what()));
-        disk_.remove(key);
-      }
-    }
+    std::shared_ptr<const Program> program = load_program(key, canonical);
     if (program) {
       runtime_counters().kernel_disk_hits += misses.size();
     } else {
@@ -269,24 +257,122 @@ class OpenClBackend final : public Backend {
 
   void launch(const CompiledKernel& compiled, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
               std::span<const Scalar> scalars) override {
-    const auto& k = static_cast<const ClKernel&>(compiled);
     if (s.global_size <= 0) return;  // an empty domain: nothing to compute
-    std::lock_guard lock(k.mutex());
-    cl_uint arg = 0;
-    for (DeviceMemory* b : buffers) {
-      const cl_mem m = mem(*b);
-      check(clSetKernelArg(k.get(), arg++, sizeof m, &m), fmt::format("binding a buffer of kernel @{}", k.name()));
-    }
-    for (size_t i = 0; i < scalars.size(); ++i) {
-      set_scalar(k, arg++, scalars[i], k.scalar_types()[i]);
-    }
-    const size_t global = static_cast<size_t>(s.global_size), local = static_cast<size_t>(s.local_size);
-    check(clEnqueueNDRangeKernel(queue_.get(), k.get(), 1, nullptr, &global, &local, 0, nullptr, nullptr),
-          fmt::format("launching kernel @{} ({} work-items in groups of {})", k.name(), global, local));
+    std::vector<cl_mem> mems;
+    for (DeviceMemory* b : buffers) mems.push_back(mem(*b));
+    enqueue(static_cast<const ClKernel&>(compiled), mems, scalars, s.global_size, s.local_size);
+  }
+
+  bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {
+    run_gemm(g, buffers, nullptr);
+    return true;
+  }
+  bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,
+                          const GemmEpilogue& epilogue) override {
+    if (!epilogue.ir) return false;
+    run_gemm(g, buffers, &epilogue);
+    return true;
   }
 
  private:
   static cl_mem mem(const DeviceMemory& m) { return static_cast<const ClMemory&>(m).get(); }
+
+  void enqueue(const ClKernel& k, std::span<const cl_mem> mems, std::span<const Scalar> scalars, int64_t global_size,
+               int64_t local_size) {
+    std::lock_guard lock(k.mutex());
+    cl_uint arg = 0;
+    for (const cl_mem& m : mems)
+      check(clSetKernelArg(k.get(), arg++, sizeof m, &m), fmt::format("binding a buffer of kernel @{}", k.name()));
+    for (size_t i = 0; i < scalars.size(); ++i) set_scalar(k, arg++, scalars[i], k.scalar_types()[i]);
+    const auto global = static_cast<size_t>(global_size), local = static_cast<size_t>(local_size);
+    check(clEnqueueNDRangeKernel(queue_.get(), k.get(), 1, nullptr, &global, &local, 0, nullptr, nullptr),
+          fmt::format("launching kernel @{} ({} work-items in groups of {})", k.name(), global, local));
+  }
+
+  // A GEMM step on its tiled kernel, with `epilogue` computed in its registers when given.
+  void run_gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers, const GemmEpilogue* epilogue) {
+    int32_t product_param = -1;
+    if (epilogue) {
+      DeviceMemory* c = buffers[static_cast<size_t>(g.c)];
+      for (size_t p = 0; p < epilogue->buffers.size() && product_param < 0; ++p)
+        if (epilogue->buffers[p] == c) product_param = static_cast<int32_t>(p);
+    }
+    const bool store_product = !epilogue || epilogue->product_read_later;
+    const std::shared_ptr<const ClKernel> k = gemm_kernel(g, epilogue ? epilogue->ir : nullptr, product_param, store_product);
+    const int64_t groups = kir::gemm_work_groups(g);
+    if (groups == 0) return;  // an empty product: nothing to compute or store
+    std::vector<cl_mem> mems;
+    for (int32_t b : {g.a, g.b, g.c}) mems.push_back(mem(*buffers[static_cast<size_t>(b)]));
+    std::span<const Scalar> scalars;
+    if (epilogue) {
+      for (DeviceMemory* b : epilogue->buffers) mems.push_back(mem(*b));
+      scalars = epilogue->scalars;
+    }
+    const int64_t local = g.schedule.local_size();
+    enqueue(*k, mems, scalars, groups * local, local);
+  }
+
+  // The kernel of a GEMM step (and of the epilogue computed in it), from the kernel caches or
+  // built now.
+  std::shared_ptr<const ClKernel> gemm_kernel(const LaunchPlan::Gemm& g, const kir::Kernel* epilogue, int32_t product_param,
+                                              bool store_product) {
+    const DType t = g.dtype;
+    if ((t == DType::F64 && !caps_.fp64) || (t == DType::I64 && !caps_.int64))
+      throw Error(fmt::format("matmul of type {} cannot run on opencl:{} ({}): the device has no {}", dtype_name(t), index_,
+                              info_.name, t == DType::F64 ? "cl_khr_fp64" : "64-bit integers"));
+    std::string strides;
+    for (size_t j = 0; j < g.a_batch_stride.size(); ++j)
+      strides += fmt::format("{},{};", g.a_batch_stride[j], g.b_batch_stride[j]);
+    std::string canonical = fmt::format("gemm|{}|{}x{}x{}|batch {}|strides {}|{}|store {}|product {}|", dtype_name(t), g.m,
+                                        g.n, g.k, g.batch.str(), strides, g.schedule.str(), store_product, product_param);
+    const std::string tail = epilogue ? kir::kernel_canonical(*epilogue, kir::Schedule{}, fingerprint_) : fingerprint_;
+    canonical += fmt::format("{}:{}", tail.size(), tail);
+    const std::string key = hash_text(canonical).hex();
+    const std::string name = epilogue ? fmt::format("gemm+@{}", epilogue->name) : std::string("gemm");
+    {
+      std::lock_guard lock(cache_mutex_);
+      if (auto* hit = kernels_.find(key)) {
+        if ((*hit).first != canonical) throw Error(fmt::format("internal error: kernel cache key collision on {}", key));
+        runtime_counters().kernel_memory_hits++;
+        return (*hit).second;
+      }
+    }
+    std::shared_ptr<const Program> program = load_program(key, canonical);
+    if (program) {
+      runtime_counters().kernel_disk_hits++;
+    } else {
+      check_compile_allowed(fmt::format("kernel {} for opencl:{}", name, index_));
+      std::optional<kir::GemmEpilogueSource> fused;
+      if (epilogue) fused.emplace(kir::GemmEpilogueSource{*epilogue, product_param});
+      program = from_source(kir::opencl_gemm_source(g, fused ? &*fused : nullptr, store_product, entry_name(0), caps_), name,
+                            key, canonical, 1);
+    }
+    cl_int err = CL_SUCCESS;
+    KernelHandle handle(clCreateKernel(program->get(), entry_name(0).c_str(), &err));
+    check(err, fmt::format("creating kernel {}", name));
+    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle),
+                                                     epilogue ? epilogue->scalars : std::vector<DType>{}, name);
+    std::lock_guard lock(cache_mutex_);
+    runtime_counters().kernel_evictions += kernels_.put(key, {std::move(canonical), compiled});
+    return compiled;
+  }
+
+  // The program of disk cache entry `key`, or nullptr when there is none (an entry the
+  // driver does not load is removed, with a warning).
+  std::shared_ptr<const Program> load_program(const std::string& key, const std::string& canonical) {
+    std::optional<std::string> binary = disk_.load(key, canonical);
+    if (!binary) return nullptr;
+    try {
+      return from_binary(*binary);
+    } catch (const Error& e) {
+      runtime_counters().kernel_disk_rejected++;
+      warn_once(disk_.path_of(key).string(), fmt::format("disk cache entry {} is not a program this driver loads ({}); "
+                                                         "removing it, the kernels will be rebuilt",
+                                                         disk_.path_of(key).string(), e.what()));
+      disk_.remove(key);
+      return nullptr;
+    }
+  }
 
   void set_scalar(const ClKernel& k, cl_uint arg, const Scalar& v, DType t) {
     auto set = [&](auto x) {

@@ -1,10 +1,12 @@
-// The cpu device's GEMM steps (backends/cpu/cpu_gemm.cpp: packed panels, a generated
-// register-tiled micro-kernel) against the interpreter: every dtype, sizes on and off the
-// register tile and the packed blocks, an empty depth, transposed and broadcast operands.
-// Integers must wrap exactly as the interpreter's; floats differ only by the order of
-// accumulation (relative 1e-5 of the sum of |a*b| for f32, 1e-12 for f64).
+// GEMM steps against the interpreter: every dtype, sizes on and off the register tile and
+// the packed blocks (cpu: backends/cpu/cpu_gemm.cpp) or work-group tiles (opencl: the tiled
+// kernel of codegen/c_gemm.cpp, as opencl.CpuGemm.*), an empty depth, transposed and
+// broadcast operands, epilogues. Integers must wrap exactly as the interpreter's; floats
+// differ only by the order of accumulation (relative 1e-5 of the sum of |a*b| for f32, 1e-12
+// for f64).
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -29,25 +31,28 @@ HostTensor filled(DType t, const Shape& s, uint64_t seed, bool huge_ints = false
   return x;
 }
 
-// Runs `text` on the cpu device and the interpreter and compares (see the file comment).
+// Runs `text` on the device under test and the interpreter and compares every output (see
+// the file comment).
 void expect_same(const std::string& text, std::vector<HostTensor> inputs, const std::string& what) {
   const Graph g = test::parse_or_fail(text);
   const std::vector<HostTensor> want = interpret(g, inputs);
-  const std::vector<HostTensor> got = run_on_host(Device::cpu(), g, inputs);
+  const std::vector<HostTensor> got = run_on_host(test::device_under_test(), g, inputs);
   ASSERT_EQ(got.size(), want.size());
-  const HostTensor& w = want[0];
-  const HostTensor& c = got[0];
-  ASSERT_EQ(c.type(), w.type()) << what;
   // The magnitude of the terms: |A| x |B| would be exact, the extent of the depth bounds it.
   const Shape& as = inputs[0].shape();
   const double k = static_cast<double>(as[as.rank() - 1]);
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    if (!is_float(w.dtype())) {
-      ASSERT_EQ(c.get_int(i), w.get_int(i)) << what << " element " << i;
-      continue;
+  for (size_t o = 0; o < want.size(); ++o) {
+    const HostTensor& w = want[o];
+    const HostTensor& c = got[o];
+    ASSERT_EQ(c.type(), w.type()) << what << " output " << o;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      if (!is_float(w.dtype())) {
+        ASSERT_EQ(c.get_int(i), w.get_int(i)) << what << " output " << o << " element " << i;
+        continue;
+      }
+      const double tol = (w.dtype() == DType::F32 ? 1e-5 : 1e-12) * (k + 1);
+      ASSERT_NEAR(c.get_double(i), w.get_double(i), tol) << what << " output " << o << " element " << i;
     }
-    const double tol = (w.dtype() == DType::F32 ? 1e-5 : 1e-12) * (k + 1);
-    ASSERT_NEAR(c.get_double(i), w.get_double(i), tol) << what << " element " << i;
   }
 }
 
@@ -58,15 +63,24 @@ std::string matmul_graph(DType t, const Shape& a, const Shape& b, const Shape& c
 }
 
 TEST(CpuGemm, EveryDtypeAndSizesAroundTheTiles) {
-  const int64_t sizes[] = {1, 7, 33, 65, 130};
-  for (DType t : {DType::F32, DType::F64, DType::I32, DType::I64})
-    for (int64_t m : sizes)
-      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{33}, int64_t{100}})
-        for (int64_t k : {int64_t{1}, int64_t{9}, int64_t{300}}) {
+  // Off the cpu every shape is a driver compile (~0.5 s on PoCL): f32 gets the whole grid
+  // there (one and several work-group tiles and K steps, edges in each), the others its corners.
+  const bool cpu = test::device_under_test() == Device::cpu();
+  for (DType t : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+    const bool whole = cpu || t == DType::F32;
+    const std::vector<int64_t> ms = cpu ? std::vector<int64_t>{1, 7, 33, 65, 130}
+                                    : whole ? std::vector<int64_t>{1, 7, 65, 130} : std::vector<int64_t>{7, 130};
+    const std::vector<int64_t> ns = cpu ? std::vector<int64_t>{1, 17, 33, 100}
+                                    : whole ? std::vector<int64_t>{1, 17, 100} : std::vector<int64_t>{17, 100};
+    const std::vector<int64_t> ks = whole ? std::vector<int64_t>{1, 9, 300} : std::vector<int64_t>{9, 300};
+    for (int64_t m : ms)
+      for (int64_t n : ns)
+        for (int64_t k : ks) {
           const Shape a{m, k}, b{k, n}, c{m, n};
           expect_same(matmul_graph(t, a, b, c), {filled(t, a, 1), filled(t, b, 2)},
                       fmt::format("{} {}x{}x{}", dtype_name(t), m, n, k));
         }
+  }
 }
 
 TEST(CpuGemm, LargeOddSizes) {
@@ -125,6 +139,25 @@ TEST(CpuGemm, EpilogueRunsOnBlocksOfRowsOnlyWhereItMay) {
   expect_same(transposed, {filled(DType::F32, Shape{150, 150}, 14), filled(DType::F32, Shape{150, 150}, 15)},
               "matmul + its transpose");
   EXPECT_EQ(runtime_counters().launches.load() - before2, 2u);
+}
+
+// An epilogue with a launch scalar and two outputs, once with the product returned too (a
+// device that computes the epilogue in registers must then also store the product) and once
+// without.
+TEST(CpuGemm, EpilogueWithScalarsAndSeveralOutputs) {
+  for (const bool product_returned : {false, true}) {
+    const std::string text = fmt::format(R"(graph @g(%a: f32[2,45,70], %b: f32[70,33]) -> ({}f32[2,45,33], f32[2,45,33]) {{
+  %p = matmul %a, %b : f32[2,45,33]
+  %s = scalar {{slot = 0, value = 0.5}} : f32[]
+  %q = mul %p, %s : f32[2,45,33]
+  %r = relu %q : f32[2,45,33]
+  %t = neg %p : f32[2,45,33]
+  return {}%r, %t
+}})",
+                                         product_returned ? "f32[2,45,33], " : "", product_returned ? "%p, " : "");
+    expect_same(text, {filled(DType::F32, Shape{2, 45, 70}, 16), filled(DType::F32, Shape{70, 33}, 17)},
+                product_returned ? "epilogue beside the product" : "epilogue alone");
+  }
 }
 
 }  // namespace

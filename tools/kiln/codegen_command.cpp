@@ -1,5 +1,6 @@
 // tools/kiln/codegen_command.cpp - `kiln codegen`: what a backend generates for an IR file.
 #include <algorithm>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -83,6 +84,29 @@ Command add_codegen_command(CLI::App& app) {
                 schedules.push_back(&c.plan.schedules[i]);
               }
               if (!kernels.empty()) out = kir::opencl_source(kernels, schedules, backend.capabilities());
+              // GEMM steps: a program each, with the epilogue the device computes in its
+              // registers (gemm_with_epilogue) when the step has one.
+              for (size_t i = 0; i < c.plan.steps.size(); ++i) {
+                const LaunchPlan::Step& step = c.plan.steps[i];
+                if (step.kernel >= 0) continue;
+                const LaunchPlan::Gemm& gs = step.gemm;
+                const bool fused = gemm_epilogue_iterations_per_row(c.plan, i) > 0;
+                const kir::Kernel* epilogue = fused ? &c.plan.kernels[static_cast<size_t>(c.plan.steps[i + 1].kernel)] : nullptr;
+                if (!opts->kernel.empty() && !(epilogue && epilogue->name == opts->kernel)) continue;
+                found = true;
+                std::optional<kir::GemmEpilogueSource> source;
+                if (epilogue) {
+                  const auto& b = c.plan.steps[i + 1].bindings;
+                  source.emplace(kir::GemmEpilogueSource{
+                      *epilogue, static_cast<int32_t>(std::find(b.begin(), b.end(), gs.c) - b.begin())});
+                  if (source->product_param == static_cast<int32_t>(b.size())) source->product_param = -1;
+                }
+                out += fmt::format("// ---- gemm buf{} = buf{} x buf{}{} ----\n", gs.c, gs.a, gs.b,
+                                   epilogue ? fmt::format(", epilogue @{} in registers", epilogue->name) : "");
+                out += kir::opencl_gemm_source(gs, source ? &*source : nullptr,
+                                               !epilogue || gemm_product_read_after_epilogue(c.plan, i), "gemm",
+                                               backend.capabilities());
+              }
             } else {
               out = fmt::format("; target: {}\n", cpu_target_description());
               for (size_t i = 0; i < c.plan.kernels.size(); ++i) {

@@ -117,10 +117,17 @@ class Backend {
     std::span<DeviceMemory* const> buffers;  // the kernel's, as for launch()
     std::span<const Scalar> scalars;
     int64_t iterations_per_row = 0;
+    /// The epilogue's Kernel IR (what `kernel` was compiled from), for a backend that
+    /// computes it inside the product's own kernel, on each element while in a register.
+    const kir::Kernel* ir = nullptr;
+    /// Whether a later step or the caller reads the product itself: when not, a backend
+    /// that computes the epilogue in registers need not store it.
+    bool product_read_later = true;
   };
   /// The GEMM and its epilogue together: the epilogue runs on each block of rows as soon as
-  /// it is computed, while in cache. False when this backend (or this product's blocking)
-  /// cannot: the engine then runs gemm() and launches the epilogue after it.
+  /// it is computed, while in cache (cpu), or on each element of the product in registers
+  /// (opencl). False when this backend (or this product's blocking) cannot: the engine then
+  /// runs gemm() and launches the epilogue after it.
   virtual bool gemm_with_epilogue(const LaunchPlan::Gemm&, std::span<DeviceMemory* const> /*buffers*/,
                                   const GemmEpilogue& /*epilogue*/) {
     return false;

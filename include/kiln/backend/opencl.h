@@ -25,6 +25,7 @@ struct OpenClDeviceInfo {
   int64_t local_memory = 0;      // bytes per work-group
   int compute_units = 0;
   int64_t max_work_group = 0;
+  int preferred_float_vector = 1;  // CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT: 1 on most GPUs
   bool fp64 = false;
   bool int64 = true;
   bool subgroups = false;

@@ -9,8 +9,10 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/lower.h"
 #include "kiln/codegen/schedule.h"
 
 namespace kiln::kir {
@@ -22,5 +24,23 @@ std::string opencl_source(std::span<const Kernel* const> kernels, std::span<cons
                           const Capabilities& caps);
 /// The program of one kernel.
 std::string opencl_source(const Kernel& k, const Schedule& s, const Capabilities& caps);
+
+/// The elementwise kernel that follows a GEMM step, computed inside the GEMM's kernel on each
+/// element of the product while it is in a register: `kernel`'s domain is the product's
+/// shape, and it reads its buffer `product_param` (the product) only at its own position
+/// (gemm_epilogue_iterations_per_row checks both).
+struct GemmEpilogueSource {
+  const Kernel& kernel;
+  int32_t product_param = -1;
+};
+/// A GEMM step (`g`, run as the GPU form of `g.schedule`) as an OpenCL C program of one
+/// kernel named `name`: work-group tiles in local memory, a register block per work-item,
+/// launched as (tiles of C) x (batch) work-groups of `g.schedule.local_size()` work-items. Its
+/// parameters are A, B and C, then `epilogue`'s buffers and scalars. `store_product` false:
+/// C is not written (only the epilogue's outputs are read later).
+std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
+                               std::string_view name, const Capabilities& caps);
+/// The work-groups opencl_gemm_source's kernel runs in.
+int64_t gemm_work_groups(const LaunchPlan::Gemm& g);
 
 }  // namespace kiln::kir

@@ -75,6 +75,10 @@ struct LaunchPlan {
 /// iterations per row of the product (rows of all batches, row-major), else 0.
 int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i);
 
+/// Whether the product of GEMM step steps[i] may be read after step i + 1 (its epilogue):
+/// its buffer is not a temporary, or a later step binds it.
+bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i);
+
 /// Lowers `fused` (the output of the fuse pass) with buffers from `memory`. Throws
 /// kiln::Error naming the kernel when a region cannot be lowered.
 LaunchPlan lower_to_kernels(const Graph& fused, const MemoryPlan& memory);

@@ -70,10 +70,20 @@ struct Schedule {
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
 
-/// How a GEMM step (LaunchPlan::Gemm) runs: the blocking of a packed, register-blocked
-/// matrix product. C is computed in tiles of `mr` x `nr` by a micro-kernel that keeps the
-/// tile in registers; A is packed in blocks of `mc` x `kc` (in L2), B in blocks of `kc` x
+/// How a GEMM step (LaunchPlan::Gemm) runs: the blocking of a register-blocked matrix
+/// product.
+///
+/// CPU (`group_m == 0`): C is computed in tiles of `mr` x `nr` by a micro-kernel that keeps
+/// the tile in registers; A is packed in blocks of `mc` x `kc` (in L2), B in blocks of `kc` x
 /// `nc` (in L3); the tasks of the parallel split are (batch, mc block, nc block).
+///
+/// GPU (`group_m > 0`): a work-group computes a `group_m` x `group_n` tile of C, stepping
+/// along K by `group_k`: each step stages a `group_m` x `group_k` tile of A and a `group_k` x
+/// `group_n` tile of B in local memory, then every work-item adds their product into its own
+/// `mr` x `nr` block of registers, whose elements are `group_m / mr` rows and `group_n / nr`
+/// column vectors apart (neighbouring work-items touch neighbouring columns); a column vector
+/// is `vector_width` adjacent columns (floats only; 1: scalars). Work-groups hold
+/// (group_m / mr) * (group_n / nr) work-items.
 struct GemmSchedule {
   int mr = 4;          // rows of a register tile
   int nr = 4;          // columns of a register tile: a multiple of `vector_width`
@@ -83,6 +93,13 @@ struct GemmSchedule {
   int64_t nc = 1024;   // columns of a packed B block
   /// Below this many multiply-adds (m * n * k) the product runs on the calling thread.
   int64_t serial_below = 1 << 18;
+  // ---- work-group tiling (GPU backends; 0 on cpu) ----
+  int64_t group_m = 0;  // rows of C per work-group: a multiple of mr
+  int64_t group_n = 0;  // columns of C per work-group: a multiple of nr
+  int64_t group_k = 0;  // depth of the tiles staged in local memory per step
+
+  /// Work-items per work-group of the GPU form.
+  int64_t local_size() const { return group_m > 0 ? (group_m / mr) * (group_n / nr) : 1; }
 
   /// `gemm {mr = 8, nr = 32, ...}`: part of the micro-kernel's cache key.
   std::string str() const;
@@ -90,8 +107,10 @@ struct GemmSchedule {
 };
 
 /// The blocking a backend runs a `dtype` product of m x k by k x n with unless the autotuner
-/// knows better: a register tile that fills the vector registers `caps` has, panels sized
-/// for typical L1/L2/L3, and no more mc blocks than the product needs.
+/// knows better. CPU: a register tile that fills the vector registers `caps` has, panels
+/// sized for typical L1/L2/L3, and no more mc blocks than the product needs. GPU (`caps`
+/// has local memory): work-group tiles no larger than the product needs, within the
+/// device's work-group size.
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps);
 
 /// The schedule a backend runs `k` with unless the autotuner knows better: the walk, and

@@ -1,0 +1,226 @@
+// codegen/c_gemm.cpp - a GEMM step as one C-family kernel: work-group tiles staged in local
+// memory, a block of accumulators per work-item, and the epilogue computed on each element
+// while it is still in a register.
+//
+// The blocking is the GPU form of GemmSchedule (schedule.h): work-group (batch, tile row,
+// tile column) computes a group_m x group_n tile of C. Each step along K, its work-items copy
+// a group_m x group_k tile of A (transposed, so a work-item's operands along a row of the
+// tile are one local array row) and a group_k x group_n tile of B into local memory, zero
+// outside the matrices, wait, and add the product into their mr x nr accumulators. Every loop
+// a work-item runs has the same trip count in the whole group (bodies are guarded instead):
+// work-group compilers such as PoCL's miscompile loops whose trip count differs between the
+// work-items of a group (see reduced_loop_head in c_emitter.cpp).
+//
+// Arithmetic: float products accumulate with fma in the operand type (as a BLAS does; the
+// interpreter's Eigen product differs from it by the order of the sum only); integers
+// accumulate in the unsigned type of their width, which wraps exactly as the interpreter.
+#include <fmt/format.h>
+
+#include <set>
+
+#include "c_dialect.h"
+#include "kiln/codegen/c_source.h"
+#include "kiln/support/error.h"
+
+namespace kiln::kir {
+namespace {
+
+class GemmEmitter {
+ public:
+  GemmEmitter(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product, std::string name,
+              const Capabilities& caps, const CDialect& d)
+      : g_(g), s_(g.schedule), epilogue_(epilogue), store_product_(store_product), name_(std::move(name)), caps_(caps), d_(d) {
+    KILN_ASSERT(s_.group_m > 0 && s_.group_n > 0 && s_.group_k > 0 && s_.group_m % s_.mr == 0 && s_.group_n % s_.nr == 0,
+                "a GEMM kernel needs the GPU form of its schedule");
+    KILN_ASSERT(s_.vector_width == 1 || (is_float(g.dtype) && s_.nr % s_.vector_width == 0),
+                "GEMM vectors are of floats, and a whole number of them per register block");
+  }
+
+  std::string program();
+
+ private:
+  std::string lit(int64_t v) const { return d_.int_literal(v, DType::I64); }
+  std::string signature() const;
+  std::string body(std::set<std::string>& helpers);
+
+  const LaunchPlan::Gemm& g_;
+  const GemmSchedule& s_;
+  const GemmEpilogueSource* epilogue_;
+  bool store_product_;
+  std::string name_;
+  const Capabilities& caps_;
+  const CDialect& d_;
+};
+
+// The entry point: A, B and C, then the epilogue's buffers and scalars.
+std::string GemmEmitter::signature() const {
+  Kernel sig;
+  sig.name = name_;
+  const TensorType t{g_.dtype, Shape{}};
+  sig.buffers = {{"a", t, false}, {"b", t, false}, {"c", t, store_product_}};
+  if (epilogue_) {
+    sig.buffers.insert(sig.buffers.end(), epilogue_->kernel.buffers.begin(), epilogue_->kernel.buffers.end());
+    sig.scalars = epilogue_->kernel.scalars;
+  }
+  Schedule geometry;
+  geometry.local_size = s_.local_size();
+  return d_.entry(sig, geometry);
+}
+
+std::string GemmEmitter::body(std::set<std::string>& helpers) {
+  const DType t = g_.dtype;
+  const bool f = is_float(t);
+  const std::string i64 = d_.type(DType::I64), ty = d_.type(t);
+  const std::string acc_ty = f ? ty : d_.unsigned_type(t);
+  const int64_t gm = s_.group_m, gn = s_.group_n, gk = s_.group_k, ls = s_.local_size();
+  const int64_t cols = gn / s_.nr;  // work-items along a tile row
+  // A work-item's nr columns are nr / vw vectors of vw adjacent columns; vector j of
+  // work-item tx starts at column (tx + j * cols) * vw of the tile.
+  const int vw = s_.vector_width, vectors = s_.nr / vw;
+  const std::string vty = vw > 1 ? d_.vector_type(t, vw) : ty;
+  const int64_t tiles_m = (g_.m + gm - 1) / gm, tiles_n = (g_.n + gn - 1) / gn;
+  const int nb = g_.batch.rank();
+  std::string out;
+  auto line = [&](int indent, std::string_view text) {
+    out.append(static_cast<size_t>(indent) * 2, ' ');
+    out += text;
+    out += '\n';
+  };
+  const std::string zero = f ? d_.float_literal(0, t) : d_.int_literal(0, t);
+
+  line(1, fmt::format("const {} lid = {};", i64, d_.local_id()));
+  line(1, fmt::format("const {} group = {};", i64, d_.group_id()));
+  line(1, fmt::format("const {} tn = group % {};", i64, lit(tiles_n)));
+  line(1, fmt::format("const {} tm = (group / {}) % {};", i64, lit(tiles_n), lit(tiles_m)));
+  line(1, fmt::format("const {} bt = group / {};", i64, lit(tiles_n * tiles_m)));
+  // The batch dims (the epilogue's d0...), and each operand's offset in its buffer.
+  std::string a_off = "0", b_off = "0";
+  int64_t stride = 1;
+  for (int j = nb; j-- > 0;) {
+    std::string x = "bt";
+    if (stride > 1) x = fmt::format("(bt / {})", lit(stride));
+    if (j > 0) x = fmt::format("({} % {})", x, lit(g_.batch[j]));
+    line(1, fmt::format("const {} d{} = {};", i64, j, x));
+    stride *= g_.batch[j];
+    const auto sj = static_cast<size_t>(j);
+    if (g_.a_batch_stride[sj] != 0) a_off += fmt::format(" + d{} * {}", j, lit(g_.a_batch_stride[sj]));
+    if (g_.b_batch_stride[sj] != 0) b_off += fmt::format(" + d{} * {}", j, lit(g_.b_batch_stride[sj]));
+  }
+  line(1, fmt::format("const {} a_base = {};", i64, a_off));
+  line(1, fmt::format("const {} b_base = {};", i64, b_off));
+  line(1, fmt::format("const {} c_base = bt * {};", i64, lit(g_.m * g_.n)));
+  line(1, fmt::format("const {} tx = lid % {};", i64, lit(cols)));
+  line(1, fmt::format("const {} ty = lid / {};", i64, lit(cols)));
+  for (int i = 0; i < s_.mr; ++i)
+    for (int j = 0; j < vectors; ++j)
+      line(1, fmt::format("{} acc{}_{} = {};", vw > 1 ? vty : acc_ty, i, j,
+                          vw > 1 ? d_.vector_splat(zero, t, vw) : f ? zero : "0"));
+
+  // Steps along K: stage the tiles, wait, multiply, wait.
+  line(1, fmt::format("for ({0} k0 = 0; k0 < {1}; k0 += {2}) {{", i64, lit(g_.k), lit(gk)));
+  auto stage = [&](std::string_view array, int64_t rows, int64_t row_len, std::string_view row_expr, std::string_view col_expr,
+                   std::string_view in_bounds, std::string_view global, std::string_view local_index) {
+    line(2, fmt::format("for ({0} e0 = 0; e0 < {1}; e0 += {2}) {{", i64, lit(rows * row_len), lit(ls)));
+    line(3, fmt::format("const {} e = e0 + lid;", i64));
+    line(3, fmt::format("if (e < {}) {{", lit(rows * row_len)));
+    line(4, fmt::format("const {} er = e / {}, ec = e % {};", i64, lit(row_len), lit(row_len)));
+    line(4, fmt::format("const {} row = {}, col = {};", i64, row_expr, col_expr));
+    line(4, fmt::format("{}[{}] = ({}) ? {} : {};", array, local_index, in_bounds, global, zero));
+    line(3, "}");
+    line(2, "}");
+  };
+  // A: consecutive work-items read consecutive elements of a row of A.
+  stage("ta", gm, gk, fmt::format("tm * {} + er", lit(gm)), "k0 + ec", fmt::format("row < {} && col < {}", lit(g_.m), lit(g_.k)),
+        d_.element(0, fmt::format("a_base + row * {} + col", lit(g_.k))), fmt::format("ec * {} + er", lit(gm)));
+  stage("tb", gk, gn, "k0 + er", fmt::format("tn * {} + ec", lit(gn)), fmt::format("row < {} && col < {}", lit(g_.k), lit(g_.n)),
+        d_.element(1, fmt::format("b_base + row * {} + col", lit(g_.n))), fmt::format("er * {} + ec", lit(gn)));
+  line(2, d_.barrier());
+  line(2, fmt::format("for ({0} kk = 0; kk < {1}; kk += 1) {{", i64, lit(gk)));
+  for (int i = 0; i < s_.mr; ++i)
+    line(3, fmt::format("const {} x{} = ta[kk * {} + ty + {}];", ty, i, lit(gm), lit(i * (gm / s_.mr))));
+  for (int j = 0; j < vectors; ++j) {
+    const std::string at = vw > 1 ? fmt::format("(tx + {}) * {}", lit(j * cols), lit(vw)) : fmt::format("tx + {}", lit(j * cols));
+    const std::string index = fmt::format("kk * {} + {}", lit(gn), at);
+    line(3, fmt::format("const {} y{} = {};", vty, j, vw > 1 ? d_.vector_load("tb", index, vw) : fmt::format("tb[{}]", index)));
+  }
+  for (int i = 0; i < s_.mr; ++i) {
+    if (vw > 1) line(3, fmt::format("const {} xv{} = {};", vty, i, d_.vector_splat(fmt::format("x{}", i), t, vw)));
+    for (int j = 0; j < vectors; ++j) {
+      if (f) {
+        line(3, fmt::format("acc{0}_{1} = {2}(x{3}{0}, y{1}, acc{0}_{1});", i, j, d_.math("fma", t), vw > 1 ? "v" : ""));
+      } else {
+        line(3, fmt::format("acc{0}_{1} += ({2})x{0} * ({2})y{1};", i, j, acc_ty));
+      }
+    }
+  }
+  line(2, "}");
+  line(2, d_.barrier());
+  line(1, "}");
+
+  // Each element of the block: the product, then the epilogue at its point. The block goes
+  // through a private array so that the epilogue is written once, in a loop, rather than
+  // once per element: unrolled, a 4 x 16 block's 64 copies tripled PoCL's compile time (its
+  // first launch: 100 -> 300 ms); the loop runs once per element of C, after the K loop.
+  const std::string per_item = lit(s_.mr * s_.nr);
+  line(1, fmt::format("{} block[{}];", ty, s_.mr * s_.nr));
+  for (int i = 0; i < s_.mr; ++i)
+    for (int j = 0; j < vectors; ++j)
+      for (int lane = 0; lane < vw; ++lane) {
+        const std::string acc = vw > 1 ? d_.vector_lane(fmt::format("acc{}_{}", i, j), lane) : fmt::format("acc{}_{}", i, j);
+        line(1, fmt::format("block[{}] = {};", i * s_.nr + j * vw + lane, f ? acc : d_.bitcast(acc, t, false)));
+      }
+  std::string point;
+  if (epilogue_) {
+    Kernel shifted = epilogue_->kernel;  // its buffers follow A, B and C in the signature
+    for (Inst& in : shifted.insts)
+      if (in.code == Code::Load) in.buffer += 3;
+    for (Store& st : shifted.stores) st.buffer += 3;
+    point = emit_c_point(shifted, caps_, d_, helpers, 3, epilogue_->product_param + 3, "product");
+  }
+  line(1, fmt::format("for ({0} e = 0; e < {1}; e += 1) {{", i64, per_item));
+  line(2, fmt::format("const {0} i = e / {1}, j = (e % {1}) / {2}, lane = e % {2};", i64, lit(s_.nr), lit(vw)));
+  line(2, fmt::format("const {} d{} = tm * {} + ty + i * {};", i64, nb, lit(gm), lit(gm / s_.mr)));
+  line(2, fmt::format("const {} d{} = tn * {} + (tx + j * {}) * {} + lane;", i64, nb + 1, lit(gn), lit(cols), lit(vw)));
+  line(2, fmt::format("if (d{} < {} && d{} < {}) {{", nb, lit(g_.m), nb + 1, lit(g_.n)));
+  line(3, fmt::format("const {} product = block[e];", ty));
+  if (store_product_)
+    line(3, fmt::format("{} = product;", d_.element(2, fmt::format("c_base + d{} * {} + d{}", nb, lit(g_.n), nb + 1))));
+  out += point;
+  line(2, "}");
+  line(1, "}");
+  return out;
+}
+
+std::string GemmEmitter::program() {
+  const DType t = g_.dtype;
+  std::set<std::string> helpers;
+  const std::string text = body(helpers);
+  std::string locals = d_.local_array("ta", t, s_.group_m * s_.group_k) + d_.local_array("tb", t, s_.group_k * s_.group_n);
+  std::string entry = signature() + "\n";
+  if (d_.local_arrays_global()) {
+    entry = locals + entry;
+  } else {
+    for (size_t pos = 0; pos < locals.size();) {
+      const size_t end = locals.find('\n', pos);
+      entry += "  " + locals.substr(pos, end - pos + 1);
+      pos = end + 1;
+    }
+  }
+  const std::string helper_text = emit_c_helpers(helpers, d_);
+  const std::string dbl = d_.type(DType::F64);
+  const bool doubles = t == DType::F64 || text.find(dbl) != std::string::npos || helper_text.find(dbl) != std::string::npos;
+  Kernel named;
+  named.name = name_;
+  const Kernel* kernels[] = {&named};
+  return d_.prologue(kernels, doubles) + helper_text + entry + text + "}\n";
+}
+
+}  // namespace
+
+std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
+                        std::string_view name, const Capabilities& caps, const CDialect& dialect) {
+  if (g.dtype == DType::Bool) throw Error("matmul of bool tensors is not supported (cast them to an integer type)");
+  return GemmEmitter(g, epilogue, store_product, std::string(name), caps, dialect).program();
+}
+
+}  // namespace kiln::kir
