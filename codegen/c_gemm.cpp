@@ -14,9 +14,10 @@
 // Arithmetic: float products accumulate with fma in the operand type (as a BLAS does; the
 // interpreter's Eigen product differs from it by the order of the sum only); integers
 // accumulate in the unsigned type of their width, which wraps exactly as the interpreter.
-#include <fmt/format.h>
-
+#include <algorithm>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "c_dialect.h"
 #include "kiln/codegen/c_source.h"
@@ -78,7 +79,8 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   // work-item tx starts at column (tx + j * cols) * vw of the tile.
   const int vw = s_.vector_width, vectors = s_.nr / vw;
   const std::string vty = vw > 1 ? d_.vector_type(t, vw) : ty;
-  const int64_t tiles_m = (g_.m + gm - 1) / gm, tiles_n = (g_.n + gn - 1) / gn;
+  // (At least one each in the text: an empty product is never launched, but printed.)
+  const int64_t tiles_m = std::max<int64_t>(1, (g_.m + gm - 1) / gm), tiles_n = std::max<int64_t>(1, (g_.n + gn - 1) / gn);
   const int nb = g_.batch.rank();
   std::string out;
   auto line = [&](int indent, std::string_view text) {

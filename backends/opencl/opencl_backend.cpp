@@ -297,10 +297,10 @@ class OpenClBackend final : public Backend {
       for (size_t p = 0; p < epilogue->buffers.size() && product_param < 0; ++p)
         if (epilogue->buffers[p] == c) product_param = static_cast<int32_t>(p);
     }
-    const bool store_product = !epilogue || epilogue->product_read_later;
-    const std::shared_ptr<const ClKernel> k = gemm_kernel(g, epilogue ? epilogue->ir : nullptr, product_param, store_product);
     const int64_t groups = kir::gemm_work_groups(g);
     if (groups == 0) return;  // an empty product: nothing to compute or store
+    const bool store_product = !epilogue || epilogue->product_read_later;
+    const std::shared_ptr<const ClKernel> k = gemm_kernel(g, epilogue ? epilogue->ir : nullptr, product_param, store_product);
     std::vector<cl_mem> mems;
     for (int32_t b : {g.a, g.b, g.c}) mems.push_back(mem(*buffers[static_cast<size_t>(b)]));
     std::span<const Scalar> scalars;
