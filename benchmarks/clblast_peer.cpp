@@ -6,78 +6,16 @@
 //   kiln_clblast_peer [--device N] [--only W6,ATT] [--runs N]
 // Prints lines in kiln_matmul_bench's format: median, min and max ms over N timed calls after
 // 3 warm-ups, each ended by clFinish.
-#define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
+#include "opencl_peer.h"  // first: it sets the OpenCL version clblast.h's CL/cl.h sees
+
 #include <clblast.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
-#include <vector>
-
-#include "peer_inputs.h"
 
 namespace {
 
-[[noreturn]] void die(const std::string& what, int code) {
-  std::fprintf(stderr, "kiln_clblast_peer: %s failed (%d)\n", what.c_str(), code);
-  std::exit(1);
-}
-void check(cl_int err, const char* what) {
-  if (err != CL_SUCCESS) die(what, err);
-}
-
-std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
-  return out;
-}
-
-struct Cl {
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
-
-  explicit Cl(int index) {
-    cl_uint np = 0;
-    check(clGetPlatformIDs(0, nullptr, &np), "clGetPlatformIDs");
-    std::vector<cl_platform_id> platforms(np);
-    check(clGetPlatformIDs(np, platforms.data(), nullptr), "clGetPlatformIDs");
-    // Devices numbered across platforms in order, as kiln numbers opencl:N.
-    int seen = 0;
-    for (cl_platform_id p : platforms) {
-      cl_uint nd = 0;
-      if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS) continue;
-      std::vector<cl_device_id> ds(nd);
-      check(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, ds.data(), nullptr), "clGetDeviceIDs");
-      for (cl_device_id d : ds)
-        if (seen++ == index) device = d;
-    }
-    if (!device) die("finding the OpenCL device", index);
-    cl_int err = CL_SUCCESS;
-    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    check(err, "clCreateContext");
-    queue = clCreateCommandQueueWithProperties(context, device, nullptr, &err);
-    check(err, "clCreateCommandQueue");
-  }
-  cl_mem upload(const std::vector<float>& v) {
-    cl_int err = CL_SUCCESS;
-    cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(float),
-                              const_cast<float*>(v.data()), &err);
-    check(err, "clCreateBuffer");
-    return m;
-  }
-  cl_mem empty(size_t n) {
-    cl_int err = CL_SUCCESS;
-    cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE, n * sizeof(float), nullptr, &err);
-    check(err, "clCreateBuffer");
-    return m;
-  }
-};
+using namespace opencl_peer;
 
 const char* kEpilogue = R"(
 __kernel void bias_relu(__global float* c, __global const float* bias, const int n) {
@@ -88,25 +26,15 @@ __kernel void bias_relu(__global float* c, __global const float* bias, const int
 )";
 
 void bench(Cl& cl, const char* name, double flops, int runs, const std::function<void()>& call) {
-  using clock = std::chrono::steady_clock;
-  for (int i = 0; i < 3; ++i) call();
-  check(clFinish(cl.queue), "clFinish");
-  std::vector<double> ms;
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = clock::now();
-    call();
-    check(clFinish(cl.queue), "clFinish");
-    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
-  std::printf("%-4s median %8.3f ms  min %8.3f  max %8.3f  %6.1f GFLOP/s  (CLBlast)\n", name, med, ms.front(), ms.back(),
-              flops / med / 1e6);
+  const Timing t = time_calls(cl, runs, call);
+  std::printf("%-4s median %8.3f ms  min %8.3f  max %8.3f  %6.1f GFLOP/s  (CLBlast)\n", name, t.median_ms, t.min_ms,
+              t.max_ms, flops / t.median_ms / 1e6);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_program = "kiln_clblast_peer";
   int device = 0, runs = 11;
   std::string only = "W6,ATT";
   for (int i = 1; i < argc; ++i) {

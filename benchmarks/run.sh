@@ -11,8 +11,9 @@
 # and its JSON lines go to build-release/workload_bench.<run>.jsonl. With PEERS=1 the Python peers
 # of ../shared/peers (numpy, numexpr, torch eager; $PEERS_PY picks others) follow on W1-W5b,
 # their JSON lines in build-release/peers_py.jsonl; a peer whose module is missing is skipped.
-# The matmul workloads follow, against the peers' GEMMs in alternating processes, then on
-# opencl:0 against CLBlast (kiln_clblast_peer) on the same device.
+# The matmul workloads follow, against the peers' GEMMs in alternating processes; then, on
+# opencl:0, W1-W5b beside a device copy (kiln_opencl_copy_peer) and the matmul workloads
+# against CLBlast (kiln_clblast_peer) on the same device.
 # The exit status is 1 when a workload result disagrees with the hand loop's or a peer fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +52,14 @@ for run in $(seq "${RUNS:-3}"); do
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 build-release/peers/bench_blas --only W6,W7 --threads 2 --run "$run" | cut -c1-160
   fi
 done
+
+# W1-W5b on opencl:0 (PoCL here), beside a device-to-device copy of W1's bytes there (the
+# bandwidth reference for a GPU); skipped without an OpenCL device.
+if build-release/bin/kiln devices | grep -q '^opencl:0'; then
+  echo "run.sh: W1-W5b on opencl:0, and a device copy there" >&2
+  build-release/bin/kiln_opencl_copy_peer --device 0 --mib 64,256
+  build-release/bin/kiln_workload_bench --impl kiln --device opencl:0 --only W1,W2,W3,W4,W5a,W5b >&2 || status=1
+fi
 
 # The matmul workloads on opencl:0 (PoCL here), then CLBlast on the same device, in
 # alternating processes; skipped without an OpenCL device or without CLBlast.

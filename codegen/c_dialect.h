@@ -35,7 +35,8 @@ class CDialect {
   virtual std::string float_literal(double v, DType t) const = 0;
   /// A literal of integer type `t`, valid for the type's minimum too.
   virtual std::string int_literal(int64_t v, DType t) const = 0;
-  /// `x` converted to integer type `to` toward zero, saturating, NaN to 0.
+  /// `x` (a name: it may be read twice) converted to integer type `to` toward zero, saturating,
+  /// NaN to 0.
   virtual std::string float_to_int(std::string_view x, DType from, DType to) const = 0;
   /// Whether `x` is NaN; whether its sign bit is set.
   virtual std::string is_nan(std::string_view x) const = 0;

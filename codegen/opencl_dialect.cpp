@@ -39,8 +39,9 @@ class OpenClDialect final : public CDialect {
     return v == INT64_MIN ? "(-9223372036854775807L - 1L)" : fmt::format("{}L", v);
   }
   std::string float_to_int(std::string_view x, DType, DType to) const override {
-    // convert_*_sat rounds toward zero, saturates and gives 0 for NaN: the cast op exactly.
-    return fmt::format("convert_{}_sat({})", type(to), x);
+    // convert_*_sat rounds toward zero and saturates: the cast op. The specification also
+    // makes NaN 0, but NVIDIA's driver (580) gives the type's minimum, so NaN is tested here.
+    return fmt::format("(isnan({0}) ? {1} : convert_{2}_sat({0}))", x, int_literal(0, to), type(to));
   }
   std::string is_nan(std::string_view x) const override { return fmt::format("isnan({})", x); }
   std::string sign_bit(std::string_view x, DType) const override { return fmt::format("signbit({})", x); }

@@ -316,6 +316,18 @@ void plan_cache_clear(Engine& e) {
 }  // namespace kiln::engine
 
 namespace kiln {
+namespace {
+
+/// How many blocks split-reductions may cut a reduction into on this device. A core streams
+/// a block as fast as many do, so 64 is plenty for a CPU; a GPU needs several work-groups
+/// per compute unit in flight to hide memory latency (benchmarks/RESULTS.md: W5a on an H100).
+int64_t split_blocks_for(const Capabilities& caps) {
+  constexpr int64_t kCpuBlocks = 64, kGroupsPerUnit = 4;
+  if (!caps.local_memory) return kCpuBlocks;
+  return std::max<int64_t>(kCpuBlocks, kGroupsPerUnit * caps.cores);
+}
+
+}  // namespace
 
 Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated) {
   PipelineOptions po;
@@ -324,7 +336,9 @@ Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bo
   std::vector<const PassInfo*> passes = pipeline_for_level(1);
   for (const PassInfo* p : backend.extra_passes()) passes.push_back(p);
   passes.push_back(find_pass("fuse"));
-  Expected<Graph> fused = run_pipeline(g, passes, PassOptions{}, po);
+  PassOptions options;
+  options.max_split_blocks = split_blocks_for(backend.capabilities());
+  Expected<Graph> fused = run_pipeline(g, passes, options, po);
   if (!fused) throw Error(fused.error().str());
   MemoryPlan memory = plan_memory(*fused, donated);
   LaunchPlan plan = lower_to_kernels(*fused, memory);

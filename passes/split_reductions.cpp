@@ -18,6 +18,7 @@
 // is associative), which is why this pass is not part of -O2 and only backends that document
 // the difference run it (the cpu device: docs/runtime.md).
 #include <algorithm>
+#include <bit>
 #include <numeric>
 
 #include "kiln/passes/pass_manager.h"
@@ -26,7 +27,6 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kMaxBlocks = 64;
 // Reductions along the last axis (rows): split when they leave this few results, and each
 // block is at least this long.
 constexpr int64_t kFewRows = 16;
@@ -38,7 +38,7 @@ constexpr int64_t kMaxColumns = 1 << 16;
 constexpr int64_t kMinColumnReduced = 1 << 12;
 constexpr int64_t kMinColumnBlock = 1 << 6;
 
-bool splittable(const Graph& g, const Node& n, int64_t* blocks) {
+bool splittable(const Graph& g, const Node& n, int64_t max_blocks, int64_t* blocks) {
   if (n.op != OpKind::ReduceSum && n.op != OpKind::ReduceProd && n.op != OpKind::ReduceMax && n.op != OpKind::ReduceMin)
     return false;
   const Shape& in = g.type(n.operands[0]).shape;
@@ -55,7 +55,8 @@ bool splittable(const Graph& g, const Node& n, int64_t* blocks) {
   if (rows && results <= kFewRows && reduced >= kMinRowReduced) min_block = kMinRowBlock;
   if (!rows && results <= kMaxColumns && reduced >= kMinColumnReduced) min_block = kMinColumnBlock;
   if (min_block == 0) return false;
-  for (int64_t p = kMaxBlocks; p >= 2; p /= 2)
+  const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(std::max<int64_t>(max_blocks, 1))));
+  for (int64_t p = most; p >= 2; p /= 2)
     if (reduced % p == 0 && reduced / p >= min_block) {
       *blocks = p;
       return true;
@@ -65,14 +66,14 @@ bool splittable(const Graph& g, const Node& n, int64_t* blocks) {
 
 }  // namespace
 
-Graph split_reductions(const Graph& g, const PassOptions&) {
+Graph split_reductions(const Graph& g, const PassOptions& options) {
   passes::Rewriter r(g, /*keep_kernels=*/false);
   for (size_t id = 0; id < g.size(); ++id) {
     const auto v = static_cast<ValueId>(id);
     const Node& n = g.node(v);
     if (n.op == OpKind::Input) continue;
     int64_t blocks = 0;
-    if (n.kernel >= 0 || !splittable(g, n, &blocks)) {
+    if (n.kernel >= 0 || !splittable(g, n, options.max_split_blocks, &blocks)) {
       r.copy(v);
       continue;
     }

@@ -133,6 +133,9 @@ class OpenClBackend final : public Backend {
     // Warnings about generated code (a self-comparison from `eq %x, %x`) are not the user's
     // to read; KILN_OPENCL_OPTIONS adds options of the user's (-cl-opt-disable...).
     options_ = "-w";
+    // The interpreter's f32 division and sqrt are IEEE's, correctly rounded; OpenCL's default
+    // allows 2.5 and 3 ulp (NVIDIA's driver uses that freedom, PoCL does not).
+    if (info_.correctly_rounded_divide_sqrt) options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
     if (const char* extra = std::getenv("KILN_OPENCL_OPTIONS"); extra && *extra) options_ += fmt::format(" {}", extra);
     fingerprint_ = fmt::format("opencl|{}|{}|{}|{}|{}|options {}|kiln {} codegen {}", info_.platform,
                                info_.platform_version, info_.name, info_.driver_version, info_.device_version, options_,

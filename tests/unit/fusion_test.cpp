@@ -97,5 +97,20 @@ TEST(Fusion, PolicyKnobs) {
   EXPECT_EQ(graph_stats(optimize(shared)).kernels, 2) << print_graph(optimize(shared));
 }
 
+TEST(SplitReductions, BlocksUpToTheDeviceBound) {
+  // W5a, a 16M-float sum: 64 blocks by default (CPUs), as many as a GPU asks for, and the
+  // largest power of two under a bound that is not one.
+  const Graph sum = load("w5a_sum_all.kir");
+  auto split = [&](int64_t max_blocks) {
+    PassOptions o;
+    o.max_split_blocks = max_blocks;
+    return print_graph(find_pass("split-reductions")->run(sum, o));
+  };
+  EXPECT_NE(split(PassOptions{}.max_split_blocks).find("f32[64,262144]"), std::string::npos) << split(64);
+  EXPECT_NE(split(528).find("f32[512,32768]"), std::string::npos) << split(528);
+  EXPECT_NE(split(4).find("f32[4,4194304]"), std::string::npos) << split(4);
+  EXPECT_EQ(split(1).find("reshape"), std::string::npos) << split(1);  // one block: nothing to split
+}
+
 }  // namespace
 }  // namespace kiln

@@ -26,10 +26,11 @@ std::string describe(Device d) {
       return fmt::format(
           "{} ({})\n    platform {} ({}), driver {}, {}\n"
           "    {} global memory (one buffer up to {}), {} local, {} compute units, work-groups up to {}\n"
-          "    fp64 {}, int64 {}, subgroups {}, preferred float vector {}",
+          "    fp64 {}, int64 {}, subgroups {}, preferred float vector {}, correctly rounded f32 divide/sqrt {}",
           i.name, i.type, i.platform, i.platform_version, i.driver_version, i.c_version, bytes(i.global_memory),
           bytes(i.max_allocation), bytes(i.local_memory), i.compute_units, i.max_work_group, i.fp64 ? "yes" : "no",
-          i.int64 ? "yes" : "no", i.subgroups ? "yes" : "no", i.preferred_float_vector);
+          i.int64 ? "yes" : "no", i.subgroups ? "yes" : "no", i.preferred_float_vector,
+          i.correctly_rounded_divide_sqrt ? "yes" : "no");
     }
   }
   return "?";

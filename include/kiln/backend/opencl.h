@@ -28,6 +28,9 @@ struct OpenClDeviceInfo {
   int preferred_float_vector = 1;  // CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT: 1 on most GPUs
   bool fp64 = false;
   bool int64 = true;
+  /// CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: f32 `/` and sqrt can be built correctly rounded
+  /// (-cl-fp32-correctly-rounded-divide-sqrt); without it they may be 2.5 and 3 ulp off.
+  bool correctly_rounded_divide_sqrt = false;
   bool subgroups = false;
 };
 

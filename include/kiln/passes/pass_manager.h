@@ -40,6 +40,9 @@ struct PassOptions {
   bool fast_math = false;
   /// Largest tensor constant folding materializes as a literal (splats of any size fold).
   int64_t max_folded_elements = 4096;
+  /// Most blocks split-reductions cuts one reduction into (a power of two): about as many
+  /// as keep the device's cores or compute units busy. compile_graph sets it per device.
+  int64_t max_split_blocks = 64;
   FusionPolicy fusion;
 };
 
