@@ -52,12 +52,13 @@ class CDialect {
   virtual std::string vector_splat(std::string_view x, DType t, int lanes) const = 0;
   virtual std::string vector_lane(std::string_view v, int i) const = 0;
 
-  /// Work-item geometry, as i64 expressions.
-  virtual std::string global_id() const = 0;
-  virtual std::string global_size() const = 0;
-  virtual std::string local_id() const = 0;
-  virtual std::string group_id() const = 0;
-  virtual std::string group_count() const = 0;
+  /// Work-item geometry, as expressions of the index type `t` (I64, or I32 where the
+  /// schedule's index_bits is 32).
+  virtual std::string global_id(DType t) const = 0;
+  virtual std::string global_size(DType t) const = 0;
+  virtual std::string local_id(DType t) const = 0;
+  virtual std::string group_id(DType t) const = 0;
+  virtual std::string group_count(DType t) const = 0;
   /// Waits for the work-group, making its local-memory writes visible.
   virtual std::string barrier() const = 0;
 

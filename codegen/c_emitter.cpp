@@ -54,6 +54,13 @@ class CEmitter {
       if (in.code == Code::Reduce) stages_ = std::max(stages_, stage_[static_cast<size_t>(&in - k.insts.data())]);
     tree_ = s.reduction == ReductionStrategy::WorkGroupTree && s.lanes_reduce && s.local_size > 1;
     uses_double_ = std::any_of(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.type == DType::F64; });
+    if (s.index_bits == 32) {
+      KILN_ASSERT(index_fits_32(k), "a 32-bit index schedule for a kernel whose positions need 64 bits");
+      idx_ = DType::I32;
+      index_ = index_instructions(k);
+    } else {
+      index_.assign(k.insts.size(), false);
+    }
   }
 
   /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
@@ -122,6 +129,12 @@ class CEmitter {
   const Schedule& s_;
   const CDialect& d_;
   bool fp64_;
+  // Positions (index_instructions) and the walk's counters are computed in idx_: i64, or
+  // i32 where the schedule says so (index_fits_32 proved it exact).
+  DType idx_ = DType::I64;
+  std::vector<bool> index_;
+  std::string idx_type() const { return d_.type(idx_); }
+  std::string idx_literal(int64_t v) const { return d_.int_literal(v, idx_); }
   std::vector<uint64_t> deps_;
   std::vector<int> stage_;
   int stages_ = 0;
@@ -163,7 +176,7 @@ void CEmitter::ensure(Scope& s, Ref r) {
              std::ranges::all_of(reads(in), [&](Ref a) { return available(p, a); });
     };
     while (at->parent && fits(*at->parent)) at = at->parent;
-    line(*at, fmt::format("const {} {} = {};", d_.type(in.type), v(x), expr(x)));
+    line(*at, fmt::format("const {} {} = {};", index_[static_cast<size_t>(x)] ? idx_type() : d_.type(in.type), v(x), expr(x)));
     at->has[static_cast<size_t>(x)] = 1;
   }
 }
@@ -282,6 +295,7 @@ std::string CEmitter::expr(Ref r) {
     case Code::Dim: return fmt::format("d{}", in.imm);
     case Code::Const:
       if (in.type == DType::Bool) return in.literal.as_int() ? "true" : "false";
+      if (index_[static_cast<size_t>(r)]) return idx_literal(in.literal.as_int());
       return is_float(in.type) ? d_.float_literal(in.literal.as_double(), in.type) : d_.int_literal(in.literal.as_int(), in.type);
     case Code::Load: {
       if (is_replaced(in)) return replacement_;
@@ -293,10 +307,15 @@ std::string CEmitter::expr(Ref r) {
       }
       return x;
     }
-    case Code::Op: return op_expr(in);
+    case Code::Op:
+      if (index_[static_cast<size_t>(r)]) {  // a position: in range by index_fits_32, so no wrapping
+        const char sign = in.op == OpKind::Add ? '+' : in.op == OpKind::Sub ? '-' : '*';
+        return fmt::format("({} {} {})", v(in.args[0]), sign, v(in.args[1]));
+      }
+      return op_expr(in);
     case Code::Cast: return cast_expr(v(in.args[0]), k_.insts[static_cast<size_t>(in.args[0])].type, in.type);
-    case Code::IndexDiv: return fmt::format("({} / {})", v(in.args[0]), d_.int_literal(in.imm, DType::I64));
-    case Code::IndexMod: return fmt::format("({} % {})", v(in.args[0]), d_.int_literal(in.imm, DType::I64));
+    case Code::IndexDiv: return fmt::format("({} / {})", v(in.args[0]), idx_literal(in.imm));
+    case Code::IndexMod: return fmt::format("({} % {})", v(in.args[0]), idx_literal(in.imm));
     case Code::Rand:
       helpers_.insert(fmt::format("rand_{}", dtype_name(in.type)));
       return fmt::format("kiln_rand_{}({}, {}u)", dtype_name(in.type), v(in.args[0]), scalar::rand_key(in.imm));
@@ -361,14 +380,14 @@ std::string CEmitter::combine(const Inst& r, std::string_view acc, std::string_v
 }
 
 std::string CEmitter::reduced_loop_head(std::string_view var) const {
-  const std::string i64 = d_.type(DType::I64), n = d_.int_literal(reduced_points_, DType::I64);
-  if (!tree_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += 1) {{", i64, var, n);
+  const std::string idx = idx_type(), n = idx_literal(reduced_points_);
+  if (!tree_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += 1) {{", idx, var, n);
   // The work-items of a group stride along the row in a loop whose trip count is the same
   // for all of them, the body guarded: a trip count that differs between work-items
   // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
   // then writes past the row (seen under valgrind), and uniform loops suit GPUs too.
   return fmt::format("for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ const {0} {1} = {1}_base + {4}; if ({1} < {2}) {{",
-                     i64, var, n, d_.int_literal(s_.local_size, DType::I64), d_.local_id());
+                     idx, var, n, idx_literal(s_.local_size), d_.local_id(idx_));
 }
 
 void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat) {
@@ -376,9 +395,9 @@ void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_v
   for (size_t j = dims.size(); j-- > 0;) {
     const int dim = dims[j];
     std::string x = std::string(flat);
-    if (stride > 1) x = fmt::format("({} / {})", x, d_.int_literal(stride, DType::I64));
-    if (j > 0) x = fmt::format("({} % {})", x, d_.int_literal(k_.domain[dim], DType::I64));
-    line(s, fmt::format("const {} d{} = {};", d_.type(DType::I64), dim, x));
+    if (stride > 1) x = fmt::format("({} / {})", x, idx_literal(stride));
+    if (j > 0) x = fmt::format("({} % {})", x, idx_literal(k_.domain[dim]));
+    line(s, fmt::format("const {} d{} = {};", idx_type(), dim, x));
     stride *= k_.domain[dim];
   }
 }
@@ -427,7 +446,7 @@ void CEmitter::emit_stage(Scope& point, int stage) {
     const int64_t n = s_.local_size;
     int64_t p2 = 1;
     while (p2 < n) p2 *= 2;
-    const std::string lid = d_.local_id();
+    const std::string lid = d_.local_id(idx_);
     for (Ref r : reds) {
       const Inst& in = k_.insts[static_cast<size_t>(r)];
       if (is_arg(in)) {
@@ -440,8 +459,8 @@ void CEmitter::emit_stage(Scope& point, int stage) {
       }
     }
     line(point, d_.barrier());
-    line(point, fmt::format("for ({} h = {}; h > 0; h >>= 1) {{", i64, d_.int_literal(p2 / 2, DType::I64)));
-    line(point, fmt::format("  if ({0} < h && {0} + h < {1}) {{", lid, d_.int_literal(n, DType::I64)));
+    line(point, fmt::format("for ({} h = {}; h > 0; h >>= 1) {{", idx_type(), idx_literal(p2 / 2)));
+    line(point, fmt::format("  if ({0} < h && {0} + h < {1}) {{", lid, idx_literal(n)));
     for (Ref r : reds) {
       const Inst& in = k_.insts[static_cast<size_t>(r)];
       if (!is_arg(in)) {
@@ -503,7 +522,7 @@ void CEmitter::emit_stores(Scope& point) {
       for (Ref r : {st->offset, st->value, st->guard})
         if (r != kNoRef) ensure(point, r);
     if (tree_) {
-      line(point, fmt::format("if ({} == 0) {{", d_.local_id()));
+      line(point, fmt::format("if ({} == 0) {{", d_.local_id(idx_)));
       Scope inner = child(point, point.dims);
       for (const Store* st : once) store_line(inner, *st);
       point.text += inner.text;
@@ -591,7 +610,7 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
 }
 
 std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
-  const std::string i64 = d_.type(DType::I64);
+  const std::string idx = idx_type();
   Scope top;
   top.indent = 1;
   top.has.assign(k_.insts.size(), 0);
@@ -600,15 +619,15 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   for (int dim : kept_dims_) kept_mask |= uint64_t{1} << dim;
   point.dims = kept_mask;
 
-  const std::string n = d_.int_literal(kept_points_, DType::I64);
+  const std::string n = idx_literal(kept_points_);
   const bool grid_stride = s_.elements_per_item > 1;
-  const std::string first = tree_ ? d_.group_id() : d_.global_id();
-  const std::string step = tree_ ? d_.group_count() : d_.global_size();
+  const std::string first = tree_ ? d_.group_id(idx_) : d_.global_id(idx_);
+  const std::string step = tree_ ? d_.group_count(idx_) : d_.global_size(idx_);
   std::string head;
   if (grid_stride) {
-    head = fmt::format("for ({0} it = {1}; it < {2}; it += {3}) {{", i64, first, n, step);
+    head = fmt::format("for ({0} it = {1}; it < {2}; it += {3}) {{", idx, first, n, step);
   } else {
-    head = fmt::format("{{\n    const {} it = {};\n    if (it >= {}) return;", i64, first, n);
+    head = fmt::format("{{\n    const {} it = {};\n    if (it >= {}) return;", idx, first, n);
     point.indent = 2;
   }
   define_dims(point, kept_dims_, "it");

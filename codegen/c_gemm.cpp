@@ -90,8 +90,8 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   };
   const std::string zero = f ? d_.float_literal(0, t) : d_.int_literal(0, t);
 
-  line(1, fmt::format("const {} lid = {};", i64, d_.local_id()));
-  line(1, fmt::format("const {} group = {};", i64, d_.group_id()));
+  line(1, fmt::format("const {} lid = {};", i64, d_.local_id(DType::I64)));
+  line(1, fmt::format("const {} group = {};", i64, d_.group_id(DType::I64)));
   line(1, fmt::format("const {} tn = group % {};", i64, lit(tiles_n)));
   line(1, fmt::format("const {} tm = (group / {}) % {};", i64, lit(tiles_n), lit(tiles_m)));
   line(1, fmt::format("const {} bt = group / {};", i64, lit(tiles_n * tiles_m)));

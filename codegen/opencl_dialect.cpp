@@ -56,11 +56,11 @@ class OpenClDialect final : public CDialect {
   }
   std::string vector_lane(std::string_view v, int i) const override { return fmt::format("{}.s{:x}", v, i); }
 
-  std::string global_id() const override { return "(long)get_global_id(0)"; }
-  std::string global_size() const override { return "(long)get_global_size(0)"; }
-  std::string local_id() const override { return "(long)get_local_id(0)"; }
-  std::string group_id() const override { return "(long)get_group_id(0)"; }
-  std::string group_count() const override { return "(long)get_num_groups(0)"; }
+  std::string global_id(DType t) const override { return fmt::format("({})get_global_id(0)", type(t)); }
+  std::string global_size(DType t) const override { return fmt::format("({})get_global_size(0)", type(t)); }
+  std::string local_id(DType t) const override { return fmt::format("({})get_local_id(0)", type(t)); }
+  std::string group_id(DType t) const override { return fmt::format("({})get_group_id(0)", type(t)); }
+  std::string group_count(DType t) const override { return fmt::format("({})get_num_groups(0)", type(t)); }
   std::string barrier() const override { return "barrier(CLK_LOCAL_MEM_FENCE);"; }
 
   std::string helper_qualifier() const override { return "static inline"; }

@@ -42,10 +42,11 @@ std::string_view reduction_strategy_name(ReductionStrategy s) {
 std::string Schedule::str() const {
   return fmt::format(
       "schedule {{{}, iterations = {}, elements = {}, tile = {}, vector = {}, accumulators = {}, unroll = {}, "
-      "f32_run = {}, row_cache = {}/{}, grain = {}, local = {}, global = {}, per_item = {}, reduction = {}}}",
+      "f32_run = {}, row_cache = {}/{}, grain = {}, local = {}, global = {}, per_item = {}, reduction = {}, "
+      "index = {}}}",
       lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile, vector_width, accumulators, unroll,
       f32_run, row_cache_elements, row_cache_bytes, grain, local_size, global_size, elements_per_item,
-      reduction_strategy_name(reduction));
+      reduction_strategy_name(reduction), index_bits);
 }
 
 std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_view fingerprint) {
@@ -133,6 +134,9 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   const int64_t items = s.reduction == ReductionStrategy::WorkGroupTree ? s.iterations * s.local_size : s.iterations;
   s.global_size = (items + s.local_size - 1) / s.local_size * s.local_size;
   s.elements_per_item = 1;
+  // Work-item devices compute positions in 32 bits where that is exact; the cpu backend's
+  // LLVM code keeps i64 (its address arithmetic is native).
+  if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;
   return s;
 }
 

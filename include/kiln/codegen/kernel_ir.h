@@ -96,6 +96,19 @@ std::vector<uint64_t> dim_dependence(const Kernel& k);
 /// is in stage 2, as softmax's sum follows its max).
 std::vector<int> reduction_stage(const Kernel& k);
 
+/// Per instruction: whether it only computes a position. These are domain dims, constants,
+/// and the sums, products, quotients and remainders of such values, where every use is the
+/// offset of a load or store, another such instruction, or one side of a comparison between
+/// two of them (a mask). A backend may compute them in a narrower integer type than their
+/// i64 (index_fits_32).
+std::vector<bool> index_instructions(const Kernel& k);
+
+/// Whether 32-bit signed arithmetic computes `k`'s positions exactly. That needs every value
+/// of index_instructions(k) to lie in [-2^31, 2^31) for every point of the domain (interval
+/// arithmetic over the dims' ranges), and the flat counts of kept and reduced points to lie
+/// below 2^31 - 2^16, so a work-item's loop bound plus a work-group never overflows.
+bool index_fits_32(const Kernel& k);
+
 /// Per instruction: the value as an affine function of the domain indices,
 /// `base + sum(stride[d] * dim d)`, or nullopt when it is not one (a div, a mod of a
 /// non-multiple, a load, any non-index op). Computed once, read by every backend: a load

@@ -64,6 +64,9 @@ struct Schedule {
   int64_t global_size = 0;         // work-items in all: a multiple of local_size
   int64_t elements_per_item = 1;   // iterations each work-item runs (grid-stride)
   ReductionStrategy reduction = ReductionStrategy::Serial;
+  /// Width of position arithmetic: 64, or 32 where index_fits_32 allows it (GPUs emulate
+  /// 64-bit integer division and multiplication).
+  int index_bits = 64;
 
   /// One line: `schedule {tile = 4096, vector = 16, ...}`; part of the kernel cache keys.
   std::string str() const;

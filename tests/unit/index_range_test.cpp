@@ -1,0 +1,73 @@
+// 32-bit positions (kir::index_instructions, kir::index_fits_32): which instructions are
+// positions, and the interval proof that decides whether a GPU kernel computes them in 32 bits.
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/lower.h"
+#include "kiln/codegen/c_source.h"
+#include "kiln/passes/memory_plan.h"
+#include "kiln/passes/pass_manager.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+kir::Kernel only_kernel(const std::string& text) {
+  const Graph fused = run_pipeline(test::parse_or_fail(text), pipeline_for_level(2)).take();
+  LaunchPlan plan = lower_to_kernels(fused, plan_memory(fused));
+  EXPECT_EQ(plan.kernels.size(), 1u) << print_graph(fused);
+  return plan.kernels.at(0);
+}
+
+TEST(IndexRange, RowsOfTheWorkloadsFit) {
+  const kir::Kernel k = only_kernel(
+      "graph @rows(%x: f32[4096,4096]) -> f32[4096] {\n"
+      "  %s = reduce_sum %x {axes = [1]} : f32[4096]\n"
+      "  return %s\n}");
+  EXPECT_TRUE(kir::index_fits_32(k)) << k.str();
+  Capabilities gpu;
+  gpu.local_memory = true;
+  gpu.max_work_group = 256;
+  EXPECT_EQ(kir::default_schedule(k, gpu).index_bits, 32);
+  EXPECT_EQ(kir::default_schedule(k, Capabilities{}).index_bits, 64);  // cpu: LLVM keeps i64
+}
+
+TEST(IndexRange, TooManyPointsNeed64Bits) {
+  const kir::Kernel k = only_kernel(
+      "graph @big(%x: f32[65536,40000]) -> f32[65536,40000] {\n"
+      "  %y = neg %x : f32[65536,40000]\n"
+      "  return %y\n}");
+  EXPECT_FALSE(kir::index_fits_32(k));
+}
+
+TEST(IndexRange, AnOffsetBeyond32BitsInASmallDomainNeeds64Bits) {
+  // Four points, but the last reads element 3e9 of its operand.
+  const kir::Kernel k = only_kernel(
+      "graph @col(%x: f32[4,1000000000]) -> f32[4,1] {\n"
+      "  %c = slice %x {start = [0, 0], stop = [4, 1], step = [1, 1]} : f32[4,1]\n"
+      "  %y = neg %c : f32[4,1]\n"
+      "  return %y\n}");
+  EXPECT_FALSE(kir::index_fits_32(k)) << k.str();
+}
+
+TEST(IndexRange, APositionUsedAsDataStaysI64) {
+  // arange's values are the dim itself, stored as i64 data: not a position, and the OpenCL
+  // kernel keeps it `long` while the store's offset is an `int`.
+  const kir::Kernel k = only_kernel(
+      "graph @ar() -> i64[1000] {\n"
+      "  %a = arange {start = 0, step = 1} : i64[1000]\n"
+      "  return %a\n}");
+  const std::vector<bool> index = kir::index_instructions(k);
+  ASSERT_EQ(k.stores.size(), 1u);
+  EXPECT_FALSE(index[static_cast<size_t>(k.stores[0].value)]) << k.str();
+  Capabilities gpu;
+  gpu.local_memory = true;
+  gpu.max_work_group = 256;
+  gpu.fp64 = true;
+  const kir::Schedule s = kir::default_schedule(k, gpu);
+  ASSERT_EQ(s.index_bits, 32);
+  const std::string src = kir::opencl_source(k, s, gpu);
+  EXPECT_NE(src.find("const int it = (int)get_global_id(0);"), std::string::npos) << src;
+  EXPECT_NE(src.find("const long v"), std::string::npos) << src;
+}
+
+}  // namespace
+}  // namespace kiln
