@@ -24,6 +24,9 @@ struct Capabilities {
   int64_t max_work_group = 1;
   int vector_bytes = 16;      // widest native vector register (CPU: 64 with AVX-512)
   int cores = 1;              // independent workers the launch can split across
+  /// Work-groups run as loops on CPU cores (PoCL): a barrier splits the loop, so a tree
+  /// reduction costs more than a row per work-item whenever the rows fill the cores.
+  bool emulated_work_groups = false;
   /// Whether transcendental functions (sin, exp, pow...) round exactly as the host's libm,
   /// which the interpreter calls: the differential oracle compares them bit for bit then.
   bool exact_math = true;
