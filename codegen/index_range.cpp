@@ -6,6 +6,7 @@
 // positions in 32 bits where a kernel's ranges allow it; the interval analysis here is what
 // makes that exact rather than hopeful.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "kiln/codegen/kernel_ir.h"
@@ -13,10 +14,10 @@
 namespace kiln::kir {
 namespace {
 
-// Every operand is checked to lie in 32 bits before it is used, so sums and products of two
-// operands are exact in 64.
+// In doubles: exact for the integers that matter (below 2^53), and beyond them rounding
+// keeps a value far outside 32 bits, where it belongs, without overflowing.
 struct Interval {
-  int64_t lo = 0, hi = 0;
+  double lo = 0, hi = 0;
 };
 
 bool is_comparison(OpKind op) {
@@ -80,39 +81,55 @@ std::vector<bool> index_instructions(const Kernel& k) {
 }
 
 bool index_fits_32(const Kernel& k) {
-  constexpr int64_t kLo = std::numeric_limits<int32_t>::min(), kHi = std::numeric_limits<int32_t>::max();
+  constexpr double kLo = std::numeric_limits<int32_t>::min(), kHi = std::numeric_limits<int32_t>::max();
   // A work-item's flat counters run to the count plus one work-group (at most 2^16 wide).
   constexpr int64_t kCountLimit = (int64_t{1} << 31) - (int64_t{1} << 16);
   int64_t kept = 1, reduced = 1;
   for (int d = 0; d < k.domain.rank(); ++d) (k.reduced[static_cast<size_t>(d)] ? reduced : kept) *= k.domain[d];
   if (kept >= kCountLimit || reduced >= kCountLimit) return false;
 
-  const std::vector<bool> index = index_instructions(k);
-  std::vector<Interval> range(k.insts.size());
-  auto fits = [&](const Interval& r) { return r.lo >= kLo && r.hi <= kHi; };
-  for (size_t i = 0; i < k.insts.size(); ++i) {
-    if (!index[i]) continue;
+  // The positions index_instructions narrows, and every offset of a load or store with the
+  // position-shaped values it is computed from, also where other uses keep them in i64: a
+  // language that indexes arrays with 32-bit integers only (GLSL) converts those.
+  const size_t n = k.insts.size();
+  std::vector<bool> index = index_instructions(k), shaped(n, false), offset(n, false);
+  for (size_t i = 0; i < n; ++i) shaped[i] = index_shaped(k.insts[i], shaped);
+  for (const Inst& in : k.insts)
+    if (in.code == Code::Load) offset[static_cast<size_t>(in.args[0])] = true;
+  for (const Store& st : k.stores) offset[static_cast<size_t>(st.offset)] = true;
+  for (size_t i = n; i-- > 0;) {
+    if (!offset[i] || !shaped[i]) continue;
+    index[i] = true;
+    for (Ref a : k.insts[i].args) offset[static_cast<size_t>(a)] = true;
+  }
+  // Ranges of every position-shaped value (a narrowed one's operands may be kept in i64 by
+  // other uses, but their values still bound it); only the checked ones must fit.
+  std::vector<Interval> range(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!shaped[i]) continue;
     const Inst& in = k.insts[i];
     auto arg = [&](size_t a) { return range[static_cast<size_t>(in.args[a])]; };
     Interval& r = range[i];
     switch (in.code) {
-      case Code::Dim: r = {0, std::max<int64_t>(0, k.domain[static_cast<int>(in.imm)] - 1)}; break;
-      case Code::Const: r = {in.literal.as_int(), in.literal.as_int()}; break;
-      case Code::IndexDiv: r = {arg(0).lo / in.imm, arg(0).hi / in.imm}; break;  // operand >= 0 by contract
-      case Code::IndexMod: r = {0, std::min<int64_t>(arg(0).hi, in.imm - 1)}; break;
+      case Code::Dim: r = {0, std::max(0.0, static_cast<double>(k.domain[static_cast<int>(in.imm)]) - 1)}; break;
+      case Code::Const: r = {static_cast<double>(in.literal.as_int()), static_cast<double>(in.literal.as_int())}; break;
+      case Code::IndexDiv:  // operand >= 0 by contract
+        r = {std::floor(arg(0).lo / static_cast<double>(in.imm)), std::floor(arg(0).hi / static_cast<double>(in.imm))};
+        break;
+      case Code::IndexMod: r = {0, std::min(arg(0).hi, static_cast<double>(in.imm) - 1)}; break;
       case Code::Op: {
         const Interval a = arg(0), b = arg(1);
         if (in.op == OpKind::Add) r = {a.lo + b.lo, a.hi + b.hi};
         else if (in.op == OpKind::Sub) r = {a.lo - b.hi, a.hi - b.lo};
         else {
-          const int64_t p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+          const double p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
           r = {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
         }
         break;
       }
-      default: return false;  // index_instructions admits nothing else
+      default: break;  // index_shaped admits nothing else
     }
-    if (!fits(r)) return false;
+    if (index[i] && !(r.lo >= kLo && r.hi <= kHi)) return false;
   }
   return true;
 }

@@ -48,6 +48,19 @@ TEST(IndexRange, AnOffsetBeyond32BitsInASmallDomainNeeds64Bits) {
   EXPECT_FALSE(kir::index_fits_32(k)) << k.str();
 }
 
+TEST(IndexRange, AnOffsetFromADimAlsoUsedAsDataIsChecked) {
+  // d0 is data too (arange's values), so it stays i64, but the offset d0 * 10^9 made from it
+  // reaches 3 * 10^9.
+  const kir::Kernel k = only_kernel(
+      "graph @mixed(%x: f32[4,1000000000]) -> f32[4] {\n"
+      "  %a = arange {start = 0, step = 1} : f32[4]\n"
+      "  %r = slice %x {start = [0, 0], stop = [4, 1], step = [1, 1]} : f32[4,1]\n"
+      "  %c = reshape %r : f32[4]\n"
+      "  %y = add %a, %c : f32[4]\n"
+      "  return %y\n}");
+  EXPECT_FALSE(kir::index_fits_32(k)) << k.str();
+}
+
 TEST(IndexRange, APositionUsedAsDataStaysI64) {
   // arange's values are the dim itself, stored as i64 data: not a position, and the OpenCL
   // kernel keeps it `long` while the store's offset is an `int`.

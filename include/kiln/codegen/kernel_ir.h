@@ -104,8 +104,9 @@ std::vector<int> reduction_stage(const Kernel& k);
 std::vector<bool> index_instructions(const Kernel& k);
 
 /// Whether 32-bit signed arithmetic computes `k`'s positions exactly. That needs every value
-/// of index_instructions(k) to lie in [-2^31, 2^31) for every point of the domain (interval
-/// arithmetic over the dims' ranges), and the flat counts of kept and reduced points to lie
+/// shaped like a position (index_instructions(k), and those of the same shape that other uses
+/// keep in i64) to lie in [-2^31, 2^31) for every point of the domain (interval arithmetic
+/// over the dims' ranges), and the flat counts of kept and reduced points to lie
 /// below 2^31 - 2^16, so a work-item's loop bound plus a work-group never overflows.
 bool index_fits_32(const Kernel& k);
 
