@@ -4,7 +4,7 @@
 // casts, reductions in local memory. A dialect says how the target language spells the
 // parts that differ: type names, bit casts, literals, work-item built-ins, barriers, local
 // memory, and the kernel's entry point with its buffers and scalars. OpenCL C is the first
-// dialect (opencl_dialect.cpp); GLSL for Vulkan is meant to be the second.
+// dialect (opencl_dialect.cpp), GLSL for Vulkan the second (glsl_dialect.cpp).
 #pragma once
 
 #include <set>
@@ -35,6 +35,12 @@ class CDialect {
   virtual std::string float_literal(double v, DType t) const = 0;
   /// A literal of integer type `t`, valid for the type's minimum too.
   virtual std::string int_literal(int64_t v, DType t) const = 0;
+  /// The qualifier of a variable assigned once: "const " where the language takes a run-time
+  /// initializer (C, OpenCL C), "" where const means a compile-time constant (GLSL).
+  virtual std::string let() const = 0;
+  /// `x`, a primary expression (a name, a call, or parenthesized), converted by value to the
+  /// type spelled `type`: `((float)x)`, `float(x)`.
+  virtual std::string convert(std::string_view x, std::string_view type) const = 0;
   /// `x` (a name: it may be read twice) converted to integer type `to` toward zero, saturating,
   /// NaN to 0.
   virtual std::string float_to_int(std::string_view x, DType from, DType to) const = 0;
@@ -43,6 +49,12 @@ class CDialect {
   virtual std::string sign_bit(std::string_view x, DType t) const = 0;
   /// The name of a math function for `t` (exp, log, sqrt, sin, cos, tanh, erf, pow, floor, ceil).
   virtual std::string math(std::string_view fn, DType t) const = 0;
+  /// Whether the language has a double-precision `fn` (GLSL lacks exp, sin...): where it
+  /// does not, the emitter computes an f32 `fn` in f32 rather than through double.
+  virtual bool double_math(std::string_view fn) const = 0;
+  /// The definition of helper `name`, for the helpers the dialect supplies itself (a
+  /// function `math` names `kiln_...` that the language lacks); "" for none.
+  virtual std::string helper(std::string_view name) const { (void)name; return ""; }
 
   /// Vectors of `lanes` (2, 4, 8 or 16) elements of `t`: the type, `lanes` consecutive
   /// elements of `array` from element `index` (any alignment of the element type), `x` in
@@ -76,6 +88,8 @@ class CDialect {
   virtual std::string entry(const Kernel& k, const Schedule& s) const = 0;
   /// Element `index` of buffer `b` as an lvalue.
   virtual std::string element(int b, std::string_view index) const = 0;
+  /// Element `index` (an integer of any width) of a local or private array.
+  virtual std::string subscript(std::string_view array, std::string_view index) const = 0;
 };
 
 /// One program in `dialect` holding every kernel of `kernels`, `kernels[i]` run with
@@ -99,5 +113,8 @@ std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epi
                         std::string_view name, const Capabilities& caps, const CDialect& dialect);
 /// The helper functions named in `helpers` (kiln_max_f32, kiln_rand_f32...), each once.
 std::string emit_c_helpers(const std::set<std::string>& helpers, const CDialect& dialect);
+/// An entry point's header (CDialect::entry) with its local-memory arrays: before it where
+/// the dialect declares them at file scope, else at the top of its body.
+std::string entry_with_locals(const CDialect& dialect, std::string_view header, std::string_view locals);
 
 }  // namespace kiln::kir

@@ -135,6 +135,11 @@ class CEmitter {
   std::vector<bool> index_;
   std::string idx_type() const { return d_.type(idx_); }
   std::string idx_literal(int64_t v) const { return d_.int_literal(v, idx_); }
+  // Operand `a` of a position in the position type: converted where other uses keep it i64
+  // (exact: index_fits_32 bounds its values too).
+  std::string position(Ref a) const {
+    return index_[static_cast<size_t>(a)] || idx_ == DType::I64 ? v(a) : d_.convert(v(a), idx_type());
+  }
   std::vector<uint64_t> deps_;
   std::vector<int> stage_;
   int stages_ = 0;
@@ -176,7 +181,7 @@ void CEmitter::ensure(Scope& s, Ref r) {
              std::ranges::all_of(reads(in), [&](Ref a) { return available(p, a); });
     };
     while (at->parent && fits(*at->parent)) at = at->parent;
-    line(*at, fmt::format("const {} {} = {};", index_[static_cast<size_t>(x)] ? idx_type() : d_.type(in.type), v(x), expr(x)));
+    line(*at, fmt::format("{}{} {} = {};", d_.let(), index_[static_cast<size_t>(x)] ? idx_type() : d_.type(in.type), v(x), expr(x)));
     at->has[static_cast<size_t>(x)] = 1;
   }
 }
@@ -196,18 +201,18 @@ std::string CEmitter::cast_expr(std::string_view x, DType from, DType to) {
   }
   if (to == DType::Bool) return fmt::format("({} != {})", x, is_float(from) ? d_.float_literal(0, from) : d_.int_literal(0, from));
   if (is_integer(from) && is_integer(to)) {
-    if (to == DType::I64) return fmt::format("(({}){})", ty, x);
+    if (to == DType::I64) return d_.convert(x, ty);
     // Narrowing wraps: to unsigned (modulo, defined), then the bits as signed.
-    return d_.bitcast(fmt::format("(({})({}))", d_.unsigned_type(to), x), to, false);
+    return d_.bitcast(d_.convert(x, d_.unsigned_type(to)), to, false);
   }
   if (is_integer(from)) {
     // i64 to f32 through f64, as the interpreter converts (rounding twice can differ from once).
     if (from == DType::I64 && to == DType::F32 && fp64_)
-      return fmt::format("(({})(({}){}))", ty, d_.type(DType::F64), x);
-    return fmt::format("(({}){})", ty, x);
+      return d_.convert(d_.convert(x, d_.type(DType::F64)), ty);
+    return d_.convert(x, ty);
   }
   if (is_integer(to)) return d_.float_to_int(x, from, to);
-  return fmt::format("(({}){})", ty, x);
+  return d_.convert(x, ty);
 }
 
 std::string CEmitter::op_expr(const Inst& in) {
@@ -216,18 +221,24 @@ std::string CEmitter::op_expr(const Inst& in) {
   const bool f = is_float(at);
   std::vector<std::string> a;
   for (Ref r : in.args) a.push_back(v(r));
+  // Bools order as 0 < 1, compared as ints (GLSL has no ordering of bools).
+  const bool ordered = op == OpKind::Lt || op == OpKind::Le || op == OpKind::Gt || op == OpKind::Ge;
+  if (ordered && at == DType::Bool)
+    for (std::string& x : a) x = d_.convert(x, d_.type(DType::I32));
   const std::string dbl = d_.type(DType::F64);
-  // An f32 function computed in double and rounded once, where the device has doubles.
-  auto via_double = [&](std::string_view fn_expr_fmt) -> std::string {
-    if (in.type == DType::F32 && fp64_) {
+  // An f32 function computed in double and rounded once, where the device has doubles and
+  // the language has the double version of `fn` ("" for arithmetic alone).
+  auto in_double = [&](std::string_view fn) { return in.type == DType::F32 && fp64_ && (fn.empty() || d_.double_math(fn)); };
+  auto via_double = [&](std::string_view fn_expr_fmt, std::string_view fn) -> std::string {
+    if (in_double(fn)) {
       std::vector<std::string> wide;
-      for (const std::string& x : a) wide.push_back(fmt::format("(({}){})", dbl, x));
-      return fmt::format("(({})({}))", d_.type(DType::F32),
-                         fmt::format(fmt::runtime(fn_expr_fmt), wide[0], wide.size() > 1 ? wide[1] : "", dbl));
+      for (const std::string& x : a) wide.push_back(d_.convert(x, dbl));
+      return d_.convert(fmt::format("({})", fmt::format(fmt::runtime(fn_expr_fmt), wide[0], wide.size() > 1 ? wide[1] : "", dbl)),
+                        d_.type(DType::F32));
     }
     return fmt::format(fmt::runtime(fn_expr_fmt), a[0], a.size() > 1 ? a[1] : "", d_.type(in.type));
   };
-  auto math = [&](std::string_view fn) { return d_.math(fn, in.type == DType::F32 && fp64_ ? DType::F64 : in.type); };
+  auto math = [&](std::string_view fn) { return d_.math(fn, in_double(fn) ? DType::F64 : in.type); };
   const std::string zero = f ? d_.float_literal(0, at) : at == DType::Bool ? "false" : d_.int_literal(0, at);
   switch (op) {
     case OpKind::Neg: return f ? fmt::format("(-{})", a[0]) : wrap('-', zero, a[0], at);
@@ -238,31 +249,36 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Not: return fmt::format("(!{})", a[0]);
     case OpKind::Floor: return fmt::format("{}({})", d_.math("floor", at), a[0]);
     case OpKind::Ceil: return fmt::format("{}({})", d_.math("ceil", at), a[0]);
-    case OpKind::Sqrt: return via_double(fmt::format("{}({{0}})", math("sqrt")));
+    case OpKind::Sqrt: return via_double(fmt::format("{}({{0}})", math("sqrt")), "sqrt");
     case OpKind::Rsqrt: {
-      const DType w = in.type == DType::F32 && fp64_ ? DType::F64 : in.type;
-      return via_double(fmt::format("({} / {}({{0}}))", d_.float_literal(1, w), math("sqrt")));
+      const DType w = in_double("sqrt") ? DType::F64 : in.type;
+      return via_double(fmt::format("({} / {}({{0}}))", d_.float_literal(1, w), math("sqrt")), "sqrt");
     }
-    case OpKind::Sin: return via_double(fmt::format("{}({{0}})", math("sin")));
-    case OpKind::Cos: return via_double(fmt::format("{}({{0}})", math("cos")));
+    case OpKind::Sin: return via_double(fmt::format("{}({{0}})", math("sin")), "sin");
+    case OpKind::Cos: return via_double(fmt::format("{}({{0}})", math("cos")), "cos");
     case OpKind::Exp:
     case OpKind::Log:
     case OpKind::Tanh:
-    case OpKind::Erf: return fmt::format("{}({})", d_.math(op_info(op).name, in.type), a[0]);
+    case OpKind::Erf: {
+      const std::string fn = d_.math(op_info(op).name, in.type);
+      if (fn.starts_with("kiln_")) helpers_.insert(fn);  // the dialect's own (GLSL's erf)
+      return fmt::format("{}({})", fn, a[0]);
+    }
     case OpKind::Sigmoid: {
       // In double where the device has it: an f32 exp(-x) overflows for x < -88 where the
       // result is still a subnormal.
-      const DType w = in.type == DType::F32 && fp64_ ? DType::F64 : in.type;
-      return via_double(fmt::format("({1} / ({1} + {0}(-{{0}})))", d_.math("exp", w), d_.float_literal(1, w)));
+      const DType w = in_double("exp") ? DType::F64 : in.type;
+      return via_double(fmt::format("({1} / ({1} + {0}(-{{0}})))", d_.math("exp", w), d_.float_literal(1, w)), "exp");
     }
     case OpKind::Add: return f ? fmt::format("({} + {})", a[0], a[1]) : wrap('+', a[0], a[1], at);
     case OpKind::Sub: return f ? fmt::format("({} - {})", a[0], a[1]) : wrap('-', a[0], a[1], at);
     case OpKind::Mul: return f ? fmt::format("({} * {})", a[0], a[1]) : wrap('*', a[0], a[1], at);
-    case OpKind::Div: return via_double("({0} / {1})");
+    case OpKind::Div: return via_double("({0} / {1})", "");
     case OpKind::Pow: {
-      if (f) return via_double(fmt::format("{}({{0}}, {{1}})", math("pow")));
+      if (f) return via_double(fmt::format("{}({{0}}, {{1}})", math("pow")), "pow");
       helpers_.insert("ipow");
-      const std::string r = fmt::format("kiln_ipow(({0}){1}, ({0}){2})", d_.type(DType::I64), a[0], a[1]);
+      const std::string i64 = d_.type(DType::I64);
+      const std::string r = fmt::format("kiln_ipow({}, {})", d_.convert(a[0], i64), d_.convert(a[1], i64));
       return at == DType::I64 ? r : cast_expr(r, DType::I64, at);
     }
     case OpKind::Max:
@@ -310,12 +326,12 @@ std::string CEmitter::expr(Ref r) {
     case Code::Op:
       if (index_[static_cast<size_t>(r)]) {  // a position: in range by index_fits_32, so no wrapping
         const char sign = in.op == OpKind::Add ? '+' : in.op == OpKind::Sub ? '-' : '*';
-        return fmt::format("({} {} {})", v(in.args[0]), sign, v(in.args[1]));
+        return fmt::format("({} {} {})", position(in.args[0]), sign, position(in.args[1]));
       }
       return op_expr(in);
     case Code::Cast: return cast_expr(v(in.args[0]), k_.insts[static_cast<size_t>(in.args[0])].type, in.type);
-    case Code::IndexDiv: return fmt::format("({} / {})", v(in.args[0]), idx_literal(in.imm));
-    case Code::IndexMod: return fmt::format("({} % {})", v(in.args[0]), idx_literal(in.imm));
+    case Code::IndexDiv: return fmt::format("({} / {})", position(in.args[0]), idx_literal(in.imm));
+    case Code::IndexMod: return fmt::format("({} % {})", position(in.args[0]), idx_literal(in.imm));
     case Code::Rand:
       helpers_.insert(fmt::format("rand_{}", dtype_name(in.type)));
       return fmt::format("kiln_rand_{}({}, {}u)", dtype_name(in.type), v(in.args[0]), scalar::rand_key(in.imm));
@@ -386,8 +402,8 @@ std::string CEmitter::reduced_loop_head(std::string_view var) const {
   // for all of them, the body guarded: a trip count that differs between work-items
   // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
   // then writes past the row (seen under valgrind), and uniform loops suit GPUs too.
-  return fmt::format("for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ const {0} {1} = {1}_base + {4}; if ({1} < {2}) {{",
-                     idx, var, n, idx_literal(s_.local_size), d_.local_id(idx_));
+  return fmt::format("for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ {5}{0} {1} = {1}_base + {4}; if ({1} < {2}) {{",
+                     idx, var, n, idx_literal(s_.local_size), d_.local_id(idx_), d_.let());
 }
 
 void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat) {
@@ -397,7 +413,7 @@ void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_v
     std::string x = std::string(flat);
     if (stride > 1) x = fmt::format("({} / {})", x, idx_literal(stride));
     if (j > 0) x = fmt::format("({} % {})", x, idx_literal(k_.domain[dim]));
-    line(s, fmt::format("const {} d{} = {};", idx_type(), dim, x));
+    line(s, fmt::format("{}{} d{} = {};", d_.let(), idx_type(), dim, x));
     stride *= k_.domain[dim];
   }
 }
@@ -422,10 +438,11 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   for (Ref r : reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
     for (Ref a : in.args) ensure(loop, a);
-    const std::string x = v(in.args[0]);
+    const bool bool_values = k_.insts[static_cast<size_t>(in.args[0])].type == DType::Bool;
+    const std::string x = bool_values ? d_.convert(v(in.args[0]), d_.type(DType::I32)) : v(in.args[0]);
     if (!is_arg(in)) {
       const DType t = acc_type(in);
-      const std::string wide = t == in.type ? x : fmt::format("(({}){})", d_.type(t), x);
+      const std::string wide = t == in.type ? x : d_.convert(x, d_.type(t));
       line(loop, fmt::format("a{} = {};", r, combine(in, fmt::format("a{}", r), wide)));
       continue;
     }
@@ -447,15 +464,21 @@ void CEmitter::emit_stage(Scope& point, int stage) {
     int64_t p2 = 1;
     while (p2 < n) p2 *= 2;
     const std::string lid = d_.local_id(idx_);
+    // Element `at` of reduction r's array (`suffix`: v and p for an arg reduction's value
+    // and position).
+    auto slot = [&](Ref r, std::string_view suffix, std::string_view at) {
+      return d_.subscript(fmt::format("t{}{}", r, suffix), at);
+    };
+    const std::string other = fmt::format("{} + h", lid);
     for (Ref r : reds) {
       const Inst& in = k_.insts[static_cast<size_t>(r)];
       if (is_arg(in)) {
         locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), n);
         locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, n);
-        line(point, fmt::format("t{0}v[{1}] = a{0}v; t{0}p[{1}] = a{0}p;", r, lid));
+        line(point, fmt::format("{} = a{}v; {} = a{}p;", slot(r, "v", lid), r, slot(r, "p", lid), r));
       } else {
         locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), n);
-        line(point, fmt::format("t{0}[{1}] = a{0};", r, lid));
+        line(point, fmt::format("{} = a{};", slot(r, "", lid), r));
       }
     }
     line(point, d_.barrier());
@@ -464,15 +487,14 @@ void CEmitter::emit_stage(Scope& point, int stage) {
     for (Ref r : reds) {
       const Inst& in = k_.insts[static_cast<size_t>(r)];
       if (!is_arg(in)) {
-        line(point, fmt::format("    t{0}[{1}] = {2};", r, lid,
-                                combine(in, fmt::format("t{}[{}]", r, lid), fmt::format("t{}[{} + h]", r, lid))));
+        line(point, fmt::format("    {} = {};", slot(r, "", lid), combine(in, slot(r, "", lid), slot(r, "", other))));
         continue;
       }
       // The other half's state wins when it has seen an element and is better, or equal
       // and earlier (the halves interleave positions).
       const bool max = in.op == OpKind::ArgMax;
-      const std::string av = fmt::format("t{}v[{}]", r, lid), ap = fmt::format("t{}p[{}]", r, lid);
-      const std::string bv = fmt::format("t{}v[{} + h]", r, lid), bp = fmt::format("t{}p[{} + h]", r, lid);
+      const std::string av = slot(r, "v", lid), ap = slot(r, "p", lid);
+      const std::string bv = slot(r, "v", other), bp = slot(r, "p", other);
       std::string better;
       if (is_float(arg_value_type(in))) {
         better = fmt::format("({0} ? (!{1} || {4} < {5}) : (!{1} && ({2} {6} {3} || ({2} == {3} && {4} < {5}))))",
@@ -486,8 +508,8 @@ void CEmitter::emit_stage(Scope& point, int stage) {
     line(point, "  " + d_.barrier());
     line(point, "}");
     for (Ref r : reds) {
-      if (is_arg(k_.insts[static_cast<size_t>(r)])) line(point, fmt::format("a{0}p = t{0}p[0];", r));
-      else line(point, fmt::format("a{0} = t{0}[0];", r));
+      if (is_arg(k_.insts[static_cast<size_t>(r)])) line(point, fmt::format("a{}p = {};", r, slot(r, "p", "0")));
+      else line(point, fmt::format("a{} = {};", r, slot(r, "", "0")));
     }
     line(point, d_.barrier());  // before the arrays are written again
   }
@@ -495,7 +517,7 @@ void CEmitter::emit_stage(Scope& point, int stage) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
     const std::string acc = is_arg(in) ? fmt::format("a{}p", r) : fmt::format("a{}", r);
     const DType from = is_arg(in) ? DType::I64 : acc_type(in);
-    line(point, fmt::format("const {} {} = {};", d_.type(in.type), v(r),
+    line(point, fmt::format("{}{} {} = {};", d_.let(), d_.type(in.type), v(r),
                             in.type == DType::Bool ? fmt::format("({} != 0)", acc) : cast_expr(acc, from, in.type)));
     point.has[static_cast<size_t>(r)] = 1;
   }
@@ -505,7 +527,7 @@ void CEmitter::emit_stores(Scope& point) {
   auto store_line = [&](Scope& s, const Store& st) {
     std::string value = v(st.value);
     if (k_.insts[static_cast<size_t>(st.value)].type == DType::Bool)
-      value = fmt::format("(({}){})", d_.memory_type(DType::Bool), value);
+      value = d_.convert(value, d_.memory_type(DType::Bool));
     std::string text = fmt::format("{} = {};", d_.element(st.buffer, v(st.offset)), value);
     if (st.guard != kNoRef) text = fmt::format("if ({}) {}", v(st.guard), text);
     line(s, text);
@@ -572,7 +594,7 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
       // the base is 1 or -1.
       out += fmt::format(
           "{0}{1} kiln_ipow({1} base, {1} e) {{\n"
-          "  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;\n"
+          "  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) != 0 ? -1 : 1) : 0;\n"
           "  {2} r = 1, b = {3};\n"
           "  for ({2} n = {4}; n != 0; n >>= 1) {{\n"
           "    if ((n & 1) != 0) r *= b;\n"
@@ -582,6 +604,8 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
           "}}\n",
           q, l, u, d_.bitcast("base", DType::I64, true), d_.bitcast("e", DType::I64, true),
           d_.bitcast("r", DType::I64, false));
+    } else if (h.starts_with("kiln_")) {
+      out += d_.helper(h);
     }
   }
   const bool rand = std::any_of(helpers.begin(), helpers.end(), [](const std::string& h) { return h.starts_with("rand_"); });
@@ -594,16 +618,18 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
         "  return x;\n"
         "}}\n"
         "{0}{1} kiln_rand_bits({2} i, {1} key) {{\n"
-        "  const {3} u = {4};\n"
-        "  return kiln_hash32(({1})u ^ kiln_hash32(({1})(u >> 32) ^ key));\n"
+        "  {5}{3} u = {4};\n"
+        "  return kiln_hash32({6} ^ kiln_hash32({7} ^ key));\n"
         "}}\n",
-        q, u, d_.type(DType::I64), d_.unsigned_type(DType::I64), d_.bitcast("i", DType::I64, true));
+        q, u, d_.type(DType::I64), d_.unsigned_type(DType::I64), d_.bitcast("i", DType::I64, true), d_.let(),
+        d_.convert("u", u), d_.convert("(u >> 32)", u));
     for (DType t : {DType::F32, DType::F64}) {
       if (!helpers.count(fmt::format("rand_{}", dtype_name(t)))) continue;
       out += fmt::format("{0}{1} kiln_rand_{2}({3} i, {4} key) {{\n"
-                         "  return ({1})(2u * (kiln_rand_bits(i, key) >> 9) + 1u) * {5};\n"
+                         "  return {6} * {5};\n"
                          "}}\n",
-                         q, d_.type(t), dtype_name(t), d_.type(DType::I64), u, d_.float_literal(1.0 / 16777216.0, t));
+                         q, d_.type(t), dtype_name(t), d_.type(DType::I64), u, d_.float_literal(1.0 / 16777216.0, t),
+                         d_.convert("(2u * (kiln_rand_bits(i, key) >> 9) + 1u)", d_.type(t)));
     }
   }
   return out;
@@ -627,7 +653,7 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   if (grid_stride) {
     head = fmt::format("for ({0} it = {1}; it < {2}; it += {3}) {{", idx, first, n, step);
   } else {
-    head = fmt::format("{{\n    const {} it = {};\n    if (it >= {}) return;", idx, first, n);
+    head = fmt::format("{{\n    {}{} it = {};\n    if (it >= {}) return;", d_.let(), idx, first, n);
     point.indent = 2;
   }
   define_dims(point, kept_dims_, "it");
@@ -639,16 +665,7 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   doubles = uses_double_ || (fp64_ && (point.text.find(dbl) != std::string::npos || top.text.find(dbl) != std::string::npos ||
                                        helper_text.find(dbl) != std::string::npos || locals_.find(dbl) != std::string::npos));
   helpers.insert(helpers_.begin(), helpers_.end());
-  std::string out;
-  if (d_.local_arrays_global()) out += locals_;
-  out += d_.entry(k_, s_);
-  out += "\n";
-  if (!d_.local_arrays_global())
-    for (size_t pos = 0; pos < locals_.size();) {
-      const size_t end = locals_.find('\n', pos);
-      out += "  " + locals_.substr(pos, end - pos + 1);
-      pos = end + 1;
-    }
+  std::string out = entry_with_locals(d_, d_.entry(k_, s_), locals_);
   out += top.text;
   out += "  " + head + "\n";
   out += point.text;
@@ -680,6 +697,21 @@ std::string emit_c_point(const Kernel& k, const Capabilities& caps, const CDiale
 
 std::string emit_c_helpers(const std::set<std::string>& helpers, const CDialect& dialect) {
   return helper_functions(helpers, dialect);
+}
+
+std::string entry_with_locals(const CDialect& dialect, std::string_view header, std::string_view locals) {
+  std::string out;
+  if (dialect.local_arrays_global()) out += locals;
+  out += header;
+  out += "\n";
+  if (!dialect.local_arrays_global())
+    for (size_t pos = 0; pos < locals.size();) {
+      const size_t end = locals.find('\n', pos);
+      out += "  ";
+      out += locals.substr(pos, end - pos + 1);
+      pos = end + 1;
+    }
+  return out;
 }
 
 std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,

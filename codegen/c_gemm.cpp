@@ -90,11 +90,11 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   };
   const std::string zero = f ? d_.float_literal(0, t) : d_.int_literal(0, t);
 
-  line(1, fmt::format("const {} lid = {};", i64, d_.local_id(DType::I64)));
-  line(1, fmt::format("const {} group = {};", i64, d_.group_id(DType::I64)));
-  line(1, fmt::format("const {} tn = group % {};", i64, lit(tiles_n)));
-  line(1, fmt::format("const {} tm = (group / {}) % {};", i64, lit(tiles_n), lit(tiles_m)));
-  line(1, fmt::format("const {} bt = group / {};", i64, lit(tiles_n * tiles_m)));
+  line(1, fmt::format("{}{} lid = {};", d_.let(), i64, d_.local_id(DType::I64)));
+  line(1, fmt::format("{}{} group = {};", d_.let(), i64, d_.group_id(DType::I64)));
+  line(1, fmt::format("{}{} tn = group % {};", d_.let(), i64, lit(tiles_n)));
+  line(1, fmt::format("{}{} tm = (group / {}) % {};", d_.let(), i64, lit(tiles_n), lit(tiles_m)));
+  line(1, fmt::format("{}{} bt = group / {};", d_.let(), i64, lit(tiles_n * tiles_m)));
   // The batch dims (the epilogue's d0...), and each operand's offset in its buffer.
   std::string a_off = "0", b_off = "0";
   int64_t stride = 1;
@@ -102,17 +102,17 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
     std::string x = "bt";
     if (stride > 1) x = fmt::format("(bt / {})", lit(stride));
     if (j > 0) x = fmt::format("({} % {})", x, lit(g_.batch[j]));
-    line(1, fmt::format("const {} d{} = {};", i64, j, x));
+    line(1, fmt::format("{}{} d{} = {};", d_.let(), i64, j, x));
     stride *= g_.batch[j];
     const auto sj = static_cast<size_t>(j);
     if (g_.a_batch_stride[sj] != 0) a_off += fmt::format(" + d{} * {}", j, lit(g_.a_batch_stride[sj]));
     if (g_.b_batch_stride[sj] != 0) b_off += fmt::format(" + d{} * {}", j, lit(g_.b_batch_stride[sj]));
   }
-  line(1, fmt::format("const {} a_base = {};", i64, a_off));
-  line(1, fmt::format("const {} b_base = {};", i64, b_off));
-  line(1, fmt::format("const {} c_base = bt * {};", i64, lit(g_.m * g_.n)));
-  line(1, fmt::format("const {} tx = lid % {};", i64, lit(cols)));
-  line(1, fmt::format("const {} ty = lid / {};", i64, lit(cols)));
+  line(1, fmt::format("{}{} a_base = {};", d_.let(), i64, a_off));
+  line(1, fmt::format("{}{} b_base = {};", d_.let(), i64, b_off));
+  line(1, fmt::format("{}{} c_base = bt * {};", d_.let(), i64, lit(g_.m * g_.n)));
+  line(1, fmt::format("{}{} tx = lid % {};", d_.let(), i64, lit(cols)));
+  line(1, fmt::format("{}{} ty = lid / {};", d_.let(), i64, lit(cols)));
   for (int i = 0; i < s_.mr; ++i)
     for (int j = 0; j < vectors; ++j)
       line(1, fmt::format("{} acc{}_{} = {};", vw > 1 ? vty : acc_ty, i, j,
@@ -123,11 +123,11 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   auto stage = [&](std::string_view array, int64_t rows, int64_t row_len, std::string_view row_expr, std::string_view col_expr,
                    std::string_view in_bounds, std::string_view global, std::string_view local_index) {
     line(2, fmt::format("for ({0} e0 = 0; e0 < {1}; e0 += {2}) {{", i64, lit(rows * row_len), lit(ls)));
-    line(3, fmt::format("const {} e = e0 + lid;", i64));
+    line(3, fmt::format("{}{} e = e0 + lid;", d_.let(), i64));
     line(3, fmt::format("if (e < {}) {{", lit(rows * row_len)));
-    line(4, fmt::format("const {} er = e / {}, ec = e % {};", i64, lit(row_len), lit(row_len)));
-    line(4, fmt::format("const {} row = {}, col = {};", i64, row_expr, col_expr));
-    line(4, fmt::format("{}[{}] = ({}) ? {} : {};", array, local_index, in_bounds, global, zero));
+    line(4, fmt::format("{}{} er = e / {}, ec = e % {};", d_.let(), i64, lit(row_len), lit(row_len)));
+    line(4, fmt::format("{}{} row = {}, col = {};", d_.let(), i64, row_expr, col_expr));
+    line(4, fmt::format("{} = ({}) ? {} : {};", d_.subscript(array, local_index), in_bounds, global, zero));
     line(3, "}");
     line(2, "}");
   };
@@ -139,19 +139,21 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   line(2, d_.barrier());
   line(2, fmt::format("for ({0} kk = 0; kk < {1}; kk += 1) {{", i64, lit(gk)));
   for (int i = 0; i < s_.mr; ++i)
-    line(3, fmt::format("const {} x{} = ta[kk * {} + ty + {}];", ty, i, lit(gm), lit(i * (gm / s_.mr))));
+    line(3, fmt::format("{}{} x{} = {};", d_.let(), ty, i,
+                        d_.subscript("ta", fmt::format("kk * {} + ty + {}", lit(gm), lit(i * (gm / s_.mr))))));
   for (int j = 0; j < vectors; ++j) {
     const std::string at = vw > 1 ? fmt::format("(tx + {}) * {}", lit(j * cols), lit(vw)) : fmt::format("tx + {}", lit(j * cols));
     const std::string index = fmt::format("kk * {} + {}", lit(gn), at);
-    line(3, fmt::format("const {} y{} = {};", vty, j, vw > 1 ? d_.vector_load("tb", index, vw) : fmt::format("tb[{}]", index)));
+    line(3, fmt::format("{}{} y{} = {};", d_.let(), vty, j, vw > 1 ? d_.vector_load("tb", index, vw) : d_.subscript("tb", index)));
   }
   for (int i = 0; i < s_.mr; ++i) {
-    if (vw > 1) line(3, fmt::format("const {} xv{} = {};", vty, i, d_.vector_splat(fmt::format("x{}", i), t, vw)));
+    if (vw > 1) line(3, fmt::format("{}{} xv{} = {};", d_.let(), vty, i, d_.vector_splat(fmt::format("x{}", i), t, vw)));
     for (int j = 0; j < vectors; ++j) {
       if (f) {
         line(3, fmt::format("acc{0}_{1} = {2}(x{3}{0}, y{1}, acc{0}_{1});", i, j, d_.math("fma", t), vw > 1 ? "v" : ""));
       } else {
-        line(3, fmt::format("acc{0}_{1} += ({2})x{0} * ({2})y{1};", i, j, acc_ty));
+        line(3, fmt::format("acc{0}_{1} += {2} * {3};", i, j, d_.convert(fmt::format("x{}", i), acc_ty),
+                            d_.convert(fmt::format("y{}", j), acc_ty)));
       }
     }
   }
@@ -169,7 +171,8 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
     for (int j = 0; j < vectors; ++j)
       for (int lane = 0; lane < vw; ++lane) {
         const std::string acc = vw > 1 ? d_.vector_lane(fmt::format("acc{}_{}", i, j), lane) : fmt::format("acc{}_{}", i, j);
-        line(1, fmt::format("block[{}] = {};", i * s_.nr + j * vw + lane, f ? acc : d_.bitcast(acc, t, false)));
+        line(1, fmt::format("{} = {};", d_.subscript("block", std::to_string(i * s_.nr + j * vw + lane)),
+                            f ? acc : d_.bitcast(acc, t, false)));
       }
   std::string point;
   if (epilogue_) {
@@ -180,11 +183,11 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
     point = emit_c_point(shifted, caps_, d_, helpers, 3, epilogue_->product_param + 3, "product");
   }
   line(1, fmt::format("for ({0} e = 0; e < {1}; e += 1) {{", i64, per_item));
-  line(2, fmt::format("const {0} i = e / {1}, j = (e % {1}) / {2}, lane = e % {2};", i64, lit(s_.nr), lit(vw)));
-  line(2, fmt::format("const {} d{} = tm * {} + ty + i * {};", i64, nb, lit(gm), lit(gm / s_.mr)));
-  line(2, fmt::format("const {} d{} = tn * {} + (tx + j * {}) * {} + lane;", i64, nb + 1, lit(gn), lit(cols), lit(vw)));
+  line(2, fmt::format("{3}{0} i = e / {1}, j = (e % {1}) / {2}, lane = e % {2};", i64, lit(s_.nr), lit(vw), d_.let()));
+  line(2, fmt::format("{}{} d{} = tm * {} + ty + i * {};", d_.let(), i64, nb, lit(gm), lit(gm / s_.mr)));
+  line(2, fmt::format("{}{} d{} = tn * {} + (tx + j * {}) * {} + lane;", d_.let(), i64, nb + 1, lit(gn), lit(cols), lit(vw)));
   line(2, fmt::format("if (d{} < {} && d{} < {}) {{", nb, lit(g_.m), nb + 1, lit(g_.n)));
-  line(3, fmt::format("const {} product = block[e];", ty));
+  line(3, fmt::format("{}{} product = {};", d_.let(), ty, d_.subscript("block", "e")));
   if (store_product_)
     line(3, fmt::format("{} = product;", d_.element(2, fmt::format("c_base + d{} * {} + d{}", nb, lit(g_.n), nb + 1))));
   out += point;
@@ -197,17 +200,8 @@ std::string GemmEmitter::program() {
   const DType t = g_.dtype;
   std::set<std::string> helpers;
   const std::string text = body(helpers);
-  std::string locals = d_.local_array("ta", t, s_.group_m * s_.group_k) + d_.local_array("tb", t, s_.group_k * s_.group_n);
-  std::string entry = signature() + "\n";
-  if (d_.local_arrays_global()) {
-    entry = locals + entry;
-  } else {
-    for (size_t pos = 0; pos < locals.size();) {
-      const size_t end = locals.find('\n', pos);
-      entry += "  " + locals.substr(pos, end - pos + 1);
-      pos = end + 1;
-    }
-  }
+  const std::string locals = d_.local_array("ta", t, s_.group_m * s_.group_k) + d_.local_array("tb", t, s_.group_k * s_.group_n);
+  const std::string entry = entry_with_locals(d_, signature(), locals);
   const std::string helper_text = emit_c_helpers(helpers, d_);
   const std::string dbl = d_.type(DType::F64);
   const bool doubles = t == DType::F64 || text.find(dbl) != std::string::npos || helper_text.find(dbl) != std::string::npos;
@@ -218,6 +212,15 @@ std::string GemmEmitter::program() {
 }
 
 }  // namespace
+
+std::optional<GemmEpilogueSource> gemm_epilogue_source(const LaunchPlan& plan, size_t step) {
+  if (gemm_epilogue_iterations_per_row(plan, step) <= 0) return std::nullopt;
+  const LaunchPlan::Step& next = plan.steps[step + 1];
+  const auto& b = next.bindings;
+  const auto at = std::find(b.begin(), b.end(), plan.steps[step].gemm.c);
+  return GemmEpilogueSource{plan.kernels[static_cast<size_t>(next.kernel)],
+                            at == b.end() ? -1 : static_cast<int32_t>(at - b.begin())};
+}
 
 std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                         std::string_view name, const Capabilities& caps, const CDialect& dialect) {

@@ -38,6 +38,10 @@ class OpenClDialect final : public CDialect {
     if (t == DType::I32) return v == INT32_MIN ? "(-2147483647 - 1)" : fmt::format("{}", v);
     return v == INT64_MIN ? "(-9223372036854775807L - 1L)" : fmt::format("{}L", v);
   }
+  std::string let() const override { return "const "; }
+  std::string convert(std::string_view x, std::string_view type) const override {
+    return fmt::format("(({}){})", type, x);
+  }
   std::string float_to_int(std::string_view x, DType, DType to) const override {
     // convert_*_sat rounds toward zero and saturates: the cast op. The specification also
     // makes NaN 0, but NVIDIA's driver (580) gives the type's minimum, so NaN is tested here.
@@ -46,6 +50,7 @@ class OpenClDialect final : public CDialect {
   std::string is_nan(std::string_view x) const override { return fmt::format("isnan({})", x); }
   std::string sign_bit(std::string_view x, DType) const override { return fmt::format("signbit({})", x); }
   std::string math(std::string_view fn, DType) const override { return std::string(fn); }
+  bool double_math(std::string_view) const override { return true; }
 
   std::string vector_type(DType t, int lanes) const override { return fmt::format("{}{}", type(t), lanes); }
   std::string vector_load(std::string_view array, std::string_view index, int lanes) const override {
@@ -87,6 +92,9 @@ class OpenClDialect final : public CDialect {
                        k.name.empty() ? "kernel_main" : k.name, params);
   }
   std::string element(int b, std::string_view index) const override { return fmt::format("b{}[{}]", b, index); }
+  std::string subscript(std::string_view array, std::string_view index) const override {
+    return fmt::format("{}[{}]", array, index);
+  }
 };
 
 }  // namespace

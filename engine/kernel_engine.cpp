@@ -330,23 +330,28 @@ int64_t split_blocks_for(const Capabilities& caps) {
 }  // namespace
 
 Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated) {
+  const std::vector<const PassInfo*> extra = backend.extra_passes();
+  return compile_graph(backend.capabilities(), extra, g, donated);
+}
+
+Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* const> extra_passes, const Graph& g,
+                          const std::vector<bool>& donated) {
   PipelineOptions po;
   po.verify_each = false;
   // -O1's clean-up, then what this target adds (split-reductions on CPU), then fusion: -O2.
   std::vector<const PassInfo*> passes = pipeline_for_level(1);
-  for (const PassInfo* p : backend.extra_passes()) passes.push_back(p);
+  passes.insert(passes.end(), extra_passes.begin(), extra_passes.end());
   passes.push_back(find_pass("fuse"));
   PassOptions options;
-  options.max_split_blocks = split_blocks_for(backend.capabilities());
+  options.max_split_blocks = split_blocks_for(caps);
   Expected<Graph> fused = run_pipeline(g, passes, options, po);
   if (!fused) throw Error(fused.error().str());
   MemoryPlan memory = plan_memory(*fused, donated);
   LaunchPlan plan = lower_to_kernels(*fused, memory);
-  for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, backend.capabilities()));
+  for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, caps));
   for (LaunchPlan::Step& step : plan.steps)
     if (step.kernel < 0)
-      step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k,
-                                                      backend.capabilities());
+      step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps);
   return {std::move(*fused), std::move(plan)};
 }
 

@@ -9,9 +9,11 @@
 
 #include "commands.h"
 #include "kiln/backend/cpu.h"
+#include "kiln/backend/vulkan.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
+#include "kiln/passes/pass_manager.h"
 
 namespace kiln::cli {
 namespace {
@@ -37,6 +39,25 @@ Backend& backend_for(const CodegenOptions& o) {
   return *b;
 }
 
+// Each GEMM step of `plan` with the epilogue computed in its registers (when it has one) and
+// whether it stores the product; with --kernel, only the GEMM whose epilogue is that kernel.
+template <typename Fn>
+void for_each_gemm(const LaunchPlan& plan, const std::string& only, bool& found, Fn&& fn) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const LaunchPlan::Step& step = plan.steps[i];
+    if (step.kernel >= 0) continue;
+    const std::optional<kir::GemmEpilogueSource> epilogue = kir::gemm_epilogue_source(plan, i);
+    if (!only.empty() && !(epilogue && epilogue->kernel.name == only)) continue;
+    found = true;
+    fn(step.gemm, epilogue ? &*epilogue : nullptr, !epilogue || gemm_product_read_after_epilogue(plan, i));
+  }
+}
+
+std::string gemm_header(std::string_view comment, const LaunchPlan::Gemm& g, const kir::GemmEpilogueSource* epilogue) {
+  return fmt::format("{} ---- gemm buf{} = buf{} x buf{}{} ----\n", comment, g.c, g.a, g.b,
+                     epilogue ? fmt::format(", epilogue @{} in registers", epilogue->kernel.name) : "");
+}
+
 }  // namespace
 
 Command add_codegen_command(CLI::App& app) {
@@ -45,8 +66,9 @@ Command add_codegen_command(CLI::App& app) {
       "codegen", "Compile a graph as a device does (-O2, its passes, fusion, Kernel IR) and print the generated code.");
   sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
   sub->add_option("--target", opts->target,
-                  "What to print: kernel (Kernel IR and launch list), llvm (cpu), or opencl (the OpenCL C program)")
-      ->check(CLI::IsMember({"kernel", "llvm", "opencl"}))
+                  "What to print: kernel (Kernel IR and launch list), llvm (cpu), opencl (the OpenCL C program), "
+                  "glsl or spirv (Vulkan compute shaders, for a reference GPU)")
+      ->check(CLI::IsMember({"kernel", "llvm", "opencl", "glsl", "spirv"}))
       ->capture_default_str();
   sub->add_flag("--asm", opts->assembly, "With --target llvm: host assembly instead of LLVM IR");
   sub->add_flag("--no-opt", opts->unoptimized, "With --target llvm: LLVM IR as generated, before optimization");
@@ -55,8 +77,22 @@ Command add_codegen_command(CLI::App& app) {
   sub->add_option("--device", opts->device, "Compile for this device (default: cpu; opencl:0 with --target opencl)");
   return {sub, [opts]() {
             const Graph g = load_graph(opts->file);
-            Backend& backend = backend_for(*opts);
-            Compilation c = compile_graph(backend, g);
+            const bool vulkan_target = opts->target == "glsl" || opts->target == "spirv";
+            if (vulkan_target && !opts->device.empty())
+              throw Error(fmt::format("--target {} compiles for a reference GPU (no vulkan device exists yet); --device "
+                                      "does not apply",
+                                      opts->target));
+            Compilation c;
+            Capabilities caps;
+            if (vulkan_target) {
+              caps = vulkan::reference_capabilities();
+              const PassInfo* split[] = {find_pass("split-reductions")};  // as on opencl
+              c = compile_graph(caps, split, g);
+            } else {
+              Backend& backend = backend_for(*opts);
+              caps = backend.capabilities();
+              c = compile_graph(backend, g);
+            }
             std::string out;
             bool found = opts->kernel.empty();
             if (opts->target == "kernel") {
@@ -83,30 +119,30 @@ Command add_codegen_command(CLI::App& app) {
                 kernels.push_back(&c.plan.kernels[i]);
                 schedules.push_back(&c.plan.schedules[i]);
               }
-              if (!kernels.empty()) out = kir::opencl_source(kernels, schedules, backend.capabilities());
+              if (!kernels.empty()) out = kir::opencl_source(kernels, schedules, caps);
               // GEMM steps: a program each, with the epilogue the device computes in its
               // registers (gemm_with_epilogue) when the step has one.
-              for (size_t i = 0; i < c.plan.steps.size(); ++i) {
-                const LaunchPlan::Step& step = c.plan.steps[i];
-                if (step.kernel >= 0) continue;
-                const LaunchPlan::Gemm& gs = step.gemm;
-                const bool fused = gemm_epilogue_iterations_per_row(c.plan, i) > 0;
-                const kir::Kernel* epilogue = fused ? &c.plan.kernels[static_cast<size_t>(c.plan.steps[i + 1].kernel)] : nullptr;
-                if (!opts->kernel.empty() && !(epilogue && epilogue->name == opts->kernel)) continue;
+              for_each_gemm(c.plan, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
+                out += gemm_header("//", gemm, e) + kir::opencl_gemm_source(gemm, e, store, "gemm", caps);
+              });
+            } else if (opts->target == "glsl" || opts->target == "spirv") {
+              // A module per kernel (GLSL has one entry point), then per GEMM step.
+              const bool spirv = opts->target == "spirv";
+              auto show = [&](const std::string& glsl, const std::string& name) {
+                out += spirv ? vulkan::disassemble_spirv(vulkan::compile_glsl(glsl, name)) : glsl;
+              };
+              const char* comment = spirv ? ";" : "//";
+              for (size_t i = 0; i < c.plan.kernels.size(); ++i) {
+                const kir::Kernel& k = c.plan.kernels[i];
+                if (!opts->kernel.empty() && k.name != opts->kernel) continue;
                 found = true;
-                std::optional<kir::GemmEpilogueSource> source;
-                if (epilogue) {
-                  const auto& b = c.plan.steps[i + 1].bindings;
-                  source.emplace(kir::GemmEpilogueSource{
-                      *epilogue, static_cast<int32_t>(std::find(b.begin(), b.end(), gs.c) - b.begin())});
-                  if (source->product_param == static_cast<int32_t>(b.size())) source->product_param = -1;
-                }
-                out += fmt::format("// ---- gemm buf{} = buf{} x buf{}{} ----\n", gs.c, gs.a, gs.b,
-                                   epilogue ? fmt::format(", epilogue @{} in registers", epilogue->name) : "");
-                out += kir::opencl_gemm_source(gs, source ? &*source : nullptr,
-                                               !epilogue || gemm_product_read_after_epilogue(c.plan, i), "gemm",
-                                               backend.capabilities());
+                out += fmt::format("{} ---- kernel @{} ----\n", comment, k.name);
+                show(kir::glsl_source(k, c.plan.schedules[i], caps), k.name);
               }
+              for_each_gemm(c.plan, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
+                out += gemm_header(comment, gemm, e);
+                show(kir::glsl_gemm_source(gemm, e, store, caps), "gemm");
+              });
             } else {
               out = fmt::format("; target: {}\n", cpu_target_description());
               for (size_t i = 0; i < c.plan.kernels.size(); ++i) {

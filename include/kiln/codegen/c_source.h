@@ -7,6 +7,7 @@
 // `global_size` work-items in groups of `local_size`.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,6 +34,10 @@ struct GemmEpilogueSource {
   const Kernel& kernel;
   int32_t product_param = -1;
 };
+/// The epilogue a device computes inside GEMM step `step` of `plan`: the next step's kernel
+/// when gemm_epilogue_iterations_per_row allows it, with the parameter it reads the product
+/// through (-1: none); nullopt when the GEMM has none.
+std::optional<GemmEpilogueSource> gemm_epilogue_source(const LaunchPlan& plan, size_t step);
 /// A GEMM step (`g`, run as the GPU form of `g.schedule`) as an OpenCL C program of one
 /// kernel named `name`: work-group tiles in local memory, a register block per work-item,
 /// launched as (tiles of C) x (batch) work-groups of `g.schedule.local_size()` work-items. Its
@@ -40,6 +45,16 @@ struct GemmEpilogueSource {
 /// C is not written (only the epilogue's outputs are read later).
 std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                                std::string_view name, const Capabilities& caps);
+/// GLSL 4.50 for Vulkan (codegen/glsl_dialect.cpp): a compute shader of one kernel, named
+/// `main` as GLSL requires. Buffers are std430 storage blocks at bindings 0, 1... of set 0
+/// (Kernel::buffers order, bool as uint8_t), scalars push constants in Kernel::scalars order
+/// (bool as uint), the work-group size specialization constant 0. Throws kiln::Error naming
+/// the function for what GLSL cannot compute (exp, log, tanh, sin, cos, pow, erf on f64).
+std::string glsl_source(const Kernel& k, const Schedule& s, const Capabilities& caps);
+/// A GEMM step as a GLSL compute shader: opencl_gemm_source's kernel in the GLSL dialect.
+std::string glsl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
+                             const Capabilities& caps);
+
 /// The work-groups opencl_gemm_source's kernel runs in.
 int64_t gemm_work_groups(const LaunchPlan::Gemm& g);
 

@@ -2,15 +2,18 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "kiln/codegen/lower.h"
+#include "kiln/codegen/schedule.h"
 #include "kiln/engine/device.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln {
 
 class Backend;
+struct PassInfo;
 
 /// The optimized graph (the target's pipeline: -O1's clean-up, the backend's extra passes,
 /// then fusion: -O2 with the target's additions)
@@ -21,6 +24,10 @@ struct Compilation {
   LaunchPlan plan;
 };
 Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated = {});
+/// The same for a target given by its capabilities and extra passes, with no device at hand
+/// (a code generator's tests).
+Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* const> extra_passes, const Graph& g,
+                          const std::vector<bool>& donated = {});
 
 /// Executables in `device`'s plan cache (0 for the interpreter), and its capacity
 /// (KILN_PLAN_CACHE_SIZE, default 1024).
