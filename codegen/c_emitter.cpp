@@ -14,9 +14,9 @@
 // element of a row, and constants once per work-item.
 //
 // Rounding: f32 division, square roots and the libm functions outside the VectorMath trait
-// (sin, cos, pow) are computed in double and rounded once when the device has doubles, as the
-// interpreter computes them, and so is sigmoid (its f32 exp overflows where the result is a
-// subnormal); exp, log, tanh and erf use the device's f32 versions (the differential oracle
+// (sin, cos, pow) are computed in double and rounded once when the device has doubles and the
+// language the double function (GLSL has no double exp, sin, cos or pow), as the interpreter
+// computes them, and so is sigmoid (its f32 exp overflows where the result is a subnormal); exp, log, tanh and erf use the device's f32 versions (the differential oracle
 // compares them with a tolerance). f32 sums and products accumulate in double when the
 // device has it, for the interpreter's range.
 #include "c_dialect.h"
