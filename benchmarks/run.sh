@@ -42,6 +42,8 @@ peers=${PEERS_DIR:-../shared/peers}
 for run in $(seq "${RUNS:-3}"); do
   echo "run.sh: matmul workloads, run $run" >&2
   build-release/bin/kiln_matmul_bench
+  # The attention-shaped product's peer: OpenBLAS sgemm once per batch.
+  if [[ -x build-release/bin/kiln_openblas_peer ]]; then build-release/bin/kiln_openblas_peer --threads 2; fi
   if [[ -f $peers/cpp/bench_hand.cpp ]]; then
     mkdir -p build-release/peers
     [[ -x build-release/peers/bench_hand ]] ||
