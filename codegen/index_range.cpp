@@ -49,9 +49,10 @@ std::vector<bool> index_instructions(const Kernel& k) {
   std::vector<bool> index(n, false);
   for (size_t i = 0; i < n; ++i) index[i] = index_shaped(k.insts[i], index);
   // Uses that keep a value a position: load offsets, store offsets, other positions, and
-  // comparisons whose sides are both positions. Anything else (arithmetic on data, a store
-  // of the value itself, rand's element number) needs the full i64, and so, transitively,
-  // does nothing: the operands of an excluded instruction only lose a narrower-type user.
+  // comparisons whose sides are both positions. Any other use (arithmetic on data, a store
+  // of the value itself, rand's element number) needs the full i64, and so do the operands
+  // of a value computed in i64 (hence the fixpoint). A narrowed value may still have an
+  // operand that other uses keep in i64: the emitter converts it there.
   bool changed = true;
   while (changed) {
     changed = false;
