@@ -180,7 +180,8 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
     for (Inst& in : shifted.insts)
       if (in.code == Code::Load) in.buffer += 3;
     for (Store& st : shifted.stores) st.buffer += 3;
-    point = emit_c_point(shifted, caps_, d_, helpers, 3, epilogue_->product_param + 3, "product");
+    const int replaced = epilogue_->product_param >= 0 ? epilogue_->product_param + 3 : -1;
+    point = emit_c_point(shifted, caps_, d_, helpers, 3, replaced, "product");
   }
   line(1, fmt::format("for ({0} e = 0; e < {1}; e += 1) {{", i64, per_item));
   line(2, fmt::format("{3}{0} i = e / {1}, j = (e % {1}) / {2}, lane = e % {2};", i64, lit(s_.nr), lit(vw), d_.let()));

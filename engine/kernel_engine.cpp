@@ -133,8 +133,7 @@ class KernelEngine final : public Engine {
     if (dump.wants("kernel")) dump.write(stem + ".kernel.txt", c.plan.str());
     exe->plan = std::move(c.plan);
     exe->kernels = backend_.compile_all(exe->plan.kernels, exe->plan.schedules);
-    for (size_t i = 0; i < exe->plan.steps.size(); ++i)
-    {
+    for (size_t i = 0; i < exe->plan.steps.size(); ++i) {
       exe->epilogue_per_row.push_back(gemm_epilogue_iterations_per_row(exe->plan, i));
       exe->product_read_later.push_back(exe->plan.steps[i].kernel >= 0 || exe->epilogue_per_row.back() == 0 ||
                                         gemm_product_read_after_epilogue(exe->plan, i));

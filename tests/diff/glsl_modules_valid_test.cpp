@@ -2,7 +2,6 @@
 // graphs and the peer workloads, printed as a Vulkan compute shader for a GPU's
 // capabilities, compiles with shaderc and passes SPIRV-Tools' validator. (Running them is
 // the Vulkan device's part; this checks the second dialect of the one C-family emitter.)
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -58,15 +57,9 @@ void check_graph(const Graph& g, const std::string& name, Tally& t) {
     const LaunchPlan::Step& step = c.plan.steps[i];
     if (step.kernel >= 0) continue;
     ++t.gemms;
-    const bool fused = gemm_epilogue_iterations_per_row(c.plan, i) > 0;
-    const kir::Kernel* epilogue = fused ? &c.plan.kernels[static_cast<size_t>(c.plan.steps[i + 1].kernel)] : nullptr;
-    std::optional<kir::GemmEpilogueSource> source;
-    if (epilogue) {
-      const auto& b = c.plan.steps[i + 1].bindings;
-      source.emplace(kir::GemmEpilogueSource{*epilogue, static_cast<int32_t>(std::find(b.begin(), b.end(), step.gemm.c) - b.begin())});
-      if (source->product_param == static_cast<int32_t>(b.size())) source->product_param = -1;
-    }
-    check_module([&] { return kir::glsl_gemm_source(step.gemm, source ? &*source : nullptr, true, caps); },
+    const std::optional<kir::GemmEpilogueSource> epilogue = kir::gemm_epilogue_source(c.plan, i);
+    const bool store = !epilogue || gemm_product_read_after_epilogue(c.plan, i);
+    check_module([&] { return kir::glsl_gemm_source(step.gemm, epilogue ? &*epilogue : nullptr, store, caps); },
                  fmt::format("{}/gemm{}", name, i), t);
   }
 }

@@ -10,6 +10,15 @@
 namespace kiln {
 namespace {
 
+// A work-group device, as default_schedule sees one.
+Capabilities gpu() {
+  Capabilities c;
+  c.local_memory = true;
+  c.max_work_group = 256;
+  c.fp64 = true;
+  return c;
+}
+
 kir::Kernel only_kernel(const std::string& text) {
   const Graph fused = run_pipeline(test::parse_or_fail(text), pipeline_for_level(2)).take();
   LaunchPlan plan = lower_to_kernels(fused, plan_memory(fused));
@@ -23,10 +32,7 @@ TEST(IndexRange, RowsOfTheWorkloadsFit) {
       "  %s = reduce_sum %x {axes = [1]} : f32[4096]\n"
       "  return %s\n}");
   EXPECT_TRUE(kir::index_fits_32(k)) << k.str();
-  Capabilities gpu;
-  gpu.local_memory = true;
-  gpu.max_work_group = 256;
-  EXPECT_EQ(kir::default_schedule(k, gpu).index_bits, 32);
+  EXPECT_EQ(kir::default_schedule(k, gpu()).index_bits, 32);
   EXPECT_EQ(kir::default_schedule(k, Capabilities{}).index_bits, 64);  // cpu: LLVM keeps i64
 }
 
@@ -71,13 +77,9 @@ TEST(IndexRange, APositionUsedAsDataStaysI64) {
   const std::vector<bool> index = kir::index_instructions(k);
   ASSERT_EQ(k.stores.size(), 1u);
   EXPECT_FALSE(index[static_cast<size_t>(k.stores[0].value)]) << k.str();
-  Capabilities gpu;
-  gpu.local_memory = true;
-  gpu.max_work_group = 256;
-  gpu.fp64 = true;
-  const kir::Schedule s = kir::default_schedule(k, gpu);
+  const kir::Schedule s = kir::default_schedule(k, gpu());
   ASSERT_EQ(s.index_bits, 32);
-  const std::string src = kir::opencl_source(k, s, gpu);
+  const std::string src = kir::opencl_source(k, s, gpu());
   EXPECT_NE(src.find("const int it = (int)get_global_id(0);"), std::string::npos) << src;
   EXPECT_NE(src.find("const long v"), std::string::npos) << src;
 }
