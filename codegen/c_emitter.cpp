@@ -17,7 +17,8 @@
 // (sin, cos, pow) are computed in double and rounded once when the device has doubles and the
 // language the double function (GLSL has no double exp, sin, cos or pow), as the interpreter
 // computes them, and so is sigmoid (its f32 exp overflows where the result is a subnormal); exp, log, tanh and erf use the device's f32 versions (the differential oracle
-// compares them with a tolerance). f32 sums and products accumulate in double when the
+// compares them with a tolerance), or the dialect's own where the language's are too loose
+// (GLSL: kiln_exp..., codegen/glsl_dialect.cpp). f32 sums and products accumulate in double when the
 // device has it, for the interpreter's range.
 #include "c_dialect.h"
 
@@ -207,8 +208,14 @@ std::string CEmitter::cast_expr(std::string_view x, DType from, DType to) {
   }
   if (is_integer(from)) {
     // i64 to f32 through f64, as the interpreter converts (rounding twice can differ from once).
-    if (from == DType::I64 && to == DType::F32 && fp64_)
+    if (from == DType::I64 && to == DType::F32 && fp64_) {
+      // A dialect whose compilers fold the two conversions into one has a helper for it.
+      if (!d_.helper("kiln_i64_to_f32").empty()) {
+        helpers_.insert("kiln_i64_to_f32");
+        return fmt::format("kiln_i64_to_f32({})", x);
+      }
       return d_.convert(d_.convert(x, d_.type(DType::F64)), ty);
+    }
     return d_.convert(x, ty);
   }
   if (is_integer(to)) return d_.float_to_int(x, from, to);
@@ -238,7 +245,13 @@ std::string CEmitter::op_expr(const Inst& in) {
     }
     return fmt::format(fmt::runtime(fn_expr_fmt), a[0], a.size() > 1 ? a[1] : "", d_.type(in.type));
   };
-  auto math = [&](std::string_view fn) { return d_.math(fn, in_double(fn) ? DType::F64 : in.type); };
+  // The dialect's name for `fn` on `t`; its own helpers (GLSL's kiln_sin...) are emitted once.
+  auto dialect_math = [&](std::string_view fn, DType t) {
+    std::string name = d_.math(fn, t);
+    if (name.starts_with("kiln_")) helpers_.insert(name);
+    return name;
+  };
+  auto math = [&](std::string_view fn) { return dialect_math(fn, in_double(fn) ? DType::F64 : in.type); };
   const std::string zero = f ? d_.float_literal(0, at) : at == DType::Bool ? "false" : d_.int_literal(0, at);
   switch (op) {
     case OpKind::Neg: return f ? fmt::format("(-{})", a[0]) : wrap('-', zero, a[0], at);
@@ -260,15 +273,17 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Log:
     case OpKind::Tanh:
     case OpKind::Erf: {
-      const std::string fn = d_.math(op_info(op).name, in.type);
-      if (fn.starts_with("kiln_")) helpers_.insert(fn);  // the dialect's own (GLSL's erf)
-      return fmt::format("{}({})", fn, a[0]);
+      return fmt::format("{}({})", dialect_math(op_info(op).name, in.type), a[0]);
     }
     case OpKind::Sigmoid: {
       // In double where the device has it: an f32 exp(-x) overflows for x < -88 where the
       // result is still a subnormal.
       const DType w = in_double("exp") ? DType::F64 : in.type;
-      return via_double(fmt::format("({1} / ({1} + {0}(-{{0}})))", d_.math("exp", w), d_.float_literal(1, w)), "exp");
+      const std::string e = dialect_math("exp", w);
+      if (w == DType::F32)  // far left, e^-x overflows; there sigmoid(x) is e^x within an ulp
+        return fmt::format("({0} < {1} ? {2}({0}) : {3} / ({3} + {2}(-{0})))", a[0], d_.float_literal(-20, w), e,
+                           d_.float_literal(1, w));
+      return via_double(fmt::format("({1} / ({1} + {0}(-{{0}})))", e, d_.float_literal(1, w)), "exp");
     }
     case OpKind::Add: return f ? fmt::format("({} + {})", a[0], a[1]) : wrap('+', a[0], a[1], at);
     case OpKind::Sub: return f ? fmt::format("({} - {})", a[0], a[1]) : wrap('-', a[0], a[1], at);
@@ -276,10 +291,10 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Div: return via_double("({0} / {1})", "");
     case OpKind::Pow: {
       if (f) return via_double(fmt::format("{}({{0}}, {{1}})", math("pow")), "pow");
-      helpers_.insert("ipow");
-      const std::string i64 = d_.type(DType::I64);
-      const std::string r = fmt::format("kiln_ipow({}, {})", d_.convert(a[0], i64), d_.convert(a[1], i64));
-      return at == DType::I64 ? r : cast_expr(r, DType::I64, at);
+      // In the operands' own width: products wrap modulo 2^32 as the interpreter's i64
+      // products wrapped to i32 do (and lavapipe mis-sign-extends in the widened form).
+      helpers_.insert(at == DType::I64 ? "ipow_i64" : "ipow_i32");
+      return fmt::format("kiln_ipow_{}({}, {})", dtype_name(at), a[0], a[1]);
     }
     case OpKind::Max:
     case OpKind::Min: {
@@ -588,22 +603,27 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
           "}}\n",
           q, ty, max ? "max" : "min", dtype_name(t), d_.is_nan("a"), d_.is_nan("b"), d_.sign_bit("a", t),
           max ? "b" : "a", max ? "a" : "b", max ? ">" : "<");
-    } else if (h == "ipow") {
-      const std::string l = d_.type(DType::I64), u = d_.unsigned_type(DType::I64);
+    } else if (h.starts_with("ipow_")) {
+      const DType t = h == "ipow_i64" ? DType::I64 : DType::I32;
+      const std::string l = d_.type(t), u = d_.unsigned_type(t);
       // Square-and-multiply on unsigned bits (wraps); a negative exponent gives 0 unless
       // the base is 1 or -1.
+      // Literals typed as the operands (GLSL converts no int literal to int64_t implicitly
+      // in every position).
+      const std::string zero = d_.int_literal(0, t), one = d_.int_literal(1, t), minus_one = d_.int_literal(-1, t),
+                        uone = d_.convert(one, u), uzero = d_.convert(zero, u);
       out += fmt::format(
-          "{0}{1} kiln_ipow({1} base, {1} e) {{\n"
-          "  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) != 0 ? -1 : 1) : 0;\n"
-          "  {2} r = 1, b = {3};\n"
-          "  for ({2} n = {4}; n != 0; n >>= 1) {{\n"
-          "    if ((n & 1) != 0) r *= b;\n"
+          "{0}{1} kiln_ipow_{11}({1} base, {1} e) {{\n"
+          "  if (e < {6}) return base == {7} ? {7} : base == {8} ? ((e & {7}) != {6} ? {8} : {7}) : {6};\n"
+          "  {2} r = {9}, b = {3};\n"
+          "  for ({2} n = {4}; n != {10}; n >>= 1) {{\n"
+          "    if ((n & {9}) != {10}) r *= b;\n"
           "    b *= b;\n"
           "  }}\n"
           "  return {5};\n"
           "}}\n",
-          q, l, u, d_.bitcast("base", DType::I64, true), d_.bitcast("e", DType::I64, true),
-          d_.bitcast("r", DType::I64, false));
+          q, l, u, d_.bitcast("base", t, true), d_.bitcast("e", t, true), d_.bitcast("r", t, false), zero, one, minus_one,
+          uone, uzero, dtype_name(t));
     } else if (h.starts_with("kiln_")) {
       out += d_.helper(h);
     }

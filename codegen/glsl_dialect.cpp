@@ -35,6 +35,175 @@ bool is_double_only_in_opencl(std::string_view fn) {
   return fn == "exp" || fn == "log" || fn == "tanh" || fn == "sin" || fn == "cos" || fn == "pow" || fn == "erf";
 }
 
+// ---- f32 math of kiln's own (GlslDialect::math) ----
+// exp, log and tanh: the cpu backend's algorithms (backends/cpu/vector_math.cpp: the same
+// range reductions, coefficients and special cases), so the two devices agree.
+// exp in double (kiln_exp_f64, shared with pow), rounded once: the f32 algorithm of the
+// cpu backend lost up to 8 ulp on lavapipe near |x| = 9.
+constexpr const char* kExpF64 =
+    "#ifndef KILN_EXP_F64\n"
+    "#define KILN_EXP_F64\n"
+    "double kiln_exp_f64(double z) {  // for z in [-104, 89]: Taylor to t^12 on |t| <= ln2/2\n"
+    "  const double c[13] = double[13](1.0lf, 1.0lf, 0.5lf, 0.16666666666666666lf, 0.041666666666666664lf, 0.008333333333333333lf,\n"
+    "                                  0.001388888888888889lf, 0.0001984126984126984lf, 2.48015873015873e-05lf, 2.7557319223985893e-06lf, 2.755731922398589e-07lf, 2.505210838544172e-08lf, 2.08767569878681e-09lf);\n"
+    "  precise double n = roundEven(z * 1.4426950408889634lf);\n"
+    "  precise double t = (z - n * 0.6931471803691238lf) - n * 1.9082149292705877e-10lf;\n"
+    "  precise double p = c[12];\n"
+    "  for (int k = 11; k >= 0; --k) p = p * t + c[k];\n"
+    "  return p * ldexp(1.0lf, int(n));\n"
+    "}\n"
+    "#endif\n";
+constexpr const char* kExpF32 =
+    "float kiln_exp(float x) {\n"
+    "  if (isnan(x)) return x;\n"
+    "  if (x > 89.0) return uintBitsToFloat(0x7f800000u);\n"
+    "  if (x < -104.0) return 0.0;\n"
+    "  return float(kiln_exp_f64(double(x)));\n"
+    "}\n";
+constexpr const char* kLogF32 =
+    "float kiln_log(float x) {\n"
+    "  if (isnan(x)) return x;\n"
+    "  if (x == 0.0) return uintBitsToFloat(0xff800000u);\n"
+    "  if (x < 0.0) return uintBitsToFloat(0x7fc00000u);\n"
+    "  if (isinf(x)) return x;\n"
+    "  bool tiny = x < 1.17549435e-38;  // subnormal: scaled into the normal range first\n"
+    "  precise float xs = tiny ? x * 8388608.0 : x;\n"
+    "  uint bits = floatBitsToUint(xs);\n"
+    "  int e = int(bits >> 23) - (tiny ? 149 : 126);\n"
+    "  precise float m = uintBitsToFloat((bits & 0x807fffffu) | 0x3f000000u);  // in [0.5, 1)\n"
+    "  bool small = m < 0.707106781186547524;\n"
+    "  precise float ef = small ? float(e) - 1.0 : float(e);\n"
+    "  precise float z = small ? (m + m) - 1.0 : m - 1.0;\n"
+    "  precise float z2 = z * z;\n"
+    "  precise float y = 7.0376836292E-2;\n"
+    "  y = fma(y, z, -1.1514610310E-1); y = fma(y, z, 1.1676998740E-1); y = fma(y, z, -1.2420140846E-1);\n"
+    "  y = fma(y, z, 1.4249322787E-1); y = fma(y, z, -1.6668057665E-1); y = fma(y, z, 2.0000714765E-1);\n"
+    "  y = fma(y, z, -2.4999993993E-1); y = fma(y, z, 3.3333331174E-1);\n"
+    "  y = (y * z) * z2;\n"
+    "  y = fma(ef, -2.12194440e-4, y);\n"
+    "  y = fma(z2, -0.5, y);\n"
+    "  precise float r = z + y;\n"
+    "  return fma(ef, 0.693359375, r);\n"
+    "}\n";
+constexpr const char* kTanhF32 =
+    "float kiln_tanh(float x) {\n"
+    "  if (isnan(x)) return x;\n"
+    "  float ax = abs(x);\n"
+    "  if (ax > 9.0) return x > 0.0 ? 1.0 : -1.0;  // rounds to +-1 (also the infinities)\n"
+    "  if (ax < 0.0004) return x;\n"
+    "  precise float xc = min(max(x, -7.90531110763549805), 7.90531110763549805);\n"
+    "  precise float x2 = xc * xc;\n"
+    "  precise float p = -2.76076847742355e-16;\n"
+    "  p = fma(p, x2, 2.00018790482477e-13); p = fma(p, x2, -8.60467152213735e-11); p = fma(p, x2, 5.12229709037114e-08);\n"
+    "  p = fma(p, x2, 1.48572235717979e-05); p = fma(p, x2, 6.37261928875436e-04); p = fma(p, x2, 4.89352455891786e-03);\n"
+    "  p = xc * p;\n"
+    "  precise float q = 1.19825839466702e-06;\n"
+    "  q = fma(q, x2, 1.18534705686654e-04); q = fma(q, x2, 2.26843463243900e-03); q = fma(q, x2, 4.89352518554385e-03);\n"
+    "  return p / q;\n"
+    "}\n";
+// sin, cos and pow on f32 are computed in double and rounded once, as the interpreter
+// computes them (GLSL's double has arithmetic but no transcendental functions).
+// x * 2/pi modulo 4, exactly enough for every float: 2/pi in 28-bit chunks, so that each
+// product with x's 24 bits is exact in double, and each product's multiples of 4 drop out
+// exactly. Returns the remainder as an angle in [-pi/4, pi/4] and the quadrant in q.
+constexpr const char* kRemPio2 =
+    "#ifndef KILN_REM_PIO2\n"
+    "#define KILN_REM_PIO2\n"
+    "double kiln_rem_pio2(float x, out int q) {\n"
+    "  const double c[8] = double[8](0.6366197690367699lf, 3.3308114738561656e-09lf, 2.276010047810136e-18lf,\n"
+    "                                2.5268260189002822e-26lf, 1.6682867657019525e-34lf, 1.158871328288855e-43lf,\n"
+    "                                7.053959174404295e-52lf, 8.910067885731021e-60lf);\n"
+    "  precise double f = 0.0lf;\n"
+    "  for (int k = 0; k < 8; ++k) {\n"
+    "    precise double t = double(x) * c[k];\n"
+    "    f += t - 4.0lf * floor(t * 0.25lf);\n"
+    "  }\n"
+    "  f -= 4.0lf * floor(f * 0.25lf);\n"
+    "  precise double n = roundEven(f);\n"
+    "  q = int(n) & 3;\n"
+    "  return (f - n) * 1.5707963267948966lf;\n"
+    "}\n"
+    "#endif\n";
+constexpr const char* kSinCosF64 =
+    "#ifndef KILN_SIN_COS_F64\n"
+    "#define KILN_SIN_COS_F64\n"
+    "double kiln_sin_poly(double r) {  // |r| <= pi/4: Taylor series, error < 1e-14\n"
+    "  precise double r2 = r * r;\n"
+    "  precise double p = 1.6059043836821613e-10lf;\n"
+    "  p = p * r2 - 2.505210838544172e-08lf; p = p * r2 + 2.7557319223985893e-06lf; p = p * r2 - 1.984126984126984e-04lf;\n"
+    "  p = p * r2 + 8.333333333333333e-03lf; p = p * r2 - 1.6666666666666666e-01lf;\n"
+    "  return r + r * r2 * p;\n"
+    "}\n"
+    "double kiln_cos_poly(double r) {\n"
+    "  precise double r2 = r * r;\n"
+    "  precise double p = -1.1470745597729725e-11lf;\n"
+    "  p = p * r2 + 2.08767569878681e-09lf; p = p * r2 - 2.755731922398589e-07lf; p = p * r2 + 2.48015873015873e-05lf;\n"
+    "  p = p * r2 - 1.388888888888889e-03lf; p = p * r2 + 4.1666666666666664e-02lf; p = p * r2 - 0.5lf;\n"
+    "  return 1.0lf + r2 * p;\n"
+    "}\n"
+    "#endif\n";
+constexpr const char* kSinF32 =
+    "float kiln_sin(float x) {\n"
+    "  if (x == 0.0 || isnan(x)) return x;\n"
+    "  int q;\n"
+    "  double r = kiln_rem_pio2(x, q);\n"
+    "  double s = (q & 1) == 0 ? kiln_sin_poly(r) : kiln_cos_poly(r);\n"
+    "  return float(q >= 2 ? -s : s);\n"
+    "}\n";
+constexpr const char* kCosF32 =
+    "float kiln_cos(float x) {\n"
+    "  if (isnan(x)) return x;\n"
+    "  int q;\n"
+    "  double r = kiln_rem_pio2(x, q);\n"
+    "  double s = (q & 1) == 0 ? kiln_cos_poly(r) : kiln_sin_poly(r);\n"
+    "  return float(q == 1 || q == 2 ? -s : s);\n"
+    "}\n";
+// pow(x, y) = 2^(y log2 |x|) in double: log through atanh's series on the mantissa in
+// [sqrt(1/2), sqrt(2)), exp through a Taylor series on [-ln2/2, ln2/2]; the special cases
+// of C's pow first.
+constexpr const char* kPowF32 =
+    "float kiln_pow(float x, float y) {\n"
+    "  if (y == 0.0 || x == 1.0) return 1.0;\n"
+    "  if (isnan(x) || isnan(y)) return x + y;\n"
+    "  bool y_int = floor(y) == y, y_odd = y_int && abs(y) < 16777216.0 && floor(y * 0.5) != y * 0.5;\n"
+    "  if (x == -1.0 && isinf(y)) return 1.0;\n"
+    "  if (x < 0.0 && !y_int) return uintBitsToFloat(0x7fc00000u);\n"
+    "  float ax = abs(x);\n"
+    "  precise double l;\n"
+    "  if (ax == 0.0) l = -1.0lf / 0.0lf;\n"
+    "  else if (isinf(ax)) l = 1.0lf / 0.0lf;\n"
+    "  else {\n"
+    "    int e;\n"
+    "    precise double m = double(frexp(ax, e));  // [0.5, 1)\n"
+    "    if (m < 0.7071067811865476lf) { m *= 2.0lf; e -= 1; }\n"
+    "    precise double s = (m - 1.0lf) / (m + 1.0lf), s2 = s * s;\n"
+    "    precise double a = 1.0lf / 23.0lf;\n"
+    "    for (int k = 21; k >= 1; k -= 2) a = a * s2 + 1.0lf / double(k);\n"
+    "    l = 2.0lf * s * a + double(e) * 0.6931471805599453lf;\n"
+    "  }\n"
+    "  precise double z = double(y) * l;\n"
+    "  float r = z > 89.0lf ? uintBitsToFloat(0x7f800000u) : z < -104.0lf ? 0.0 : float(kiln_exp_f64(z));\n"
+    "  return x < 0.0 && y_odd ? -r : r;\n"
+    "}\n";
+// i64 to f32 through f64 as the interpreter converts: rounding twice can differ from once,
+// and a float(double(x)) conversion chain is folded into one by some compilers. The
+// rounding to 53 bits is done on the integer, whose conversion to float is then exact
+// enough to round once.
+constexpr const char* kI64ToF32 =
+    "float kiln_i64_to_f32(int64_t x) {\n"
+    "  uint64_t u = uint64_t(x < 0l ? -x : x);\n"
+    "  uint hi = uint(u >> 32);\n"
+    "  int msb = hi != 0u ? findMSB(hi) + 32 : findMSB(uint(u));\n"
+    "  if (msb > 52) {\n"
+    "    int shift = msb - 52;\n"
+    "    uint64_t unit = uint64_t(1) << shift, rem = u & (unit - uint64_t(1)), half_unit = unit >> 1;\n"
+    "    u -= rem;\n"
+    "    if (rem > half_unit || (rem == half_unit && (u & unit) != uint64_t(0))) u += unit;\n"
+    "  }\n"
+    "  float f = float(u);\n"
+    "  return x < 0l ? -f : f;\n"
+    "}\n";
+
 class GlslDialect final : public CDialect {
  public:
   std::string type(DType t) const override {
@@ -99,12 +268,24 @@ class GlslDialect final : public CDialect {
                               "(cast to f32 first)",
                               fn, fn));
     if (fn == "fabs") return "abs";
-    if (fn == "erf") return "kiln_erf";
+    // f32 transcendental functions are kiln's own: Vulkan allows exp 3 + 2|x| ulp, sin and
+    // cos an absolute 2^-11 inside [-pi, pi] and anything outside, and lavapipe uses that
+    // freedom (tanh(0.001) 16 ulp off, sin(1e5) = -1).
+    if (t == DType::F32 && (fn == "exp" || fn == "log" || fn == "tanh" || fn == "erf" || fn == "sin" || fn == "cos" ||
+                            fn == "pow"))
+      return fmt::format("kiln_{}", fn);
     return std::string(fn);
   }
   bool double_math(std::string_view fn) const override { return !is_double_only_in_opencl(fn); }
 
   std::string helper(std::string_view name) const override {
+    if (name == "kiln_exp") return std::string(kExpF64) + kExpF32;
+    if (name == "kiln_log") return kLogF32;
+    if (name == "kiln_tanh") return kTanhF32;
+    if (name == "kiln_sin") return std::string(kRemPio2) + kSinCosF64 + kSinF32;
+    if (name == "kiln_cos") return std::string(kRemPio2) + kSinCosF64 + kCosF32;
+    if (name == "kiln_pow") return std::string(kExpF64) + kPowF32;
+    if (name == "kiln_i64_to_f32") return kI64ToF32;
     if (name != "kiln_erf") return "";
     // erf on f32: the cpu backend's rational approximation (backends/cpu/vector_math.cpp,
     // erf_f32, same coefficients and clamps), since GLSL has no erf. NaN is returned first:

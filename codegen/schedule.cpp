@@ -138,8 +138,15 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     s.local_size = fit;
   }
   const int64_t items = s.reduction == ReductionStrategy::WorkGroupTree ? s.iterations * s.local_size : s.iterations;
-  s.global_size = (items + s.local_size - 1) / s.local_size * s.local_size;
+  int64_t groups = (items + s.local_size - 1) / s.local_size;
   s.elements_per_item = 1;
+  // Past the device's work-group limit, each work-group (each work-item, a row per item)
+  // walks several rows: the emitter's grid-stride loop.
+  if (caps.max_work_groups > 0 && groups > caps.max_work_groups) {
+    s.elements_per_item = (groups + caps.max_work_groups - 1) / caps.max_work_groups;
+    groups = (groups + s.elements_per_item - 1) / s.elements_per_item;
+  }
+  s.global_size = groups * s.local_size;
   // Work-item devices compute positions in 32 bits where that is exact; the cpu backend's
   // LLVM code keeps i64 (its address arithmetic is native).
   if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;

@@ -10,6 +10,7 @@ std::string Device::str() const {
     case Kind::Cpu: return "cpu";
     case Kind::Interp: return "interp";
     case Kind::OpenCL: return fmt::format("opencl:{}", index);
+    case Kind::Vulkan: return fmt::format("vulkan:{}", index);
   }
   return "?";
 }

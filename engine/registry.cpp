@@ -11,6 +11,7 @@
 #include "kernel_engine.h"
 #include "kiln/backend/cpu.h"
 #include "kiln/backend/opencl.h"
+#include "kiln/backend/vulkan.h"
 #include "kiln/engine/compile.h"
 #include "kiln/support/error.h"
 
@@ -26,13 +27,15 @@ struct DeviceKind {
   std::unique_ptr<Engine> (*make)(int index);
 };
 
-const std::array<DeviceKind, 3> kKinds{{
+const std::array<DeviceKind, 4> kKinds{{
     {Device::Kind::Cpu, "cpu", false, [] { return size_t{1}; },
      [](int) { return engine::make_kernel_engine(Device::cpu(), cpu_backend()); }},
     {Device::Kind::Interp, "interp", false, [] { return size_t{1}; },
      [](int) { return engine::make_interpreter_engine(); }},
     {Device::Kind::OpenCL, "opencl", true, [] { return opencl_devices().size(); },
      [](int i) { return engine::make_kernel_engine(Device::opencl(i), opencl_backend(i)); }},
+    {Device::Kind::Vulkan, "vulkan", true, [] { return vulkan_devices().size(); },
+     [](int i) { return engine::make_kernel_engine(Device::vulkan(i), vulkan_backend(i)); }},
 }};
 
 size_t kind_index(Device device) {

@@ -14,6 +14,8 @@ packages=(
   llvm-19-dev llvm-19-tools libclang-19-dev clang-19 libclang-rt-19-dev libzstd-dev
   # Vulkan on lavapipe, shaderc, glslang, SPIRV-Tools
   libvulkan-dev mesa-vulkan-drivers libshaderc-dev glslang-dev glslang-tools spirv-tools
+  # the Khronos validation layer, which the tests run the vulkan device under
+  vulkan-validationlayers
   # OpenCL on PoCL
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
   # Libraries

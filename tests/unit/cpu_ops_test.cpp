@@ -14,6 +14,7 @@
 // run the vector loop and a scalar remainder. EveryOpIsCovered runs the other tests of this
 // file and fails when an op of ops.def appears in no graph they ran.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 
 #include <algorithm>
 #include <array>
@@ -200,10 +201,33 @@ int64_t ordered(float f) {
   return (u & 0x80000000u) ? -static_cast<int64_t>(u & 0x7fffffffu) : static_cast<int64_t>(u);
 }
 
+// Vulkan devices may flush f32 subnormals to zero (lavapipe does; shaders do not ask for
+// SPIR-V's DenormPreserve): a zero where the interpreter has a subnormal is that, not an error.
+bool flushes_f32_subnormals() { return test::device_under_test().kind == Device::Kind::Vulkan; }
+
+// GLSL has no double-precision exp, log, tanh, sin, cos, pow or erf: on Vulkan devices these
+// ops on f64 are a clear error (docs/backends.md), checked instead of the values.
+bool lacks_f64_math() { return test::device_under_test().kind == Device::Kind::Vulkan; }
+bool is_f64_math(const std::string& expr) {
+  for (const char* op : {"exp ", "log ", "tanh ", "sin ", "cos ", "pow ", "erf ", "sigmoid "})
+    if (expr.starts_with(op)) return true;
+  return false;
+}
+void expect_f64_math_error(const std::string& text) {
+  const Graph g = parse_or_fail(text);
+  try {
+    run_on_device_under_test(g, inputs_for(g, {Data::General}));
+    ADD_FAILURE() << "f64 math ran on " << test::device_under_test().str() << ":\n" << text;
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("GLSL has no double-precision")) << text;
+  }
+}
+
 bool close(const HostTensor& want, const HostTensor& got, int64_t k, const Tol& tol) {
   if (!is_float(want.dtype())) return want.get_int(k) == got.get_int(k);
   const double w = want.get_double(k), g = got.get_double(k);
   if (std::isnan(w) || std::isnan(g)) return std::isnan(w) && std::isnan(g);
+  if (want.dtype() == DType::F32 && g == 0 && std::fabs(w) < 0x1p-126 && flushes_f32_subnormals()) return true;
   const size_t es = dtype_size(want.dtype());
   if (std::memcmp(want.data() + k * es, got.data() + k * es, es) == 0)
     return true;  // bits, so -0.0 != 0.0
@@ -289,8 +313,16 @@ struct Row {
 /// Computes every row's `expr` from the parameters `params` ("%a: f32[37], %b: f32[37]") as
 /// a value of type `type` ("f32[37]"), concatenates them along a new axis 0 (one kernel) and
 /// compares row by row.
-void expect_rows(const std::string& params, const std::string& type, const std::vector<Row>& rows,
+void expect_rows(const std::string& params, const std::string& type, std::vector<Row> rows,
                  std::vector<Data> kinds = {Data::General}) {
+  if (lacks_f64_math() && type.starts_with("f64")) {
+    std::erase_if(rows, [&](const Row& r) {
+      if (!is_f64_math(r.expr)) return false;
+      expect_f64_math_error(fmt::format("graph @one({}) -> {} {{\n  %v = {} : {}\n  return %v\n}}\n", params, type, r.expr, type));
+      return true;
+    });
+    if (rows.empty()) return;
+  }
   const size_t bracket = type.find('[');
   const std::string dims = type.substr(bracket + 1, type.size() - bracket - 2);
   const std::string row_type =
@@ -981,10 +1013,11 @@ TEST(CpuMatmul, FloatWithEpilogue) {
       "  %y = relu %s : f32[5,7]\n"
       "  return %y\n}\n",
       {Data::Unit}, Tol{0, 1e-5, 37});
-  expect_same(
+  const std::string f64_epilogue =
       "graph @m(%a: f64[3,5,8], %b: f64[3,8,6]) -> (f64[3,5,6], f64[3,5,6]) {\n"
-      "  %m = matmul %a, %b : f64[3,5,6]\n  %t = tanh %m : f64[3,5,6]\n  return %m, %t\n}\n",
-      {Data::Unit}, Tol{0, 1e-13, 8});
+      "  %m = matmul %a, %b : f64[3,5,6]\n  %t = tanh %m : f64[3,5,6]\n  return %m, %t\n}\n";
+  if (lacks_f64_math()) return expect_f64_math_error(f64_epilogue);
+  expect_same(f64_epilogue, {Data::Unit}, Tol{0, 1e-13, 8});
 }
 
 TEST(CpuMatmul, BroadcastBatchAndTransposedOperand) {

@@ -25,15 +25,18 @@ struct CodegenOptions {
   bool unoptimized = false;
   std::string kernel;
   std::string output;
-  std::string device;  // default: cpu, or opencl:0 for --target opencl
+  std::string device;  // default: cpu, opencl:0 for --target opencl, a reference GPU for glsl|spirv
 };
 
 // The backend whose code is shown: --device, or the first device of the target's kind.
 Backend& backend_for(const CodegenOptions& o) {
   const Device d = !o.device.empty() ? Device::parse(o.device) : o.target == "opencl" ? Device::opencl(0) : Device::cpu();
   const bool wants_cpu = o.target == "llvm", wants_opencl = o.target == "opencl";
-  if ((wants_cpu && d.kind != Device::Kind::Cpu) || (wants_opencl && d.kind != Device::Kind::OpenCL))
-    throw Error(fmt::format("--target {} is generated for {} devices, not {}", o.target, wants_cpu ? "cpu" : "opencl:N", d.str()));
+  const bool wants_vulkan = o.target == "glsl" || o.target == "spirv";
+  if ((wants_cpu && d.kind != Device::Kind::Cpu) || (wants_opencl && d.kind != Device::Kind::OpenCL) ||
+      (wants_vulkan && d.kind != Device::Kind::Vulkan))
+    throw Error(fmt::format("--target {} is generated for {} devices, not {}", o.target,
+                            wants_cpu ? "cpu" : wants_opencl ? "opencl:N" : "vulkan:N", d.str()));
   Backend* b = engine_for(d).backend();
   if (!b) throw Error(fmt::format("{} generates no code (it interprets the graph)", d.str()));
   return *b;
@@ -67,24 +70,23 @@ Command add_codegen_command(CLI::App& app) {
   sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
   sub->add_option("--target", opts->target,
                   "What to print: kernel (Kernel IR and launch list), llvm (cpu), opencl (the OpenCL C program), "
-                  "glsl or spirv (Vulkan compute shaders, for a reference GPU)")
+                  "glsl or spirv (Vulkan compute shaders, for a reference GPU unless --device vulkan:N)")
       ->check(CLI::IsMember({"kernel", "llvm", "opencl", "glsl", "spirv"}))
       ->capture_default_str();
   sub->add_flag("--asm", opts->assembly, "With --target llvm: host assembly instead of LLVM IR");
   sub->add_flag("--no-opt", opts->unoptimized, "With --target llvm: LLVM IR as generated, before optimization");
   sub->add_option("--kernel", opts->kernel, "Only this kernel (by name, e.g. k0)");
   sub->add_option("-o,--output", opts->output, "Write here instead of stdout");
-  sub->add_option("--device", opts->device, "Compile for this device (default: cpu; opencl:0 with --target opencl)");
+  sub->add_option("--device", opts->device, "Compile for this device (default: cpu; opencl:0 with --target opencl; a reference GPU with "
+                  "--target glsl|spirv)");
   return {sub, [opts]() {
             const Graph g = load_graph(opts->file);
-            const bool vulkan_target = opts->target == "glsl" || opts->target == "spirv";
-            if (vulkan_target && !opts->device.empty())
-              throw Error(fmt::format("--target {} compiles for a reference GPU (no vulkan device exists yet); --device "
-                                      "does not apply",
-                                      opts->target));
+            // Without --device, GLSL and SPIR-V are generated for a reference GPU: the same
+            // text on every machine, Vulkan driver or not.
+            const bool reference_gpu = (opts->target == "glsl" || opts->target == "spirv") && opts->device.empty();
             Compilation c;
             Capabilities caps;
-            if (vulkan_target) {
+            if (reference_gpu) {
               caps = vulkan::reference_capabilities();
               const PassInfo* split[] = {find_pass("split-reductions")};  // as on opencl
               c = compile_graph(caps, split, g);

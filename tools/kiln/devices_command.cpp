@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "kiln/backend/cpu.h"
 #include "kiln/backend/opencl.h"
+#include "kiln/backend/vulkan.h"
 #include "kiln/engine/engine.h"
 
 namespace kiln::cli {
@@ -31,6 +32,20 @@ std::string describe(Device d) {
           bytes(i.max_allocation), bytes(i.local_memory), i.compute_units, i.max_work_group, i.fp64 ? "yes" : "no",
           i.int64 ? "yes" : "no", i.subgroups ? "yes" : "no", i.preferred_float_vector,
           i.correctly_rounded_divide_sqrt ? "yes" : "no");
+    }
+    case Device::Kind::Vulkan: {
+      const VulkanDeviceInfo& i = vulkan_devices().at(static_cast<size_t>(d.index));
+      std::string heaps;
+      for (const VulkanDeviceInfo::Heap& h : i.heaps)
+        heaps += fmt::format("{}{}{}", heaps.empty() ? "" : " + ", bytes(h.bytes), h.device_local ? " device-local" : "");
+      return fmt::format(
+          "{} ({})\n    driver {} {} ({}), Vulkan {}, pipeline cache {}\n"
+          "    memory heaps {}; one binding up to {}, {} shared, work-groups up to {} (at most {} per dispatch), "
+          "{} bytes of push constants\n"
+          "    fp64 {}, int64 {}, subgroup size {} ({})",
+          i.name, i.type, i.driver_name, i.driver_version, i.driver_info, i.api_version, i.uuid, heaps,
+          bytes(i.max_storage_buffer_range), bytes(i.max_shared_memory), i.max_work_group, i.max_work_group_count,
+          i.max_push_constants, i.fp64 ? "yes" : "no", i.int64 ? "yes" : "no", i.subgroup_size, i.subgroup_operations);
     }
   }
   return "?";

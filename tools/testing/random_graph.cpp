@@ -88,6 +88,15 @@ class Generator {
     return *c;
   }
 
+  // `v`, or `v` cast to f32 when it is f64 and the options exclude f64 math.
+  ValueId f32_unless_f64_math(ValueId v) {
+    const TensorType t = type(v);
+    if (opt_.f64_math || t.dtype != DType::F64) return v;
+    const TensorType to{DType::F32, t.shape};
+    add(OpKind::Cast, {v}, Graph::make_attrs(OpKind::Cast), &to);
+    return pool_.back();
+  }
+
   void step() {
     const ValueId x = operand();
     const TensorType tx = type(x);  // a copy: adding nodes moves the node array
@@ -98,7 +107,9 @@ class Generator {
                                 OpKind::Sin, OpKind::Cos, OpKind::Tanh, OpKind::Sigmoid, OpKind::Relu, OpKind::Erf,
                                 OpKind::Floor, OpKind::Ceil, OpKind::Not};
         const OpKind op = unary[pick(0, 14)];
-        add(op, {x});
+        const bool math = op != OpKind::Neg && op != OpKind::Abs && op != OpKind::Sqrt && op != OpKind::Rsqrt &&
+                          op != OpKind::Relu && op != OpKind::Floor && op != OpKind::Ceil && op != OpKind::Not;
+        add(op, {math ? f32_unless_f64_math(x) : x});
         if (chance(0.3)) add(op, {pool_.back()});
         break;
       }
@@ -106,9 +117,14 @@ class Generator {
       case 3: {  // binary arithmetic against a value or a planted splat
         const OpKind arith[] = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Max, OpKind::Min};
         const OpKind op = arith[pick(0, 6)];
-        const ValueId y = chance(0.5) ? splat_for(tx) : operand();
-        if (chance(0.5)) add(op, {x, y});
-        else add(op, {y, x});
+        ValueId y = chance(0.5) ? splat_for(tx) : operand();
+        ValueId xx = x;
+        if (op == OpKind::Pow) {
+          xx = f32_unless_f64_math(xx);
+          y = f32_unless_f64_math(y);
+        }
+        if (chance(0.5)) add(op, {xx, y});
+        else add(op, {y, xx});
         break;
       }
       case 4: {  // comparisons, logic, where

@@ -19,6 +19,9 @@ struct RandomGraphOptions {
   int max_rank = 3;
   int64_t max_dim = 4;
   bool zero_size = true;  // occasionally a dimension of 0
+  /// exp, log, tanh, sin, cos, sigmoid, erf and pow on f64 values; false casts such operands
+  /// to f32 first (for devices without them: GLSL has no f64 versions).
+  bool f64_math = true;
 };
 
 Graph random_graph(uint64_t seed, const RandomGraphOptions& options = {});

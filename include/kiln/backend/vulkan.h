@@ -1,5 +1,6 @@
-// kiln/backend/vulkan.h - the Vulkan backend's shader compiler: GLSL compute shaders (the
-// GLSL dialect of codegen/, kir::glsl_source) to SPIR-V, in-process.
+// kiln/backend/vulkan.h - the `vulkan:N` backends: GLSL compute shaders generated from the
+// Kernel IR (the GLSL dialect of codegen/, kir::glsl_source), compiled to SPIR-V in-process
+// by shaderc, run through the Vulkan loader (Mesa's lavapipe on machines without a GPU).
 #pragma once
 
 #include <cstdint>
@@ -8,9 +9,55 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/backend/backend.h"
 #include "kiln/codegen/schedule.h"
 
+namespace kiln {
+
+/// One Vulkan physical device, as `kiln devices` lists it. Devices are numbered in the order
+/// the loader reports them: `vulkan:0` is the first. Devices older than Vulkan 1.2 are not
+/// listed (kiln's shaders need its 8-bit storage and explicit arithmetic types).
+struct VulkanDeviceInfo {
+  std::string name;            // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string type;            // "cpu", "discrete gpu", "integrated gpu", "virtual gpu", "other"
+  std::string driver_name;     // "llvmpipe"
+  std::string driver_info;     // "Mesa 22.3.6 (LLVM 15.0.6)"
+  std::string driver_version;  // as the vendor encodes it ("0.0.1", "580.65.6")
+  std::string api_version;     // "1.3.230"
+  std::string uuid;            // pipelineCacheUUID, hex: what a driver's compiled code is valid for
+  uint32_t vendor_id = 0, device_id = 0;
+  struct Heap {
+    int64_t bytes = 0;
+    bool device_local = false;
+  };
+  std::vector<Heap> heaps;
+  int64_t max_storage_buffer_range = 0;  // bytes one storage-buffer binding may span
+  int64_t max_shared_memory = 0;         // bytes of `shared` per work-group
+  int64_t max_work_group = 0;            // invocations per work-group (x)
+  int64_t max_work_group_count = 0;      // work-groups per dispatch (x)
+  int64_t max_push_constants = 0;        // bytes
+  int subgroup_size = 0;
+  std::string subgroup_operations;  // "basic vote arithmetic ballot shuffle ..."
+  bool fp64 = false;
+  bool int64 = false;
+};
+
+/// Every Vulkan device this process can use (empty when no driver is installed). The first
+/// call creates the instance and enumerates them; the list does not change afterwards.
+const std::vector<VulkanDeviceInfo>& vulkan_devices();
+
+/// The backend of `vulkan:index`. Throws kiln::Error naming the devices that exist when the
+/// index is out of range, and the Vulkan error when the device fails to initialize.
+Backend& vulkan_backend(int index);
+
+}  // namespace kiln
+
 namespace kiln::vulkan {
+
+/// Whether KILN_VULKAN_VALIDATION=1 asked for the Khronos validation layer: every message
+/// it reports then fails the next synchronization of the device with a kiln::Error (the
+/// tests run so).
+bool validation_enabled();
 
 /// What `kiln codegen --target glsl|spirv` generates for while no Vulkan device is given: a
 /// discrete GPU's capabilities (fp64 and int64, local memory, work-groups up to 1024, 64

@@ -22,6 +22,9 @@ struct Capabilities {
   bool local_memory = false;  // work-group shared memory (tree reductions)
   int subgroup_size = 1;      // lanes that run in lockstep and can shuffle (1: none)
   int64_t max_work_group = 1;
+  /// Work-groups one launch may have (0: no limit; Vulkan guarantees 65535): beyond it each
+  /// work-item runs several iterations (`elements_per_item`).
+  int64_t max_work_groups = 0;
   int vector_bytes = 16;      // widest native vector register (CPU: 64 with AVX-512)
   int cores = 1;              // independent workers the launch can split across
   /// Work-groups run as loops on CPU cores (PoCL): a barrier splits the loop, so a tree

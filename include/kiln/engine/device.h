@@ -8,9 +8,9 @@
 namespace kiln {
 
 /// A device: `cpu` (the default), `interp` (the reference interpreter, always available),
-/// `opencl:N` (the N-th OpenCL device of the machine), and later `vulkan:N`.
+/// `opencl:N` (the N-th OpenCL device of the machine) and `vulkan:N` (the N-th Vulkan device).
 struct Device {
-  enum class Kind : uint8_t { Cpu, Interp, OpenCL };
+  enum class Kind : uint8_t { Cpu, Interp, OpenCL, Vulkan };
 
   Kind kind = Kind::Cpu;
   int index = 0;
@@ -18,7 +18,8 @@ struct Device {
   static Device cpu() { return {Kind::Cpu, 0}; }
   static Device interp() { return {Kind::Interp, 0}; }
   static Device opencl(int index = 0) { return {Kind::OpenCL, index}; }
-  /// "cpu", "interp", "opencl:N" ("opencl" is opencl:0); throws kiln::Error naming the
+  static Device vulkan(int index = 0) { return {Kind::Vulkan, index}; }
+  /// "cpu", "interp", "opencl:N" ("opencl" is opencl:0), "vulkan:N" ("vulkan" is vulkan:0); throws kiln::Error naming the
   /// devices that exist otherwise.
   static Device parse(std::string_view name);
 
