@@ -63,6 +63,14 @@ if build-release/bin/kiln devices | grep -q '^opencl:0'; then
   build-release/bin/kiln_workload_bench --impl kiln --device opencl:0 --only W1,W2,W3,W4,W5a,W5b >&2 || status=1
 fi
 
+# W1-W5b and the matmul workloads on vulkan:0 (lavapipe here: a correctness device; the
+# figures say what its driver costs); skipped without a Vulkan device.
+if build-release/bin/kiln devices | grep -q '^vulkan:0'; then
+  echo "run.sh: W1-W5b and the matmul workloads on vulkan:0" >&2
+  build-release/bin/kiln_workload_bench --impl kiln --device vulkan:0 --only W1,W2,W3,W4,W5a,W5b >&2 || status=1
+  build-release/bin/kiln_matmul_bench --device vulkan:0 --runs 5 || status=1
+fi
+
 # The matmul workloads on opencl:0 (PoCL here), then CLBlast on the same device, in
 # alternating processes; skipped without an OpenCL device or without CLBlast.
 if build-release/bin/kiln devices | grep -q '^opencl:0' && [[ -x build-release/bin/kiln_clblast_peer ]]; then
