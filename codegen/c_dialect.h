@@ -55,6 +55,9 @@ class CDialect {
   /// The definition of helper `name`, for the helpers the dialect supplies itself (a
   /// function `math` names `kiln_...` that the language lacks); "" for none.
   virtual std::string helper(std::string_view name) const { (void)name; return ""; }
+  /// The helper that divides two values of float type `t` where the language's `/` cannot be
+  /// trusted with IEEE 754's special values ("" for `/`).
+  virtual std::string divide(DType t) const { (void)t; return ""; }
 
   /// Vectors of `lanes` (2, 4, 8 or 16) elements of `t`: the type, `lanes` consecutive
   /// elements of `array` from element `index` (any alignment of the element type), `x` in

@@ -288,7 +288,12 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Add: return f ? fmt::format("({} + {})", a[0], a[1]) : wrap('+', a[0], a[1], at);
     case OpKind::Sub: return f ? fmt::format("({} - {})", a[0], a[1]) : wrap('-', a[0], a[1], at);
     case OpKind::Mul: return f ? fmt::format("({} * {})", a[0], a[1]) : wrap('*', a[0], a[1], at);
-    case OpKind::Div: return via_double("({0} / {1})", "");
+    case OpKind::Div: {
+      const std::string fn = d_.divide(in_double("") ? DType::F64 : in.type);
+      if (fn.empty()) return via_double("({0} / {1})", "");
+      helpers_.insert(fn);
+      return via_double(fn + "({0}, {1})", "");
+    }
     case OpKind::Pow: {
       if (f) return via_double(fmt::format("{}({{0}}, {{1}})", math("pow")), "pow");
       // In the operands' own width: products wrap modulo 2^32 as the interpreter's i64

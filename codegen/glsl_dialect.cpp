@@ -189,6 +189,23 @@ constexpr const char* kPowF32 =
 // and a float(double(x)) conversion chain is folded into one by some compilers. The
 // rounding to 53 bits is done on the integer, whose conversion to float is then exact
 // enough to round once.
+// f64 division with IEEE 754's special values spelled out: lavapipe divides doubles through
+// a reciprocal (Mesa's lowering), which gave 32.000007 for 1.0 / 0.0, a subnormal for
+// -1.0 / 0.0 and the wrong zero for 0.0 / -3.0, even under SignedZeroInfNanPreserve. f32
+// division runs through it too.
+constexpr const char* kDivF64 =
+    "double kiln_div_f64(double a, double b) {\n"
+    "  if (isnan(a) || isnan(b)) return a + b;\n"
+    "  bool negative = (int(unpackDouble2x32(a).y) < 0) != (int(unpackDouble2x32(b).y) < 0);\n"
+    "  double inf = packDouble2x32(uvec2(0u, negative ? 0xfff00000u : 0x7ff00000u));\n"
+    "  double zero = packDouble2x32(uvec2(0u, negative ? 0x80000000u : 0u));\n"
+    "  double nan = packDouble2x32(uvec2(0u, 0x7ff80000u));\n"
+    "  if (b == 0.0lf) return a == 0.0lf ? nan : inf;\n"
+    "  if (isinf(b)) return isinf(a) ? nan : zero;\n"
+    "  if (isinf(a)) return inf;\n"
+    "  if (a == 0.0lf) return zero;\n"
+    "  return a / b;\n"
+    "}\n";
 constexpr const char* kI64ToF32 =
     "float kiln_i64_to_f32(int64_t x) {\n"
     "  uint64_t u = uint64_t(x < 0l ? -x : x);\n"
@@ -276,6 +293,7 @@ class GlslDialect final : public CDialect {
       return fmt::format("kiln_{}", fn);
     return std::string(fn);
   }
+  std::string divide(DType t) const override { return t == DType::F64 ? "kiln_div_f64" : ""; }
   bool double_math(std::string_view fn) const override { return !is_double_only_in_opencl(fn); }
 
   std::string helper(std::string_view name) const override {
@@ -286,6 +304,7 @@ class GlslDialect final : public CDialect {
     if (name == "kiln_cos") return std::string(kRemPio2) + kSinCosF64 + kCosF32;
     if (name == "kiln_pow") return std::string(kExpF64) + kPowF32;
     if (name == "kiln_i64_to_f32") return kI64ToF32;
+    if (name == "kiln_div_f64") return kDivF64;
     if (name != "kiln_erf") return "";
     // erf on f32: the cpu backend's rational approximation (backends/cpu/vector_math.cpp,
     // erf_f32, same coefficients and clamps), since GLSL has no erf. NaN is returned first:

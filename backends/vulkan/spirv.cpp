@@ -32,10 +32,10 @@ Capabilities reference_capabilities() {
   return c;
 }
 
-std::vector<uint32_t> compile_glsl(std::string_view source, std::string_view name) {
+std::vector<uint32_t> compile_glsl(std::string_view source, std::string_view name, bool optimize) {
   shaderc::CompileOptions options;
   options.SetTargetEnvironment(shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_1);
-  options.SetOptimizationLevel(shaderc_optimization_level_performance);
+  options.SetOptimizationLevel(optimize ? shaderc_optimization_level_performance : shaderc_optimization_level_zero);
   const std::string file(name);
   const shaderc::SpvCompilationResult r =
       compiler().CompileGlslToSpv(source.data(), source.size(), shaderc_compute_shader, file.c_str(), options);
@@ -43,6 +43,36 @@ std::vector<uint32_t> compile_glsl(std::string_view source, std::string_view nam
     throw Error(fmt::format("vulkan: shaderc could not compile the generated GLSL {}:\n{}\n{}", file, r.GetErrorMessage(),
                             source));
   return {r.cbegin(), r.cend()};
+}
+
+std::vector<uint32_t> preserve_signed_zero_inf_nan(std::span<const uint32_t> spirv) {
+  // Through SPIR-V assembly: glslang's GL_EXT_spirv_intrinsics keeps one execution mode per
+  // opcode, and f32 and f64 need one each.
+  spvtools::SpirvTools tools(kTargetEnv);
+  std::string text;
+  if (!tools.Disassemble(spirv.data(), spirv.size(), &text, SPV_BINARY_TO_TEXT_OPTION_NONE))
+    throw Error("vulkan: SPIRV-Tools could not disassemble the module");
+  const size_t entry = text.find("OpEntryPoint GLCompute ");
+  const size_t memory_model = text.find("OpMemoryModel");
+  if (entry == std::string::npos || memory_model == std::string::npos)
+    throw Error("vulkan: a compute module without an entry point or memory model");
+  const size_t id = entry + std::string_view("OpEntryPoint GLCompute ").size();
+  const std::string main = text.substr(id, text.find(' ', id) - id);
+  std::string modes = fmt::format("OpExecutionMode {} SignedZeroInfNanPreserve 32\n", main);
+  if (text.find("OpCapability Float64") != std::string::npos)
+    modes += fmt::format("OpExecutionMode {} SignedZeroInfNanPreserve 64\n", main);
+  // The module's sections in order: capabilities, extensions, imports, the memory model,
+  // entry points, execution modes. Inserted from the last section back, so that the
+  // positions found stay valid.
+  const size_t import = text.find("OpExtInstImport");
+  const size_t imports = import < memory_model ? text.rfind('\n', import) + 1 : memory_model;
+  const size_t capabilities = text.find("OpCapability");
+  text.insert(text.find('\n', entry) + 1, modes);
+  text.insert(imports, "OpExtension \"SPV_KHR_float_controls\"\n");
+  text.insert(capabilities, "OpCapability SignedZeroInfNanPreserve\n");
+  std::vector<uint32_t> out;
+  if (!tools.Assemble(text, &out)) throw Error("vulkan: SPIRV-Tools could not assemble the module with float controls");
+  return out;
 }
 
 std::string validate_spirv(std::span<const uint32_t> spirv) {

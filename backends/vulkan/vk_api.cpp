@@ -178,8 +178,10 @@ std::vector<FoundDevice> enumerate() {
   check(vkEnumeratePhysicalDevices(inst, &n, physical.data()), "enumerating devices");
   for (VkPhysicalDevice p : physical) {
     auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+    auto floats = vk_struct<VkPhysicalDeviceFloatControlsProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES);
+    floats.pNext = &subgroup;
     auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
-    driver.pNext = &subgroup;
+    driver.pNext = &floats;
     auto props = vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
     props.pNext = &driver;
     vkGetPhysicalDeviceProperties2(p, &props);
@@ -229,6 +231,8 @@ std::vector<FoundDevice> enumerate() {
     i.subgroup_operations = subgroup_operations(subgroup.supportedOperations);
     i.fp64 = features.shaderFloat64;
     i.int64 = features.shaderInt64;
+    i.signed_zero_inf_nan =
+        floats.shaderSignedZeroInfNanPreserveFloat32 && (!i.fp64 || floats.shaderSignedZeroInfNanPreserveFloat64);
     out.push_back(std::move(d));
   }
   return out;

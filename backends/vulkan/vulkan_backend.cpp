@@ -207,7 +207,7 @@ class VulkanBackend final : public Backend {
 
   std::string kernel_source(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
     if (stage == "glsl") return kir::glsl_source(k, s, caps_);
-    if (stage == "spirv") return disassemble_spirv(compile_glsl(kir::glsl_source(k, s, caps_), "@" + k.name));
+    if (stage == "spirv") return disassemble_spirv(to_spirv(kir::glsl_source(k, s, caps_), "@" + k.name));
     return {};
   }
 
@@ -397,7 +397,7 @@ class VulkanBackend final : public Backend {
       runtime_counters().kernel_disk_hits++;
     } else {
       check_compile_allowed(fmt::format("kernel {} for vulkan:{}", name, index_));
-      spirv = compile_glsl(source(), name);
+      spirv = to_spirv(source(), name);
       if (validation_enabled())
         if (std::string bad = validate_spirv(spirv); !bad.empty())
           throw Error(fmt::format("vulkan: the SPIR-V of kernel {} is invalid:\n{}", name, bad));
@@ -443,6 +443,14 @@ class VulkanBackend final : public Backend {
     std::lock_guard lock(cache_mutex_);
     runtime_counters().kernel_evictions += kernels_.put(key, {canonical, compiled});
     return compiled;
+  }
+
+  // The module this device runs for `glsl`: signed zeros, infinities and NaN kept where the
+  // device can (lavapipe otherwise gave 0.0 for 0.0 * -0.0), and then not run through
+  // spirv-opt, whose folding ignores that (x + 0.0 -> x); the driver optimizes it.
+  std::vector<uint32_t> to_spirv(const std::string& glsl, const std::string& name) const {
+    if (!info_.signed_zero_inf_nan) return compile_glsl(glsl, name);
+    return preserve_signed_zero_inf_nan(compile_glsl(glsl, name, /*optimize=*/false));
   }
 
   // SPIR-V of disk entry `key`, or empty (an entry that is not SPIR-V is removed, with a

@@ -88,10 +88,11 @@ class Generator {
     return *c;
   }
 
-  // `v`, or `v` cast to f32 when it is f64 and the options exclude f64 math.
+  // The operand of a math op that would compute in f64 (on f64, and on integers and bools,
+  // which promote to f64): `v`, or `v` cast to f32 when the options exclude f64 math.
   ValueId f32_unless_f64_math(ValueId v) {
     const TensorType t = type(v);
-    if (opt_.f64_math || t.dtype != DType::F64) return v;
+    if (opt_.f64_math || t.dtype == DType::F32) return v;
     const TensorType to{DType::F32, t.shape};
     add(OpKind::Cast, {v}, Graph::make_attrs(OpKind::Cast), &to);
     return pool_.back();
@@ -119,7 +120,7 @@ class Generator {
         const OpKind op = arith[pick(0, 6)];
         ValueId y = chance(0.5) ? splat_for(tx) : operand();
         ValueId xx = x;
-        if (op == OpKind::Pow) {
+        if (op == OpKind::Pow && promote(tx.dtype, type(y).dtype) == DType::F64) {  // not integer pow
           xx = f32_unless_f64_math(xx);
           y = f32_unless_f64_math(y);
         }

@@ -40,6 +40,9 @@ struct VulkanDeviceInfo {
   std::string subgroup_operations;  // "basic vote arithmetic ballot shuffle ..."
   bool fp64 = false;
   bool int64 = false;
+  /// shaderSignedZeroInfNanPreserveFloat32 (and Float64 where fp64): kiln's shaders then keep
+  /// -0.0, infinities and NaN as IEEE 754 does (preserve_signed_zero_inf_nan).
+  bool signed_zero_inf_nan = false;
 };
 
 /// Every Vulkan device this process can use (empty when no driver is installed). The first
@@ -65,9 +68,16 @@ bool validation_enabled();
 Capabilities reference_capabilities();
 
 /// `source`, a GLSL 4.50 compute shader, compiled to SPIR-V for Vulkan 1.1 by shaderc
-/// (optimized for performance). Throws kiln::Error with the compiler's messages (each
+/// (`optimize`: with spirv-opt's performance passes, which fold x + 0.0 into x whatever the
+/// module's float controls say). Throws kiln::Error with the compiler's messages (each
 /// naming `name`:line) and the source on failure.
-std::vector<uint32_t> compile_glsl(std::string_view source, std::string_view name);
+std::vector<uint32_t> compile_glsl(std::string_view source, std::string_view name, bool optimize = true);
+
+/// `spirv` with the execution mode SignedZeroInfNanPreserve (SPV_KHR_float_controls) for
+/// f32, and for f64 where the module uses doubles: without it a driver may treat -0.0 as 0.0
+/// and infinities and NaN as it likes (lavapipe: -1.0 / 0.0 gave a subnormal, 0.0 * -0.0
+/// gave 0.0). A device must report shaderSignedZeroInfNanPreserveFloat32/64 to take it.
+std::vector<uint32_t> preserve_signed_zero_inf_nan(std::span<const uint32_t> spirv);
 
 /// SPIRV-Tools' validator (Vulkan 1.1 rules): "" when `spirv` is valid, else its messages.
 std::string validate_spirv(std::span<const uint32_t> spirv);
