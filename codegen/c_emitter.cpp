@@ -739,6 +739,18 @@ std::string entry_with_locals(const CDialect& dialect, std::string_view header, 
   return out;
 }
 
+void check_dtypes(const Kernel& k, const Capabilities& caps, const DeviceNames& names) {
+  for (const Inst& in : k.insts) {
+    const bool f64 = in.type == DType::F64, i64 = in.type == DType::I64;
+    if ((f64 && !caps.fp64) || (i64 && !caps.int64)) {
+      const std::string what =
+          in.code == Code::Op || in.code == Code::Reduce ? std::string(op_info(in.op).name) : std::string("a value");
+      throw Error(fmt::format("kernel @{}: {} of type {} cannot run on {}: the device has no {}", k.name, what,
+                              dtype_name(in.type), names.device, f64 ? names.f64_feature : names.i64_feature));
+    }
+  }
+}
+
 std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
                            const Capabilities& caps, const CDialect& dialect) {
   KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");

@@ -223,6 +223,25 @@ std::optional<GemmEpilogueSource> gemm_epilogue_source(const LaunchPlan& plan, s
                             at == b.end() ? -1 : static_cast<int32_t>(at - b.begin())};
 }
 
+std::string gemm_canonical(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
+                           std::string_view fingerprint) {
+  std::string strides;
+  for (size_t j = 0; j < g.a_batch_stride.size(); ++j)
+    strides += fmt::format("{},{};", g.a_batch_stride[j], g.b_batch_stride[j]);
+  std::string canonical =
+      fmt::format("gemm|{}|{}x{}x{}|batch {}|strides {}|{}|store {}|product {}|", dtype_name(g.dtype), g.m, g.n, g.k,
+                  g.batch.str(), strides, g.schedule.str(), store_product, epilogue ? epilogue->product_param : -1);
+  const std::string tail =
+      epilogue ? kernel_canonical(epilogue->kernel, Schedule{}, fingerprint) : std::string(fingerprint);
+  return canonical + fmt::format("{}:{}", tail.size(), tail);
+}
+
+void check_matmul_dtype(DType dtype, const Capabilities& caps, const DeviceNames& names) {
+  if ((dtype == DType::F64 && !caps.fp64) || (dtype == DType::I64 && !caps.int64))
+    throw Error(fmt::format("matmul of type {} cannot run on {}: the device has no {}", dtype_name(dtype), names.device,
+                            dtype == DType::F64 ? names.f64_feature : names.i64_feature));
+}
+
 std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                         std::string_view name, const Capabilities& caps, const CDialect& dialect) {
   if (g.dtype == DType::Bool) throw Error("matmul of bool tensors is not supported (cast them to an integer type)");

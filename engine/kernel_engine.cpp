@@ -16,6 +16,7 @@
 
 #include "dump.h"
 #include "kiln/backend/host_memory.h"
+#include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/ir/canonical.h"
@@ -38,6 +39,8 @@ struct Executable {
   std::vector<int64_t> epilogue_per_row;
   /// Per step: whether a GEMM's product is read after its epilogue.
   std::vector<bool> product_read_later;
+  /// Per step: the epilogue's parameter that reads a GEMM's product (-1: none).
+  std::vector<int32_t> product_param;
 };
 
 struct Hash128Hasher {
@@ -137,6 +140,9 @@ class KernelEngine final : public Engine {
       exe->epilogue_per_row.push_back(gemm_epilogue_iterations_per_row(exe->plan, i));
       exe->product_read_later.push_back(exe->plan.steps[i].kernel >= 0 || exe->epilogue_per_row.back() == 0 ||
                                         gemm_product_read_after_epilogue(exe->plan, i));
+      const std::optional<kir::GemmEpilogueSource> e =
+          exe->plan.steps[i].kernel < 0 ? kir::gemm_epilogue_source(exe->plan, i) : std::nullopt;
+      exe->product_param.push_back(e ? e->product_param : -1);
     }
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
       if (!dump.wants(stage)) continue;
@@ -203,8 +209,9 @@ class KernelEngine final : public Engine {
           const LaunchPlan::Step& epilogue = plan.steps[s + 1];
           const auto k = static_cast<size_t>(epilogue.kernel);
           bind(epilogue);
-          const Backend::GemmEpilogue fused{*exe.kernels[k],  plan.schedules[k], bound, args, per_row,
-                                            &plan.kernels[k], exe.product_read_later[s]};
+          const Backend::GemmEpilogue fused{*exe.kernels[k],  plan.schedules[k],          bound,
+                                            args,             per_row,                    &plan.kernels[k],
+                                            exe.product_read_later[s], exe.product_param[s]};
           if (backend_.gemm_with_epilogue(step.gemm, mem, fused)) {
             ++s;  // the epilogue ran with the product
             continue;

@@ -138,6 +138,7 @@ class OpenClBackend final : public Backend {
     // allows 2.5 and 3 ulp (NVIDIA's driver uses that freedom, PoCL does not).
     if (info_.correctly_rounded_divide_sqrt) options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
     if (const char* extra = std::getenv("KILN_OPENCL_OPTIONS"); extra && *extra) options_ += fmt::format(" {}", extra);
+    names_ = {fmt::format("opencl:{} ({})", index, info_.name), "cl_khr_fp64", "64-bit integers"};
     fingerprint_ = fmt::format("opencl|{}|{}|{}|{}|{}|options {}|kiln {} codegen {}", info_.platform,
                                info_.platform_version, info_.name, info_.driver_version, info_.device_version, options_,
                                KILN_VERSION_STRING, KILN_CODEGEN_ID);
@@ -174,7 +175,7 @@ class OpenClBackend final : public Backend {
     {
       std::lock_guard lock(cache_mutex_);
       for (size_t i = 0; i < kernels.size(); ++i) {
-        check_types(kernels[i]);
+        kir::check_dtypes(kernels[i], caps_, names_);
         std::string canonical = kir::kernel_canonical(kernels[i], schedules[i], fingerprint_);
         std::string key = hash_text(canonical).hex();
         if (auto* hit = kernels_.find(key)) {
@@ -295,16 +296,12 @@ class OpenClBackend final : public Backend {
 
   // A GEMM step on its tiled kernel, with `epilogue` computed in its registers when given.
   void run_gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers, const GemmEpilogue* epilogue) {
-    int32_t product_param = -1;
-    if (epilogue) {
-      DeviceMemory* c = buffers[static_cast<size_t>(g.c)];
-      for (size_t p = 0; p < epilogue->buffers.size() && product_param < 0; ++p)
-        if (epilogue->buffers[p] == c) product_param = static_cast<int32_t>(p);
-    }
     const int64_t groups = kir::gemm_work_groups(g);
     if (groups == 0) return;  // an empty product: nothing to compute or store
     const bool store_product = !epilogue || epilogue->product_read_later;
-    const std::shared_ptr<const ClKernel> k = gemm_kernel(g, epilogue ? epilogue->ir : nullptr, product_param, store_product);
+    std::optional<kir::GemmEpilogueSource> fused;
+    if (epilogue) fused.emplace(kir::GemmEpilogueSource{*epilogue->ir, epilogue->product_param});
+    const std::shared_ptr<const ClKernel> k = gemm_kernel(g, fused ? &*fused : nullptr, store_product);
     std::vector<cl_mem> mems;
     for (int32_t b : {g.a, g.b, g.c}) mems.push_back(mem(*buffers[static_cast<size_t>(b)]));
     std::span<const Scalar> scalars;
@@ -318,21 +315,12 @@ class OpenClBackend final : public Backend {
 
   // The kernel of a GEMM step (and of the epilogue computed in it), from the kernel caches or
   // built now.
-  std::shared_ptr<const ClKernel> gemm_kernel(const LaunchPlan::Gemm& g, const kir::Kernel* epilogue, int32_t product_param,
+  std::shared_ptr<const ClKernel> gemm_kernel(const LaunchPlan::Gemm& g, const kir::GemmEpilogueSource* epilogue,
                                               bool store_product) {
-    const DType t = g.dtype;
-    if ((t == DType::F64 && !caps_.fp64) || (t == DType::I64 && !caps_.int64))
-      throw Error(fmt::format("matmul of type {} cannot run on opencl:{} ({}): the device has no {}", dtype_name(t), index_,
-                              info_.name, t == DType::F64 ? "cl_khr_fp64" : "64-bit integers"));
-    std::string strides;
-    for (size_t j = 0; j < g.a_batch_stride.size(); ++j)
-      strides += fmt::format("{},{};", g.a_batch_stride[j], g.b_batch_stride[j]);
-    std::string canonical = fmt::format("gemm|{}|{}x{}x{}|batch {}|strides {}|{}|store {}|product {}|", dtype_name(t), g.m,
-                                        g.n, g.k, g.batch.str(), strides, g.schedule.str(), store_product, product_param);
-    const std::string tail = epilogue ? kir::kernel_canonical(*epilogue, kir::Schedule{}, fingerprint_) : fingerprint_;
-    canonical += fmt::format("{}:{}", tail.size(), tail);
+    kir::check_matmul_dtype(g.dtype, caps_, names_);
+    std::string canonical = kir::gemm_canonical(g, epilogue, store_product, fingerprint_);
     const std::string key = hash_text(canonical).hex();
-    const std::string name = epilogue ? fmt::format("gemm+@{}", epilogue->name) : std::string("gemm");
+    const std::string name = epilogue ? fmt::format("gemm+@{}", epilogue->kernel.name) : std::string("gemm");
     {
       std::lock_guard lock(cache_mutex_);
       if (auto* hit = kernels_.find(key)) {
@@ -346,16 +334,14 @@ class OpenClBackend final : public Backend {
       runtime_counters().kernel_disk_hits++;
     } else {
       check_compile_allowed(fmt::format("kernel {} for opencl:{}", name, index_));
-      std::optional<kir::GemmEpilogueSource> fused;
-      if (epilogue) fused.emplace(kir::GemmEpilogueSource{*epilogue, product_param});
-      program = from_source(kir::opencl_gemm_source(g, fused ? &*fused : nullptr, store_product, entry_name(0), caps_), name,
-                            key, canonical, 1);
+      const std::string source = kir::opencl_gemm_source(g, epilogue, store_product, entry_name(0), caps_);
+      program = from_source(source, name, key, canonical, 1);
     }
     cl_int err = CL_SUCCESS;
     KernelHandle handle(clCreateKernel(program->get(), entry_name(0).c_str(), &err));
     check(err, fmt::format("creating kernel {}", name));
     auto compiled = std::make_shared<const ClKernel>(program, std::move(handle),
-                                                     epilogue ? epilogue->scalars : std::vector<DType>{}, name);
+                                                     epilogue ? epilogue->kernel.scalars : std::vector<DType>{}, name);
     std::lock_guard lock(cache_mutex_);
     runtime_counters().kernel_evictions += kernels_.put(key, {std::move(canonical), compiled});
     return compiled;
@@ -388,21 +374,6 @@ class OpenClBackend final : public Backend {
       case DType::I32: return set(static_cast<cl_int>(v.as_int()));
       case DType::I64: return set(static_cast<cl_long>(v.as_int()));
       case DType::Bool: return set(static_cast<cl_uchar>(v.as_int() != 0));
-    }
-  }
-
-  // A dtype this device cannot compute is an error naming the op and the dtype, at compile
-  // time, never a wrong answer.
-  void check_types(const kir::Kernel& k) const {
-    for (const kir::Inst& in : k.insts) {
-      const bool f64 = in.type == DType::F64;
-      const bool i64 = in.type == DType::I64;
-      if ((f64 && !caps_.fp64) || (i64 && !caps_.int64)) {
-        const std::string what = in.code == kir::Code::Op || in.code == kir::Code::Reduce ? std::string(op_info(in.op).name)
-                                                                                          : std::string("a value");
-        throw Error(fmt::format("kernel @{}: {} of type {} cannot run on opencl:{} ({}): the device has no {}", k.name, what,
-                                dtype_name(in.type), index_, info_.name, f64 ? "cl_khr_fp64" : "64-bit integers"));
-      }
     }
   }
 
@@ -469,6 +440,7 @@ class OpenClBackend final : public Backend {
   Capabilities caps_;
   std::string options_;  // clBuildProgram's
   std::string fingerprint_;
+  kir::DeviceNames names_;  // for errors about dtypes the device lacks
   DiskCache disk_{DiskCache::default_root(), "opencl"};
   // As much as the host allocator caches ($KILN_ALLOCATOR_CACHE_MB).
   BufferPool pool_{allocator_cache_limit_from_env()};

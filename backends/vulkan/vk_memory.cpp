@@ -117,27 +117,6 @@ void BlockAllocator::trim() {
   }
 }
 
-VkDeviceSize BlockAllocator::reserved() const {
-  std::lock_guard lock(mutex_);
-  VkDeviceSize n = 0;
-  for (const auto& b : blocks_)
-    if (b) n += b->size;
-  return n;
-}
-
-VkDeviceSize BlockAllocator::used() const {
-  std::lock_guard lock(mutex_);
-  VkDeviceSize n = 0;
-  for (const auto& b : blocks_)
-    if (b) n += b->used;
-  return n;
-}
-
-size_t BlockAllocator::blocks() const {
-  std::lock_guard lock(mutex_);
-  return static_cast<size_t>(std::count_if(blocks_.begin(), blocks_.end(), [](const auto& b) { return b != nullptr; }));
-}
-
 int find_memory_type(VkPhysicalDevice physical, uint32_t bits, VkMemoryPropertyFlags want) {
   VkPhysicalDeviceMemoryProperties p{};
   vkGetPhysicalDeviceMemoryProperties(physical, &p);

@@ -16,7 +16,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <string>
 #include <vector>
 
 namespace kiln::vulkan {
@@ -38,7 +37,6 @@ class BlockAllocator {
     VkDeviceSize block_bytes = VkDeviceSize{64} << 20;  // requests above get a block of their own
     VkDeviceSize alignment = 256;
     bool map = false;  // keep each block mapped (host-visible memory types)
-    std::string what;  // "device memory", "staging memory": for errors and stats
   };
   BlockAllocator(VkDevice device, Options options);
   ~BlockAllocator();
@@ -52,11 +50,6 @@ class BlockAllocator {
   /// Releases the empty blocks beyond one kept for the next allocation. Call only when no
   /// pending command uses memory of this allocator that was freed.
   void trim();
-
-  /// Bytes held in blocks, and bytes of them in use.
-  VkDeviceSize reserved() const;
-  VkDeviceSize used() const;
-  size_t blocks() const;
 
  private:
   struct Block {
@@ -72,7 +65,7 @@ class BlockAllocator {
 
   VkDevice device_;
   Options options_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::vector<std::unique_ptr<Block>> blocks_;  // released blocks stay as empty slots
 };
 

@@ -194,6 +194,7 @@ class VulkanBackend final : public Backend {
     caps_.emulated_work_groups = info_.type == "cpu";
     caps_.cores = caps_.emulated_work_groups ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : 64;
     caps_.exact_math = false;  // the driver's math, with Vulkan's precision rules
+    names_ = {fmt::format("vulkan:{} ({})", index, info_.name), "shaderFloat64", "shaderInt64"};
     fingerprint_ = fmt::format("vulkan|{}|{}|{}|{}|api {}|uuid {}|{:04x}:{:04x}|kiln {} codegen {}", info_.name,
                                info_.driver_name, info_.driver_info, info_.driver_version, info_.api_version, info_.uuid,
                                info_.vendor_id, info_.device_id, KILN_VERSION_STRING, KILN_CODEGEN_ID);
@@ -212,7 +213,7 @@ class VulkanBackend final : public Backend {
   }
 
   std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) override {
-    check_types(k);
+    kir::check_dtypes(k, caps_, names_);
     const std::string canonical = kir::kernel_canonical(k, s, fingerprint_);
     std::vector<bool> written;
     for (const kir::BufferParam& b : k.buffers) written.push_back(b.written);
@@ -350,10 +351,10 @@ class VulkanBackend final : public Backend {
                               info_.name));
     memory_ = std::make_unique<BlockAllocator>(
         device_, BlockAllocator::Options{static_cast<uint32_t>(device_type), kUsage, VkDeviceSize{64} << 20, alignment,
-                                         false, "device memory"});
+                                         false});
     staging_ = std::make_unique<BlockAllocator>(
         device_, BlockAllocator::Options{static_cast<uint32_t>(staging_type), kUsage, VkDeviceSize{16} << 20, alignment,
-                                         true, "staging memory"});
+                                         true});
   }
 
   uint32_t buffer_memory_bits(VkBufferUsageFlags usage) const {
@@ -554,7 +555,6 @@ class VulkanBackend final : public Backend {
       constexpr VkPipelineStageFlags kStages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
       vkCmdPipelineBarrier(cmd_, kStages, kStages, 0, 1, &b, 0, nullptr, 0, nullptr);
       hazards_.clear();
-      barriers_++;
     }
     hazards_.record(next);
     commands_++;
@@ -674,7 +674,6 @@ class VulkanBackend final : public Backend {
       graveyard_.destroy_all(device_);
       memory_->trim();
       staging_->trim();
-      submits_++;
       save_pipeline_cache();
     }
     if (validation_enabled())
@@ -689,16 +688,12 @@ class VulkanBackend final : public Backend {
   // ---- GEMM ----
 
   void run_gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers, const GemmEpilogue* epilogue) {
-    int32_t product_param = -1;
-    if (epilogue) {
-      DeviceMemory* c = buffers[static_cast<size_t>(g.c)];
-      for (size_t p = 0; p < epilogue->buffers.size() && product_param < 0; ++p)
-        if (epilogue->buffers[p] == c) product_param = static_cast<int32_t>(p);
-    }
     const int64_t groups = kir::gemm_work_groups(g);
     if (groups == 0) return;  // an empty product: nothing to compute or store
     const bool store_product = !epilogue || epilogue->product_read_later;
-    const std::shared_ptr<const VkKernel> k = gemm_kernel(g, epilogue ? epilogue->ir : nullptr, product_param, store_product);
+    std::optional<kir::GemmEpilogueSource> fused;
+    if (epilogue) fused.emplace(kir::GemmEpilogueSource{*epilogue->ir, epilogue->product_param});
+    const std::shared_ptr<const VkKernel> k = gemm_kernel(g, fused ? &*fused : nullptr, store_product);
     std::vector<DeviceMemory*> bound;
     for (int32_t b : {g.a, g.b, g.c}) bound.push_back(buffers[static_cast<size_t>(b)]);
     std::span<const Scalar> scalars;
@@ -709,50 +704,21 @@ class VulkanBackend final : public Backend {
     dispatch(*k, bound, scalars, groups);
   }
 
-  std::shared_ptr<const VkKernel> gemm_kernel(const LaunchPlan::Gemm& g, const kir::Kernel* epilogue, int32_t product_param,
+  std::shared_ptr<const VkKernel> gemm_kernel(const LaunchPlan::Gemm& g, const kir::GemmEpilogueSource* epilogue,
                                               bool store_product) {
-    const DType t = g.dtype;
-    if ((t == DType::F64 && !caps_.fp64) || (t == DType::I64 && !caps_.int64))
-      throw Error(fmt::format("matmul of type {} cannot run on vulkan:{} ({}): the device has no {}", dtype_name(t), index_,
-                              info_.name, t == DType::F64 ? "shaderFloat64" : "shaderInt64"));
-    if (epilogue) check_types(*epilogue);
-    std::string strides;
-    for (size_t j = 0; j < g.a_batch_stride.size(); ++j)
-      strides += fmt::format("{},{};", g.a_batch_stride[j], g.b_batch_stride[j]);
-    std::string canonical = fmt::format("gemm|{}|{}x{}x{}|batch {}|strides {}|{}|store {}|product {}|", dtype_name(t), g.m,
-                                        g.n, g.k, g.batch.str(), strides, g.schedule.str(), store_product, product_param);
-    const std::string tail = epilogue ? kir::kernel_canonical(*epilogue, kir::Schedule{}, fingerprint_) : fingerprint_;
-    canonical += fmt::format("{}:{}", tail.size(), tail);
-    const std::string name = epilogue ? fmt::format("gemm+@{}", epilogue->name) : std::string("gemm");
+    kir::check_matmul_dtype(g.dtype, caps_, names_);  // (the epilogue was checked with its plan)
+    const std::string name = epilogue ? fmt::format("gemm+@{}", epilogue->kernel.name) : std::string("gemm");
     // A, B and C (written when stored), then the epilogue's buffers.
     std::vector<bool> written = {false, false, store_product};
     std::vector<DType> scalars;
     if (epilogue) {
-      for (const kir::BufferParam& b : epilogue->buffers) written.push_back(b.written);
-      scalars = epilogue->scalars;
+      for (const kir::BufferParam& b : epilogue->kernel.buffers) written.push_back(b.written);
+      scalars = epilogue->kernel.scalars;
     }
     return pipeline(
-        canonical, name,
-        [&] {
-          std::optional<kir::GemmEpilogueSource> fused;
-          if (epilogue) fused.emplace(kir::GemmEpilogueSource{*epilogue, product_param});
-          return kir::glsl_gemm_source(g, fused ? &*fused : nullptr, store_product, caps_);
-        },
-        std::move(written), scalars, g.schedule.local_size());
-  }
-
-  // A dtype this device cannot compute is an error naming the op and the dtype, at compile
-  // time, never a wrong answer.
-  void check_types(const kir::Kernel& k) const {
-    for (const kir::Inst& in : k.insts) {
-      const bool f64 = in.type == DType::F64, i64 = in.type == DType::I64;
-      if ((f64 && !caps_.fp64) || (i64 && !caps_.int64)) {
-        const std::string what = in.code == kir::Code::Op || in.code == kir::Code::Reduce ? std::string(op_info(in.op).name)
-                                                                                          : std::string("a value");
-        throw Error(fmt::format("kernel @{}: {} of type {} cannot run on vulkan:{} ({}): the device has no {}", k.name, what,
-                                dtype_name(in.type), index_, info_.name, f64 ? "shaderFloat64" : "shaderInt64"));
-      }
-    }
+        kir::gemm_canonical(g, epilogue, store_product, fingerprint_), name,
+        [&] { return kir::glsl_gemm_source(g, epilogue, store_product, caps_); }, std::move(written), scalars,
+        g.schedule.local_size());
   }
 
   int index_;
@@ -762,6 +728,7 @@ class VulkanBackend final : public Backend {
   VkQueue queue_ = VK_NULL_HANDLE;
   Capabilities caps_;
   std::string fingerprint_;
+  kir::DeviceNames names_;  // for errors about dtypes the device lacks
   DiskCache disk_{DiskCache::default_root(), "vulkan"};
 
   // Compiled kernels.
@@ -790,7 +757,6 @@ class VulkanBackend final : public Backend {
   size_t pool_in_use_ = 0;
   std::vector<Region> staging_in_flight_;
   Graveyard graveyard_;
-  uint64_t barriers_ = 0, submits_ = 0;
 };
 
 }  // namespace

@@ -123,6 +123,9 @@ class Backend {
     /// Whether a later step or the caller reads the product itself: when not, a backend
     /// that computes the epilogue in registers need not store it.
     bool product_read_later = true;
+    /// The epilogue's buffer parameter that reads the product (-1: none), as
+    /// kir::gemm_epilogue_source finds it in the plan.
+    int32_t product_param = -1;
   };
   /// The GEMM and its epilogue together: the epilogue runs on each block of rows as soon as
   /// it is computed, while in cache (cpu), or on each element of the product in registers

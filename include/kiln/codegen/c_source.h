@@ -55,6 +55,25 @@ std::string glsl_source(const Kernel& k, const Schedule& s, const Capabilities& 
 std::string glsl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                              const Capabilities& caps);
 
+/// What the kernel of GEMM step `g` depends on: the step, the epilogue computed in it,
+/// whether it stores the product, and the backend's fingerprint. The canonical text a
+/// backend's kernel caches key the kernel by.
+std::string gemm_canonical(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
+                           std::string_view fingerprint);
+
+/// How a device names itself and the features f64 and i64 need, for the errors below.
+struct DeviceNames {
+  std::string device;       // "opencl:0 (pthread-skylake...)"
+  std::string f64_feature;  // "cl_khr_fp64", "shaderFloat64"
+  std::string i64_feature;
+};
+/// Throws kiln::Error naming the kernel, the op, the dtype and the missing feature when `k`
+/// computes a value of a dtype `caps` lacks (f64, i64): an error at compile time, never a
+/// wrong answer.
+void check_dtypes(const Kernel& k, const Capabilities& caps, const DeviceNames& names);
+/// The same for a matmul of `dtype`.
+void check_matmul_dtype(DType dtype, const Capabilities& caps, const DeviceNames& names);
+
 /// The work-groups opencl_gemm_source's kernel runs in.
 int64_t gemm_work_groups(const LaunchPlan::Gemm& g);
 
