@@ -58,6 +58,9 @@ class CDialect {
   /// The helper that divides two values of float type `t` where the language's `/` cannot be
   /// trusted with IEEE 754's special values ("" for `/`).
   virtual std::string divide(DType t) const { (void)t; return ""; }
+  /// The helper that converts i64 to f32 rounding through f64, as the interpreter does, where
+  /// the language's compilers fold the two conversions into one ("" for the two casts).
+  virtual std::string i64_to_f32() const { return ""; }
 
   /// Vectors of `lanes` (2, 4, 8 or 16) elements of `t`: the type, `lanes` consecutive
   /// elements of `array` from element `index` (any alignment of the element type), `x` in

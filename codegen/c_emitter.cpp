@@ -209,10 +209,9 @@ std::string CEmitter::cast_expr(std::string_view x, DType from, DType to) {
   if (is_integer(from)) {
     // i64 to f32 through f64, as the interpreter converts (rounding twice can differ from once).
     if (from == DType::I64 && to == DType::F32 && fp64_) {
-      // A dialect whose compilers fold the two conversions into one has a helper for it.
-      if (!d_.helper("kiln_i64_to_f32").empty()) {
-        helpers_.insert("kiln_i64_to_f32");
-        return fmt::format("kiln_i64_to_f32({})", x);
+      if (const std::string fn = d_.i64_to_f32(); !fn.empty()) {
+        helpers_.insert(fn);
+        return fmt::format("{}({})", fn, x);
       }
       return d_.convert(d_.convert(x, d_.type(DType::F64)), ty);
     }

@@ -294,6 +294,7 @@ class GlslDialect final : public CDialect {
     return std::string(fn);
   }
   std::string divide(DType t) const override { return t == DType::F64 ? "kiln_div_f64" : ""; }
+  std::string i64_to_f32() const override { return "kiln_i64_to_f32"; }
   bool double_math(std::string_view fn) const override { return !is_double_only_in_opencl(fn); }
 
   std::string helper(std::string_view name) const override {
