@@ -33,6 +33,13 @@ class CDialect {
   virtual std::string bitcast(std::string_view expr, DType from_signed, bool to_unsigned) const = 0;
   /// A literal of float type `t`, exact (NaN and infinities included).
   virtual std::string float_literal(double v, DType t) const = 0;
+  /// A zero of type `t` (-0.0 where `negative`; bool: false) as a value of the entry point's
+  /// body: the literal, except where the language's compilers fold arithmetic with a known
+  /// zero in ways IEEE 754 does not allow (x + 0.0 to x, x * 0.0 to 0.0).
+  virtual std::string zero_value(DType t, bool negative) const {
+    if (t == DType::Bool) return "false";
+    return is_float(t) ? float_literal(negative ? -0.0 : 0.0, t) : int_literal(0, t);
+  }
   /// A literal of integer type `t`, valid for the type's minimum too.
   virtual std::string int_literal(int64_t v, DType t) const = 0;
   /// The qualifier of a variable assigned once: "const " where the language takes a run-time
@@ -44,6 +51,8 @@ class CDialect {
   /// `x` (a name: it may be read twice) converted to integer type `to` toward zero, saturating,
   /// NaN to 0.
   virtual std::string float_to_int(std::string_view x, DType from, DType to) const = 0;
+  /// `x` (a name: it may be read twice), an I32, sign-extended to I64.
+  virtual std::string widen_i32(std::string_view x) const { return convert(x, type(DType::I64)); }
   /// Whether `x` is NaN; whether its sign bit is set.
   virtual std::string is_nan(std::string_view x) const = 0;
   virtual std::string sign_bit(std::string_view x, DType t) const = 0;

@@ -23,6 +23,7 @@
 #include "c_dialect.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <span>
 
@@ -197,12 +198,12 @@ std::string CEmitter::cast_expr(std::string_view x, DType from, DType to) {
   if (from == to) return std::string(x);
   const std::string ty = d_.type(to);
   if (from == DType::Bool) {
-    if (is_float(to)) return fmt::format("({} ? {} : {})", x, d_.float_literal(1, to), d_.float_literal(0, to));
-    return fmt::format("({} ? {} : {})", x, d_.int_literal(1, to), d_.int_literal(0, to));
+    if (is_float(to)) return fmt::format("({} ? {} : {})", x, d_.float_literal(1, to), d_.zero_value(to, false));
+    return fmt::format("({} ? {} : {})", x, d_.int_literal(1, to), d_.zero_value(to, false));
   }
   if (to == DType::Bool) return fmt::format("({} != {})", x, is_float(from) ? d_.float_literal(0, from) : d_.int_literal(0, from));
   if (is_integer(from) && is_integer(to)) {
-    if (to == DType::I64) return d_.convert(x, ty);
+    if (to == DType::I64) return from == DType::I32 ? d_.widen_i32(x) : d_.convert(x, ty);
     // Narrowing wraps: to unsigned (modulo, defined), then the bits as signed.
     return d_.bitcast(d_.convert(x, d_.unsigned_type(to)), to, false);
   }
@@ -327,18 +328,22 @@ std::string CEmitter::op_expr(const Inst& in) {
 std::string CEmitter::expr(Ref r) {
   const Inst& in = k_.insts[static_cast<size_t>(r)];
   switch (in.code) {
-    case Code::Dim: return fmt::format("d{}", in.imm);
-    case Code::Const:
-      if (in.type == DType::Bool) return in.literal.as_int() ? "true" : "false";
+    case Code::Dim:  // an I64 value; the loop counter d<i> has the index type
+      if (idx_ == DType::I32 && !index_[static_cast<size_t>(r)]) return d_.widen_i32(fmt::format("d{}", in.imm));
+      return fmt::format("d{}", in.imm);
+    case Code::Const: {
       if (index_[static_cast<size_t>(r)]) return idx_literal(in.literal.as_int());
-      return is_float(in.type) ? d_.float_literal(in.literal.as_double(), in.type) : d_.int_literal(in.literal.as_int(), in.type);
+      const bool f = is_float(in.type);
+      if (f ? in.literal.as_double() == 0 : in.literal.as_int() == 0) return d_.zero_value(in.type, f && std::signbit(in.literal.as_double()));
+      if (in.type == DType::Bool) return "true";
+      return f ? d_.float_literal(in.literal.as_double(), in.type) : d_.int_literal(in.literal.as_int(), in.type);
+    }
     case Code::Load: {
       if (is_replaced(in)) return replacement_;
       std::string x = d_.element(in.buffer, v(in.args[0]));
       if (in.type == DType::Bool) x = fmt::format("({} != 0)", x);
       if (in.args.size() > 1) {  // read only where the mask holds: the position may be outside
-        const std::string zero = in.type == DType::Bool ? "false" : is_float(in.type) ? d_.float_literal(0, in.type) : d_.int_literal(0, in.type);
-        x = fmt::format("({} ? {} : {})", v(in.args[1]), x, zero);
+        x = fmt::format("({} ? {} : {})", v(in.args[1]), x, d_.zero_value(in.type, false));
       }
       return x;
     }

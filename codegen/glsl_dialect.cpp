@@ -4,7 +4,8 @@
 // What differs from OpenCL C, and why:
 // - One entry point per module (`main`): a program holds one kernel. Buffers are std430
 //   storage blocks at bindings 0, 1... (Kernel::buffers order); scalars are push constants
-//   (bool as a 32-bit uint there: 8-bit push constants are an optional feature); the
+//   (bool as a 32-bit uint there: 8-bit push constants are an optional feature), followed
+//   by `kiln_zero`, a word the launch sets to 0 (zero_value says why); the
 //   work-group size is specialization constant 0, so a pipeline sets it without recompiling.
 // - `const` means compile-time in GLSL: variables assigned once are `precise` instead, which
 //   also keeps the driver from contracting a * b + c into an fma (the interpreter rounds both
@@ -14,6 +15,7 @@
 //   OpUConvert (SPIRV-Tools rejects it).
 // - Float to integer is undefined out of range in GLSL: the saturation and NaN rule of the
 //   cast op are spelled out.
+// - i32 widens to i64 through packInt2x32, around a lavapipe folding fault (widen_i32).
 // - Literals: floats in their shortest round-trip decimal form (`1.5`, `1.5lf`), NaN and the
 //   infinities by their bits; 64-bit integers with `l`.
 // - GLSL has no double-precision exp, log, tanh, sin, cos or pow, and no erf at all: erf on
@@ -257,6 +259,19 @@ class GlslDialect final : public CDialect {
     if (s.find_first_of(".e") == std::string::npos && s.find("inf") == std::string::npos) s += ".0";
     return f ? s : s + "lf";
   }
+  std::string zero_value(DType t, bool negative) const override {
+    // lavapipe (Mesa 22) folds x + 0.0 to x, 0.0 - x to -x and x * 0.0 to 0.0, though it
+    // claims to preserve signed zeros, infinities and NaN; 0 converted to float is such a
+    // zero too. A zero made from the launch's zero word (kiln_zero, always 0) is one it
+    // cannot see through.
+    switch (t) {
+      case DType::Bool: return "(kiln_zero != 0u)";
+      case DType::I32: return "int(kiln_zero)";
+      case DType::I64: return "int64_t(kiln_zero)";
+      case DType::F32: return fmt::format("uintBitsToFloat(kiln_zero{})", negative ? " | 0x80000000u" : "");
+      default: return fmt::format("packDouble2x32(uvec2(kiln_zero, kiln_zero{}))", negative ? " | 0x80000000u" : "");
+    }
+  }
   std::string int_literal(int64_t v, DType t) const override {
     if (t == DType::I32) return v == INT32_MIN ? "(-2147483647 - 1)" : fmt::format("{}", v);
     return v == INT64_MIN ? "(-9223372036854775807l - 1l)" : fmt::format("{}l", v);
@@ -265,6 +280,12 @@ class GlslDialect final : public CDialect {
   std::string convert(std::string_view x, std::string_view to) const override {
     if (to == "uint8_t") return fmt::format("uint8_t(int({}))", x);
     return fmt::format("{}({})", to, x);
+  }
+  std::string widen_i32(std::string_view x) const override {
+    // Not int64_t(x): Mesa 22 (lavapipe) folds `int64_t(x) < c` for a constant c into a
+    // comparison that is always false (and `>`, `>=` always true). Building the 64 bits
+    // from two halves hides the pattern.
+    return fmt::format("packInt2x32(ivec2({0}, {0} >> 31))", x);
   }
   std::string float_to_int(std::string_view x, DType from, DType to) const override {
     // [-2^(bits-1), 2^(bits-1)) converts; beyond it saturates; NaN is 0.
@@ -373,13 +394,10 @@ class GlslDialect final : public CDialect {
     for (size_t b = 0; b < k.buffers.size(); ++b)
       out += fmt::format("layout(std430, set = 0, binding = {0}) {1}buffer B{0} {{ {2} b{0}[]; }};\n", b,
                          k.buffers[b].written ? "" : "readonly ", memory_type(k.buffers[b].type.dtype));
-    if (!k.scalars.empty()) {
-      out += "layout(push_constant) uniform Scalars {";
-      for (size_t a = 0; a < k.scalars.size(); ++a)
-        out += fmt::format(" {} s{};", k.scalars[a] == DType::Bool ? "uint" : type(k.scalars[a]), a);
-      out += " };\n";
-    }
-    return out + "void main() {";
+    out += "layout(push_constant) uniform Scalars {";
+    for (size_t a = 0; a < k.scalars.size(); ++a)
+      out += fmt::format(" {} s{};", k.scalars[a] == DType::Bool ? "uint" : type(k.scalars[a]), a);
+    return out + " uint kiln_zero; };\nvoid main() {";
   }
   // GLSL indexes arrays with 32-bit integers only; glsl_source checked that positions fit.
   std::string element(int b, std::string_view index) const override { return fmt::format("b{}[int({})]", b, index); }

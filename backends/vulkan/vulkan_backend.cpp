@@ -64,7 +64,8 @@ class VkMemory final : public DeviceMemory {
 const Region& region_of(const DeviceMemory& m) { return static_cast<const VkMemory&>(m).region(); }
 
 // Where each scalar goes in the push-constant block: std430, each aligned to its own size,
-// bool as a 32-bit uint (the GLSL dialect's `Scalars` block).
+// bool as a 32-bit uint, then the 32-bit zero word `kiln_zero` (the GLSL dialect's `Scalars`
+// block). The block is zero-filled, which sets the word.
 struct PushLayout {
   std::vector<uint32_t> offsets;
   uint32_t bytes = 0;
@@ -77,6 +78,7 @@ PushLayout push_layout(std::span<const DType> scalars) {
     p.offsets.push_back(p.bytes);
     p.bytes += size;
   }
+  p.bytes += 4;  // kiln_zero
   return p;
 }
 

@@ -129,18 +129,7 @@ TEST(Minimizer, ShrinksToWhatTheFailureNeeds) {
   EXPECT_EQ(tried, 5);
 }
 
-// Every device but the Vulkan ones: on lavapipe (Mesa 22.3) 4 of `kiln fuzz`'s first 300
-// graphs still differ, two driver faults the GLSL dialect does not work around yet: 64-bit
-// loads under a condition read 0 (pad of i64 or f64, seeds 167, 194, 251), and x + 0.0 is
-// folded into x even under SignedZeroInfNanPreserve (-0.0 + 0.0 gives -0.0, seed 169). The
-// every-op tests run there (vulkan.Cpu*), these graphs do not.
-std::vector<Device> devices_under_random_graphs() {
-  std::vector<Device> out = registered_devices();
-  std::erase_if(out, [](Device d) { return d.kind == Device::Kind::Vulkan; });
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryDevice, DevicesMatchInterpreter, testing::ValuesIn(devices_under_random_graphs()),
+INSTANTIATE_TEST_SUITE_P(EveryDevice, DevicesMatchInterpreter, testing::ValuesIn(registered_devices()),
                          [](const testing::TestParamInfo<Device>& i) {
                            std::string name = i.param.str();  // opencl:0 -> opencl0
                            std::erase(name, ':');

@@ -588,6 +588,42 @@ TEST(CpuBinary, SignedZerosInMaxMin) {
       {HostTensor::from_vector<float>(a, {7}), HostTensor::from_vector<float>(b, {7})});
 }
 
+// Known zeros in arithmetic keep IEEE 754's rules: x + 0.0 is +0.0 for x = -0.0, 0.0 - x is
+// +0.0 for x = +0.0, x * 0.0 is NaN for infinities. lavapipe folded each of these (and a zero
+// reached through a cast) until the GLSL dialect hid its zeros (GlslDialect::zero_value).
+TEST(CpuBinary, ArithmeticWithConstantZeros) {
+  for (const char* t : {"f32", "f64"}) {
+    const std::vector<double> x = {-0.0, 0.0, INFINITY, -INFINITY, NAN, 1.5, -2.0};
+    const HostTensor in = t == std::string_view("f32") ? HostTensor::from_vector<float>(std::vector<float>(x.begin(), x.end()), {7})
+                                                      : HostTensor::from_vector<double>(x, {7});
+    expect_same(fmt::format("graph @z(%x: {0}[7], %b: bool[7]) -> ({0}[7], {0}[7], {0}[7], {0}[7], {0}[7], {0}[7]) {{\n"
+                            "  %zero = constant {{value = 0.0}} : {0}[]\n"
+                            "  %nzero = constant {{value = -0.0}} : {0}[]\n"
+                            "  %izero = constant {{value = 0}} : i32[]\n"
+                            "  %one = constant {{value = -1.0}} : {0}[]\n"
+                            "  %a = add %x, %zero : {0}[7]\n"
+                            "  %s = sub %zero, %x : {0}[7]\n"
+                            "  %m = mul %x, %zero : {0}[7]\n"
+                            "  %n = mul %nzero, %x : {0}[7]\n"
+                            "  %fzero = cast %izero : {0}[]\n"
+                            "  %i = mul %fzero, %x : {0}[7]\n"
+                            "  %c = add %one, %b : {0}[7]\n"
+                            "  return %a, %s, %m, %n, %i, %c\n}}\n",
+                            t),
+                {in, HostTensor::from_vector<bool>({true, false, true, true, false, true, false}, {7})});
+  }
+}
+
+// A position widened to i64 and compared with a constant (the bounds test of a pad): lavapipe
+// folded `int64_t(i) < c` into false until the GLSL dialect widened through packInt2x32.
+TEST(CpuMovement, PadBoundsOnWidenedPositions) {
+  expect_same(
+      "graph @p(%x: i64[1,6,1], %y: f64[2,3]) -> (i64[2,6,2], f64[5,4]) {\n"
+      "  %a = pad %x {low = [1, 0, 0], high = [0, 0, 1], value = 1} : i64[2,6,2]\n"
+      "  %b = pad %y {low = [2, 0], high = [1, 1], value = -0.5} : f64[5,4]\n"
+      "  return %a, %b\n}\n");
+}
+
 TEST(CpuBinary, BroadcastRowsAndColumns) {
   // [5,37] with a row [37], a column [5,1], and row against column (outer broadcast).
   for (const char* t : {"i32", "f32", "f64"}) {
