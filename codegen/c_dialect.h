@@ -16,6 +16,7 @@
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
+#include "kiln/support/error.h"
 
 namespace kiln::kir {
 
@@ -86,14 +87,26 @@ class CDialect {
   virtual std::string local_id(DType t) const = 0;
   virtual std::string group_id(DType t) const = 0;
   virtual std::string group_count(DType t) const = 0;
+  /// Subgroups (asked for only where Capabilities::subgroup_size > 1): the lanes of one, the
+  /// subgroup's index in its work-group, the lane's index in its subgroup, the subgroups of a
+  /// work-group, all as expressions of type `t`; and `x` (a name, of type `t`) from the lane
+  /// whose index is this lane's xor `mask` (an I32 expression).
+  virtual std::string subgroup_size(DType t) const { return no_subgroups(t); }
+  virtual std::string subgroup_id(DType t) const { return no_subgroups(t); }
+  virtual std::string subgroup_local_id(DType t) const { return no_subgroups(t); }
+  virtual std::string subgroup_count(DType t) const { return no_subgroups(t); }
+  virtual std::string subgroup_shuffle_xor(std::string_view x, std::string_view mask, DType t) const {
+    (void)x, (void)mask;
+    return no_subgroups(t);
+  }
   /// Waits for the work-group, making its local-memory writes visible.
   virtual std::string barrier() const = 0;
 
   /// The qualifier of helper functions ("static inline" or "").
   virtual std::string helper_qualifier() const = 0;
   /// What comes before the helpers of a program holding `kernels`: version, pragmas,
-  /// extensions (`fp64`: doubles are used).
-  virtual std::string prologue(std::span<const Kernel* const> kernels, bool fp64) const = 0;
+  /// extensions (`fp64`: doubles are used; `subgroups`: subgroup operations are).
+  virtual std::string prologue(std::span<const Kernel* const> kernels, bool fp64, bool subgroups) const = 0;
   /// An array of `n` elements of `t` in work-group memory, named `name`.
   virtual std::string local_array(std::string_view name, DType t, int64_t n) const = 0;
   /// Whether local arrays are declared outside the entry point (GLSL) or inside it (OpenCL C).
@@ -105,6 +118,11 @@ class CDialect {
   virtual std::string element(int b, std::string_view index) const = 0;
   /// Element `index` (an integer of any width) of a local or private array.
   virtual std::string subscript(std::string_view array, std::string_view index) const = 0;
+
+ private:
+  static std::string no_subgroups(DType) {
+    KILN_ASSERT(false, "subgroup operations in a dialect without them (Capabilities::subgroup_size must be 1)");
+  }
 };
 
 /// One program in `dialect` holding every kernel of `kernels`, `kernels[i]` run with
@@ -126,6 +144,9 @@ std::string emit_c_point(const Kernel& k, const Capabilities& caps, const CDiale
 /// `g.schedule` says, with `epilogue` computed on each element of the product in registers.
 std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                         std::string_view name, const Capabilities& caps, const CDialect& dialect);
+/// Throws kiln::Error naming `what` where `iterations` (c_loop_iterations,
+/// c_gemm_loop_iterations) exceed Capabilities::max_loop_iterations.
+void check_loop_budget(int64_t iterations, const Capabilities& caps, std::string_view what);
 /// The helper functions named in `helpers` (kiln_max_f32, kiln_rand_f32...), each once.
 std::string emit_c_helpers(const std::set<std::string>& helpers, const CDialect& dialect);
 /// An entry point's header (CDialect::entry) with its local-memory arrays: before it where

@@ -40,7 +40,8 @@ std::string v(Ref r) { return fmt::format("v{}", r); }
 class CEmitter {
  public:
   CEmitter(const Kernel& k, const Schedule& s, const Capabilities& caps, const CDialect& d)
-      : k_(k), s_(s), d_(d), fp64_(caps.fp64), deps_(dim_dependence(k)), stage_(reduction_stage(k)) {
+      : k_(k), s_(s), d_(d), fp64_(caps.fp64), subgroup_size_(caps.subgroup_size), deps_(dim_dependence(k)),
+        stage_(reduction_stage(k)) {
     for (int i = 0; i < k.domain.rank(); ++i) {
       const uint64_t bit = uint64_t{1} << i;
       if (k.reduced[static_cast<size_t>(i)]) {
@@ -54,7 +55,11 @@ class CEmitter {
     }
     for (const Inst& in : k.insts)
       if (in.code == Code::Reduce) stages_ = std::max(stages_, stage_[static_cast<size_t>(&in - k.insts.data())]);
-    tree_ = s.reduction == ReductionStrategy::WorkGroupTree && s.lanes_reduce && s.local_size > 1;
+    group_per_row_ = (s.reduction == ReductionStrategy::WorkGroupTree || s.reduction == ReductionStrategy::Subgroup) &&
+                     s.lanes_reduce && s.local_size > 1;
+    subgroups_ = group_per_row_ && s.reduction == ReductionStrategy::Subgroup;
+    KILN_ASSERT(!subgroups_ || (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0),
+                "a subgroup reduction in work-groups of whole subgroups");
     uses_double_ = std::any_of(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.type == DType::F64; });
     if (s.index_bits == 32) {
       KILN_ASSERT(index_fits_32(k), "a 32-bit index schedule for a kernel whose positions need 64 bits");
@@ -114,7 +119,13 @@ class CEmitter {
   void emit_stage(Scope& point, int stage);
   void emit_stores(Scope& point);
   std::string reduced_loop_head(std::string_view var) const;
-  std::string reduced_loop_tail() const { return tree_ ? "}}" : "}"; }
+  std::string reduced_loop_tail() const { return group_per_row_ ? "}}" : "}"; }
+  // A work-group's partial states of reductions `reds` combined into every work-item's.
+  void combine_in_tree(Scope& point, const std::vector<Ref>& reds);
+  void combine_in_subgroups(Scope& point, const std::vector<Ref>& reds);
+  // The statement that merges state `b` of reduction `r` into state `a` (for an arg
+  // reduction, `a` and `b` name a value; `ap` and `bp` its position).
+  std::string merge(const Inst& r, std::string_view a, std::string_view ap, std::string_view b, std::string_view bp);
   void define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat);
   std::vector<Ref> reductions_of(int stage) const {
     std::vector<Ref> out;
@@ -131,6 +142,7 @@ class CEmitter {
   const Schedule& s_;
   const CDialect& d_;
   bool fp64_;
+  int subgroup_size_;  // Capabilities::subgroup_size
   // Positions (index_instructions) and the walk's counters are computed in idx_: i64, or
   // i32 where the schedule says so (index_fits_32 proved it exact).
   DType idx_ = DType::I64;
@@ -148,7 +160,10 @@ class CEmitter {
   uint64_t reduced_mask_ = 0;
   std::vector<int> reduced_dims_, kept_dims_;
   int64_t reduced_points_ = 1, kept_points_ = 1;
-  bool tree_ = false;
+  // A work-group per row (Schedule::reduction workgroup-tree or subgroup): its work-items
+  // stride along the row, then combine their states.
+  bool group_per_row_ = false;
+  bool subgroups_ = false;  // ...through subgroup shuffles, else in a local-memory tree
   bool uses_double_ = false;
   std::set<std::string> helpers_;  // helper functions the body calls
   int replaced_buffer_ = -1;       // emit_point: loads of this buffer are `replacement_`
@@ -421,7 +436,7 @@ std::string CEmitter::combine(const Inst& r, std::string_view acc, std::string_v
 
 std::string CEmitter::reduced_loop_head(std::string_view var) const {
   const std::string idx = idx_type(), n = idx_literal(reduced_points_);
-  if (!tree_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += 1) {{", idx, var, n);
+  if (!group_per_row_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += 1) {{", idx, var, n);
   // The work-items of a group stride along the row in a loop whose trip count is the same
   // for all of them, the body guarded: a trip count that differs between work-items
   // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
@@ -482,61 +497,8 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   point.text += loop.text;
   line(point, reduced_loop_tail());
 
-  if (tree_) {
-    // Work-group tree: partial accumulators into local memory, halves combined.
-    const int64_t n = s_.local_size;
-    int64_t p2 = 1;
-    while (p2 < n) p2 *= 2;
-    const std::string lid = d_.local_id(idx_);
-    // Element `at` of reduction r's array (`suffix`: v and p for an arg reduction's value
-    // and position).
-    auto slot = [&](Ref r, std::string_view suffix, std::string_view at) {
-      return d_.subscript(fmt::format("t{}{}", r, suffix), at);
-    };
-    const std::string other = fmt::format("{} + h", lid);
-    for (Ref r : reds) {
-      const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (is_arg(in)) {
-        locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), n);
-        locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, n);
-        line(point, fmt::format("{} = a{}v; {} = a{}p;", slot(r, "v", lid), r, slot(r, "p", lid), r));
-      } else {
-        locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), n);
-        line(point, fmt::format("{} = a{};", slot(r, "", lid), r));
-      }
-    }
-    line(point, d_.barrier());
-    line(point, fmt::format("for ({} h = {}; h > 0; h >>= 1) {{", idx_type(), idx_literal(p2 / 2)));
-    line(point, fmt::format("  if ({0} < h && {0} + h < {1}) {{", lid, idx_literal(n)));
-    for (Ref r : reds) {
-      const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (!is_arg(in)) {
-        line(point, fmt::format("    {} = {};", slot(r, "", lid), combine(in, slot(r, "", lid), slot(r, "", other))));
-        continue;
-      }
-      // The other half's state wins when it has seen an element and is better, or equal
-      // and earlier (the halves interleave positions).
-      const bool max = in.op == OpKind::ArgMax;
-      const std::string av = slot(r, "v", lid), ap = slot(r, "p", lid);
-      const std::string bv = slot(r, "v", other), bp = slot(r, "p", other);
-      std::string better;
-      if (is_float(arg_value_type(in))) {
-        better = fmt::format("({0} ? (!{1} || {4} < {5}) : (!{1} && ({2} {6} {3} || ({2} == {3} && {4} < {5}))))",
-                             d_.is_nan(bv), d_.is_nan(av), bv, av, bp, ap, max ? ">" : "<");
-      } else {
-        better = fmt::format("({0} {4} {1} || ({0} == {1} && {2} < {3}))", bv, av, bp, ap, max ? ">" : "<");
-      }
-      line(point, fmt::format("    if ({0} >= 0 && ({1} < 0 || {2})) {{ {3} = {4}; {1} = {0}; }}", bp, ap, better, av, bv));
-    }
-    line(point, "  }");
-    line(point, "  " + d_.barrier());
-    line(point, "}");
-    for (Ref r : reds) {
-      if (is_arg(k_.insts[static_cast<size_t>(r)])) line(point, fmt::format("a{}p = {};", r, slot(r, "p", "0")));
-      else line(point, fmt::format("a{} = {};", r, slot(r, "", "0")));
-    }
-    line(point, d_.barrier());  // before the arrays are written again
-  }
+  if (subgroups_) combine_in_subgroups(point, reds);
+  else if (group_per_row_) combine_in_tree(point, reds);
   for (Ref r : reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
     const std::string acc = is_arg(in) ? fmt::format("a{}p", r) : fmt::format("a{}", r);
@@ -545,6 +507,120 @@ void CEmitter::emit_stage(Scope& point, int stage) {
                             in.type == DType::Bool ? fmt::format("({} != 0)", acc) : cast_expr(acc, from, in.type)));
     point.has[static_cast<size_t>(r)] = 1;
   }
+}
+
+std::string CEmitter::merge(const Inst& r, std::string_view a, std::string_view ap, std::string_view b,
+                            std::string_view bp) {
+  if (!is_arg(r)) return fmt::format("{} = {};", a, combine(r, a, b));
+  // b wins when it has seen an element and is better, or equal and earlier (the work-items'
+  // positions interleave). For floats a NaN beats every number, and the earliest NaN wins.
+  const bool max = r.op == OpKind::ArgMax;
+  std::string better;
+  if (is_float(arg_value_type(r))) {
+    better = fmt::format("({0} ? (!{1} || {4} < {5}) : (!{1} && ({2} {6} {3} || ({2} == {3} && {4} < {5}))))",
+                         d_.is_nan(b), d_.is_nan(a), b, a, bp, ap, max ? ">" : "<");
+  } else {
+    better = fmt::format("({0} {4} {1} || ({0} == {1} && {2} < {3}))", b, a, bp, ap, max ? ">" : "<");
+  }
+  return fmt::format("if ({0} >= 0 && ({1} < 0 || {2})) {{ {3} = {4}; {1} = {0}; }}", bp, ap, better, a, b);
+}
+
+void CEmitter::combine_in_tree(Scope& point, const std::vector<Ref>& reds) {
+  // Partial states into local memory, halves combined.
+  const int64_t n = s_.local_size;
+  int64_t p2 = 1;
+  while (p2 < n) p2 *= 2;
+  const std::string lid = d_.local_id(idx_);
+  // Element `at` of reduction r's array (`suffix`: v and p for an arg reduction's value
+  // and position).
+  auto slot = [&](Ref r, std::string_view suffix, std::string_view at) {
+    return d_.subscript(fmt::format("t{}{}", r, suffix), at);
+  };
+  const std::string other = fmt::format("{} + h", lid);
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (is_arg(in)) {
+      locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), n);
+      locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, n);
+      line(point, fmt::format("{} = a{}v; {} = a{}p;", slot(r, "v", lid), r, slot(r, "p", lid), r));
+    } else {
+      locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), n);
+      line(point, fmt::format("{} = a{};", slot(r, "", lid), r));
+    }
+  }
+  line(point, d_.barrier());
+  line(point, fmt::format("for ({} h = {}; h > 0; h >>= 1) {{", idx_type(), idx_literal(p2 / 2)));
+  line(point, fmt::format("  if ({0} < h && {0} + h < {1}) {{", lid, idx_literal(n)));
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    const bool arg = is_arg(in);
+    line(point, "    " + merge(in, slot(r, arg ? "v" : "", lid), slot(r, "p", lid), slot(r, arg ? "v" : "", other),
+                               slot(r, "p", other)));
+  }
+  line(point, "  }");
+  line(point, "  " + d_.barrier());
+  line(point, "}");
+  for (Ref r : reds) {
+    if (is_arg(k_.insts[static_cast<size_t>(r)])) line(point, fmt::format("a{}p = {};", r, slot(r, "p", "0")));
+    else line(point, fmt::format("a{} = {};", r, slot(r, "", "0")));
+  }
+  line(point, d_.barrier());  // before the arrays are written again
+}
+
+void CEmitter::combine_in_subgroups(Scope& point, const std::vector<Ref>& reds) {
+  // A butterfly of shuffles leaves every lane of a subgroup with the subgroup's state (each
+  // merge is symmetric: both lanes of a pair compute the same value). Lane 0 of each
+  // subgroup writes it to local memory, and every work-item merges those in subgroup order,
+  // so all of them hold the same result without a tree of barriers.
+  const int64_t slots = std::max<int64_t>(1, s_.local_size / subgroup_size_);
+  const std::string i32 = d_.type(DType::I32);
+  line(point, fmt::format("for ({0} h = {1} / 2; h > 0; h >>= 1) {{", i32, d_.subgroup_size(DType::I32)));
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (is_arg(in)) {
+      const DType vt = arg_value_type(in);
+      line(point, fmt::format("  {}{} o{}v = {};", d_.let(), d_.type(vt), r, d_.subgroup_shuffle_xor(fmt::format("a{}v", r), "h", vt)));
+      line(point, fmt::format("  {}{} o{}p = {};", d_.let(), d_.type(DType::I64), r,
+                              d_.subgroup_shuffle_xor(fmt::format("a{}p", r), "h", DType::I64)));
+      line(point, "  " + merge(in, fmt::format("a{}v", r), fmt::format("a{}p", r), fmt::format("o{}v", r), fmt::format("o{}p", r)));
+    } else {
+      const DType t = acc_type(in);
+      line(point, fmt::format("  {}{} o{} = {};", d_.let(), d_.type(t), r, d_.subgroup_shuffle_xor(fmt::format("a{}", r), "h", t)));
+      line(point, "  " + merge(in, fmt::format("a{}", r), "", fmt::format("o{}", r), ""));
+    }
+  }
+  line(point, "}");
+  const std::string sg = d_.subgroup_id(DType::I32);
+  auto slot = [&](Ref r, std::string_view suffix, std::string_view at) {
+    return d_.subscript(fmt::format("t{}{}", r, suffix), at);
+  };
+  line(point, fmt::format("if ({} == 0) {{", d_.subgroup_local_id(DType::I32)));
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (is_arg(in)) {
+      locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), slots);
+      locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, slots);
+      line(point, fmt::format("  {} = a{}v; {} = a{}p;", slot(r, "v", sg), r, slot(r, "p", sg), r));
+    } else {
+      locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), slots);
+      line(point, fmt::format("  {} = a{};", slot(r, "", sg), r));
+    }
+  }
+  line(point, "}");
+  line(point, d_.barrier());
+  for (Ref r : reds) {
+    if (is_arg(k_.insts[static_cast<size_t>(r)])) line(point, fmt::format("a{0}v = {1}; a{0}p = {2};", r, slot(r, "v", "0"), slot(r, "p", "0")));
+    else line(point, fmt::format("a{} = {};", r, slot(r, "", "0")));
+  }
+  line(point, fmt::format("for ({0} g = 1; g < {1}; ++g) {{", i32, d_.subgroup_count(DType::I32)));
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    const bool arg = is_arg(in);
+    line(point, "  " + merge(in, fmt::format("a{}{}", r, arg ? "v" : ""), fmt::format("a{}p", r), slot(r, arg ? "v" : "", "g"),
+                             slot(r, "p", "g")));
+  }
+  line(point, "}");
+  line(point, d_.barrier());  // before the arrays are written again
 }
 
 void CEmitter::emit_stores(Scope& point) {
@@ -567,7 +643,7 @@ void CEmitter::emit_stores(Scope& point) {
     for (const Store* st : once)
       for (Ref r : {st->offset, st->value, st->guard})
         if (r != kNoRef) ensure(point, r);
-    if (tree_) {
+    if (group_per_row_) {
       line(point, fmt::format("if ({} == 0) {{", d_.local_id(idx_)));
       Scope inner = child(point, point.dims);
       for (const Store* st : once) store_line(inner, *st);
@@ -676,8 +752,8 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
 
   const std::string n = idx_literal(kept_points_);
   const bool grid_stride = s_.elements_per_item > 1;
-  const std::string first = tree_ ? d_.group_id(idx_) : d_.global_id(idx_);
-  const std::string step = tree_ ? d_.group_count(idx_) : d_.global_size(idx_);
+  const std::string first = group_per_row_ ? d_.group_id(idx_) : d_.global_id(idx_);
+  const std::string step = group_per_row_ ? d_.group_count(idx_) : d_.global_size(idx_);
   std::string head;
   if (grid_stride) {
     head = fmt::format("for ({0} it = {1}; it < {2}; it += {3}) {{", idx, first, n, step);
@@ -755,6 +831,37 @@ void check_dtypes(const Kernel& k, const Capabilities& caps, const DeviceNames& 
   }
 }
 
+int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities& caps) {
+  // Per iteration of the walk: each stage's pass along the reduced dims (shared out among a
+  // group's work-items when a group reduces a row) and the combining after it, then one more
+  // pass for the stores that need the reduced dims. (CEmitter::emit writes these loops.)
+  int64_t reduced = 1;
+  bool reduces = false;
+  for (int i = 0; i < k.domain.rank(); ++i)
+    if (k.reduced[static_cast<size_t>(i)]) reduced *= k.domain[i], reduces = true;
+  if (!reduces) return std::max<int64_t>(1, s.elements_per_item);
+  const std::vector<int> stage = reduction_stage(k);
+  int stages = 0;
+  for (size_t i = 0; i < k.insts.size(); ++i)
+    if (k.insts[i].code == Code::Reduce) stages = std::max(stages, stage[i]);
+  const bool group_per_row = s.reduction != ReductionStrategy::Serial && s.lanes_reduce && s.local_size > 1;
+  const bool subgroups = group_per_row && s.reduction == ReductionStrategy::Subgroup;
+  const int64_t per_pass = group_per_row ? (reduced + s.local_size - 1) / s.local_size : reduced;
+  int64_t combine = 0;
+  if (group_per_row) {
+    for (int64_t h = 1; h < (subgroups ? caps.subgroup_size : s.local_size); h *= 2) ++combine;
+    if (subgroups) combine += s.local_size / caps.subgroup_size;
+  }
+  return std::max<int64_t>(1, s.elements_per_item) * (1 + (stages + 1) * per_pass + stages * combine);
+}
+
+void check_loop_budget(int64_t iterations, const Capabilities& caps, std::string_view what) {
+  if (caps.max_loop_iterations > 0 && iterations > caps.max_loop_iterations)
+    throw Error(fmt::format("{} would run up to {} loop iterations per work-item, and this device ends a work-item's loops "
+                            "after {} (lavapipe's LP_MAX_TGSI_LOOP_ITERATIONS): its results would be wrong",
+                            what, iterations, caps.max_loop_iterations));
+}
+
 std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
                            const Capabilities& caps, const CDialect& dialect) {
   KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
@@ -763,10 +870,14 @@ std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<con
   std::string entries;
   for (size_t i = 0; i < kernels.size(); ++i) {
     bool d = false;
+    check_loop_budget(c_loop_iterations(*kernels[i], *schedules[i], caps), caps, fmt::format("kernel @{}", kernels[i]->name));
     entries += CEmitter(*kernels[i], *schedules[i], caps, dialect).emit(helpers, d);
     doubles |= d;
   }
-  return dialect.prologue(kernels, doubles) + helper_functions(helpers, dialect) + entries;
+  const bool subgroups = std::any_of(schedules.begin(), schedules.end(), [](const Schedule* s) {
+    return s->reduction == ReductionStrategy::Subgroup && s->lanes_reduce && s->local_size > 1;
+  });
+  return dialect.prologue(kernels, doubles, subgroups) + helper_functions(helpers, dialect) + entries;
 }
 
 }  // namespace kiln::kir

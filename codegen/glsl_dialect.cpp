@@ -371,9 +371,19 @@ class GlslDialect final : public CDialect {
   std::string group_id(DType t) const override { return fmt::format("{}(gl_WorkGroupID.x)", type(t)); }
   std::string group_count(DType t) const override { return fmt::format("{}(gl_NumWorkGroups.x)", type(t)); }
   std::string barrier() const override { return "memoryBarrierShared(); barrier();"; }
+  std::string subgroup_size(DType t) const override { return fmt::format("{}(gl_SubgroupSize)", type(t)); }
+  std::string subgroup_id(DType t) const override { return fmt::format("{}(gl_SubgroupID)", type(t)); }
+  std::string subgroup_local_id(DType t) const override { return fmt::format("{}(gl_SubgroupInvocationID)", type(t)); }
+  std::string subgroup_count(DType t) const override { return fmt::format("{}(gl_NumSubgroups)", type(t)); }
+  std::string subgroup_shuffle_xor(std::string_view x, std::string_view mask, DType t) const override {
+    // 64-bit integers as two 32-bit halves: shuffling int64_t itself needs the optional
+    // shaderSubgroupExtendedTypes feature.
+    if (t == DType::I64) return fmt::format("packInt2x32(subgroupShuffleXor(unpackInt2x32({}), uint({})))", x, mask);
+    return fmt::format("subgroupShuffleXor({}, uint({}))", x, mask);
+  }
 
   std::string helper_qualifier() const override { return ""; }
-  std::string prologue(std::span<const Kernel* const> kernels, bool) const override {
+  std::string prologue(std::span<const Kernel* const> kernels, bool, bool subgroups) const override {
     std::string names;
     for (const Kernel* k : kernels) names += fmt::format(" @{}", k->name);
     // 8-bit storage for bool buffers, 64-bit integers for positions and i64; doubles are core.
@@ -381,8 +391,10 @@ class GlslDialect final : public CDialect {
         "#version 450\n"
         "#extension GL_EXT_shader_explicit_arithmetic_types : require\n"
         "#extension GL_EXT_shader_8bit_storage : require\n"
+        "{}"
         "// kiln kernel{}\n"
         "layout(local_size_x_id = 0) in;\n",
+        subgroups ? "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n" : "",
         names);
   }
   std::string local_array(std::string_view name, DType t, int64_t n) const override {

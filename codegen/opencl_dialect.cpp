@@ -69,7 +69,7 @@ class OpenClDialect final : public CDialect {
   std::string barrier() const override { return "barrier(CLK_LOCAL_MEM_FENCE);"; }
 
   std::string helper_qualifier() const override { return "static inline"; }
-  std::string prologue(std::span<const Kernel* const> kernels, bool fp64) const override {
+  std::string prologue(std::span<const Kernel* const> kernels, bool fp64, bool) const override {
     std::string names;
     for (const Kernel* k : kernels) names += fmt::format(" @{}", k->name);
     // The interpreter rounds every operation: no multiply-add contraction.

@@ -128,16 +128,24 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // on PoCL: 47.6 ms with trees, 18.0 ms a row per work-item).
   const bool rows_fill_device = caps.emulated_work_groups ? s.iterations >= s.local_size * caps.cores
                                                           : s.iterations >= 4 * caps.cores;
-  const bool cooperative =
-      !rows_fill_device || (!caps.emulated_work_groups && s.elements_per_iteration >= 4 * s.local_size);
+  // A row per work-item must also stay within the device's loop budget: each reduction and
+  // the stores may walk it once.
+  const int64_t passes = 1 + std::count_if(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.code == Code::Reduce; });
+  const bool row_over_budget = caps.max_loop_iterations > 0 && s.elements_per_iteration * passes > caps.max_loop_iterations;
+  const bool cooperative = !rows_fill_device || row_over_budget ||
+                           (!caps.emulated_work_groups && s.elements_per_iteration >= 4 * s.local_size);
   s.reduction = s.lanes_reduce && caps.local_memory && s.local_size > 1 && cooperative ? ReductionStrategy::WorkGroupTree
                                                                                        : ReductionStrategy::Serial;
   if (s.reduction == ReductionStrategy::WorkGroupTree) {
     int64_t fit = 1;  // no more work-items than elements in a row
     while (fit < s.elements_per_iteration && fit < s.local_size) fit *= 2;
     s.local_size = fit;
+    // Where the device shuffles within subgroups, a butterfly there and one local-memory
+    // slot per subgroup replace the tree's log2(local_size) barriers; the groups must be
+    // whole subgroups.
+    if (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0) s.reduction = ReductionStrategy::Subgroup;
   }
-  const int64_t items = s.reduction == ReductionStrategy::WorkGroupTree ? s.iterations * s.local_size : s.iterations;
+  const int64_t items = s.reduction == ReductionStrategy::Serial ? s.iterations : s.iterations * s.local_size;
   int64_t groups = (items + s.local_size - 1) / s.local_size;
   s.elements_per_item = 1;
   // Past the device's work-group limit, each work-group (each work-item, a row per item)

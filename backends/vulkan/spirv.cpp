@@ -26,6 +26,7 @@ Capabilities reference_capabilities() {
   c.fp64 = c.int64 = true;
   c.local_memory = true;
   c.max_work_group = 1024;
+  c.subgroup_size = 32;
   c.vector_bytes = 4;
   c.cores = 64;
   c.exact_math = false;

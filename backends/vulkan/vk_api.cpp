@@ -229,6 +229,7 @@ std::vector<FoundDevice> enumerate() {
     i.max_push_constants = pr.limits.maxPushConstantsSize;
     i.subgroup_size = static_cast<int>(subgroup.subgroupSize);
     i.subgroup_operations = subgroup_operations(subgroup.supportedOperations);
+    i.subgroups_in_compute = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
     i.fp64 = features.shaderFloat64;
     i.int64 = features.shaderInt64;
     i.signed_zero_inf_nan =

@@ -13,6 +13,7 @@
 // them.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +81,15 @@ PushLayout push_layout(std::span<const DType> scalars) {
   }
   p.bytes += 4;  // kiln_zero
   return p;
+}
+
+// Whether rows reduce through subgroup shuffles (ReductionStrategy::Subgroup): the GLSL
+// dialect's butterfly needs basic operations and shuffles in compute shaders, and a subgroup
+// size that divides the power-of-two work-groups.
+bool subgroup_reductions(const VulkanDeviceInfo& d) {
+  const std::string ops = " " + d.subgroup_operations + " ";
+  return d.subgroups_in_compute && d.subgroup_size > 1 && std::has_single_bit(static_cast<unsigned>(d.subgroup_size)) &&
+         ops.find(" basic ") != std::string::npos && ops.find(" shuffle ") != std::string::npos;
 }
 
 // Pipelines whose kernels were dropped, destroyed once no recorded command can use them:
@@ -187,7 +197,8 @@ class VulkanBackend final : public Backend {
     caps_.fp64 = info_.fp64;
     caps_.int64 = info_.int64;
     caps_.local_memory = true;
-    caps_.subgroup_size = 1;  // subgroup reductions are not generated yet
+    caps_.subgroup_size = subgroup_reductions(info_) ? info_.subgroup_size : 1;
+    if (info_.driver_name == "llvmpipe") caps_.max_loop_iterations = 65535;  // LP_MAX_TGSI_LOOP_ITERATIONS
     caps_.max_work_group = std::max<int64_t>(1, info_.max_work_group);
     caps_.max_work_groups = std::max<int64_t>(1, info_.max_work_group_count);
     caps_.vector_bytes = 4;  // GLSL's vectors are of 2-4 lanes; GPUs load scalars per lane

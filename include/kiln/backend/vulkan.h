@@ -38,6 +38,7 @@ struct VulkanDeviceInfo {
   int64_t max_push_constants = 0;        // bytes
   int subgroup_size = 0;
   std::string subgroup_operations;  // "basic vote arithmetic ballot shuffle ..."
+  bool subgroups_in_compute = false;  // those operations are supported in compute shaders
   bool fp64 = false;
   bool int64 = false;
   /// shaderSignedZeroInfNanPreserveFloat32 (and Float64 where fp64): kiln's shaders then keep
@@ -63,8 +64,8 @@ namespace kiln::vulkan {
 bool validation_enabled();
 
 /// What `kiln codegen --target glsl|spirv` generates for while no Vulkan device is given: a
-/// discrete GPU's capabilities (fp64 and int64, local memory, work-groups up to 1024, 64
-/// compute units, no preferred vector width).
+/// discrete GPU's capabilities (fp64 and int64, local memory, work-groups up to 1024,
+/// subgroups of 32 that shuffle, 64 compute units, no preferred vector width).
 Capabilities reference_capabilities();
 
 /// `source`, a GLSL 4.50 compute shader, compiled to SPIR-V for Vulkan 1.1 by shaderc

@@ -45,6 +45,12 @@ std::optional<GemmEpilogueSource> gemm_epilogue_source(const LaunchPlan& plan, s
 /// C is not written (only the epilogue's outputs are read later).
 std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                                std::string_view name, const Capabilities& caps);
+/// At most how many loop iterations one work-item runs in the C-family kernel of `k` run
+/// with `s` (every loop the emitter writes, nested ones multiplied), or of GEMM step `g`
+/// (its epilogue's own loops aside: it has none). What Capabilities::max_loop_iterations is
+/// checked against.
+int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities& caps);
+int64_t c_gemm_loop_iterations(const LaunchPlan::Gemm& g);
 /// GLSL 4.50 for Vulkan (codegen/glsl_dialect.cpp): a compute shader of one kernel, named
 /// `main` as GLSL requires. Buffers are std430 storage blocks at bindings 0, 1... of set 0
 /// (Kernel::buffers order, bool as uint8_t), scalars push constants in Kernel::scalars order

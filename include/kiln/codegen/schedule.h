@@ -30,6 +30,11 @@ struct Capabilities {
   /// Work-groups run as loops on CPU cores (PoCL): a barrier splits the loop, so a tree
   /// reduction costs more than a row per work-item whenever the rows fill the cores.
   bool emulated_work_groups = false;
+  /// Loop iterations one work-item may run in all, over every loop of its kernel (0: no
+  /// limit). lavapipe ends a shader's loops after 65535 back-edges (Mesa's
+  /// LP_MAX_TGSI_LOOP_ITERATIONS), silently; default_schedule keeps rows under it and the
+  /// C-family emitter refuses a kernel that could exceed it.
+  int64_t max_loop_iterations = 0;
   /// Whether transcendental functions (sin, exp, pow...) round exactly as the host's libm,
   /// which the interpreter calls: the differential oracle compares them bit for bit then.
   bool exact_math = true;

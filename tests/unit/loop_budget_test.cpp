@@ -1,0 +1,65 @@
+// Capabilities::max_loop_iterations: lavapipe ends a work-item's loops after 65535
+// iterations in all, silently. Rows too long for one work-item go to a work-group, and a
+// kernel that could still exceed the budget is an error, never a wrong result.
+#include <gtest/gtest.h>
+
+#include "kiln/codegen/c_source.h"
+#include "kiln/engine/compile.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+Capabilities lavapipe_like() {
+  Capabilities c;
+  c.local_memory = true;
+  c.max_work_group = 1024;
+  c.max_work_groups = 65535;
+  c.subgroup_size = 8;
+  c.vector_bytes = 4;
+  c.cores = 2;
+  c.emulated_work_groups = true;
+  c.max_loop_iterations = 65535;
+  return c;
+}
+
+TEST(LoopBudget, LongRowsReduceInWorkGroups) {
+  // 600 rows fill two emulated cores a row per work-item, but a 70000-element row is past
+  // the budget: a work-group per row instead, each work-item walking 70000 / 256 elements.
+  const Graph g = test::parse_or_fail(
+      "graph @r(%x: f32[600,70000]) -> f32[600] {\n"
+      "  %s = reduce_sum %x {axes = [1]} : f32[600]\n"
+      "  return %s\n}\n");
+  Capabilities caps = lavapipe_like();
+  const Compilation c = compile_graph(caps, {}, g);
+  ASSERT_EQ(c.plan.kernels.size(), 1u);
+  EXPECT_NE(c.plan.schedules[0].reduction, kir::ReductionStrategy::Serial);
+  EXPECT_LE(kir::c_loop_iterations(c.plan.kernels[0], c.plan.schedules[0], caps), caps.max_loop_iterations);
+  // Without the budget the same rows stay a row per work-item.
+  caps.max_loop_iterations = 0;
+  const Compilation unbounded = compile_graph(caps, {}, g);
+  EXPECT_EQ(unbounded.plan.schedules[0].reduction, kir::ReductionStrategy::Serial);
+  EXPECT_GT(kir::c_loop_iterations(unbounded.plan.kernels[0], unbounded.plan.schedules[0], caps), 65535);
+}
+
+TEST(LoopBudget, AMatmulPastTheBudgetIsAnError) {
+  const Graph g = test::parse_or_fail(
+      "graph @m(%a: f32[1,30000], %b: f32[30000,2]) -> f32[1,2] {\n"
+      "  %c = matmul %a, %b : f32[1,2]\n"
+      "  return %c\n}\n");
+  const Capabilities caps = lavapipe_like();
+  const Compilation c = compile_graph(caps, {}, g);
+  ASSERT_EQ(c.plan.steps.size(), 1u);
+  ASSERT_LT(c.plan.steps[0].kernel, 0);
+  EXPECT_GT(kir::c_gemm_loop_iterations(c.plan.steps[0].gemm), caps.max_loop_iterations);
+  try {
+    (void)kir::glsl_gemm_source(c.plan.steps[0].gemm, nullptr, true, caps);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a 1x30000x2 matmul"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("after 65535"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
