@@ -123,6 +123,14 @@ class CEmitter {
   // A work-group's partial states of reductions `reds` combined into every work-item's.
   void combine_in_tree(Scope& point, const std::vector<Ref>& reds);
   void combine_in_subgroups(Scope& point, const std::vector<Ref>& reds);
+  // Element `at` of reduction r's local array (`suffix`: v and p for an arg reduction's
+  // value and position).
+  std::string slot(Ref r, std::string_view suffix, std::string_view at) const {
+    return d_.subscript(fmt::format("t{}{}", r, suffix), at);
+  }
+  // Local arrays of `slots` states for reductions `reds`, and this work-item's states
+  // written to element `at` (each line after `indent`).
+  void stash_states(Scope& point, const std::vector<Ref>& reds, int64_t slots, std::string_view at, std::string_view indent);
   // The statement that merges state `b` of reduction `r` into state `a` (for an arg
   // reduction, `a` and `b` name a value; `ap` and `bp` its position).
   std::string merge(const Inst& r, std::string_view a, std::string_view ap, std::string_view b, std::string_view bp);
@@ -525,29 +533,29 @@ std::string CEmitter::merge(const Inst& r, std::string_view a, std::string_view 
   return fmt::format("if ({0} >= 0 && ({1} < 0 || {2})) {{ {3} = {4}; {1} = {0}; }}", bp, ap, better, a, b);
 }
 
+void CEmitter::stash_states(Scope& point, const std::vector<Ref>& reds, int64_t slots, std::string_view at,
+                            std::string_view indent) {
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (is_arg(in)) {
+      locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), slots);
+      locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, slots);
+      line(point, fmt::format("{}{} = a{}v; {} = a{}p;", indent, slot(r, "v", at), r, slot(r, "p", at), r));
+    } else {
+      locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), slots);
+      line(point, fmt::format("{}{} = a{};", indent, slot(r, "", at), r));
+    }
+  }
+}
+
 void CEmitter::combine_in_tree(Scope& point, const std::vector<Ref>& reds) {
   // Partial states into local memory, halves combined.
   const int64_t n = s_.local_size;
   int64_t p2 = 1;
   while (p2 < n) p2 *= 2;
   const std::string lid = d_.local_id(idx_);
-  // Element `at` of reduction r's array (`suffix`: v and p for an arg reduction's value
-  // and position).
-  auto slot = [&](Ref r, std::string_view suffix, std::string_view at) {
-    return d_.subscript(fmt::format("t{}{}", r, suffix), at);
-  };
   const std::string other = fmt::format("{} + h", lid);
-  for (Ref r : reds) {
-    const Inst& in = k_.insts[static_cast<size_t>(r)];
-    if (is_arg(in)) {
-      locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), n);
-      locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, n);
-      line(point, fmt::format("{} = a{}v; {} = a{}p;", slot(r, "v", lid), r, slot(r, "p", lid), r));
-    } else {
-      locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), n);
-      line(point, fmt::format("{} = a{};", slot(r, "", lid), r));
-    }
-  }
+  stash_states(point, reds, n, lid, "");
   line(point, d_.barrier());
   line(point, fmt::format("for ({} h = {}; h > 0; h >>= 1) {{", idx_type(), idx_literal(p2 / 2)));
   line(point, fmt::format("  if ({0} < h && {0} + h < {1}) {{", lid, idx_literal(n)));
@@ -590,22 +598,8 @@ void CEmitter::combine_in_subgroups(Scope& point, const std::vector<Ref>& reds) 
     }
   }
   line(point, "}");
-  const std::string sg = d_.subgroup_id(DType::I32);
-  auto slot = [&](Ref r, std::string_view suffix, std::string_view at) {
-    return d_.subscript(fmt::format("t{}{}", r, suffix), at);
-  };
   line(point, fmt::format("if ({} == 0) {{", d_.subgroup_local_id(DType::I32)));
-  for (Ref r : reds) {
-    const Inst& in = k_.insts[static_cast<size_t>(r)];
-    if (is_arg(in)) {
-      locals_ += d_.local_array(fmt::format("t{}v", r), arg_value_type(in), slots);
-      locals_ += d_.local_array(fmt::format("t{}p", r), DType::I64, slots);
-      line(point, fmt::format("  {} = a{}v; {} = a{}p;", slot(r, "v", sg), r, slot(r, "p", sg), r));
-    } else {
-      locals_ += d_.local_array(fmt::format("t{}", r), acc_type(in), slots);
-      line(point, fmt::format("  {} = a{};", slot(r, "", sg), r));
-    }
-  }
+  stash_states(point, reds, slots, d_.subgroup_id(DType::I32), "  ");
   line(point, "}");
   line(point, d_.barrier());
   for (Ref r : reds) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/codegen/c_source.h"
 #include "kiln/ir/canonical.h"
 
 namespace kiln::kir {
@@ -128,10 +129,8 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // on PoCL: 47.6 ms with trees, 18.0 ms a row per work-item).
   const bool rows_fill_device = caps.emulated_work_groups ? s.iterations >= s.local_size * caps.cores
                                                           : s.iterations >= 4 * caps.cores;
-  // A row per work-item must also stay within the device's loop budget: each reduction and
-  // the stores may walk it once.
-  const int64_t passes = 1 + std::count_if(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.code == Code::Reduce; });
-  const bool row_over_budget = caps.max_loop_iterations > 0 && s.elements_per_iteration * passes > caps.max_loop_iterations;
+  // A row per work-item must also stay within the device's loop budget.
+  const bool row_over_budget = caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations;
   const bool cooperative = !rows_fill_device || row_over_budget ||
                            (!caps.emulated_work_groups && s.elements_per_iteration >= 4 * s.local_size);
   s.reduction = s.lanes_reduce && caps.local_memory && s.local_size > 1 && cooperative ? ReductionStrategy::WorkGroupTree

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cl_api.h"
+#include "kiln/backend/indexed_backend.h"
 #include "kiln/backend/opencl.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen_id.h"
@@ -454,21 +455,10 @@ class OpenClBackend final : public Backend {
 namespace kiln {
 
 Backend& opencl_backend(int index) {
-  const std::vector<OpenClDeviceInfo>& devices = opencl_devices();
-  if (index < 0 || static_cast<size_t>(index) >= devices.size()) {
-    std::string list;
-    for (size_t i = 0; i < devices.size(); ++i) list += fmt::format("{}opencl:{} ({})", i ? ", " : "", i, devices[i].name);
-    throw Error(fmt::format("device opencl:{} does not exist ({})", index,
-                            devices.empty() ? "no OpenCL platform is installed; Debian's pocl-opencl-icd provides one"
-                                            : "available: " + list));
-  }
-  // Backends live as long as the process: kernels may still run during static destruction.
-  static std::mutex mutex;
-  static std::vector<opencl::OpenClBackend*> made(devices.size(), nullptr);
-  std::lock_guard lock(mutex);
-  auto& b = made[static_cast<size_t>(index)];
-  if (!b) b = new opencl::OpenClBackend(index);
-  return *b;
+  const auto& devices = opencl_devices();
+  return indexed_backend(
+      "opencl", index, static_cast<int>(devices.size()), [&](int i) { return devices[static_cast<size_t>(i)].name; },
+      "no OpenCL platform is installed; Debian's pocl-opencl-icd provides one", [](int i) -> Backend* { return new opencl::OpenClBackend(i); });
 }
 
 }  // namespace kiln

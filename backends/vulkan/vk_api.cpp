@@ -229,7 +229,9 @@ std::vector<FoundDevice> enumerate() {
     i.max_push_constants = pr.limits.maxPushConstantsSize;
     i.subgroup_size = static_cast<int>(subgroup.subgroupSize);
     i.subgroup_operations = subgroup_operations(subgroup.supportedOperations);
-    i.subgroups_in_compute = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+    constexpr VkSubgroupFeatureFlags kShuffle = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+    i.subgroup_shuffle_in_compute =
+        (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (subgroup.supportedOperations & kShuffle) == kShuffle;
     i.fp64 = features.shaderFloat64;
     i.int64 = features.shaderInt64;
     i.signed_zero_inf_nan =

@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/backend/indexed_backend.h"
 #include "kiln/backend/vulkan.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen_id.h"
@@ -84,12 +85,10 @@ PushLayout push_layout(std::span<const DType> scalars) {
 }
 
 // Whether rows reduce through subgroup shuffles (ReductionStrategy::Subgroup): the GLSL
-// dialect's butterfly needs basic operations and shuffles in compute shaders, and a subgroup
-// size that divides the power-of-two work-groups.
+// dialect's butterfly needs shuffles in compute shaders, and a subgroup size that divides
+// the power-of-two work-groups.
 bool subgroup_reductions(const VulkanDeviceInfo& d) {
-  const std::string ops = " " + d.subgroup_operations + " ";
-  return d.subgroups_in_compute && d.subgroup_size > 1 && std::has_single_bit(static_cast<unsigned>(d.subgroup_size)) &&
-         ops.find(" basic ") != std::string::npos && ops.find(" shuffle ") != std::string::npos;
+  return d.subgroup_shuffle_in_compute && d.subgroup_size > 1 && std::has_single_bit(static_cast<unsigned>(d.subgroup_size));
 }
 
 // Pipelines whose kernels were dropped, destroyed once no recorded command can use them:
@@ -778,21 +777,10 @@ class VulkanBackend final : public Backend {
 namespace kiln {
 
 Backend& vulkan_backend(int index) {
-  const std::vector<VulkanDeviceInfo>& devices = vulkan_devices();
-  if (index < 0 || static_cast<size_t>(index) >= devices.size()) {
-    std::string list;
-    for (size_t i = 0; i < devices.size(); ++i) list += fmt::format("{}vulkan:{} ({})", i ? ", " : "", i, devices[i].name);
-    throw Error(fmt::format("device vulkan:{} does not exist ({})", index,
-                            devices.empty() ? "no Vulkan driver is installed; Debian's mesa-vulkan-drivers provides lavapipe"
-                                            : "available: " + list));
-  }
-  // Backends live as long as the process: kernels may still run during static destruction.
-  static std::mutex mutex;
-  static std::vector<vulkan::VulkanBackend*> made(devices.size(), nullptr);
-  std::lock_guard lock(mutex);
-  auto& b = made[static_cast<size_t>(index)];
-  if (!b) b = new vulkan::VulkanBackend(index);
-  return *b;
+  const auto& devices = vulkan_devices();
+  return indexed_backend(
+      "vulkan", index, static_cast<int>(devices.size()), [&](int i) { return devices[static_cast<size_t>(i)].name; },
+      "no Vulkan driver is installed; Debian's mesa-vulkan-drivers provides lavapipe", [](int i) -> Backend* { return new vulkan::VulkanBackend(i); });
 }
 
 }  // namespace kiln

@@ -38,7 +38,9 @@ struct VulkanDeviceInfo {
   int64_t max_push_constants = 0;        // bytes
   int subgroup_size = 0;
   std::string subgroup_operations;  // "basic vote arithmetic ballot shuffle ..."
-  bool subgroups_in_compute = false;  // those operations are supported in compute shaders
+  /// Basic and shuffle subgroup operations in compute shaders: what kiln's subgroup
+  /// reductions use.
+  bool subgroup_shuffle_in_compute = false;
   bool fp64 = false;
   bool int64 = false;
   /// shaderSignedZeroInfNanPreserveFloat32 (and Float64 where fp64): kiln's shaders then keep
