@@ -80,6 +80,21 @@ void update_walk(const Kernel& k, Schedule& s) {
   s.elements_per_iteration = s.tile * reduced;
 }
 
+void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item) {
+  const int64_t items = s.reduction == ReductionStrategy::Serial ? s.iterations : s.iterations * s.local_size;
+  int64_t groups = (items + s.local_size - 1) / s.local_size;
+  s.elements_per_item = std::max<int64_t>(1, per_item);
+  groups = (groups + s.elements_per_item - 1) / s.elements_per_item;
+  // Past the device's work-group limit, each work-group (each work-item, a row per item)
+  // walks several rows: the emitter's grid-stride loop.
+  if (caps.max_work_groups > 0 && groups > caps.max_work_groups) {
+    const int64_t more = (groups + caps.max_work_groups - 1) / caps.max_work_groups;
+    s.elements_per_item *= more;
+    groups = (groups + more - 1) / more;
+  }
+  s.global_size = groups * s.local_size;
+}
+
 Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   Schedule s;
   const int rank = k.domain.rank();
@@ -144,16 +159,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     // whole subgroups.
     if (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0) s.reduction = ReductionStrategy::Subgroup;
   }
-  const int64_t items = s.reduction == ReductionStrategy::Serial ? s.iterations : s.iterations * s.local_size;
-  int64_t groups = (items + s.local_size - 1) / s.local_size;
-  s.elements_per_item = 1;
-  // Past the device's work-group limit, each work-group (each work-item, a row per item)
-  // walks several rows: the emitter's grid-stride loop.
-  if (caps.max_work_groups > 0 && groups > caps.max_work_groups) {
-    s.elements_per_item = (groups + caps.max_work_groups - 1) / caps.max_work_groups;
-    groups = (groups + s.elements_per_item - 1) / s.elements_per_item;
-  }
-  s.global_size = groups * s.local_size;
+  place_work_items(s, caps, 1);
   // Work-item devices compute positions in 32 bits where that is exact; the cpu backend's
   // LLVM code keeps i64 (its address arithmetic is native).
   if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "dump.h"
+#include "kiln/autotune/autotuner.h"
 #include "kiln/backend/host_memory.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
@@ -337,7 +338,14 @@ int64_t split_blocks_for(const Capabilities& caps) {
 
 Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated) {
   const std::vector<const PassInfo*> extra = backend.extra_passes();
-  return compile_graph(backend.capabilities(), extra, g, donated);
+  Compilation c = compile_graph(backend.capabilities(), extra, g, donated);
+  // The schedules the autotuner chose for this device (KILN_AUTOTUNE), where it did.
+  if (const autotune::Mode mode = autotune::mode_from_env(); mode != autotune::Mode::Off) {
+    autotune::Autotuner& tuner = autotune::Autotuner::instance();
+    for (size_t i = 0; i < c.plan.kernels.size(); ++i)
+      c.plan.schedules[i] = tuner.schedule_for(backend, c.plan.kernels[i], c.plan.schedules[i], mode);
+  }
+  return c;
 }
 
 Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* const> extra_passes, const Graph& g,

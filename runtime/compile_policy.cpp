@@ -14,8 +14,13 @@ size_t kernel_cache_capacity() {
   return static_cast<size_t>(env_int("KILN_KERNEL_CACHE_SIZE", 1, int64_t{1} << 30).value_or(4096));
 }
 
+bool compile_allowed() {
+  const char* no = std::getenv("KILN_NO_COMPILE");
+  return no == nullptr || std::string_view(no) != "1";
+}
+
 void check_compile_allowed(std::string_view what) {
-  if (const char* no = std::getenv("KILN_NO_COMPILE"); no != nullptr && std::string_view(no) == "1")
+  if (!compile_allowed())
     throw Error(fmt::format("KILN_NO_COMPILE=1, but {} is in no cache and would be compiled", what));
 }
 

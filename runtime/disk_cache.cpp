@@ -70,10 +70,10 @@ class Reader {
   std::string_view rest_;
 };
 
-// Why `data` is not a valid entry for `key` made from `canonical`; empty (and `payload` set)
+// Why `data` is not a valid entry for `key`; empty (and `stored_canonical`, `payload` set)
 // when it is.
-std::string check_entry(std::string_view data, std::string_view key, std::string_view canonical,
-                        std::string_view& payload) {
+std::string read_entry(std::string_view data, std::string_view key, std::string_view& stored_canonical,
+                       std::string_view& payload) {
   Reader r(data);
   std::string_view magic, stored_key;
   uint64_t version = 0, key_len = 0, canon_len = 0, payload_len = 0, sum = 0;
@@ -89,10 +89,25 @@ std::string check_entry(std::string_view data, std::string_view key, std::string
   if (canon_len > body.size() || payload_len > body.size() - canon_len) return "truncated";
   if (canon_len + payload_len != body.size()) return "lengths disagree with the file size";
   if (fnv1a64(body) != sum) return "checksum mismatch";
-  // A different canonical text under the same key is a hash collision, never a hit.
-  if (body.substr(0, canon_len) != canonical) return "canonical text differs from the kernel's";
+  stored_canonical = body.substr(0, canon_len);
   payload = body.substr(canon_len);
   return {};
+}
+
+// Why `data` is not a valid entry for `key` made from `canonical`; empty (and `payload` set)
+// when it is.
+std::string check_entry(std::string_view data, std::string_view key, std::string_view canonical,
+                        std::string_view& payload) {
+  std::string_view stored;
+  if (std::string why = read_entry(data, key, stored, payload); !why.empty()) return why;
+  // A different canonical text under the same key is a hash collision, never a hit.
+  if (stored != canonical) return "canonical text differs from the kernel's";
+  return {};
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // Unique across threads (the counter), forked processes (the pid) and containers that share
@@ -292,6 +307,34 @@ bool DiskCache::store(std::string_view key, std::string_view canonical, std::str
                         "memory only",
                         dir_.string(), why));
   return false;
+}
+
+std::vector<std::pair<std::string, std::string>> DiskCache::entries_containing(std::string_view marker) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::error_code ec;
+  if (dir_.empty() || !fs::is_directory(dir_, ec)) return out;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+    if (!e.is_regular_file(ec) || e.path().extension() != ".bin") continue;  // temp files are not entries
+    const std::string name = e.path().stem().string();
+    std::string data = read_file(e.path());
+    std::string_view canonical, payload;
+    if (!read_entry(data, name, canonical, payload).empty()) continue;
+    if (canonical.find(marker) == std::string_view::npos) continue;
+    out.emplace_back(name, std::move(data));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool DiskCache::store_entry_file(std::string_view name, std::string_view data) {
+  std::string_view canonical, payload;
+  if (name.empty() || name.find('/') != std::string_view::npos || !read_entry(data, name, canonical, payload).empty())
+    return false;
+  try {
+    return store(name, canonical, payload);
+  } catch (const Error&) {  // a key that is no file name
+    return false;
+  }
 }
 
 }  // namespace kiln

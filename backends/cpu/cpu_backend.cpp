@@ -63,6 +63,13 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   std::string fingerprint() const override { return cpu::Jit::instance().fingerprint(); }
+  std::string device_fingerprint() const override {
+    const cpu::HostTarget& t = cpu::Jit::instance().target();
+    return fmt::format("cpu|{}|{}|{}|{} cores", t.triple, t.cpu, t.features, caps_.cores);
+  }
+  std::string device_name() const override {
+    return fmt::format("{}, {} cores", cpu::Jit::instance().target().cpu, caps_.cores);
+  }
   const Capabilities& capabilities() const override { return caps_; }
   // Reductions to few values become block partials, so that they run on every core.
   std::vector<const PassInfo*> extra_passes() const override { return {find_pass("split-reductions")}; }

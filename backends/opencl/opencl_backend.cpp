@@ -147,6 +147,11 @@ class OpenClBackend final : public Backend {
 
   std::string_view name() const override { return "opencl"; }
   std::string fingerprint() const override { return fingerprint_; }
+  std::string device_fingerprint() const override {
+    return fmt::format("opencl|{}|{}|{}|{}|{} compute units", info_.platform, info_.vendor, info_.name,
+                       info_.driver_version, info_.compute_units);
+  }
+  std::string device_name() const override { return info_.name; }
   const Capabilities& capabilities() const override { return caps_; }
   // Reductions to few values become block partials, which a second kernel reduces. Matmul
   // stays a GEMM step: a tiled kernel of its own (gemm, gemm_with_epilogue).

@@ -215,6 +215,11 @@ class VulkanBackend final : public Backend {
 
   std::string_view name() const override { return "vulkan"; }
   std::string fingerprint() const override { return fingerprint_; }
+  std::string device_fingerprint() const override {
+    return fmt::format("vulkan|{:04x}:{:04x}|{}|{}|{}|{}", info_.vendor_id, info_.device_id, info_.name,
+                       info_.driver_name, info_.driver_info, info_.driver_version);
+  }
+  std::string device_name() const override { return info_.name; }
   const Capabilities& capabilities() const override { return caps_; }
   std::vector<const PassInfo*> extra_passes() const override { return {find_pass("split-reductions")}; }
 

@@ -27,6 +27,8 @@ Command add_codegen_command(CLI::App& app);
 Command add_fuzz_command(CLI::App& app);
 Command add_check_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
+Command add_autotune_command(CLI::App& app);
+Command add_cache_command(CLI::App& app);
 
 /// The contents of `path`, or of stdin for "-". Throws kiln::Error.
 std::string read_input(const std::string& path);

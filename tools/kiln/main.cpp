@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
       kiln::cli::add_fuzz_command(app),
       kiln::cli::add_check_command(app),
       kiln::cli::add_devices_command(app),
+      kiln::cli::add_autotune_command(app),
+      kiln::cli::add_cache_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -58,6 +58,12 @@ class Backend {
   /// version, target, features, driver): part of every kernel cache key.
   virtual std::string fingerprint() const = 0;
   virtual const Capabilities& capabilities() const = 0;
+  /// The device and its driver without kiln's own version (vendor, name, driver, compute
+  /// units): what the autotuner files timings under, so that a rebuilt kiln keeps them and
+  /// `kiln cache export` can ship them to a machine of the same kind.
+  virtual std::string device_fingerprint() const { return fingerprint(); }
+  /// The device as people name it: "znver4, 2 cores", "llvmpipe (LLVM 15.0.6, 256 bits)".
+  virtual std::string device_name() const { return std::string(name()); }
   /// Passes this target runs after -O2 and before fusion (e.g. split-reductions on CPU).
   virtual std::vector<const PassInfo*> extra_passes() const { return {}; }
 

@@ -137,6 +137,11 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps);
 /// of every backend keys by its hash and compares it on a hit.
 std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_view fingerprint);
 
+/// The launch geometry of a work-item device (`global_size`, `elements_per_item`) from the
+/// walk, `s.local_size` and `s.reduction`: at least `per_item` iterations per work-item, more
+/// where the device's limit on work-groups per launch needs it.
+void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item);
+
 /// Recomputes the walk (`iterations`, `elements_per_iteration`) after a knob changed `tile`.
 void update_walk(const Kernel& k, Schedule& s);
 

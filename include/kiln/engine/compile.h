@@ -17,7 +17,8 @@ struct PassInfo;
 
 /// The optimized graph (the target's pipeline: -O1's clean-up, the backend's extra passes,
 /// then fusion: -O2 with the target's additions)
-/// and its launch plan, with every kernel's schedule chosen by `backend`. Runs nothing.
+/// and its launch plan, with every kernel's schedule chosen by `backend` and the autotuner
+/// (KILN_AUTOTUNE, docs/autotune.md). Runs nothing.
 /// `donated` as for Engine::run.
 struct Compilation {
   Graph fused;

@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -39,6 +41,13 @@ class DiskCache {
 
   /// Removes `key`'s entry (one that loaded but proved unusable); quiet when it is absent.
   void remove(std::string_view key);
+
+  /// Every valid entry whose canonical text contains `marker` (a backend's fingerprint), as
+  /// (key, the file's bytes), sorted: what `kiln cache export` ships.
+  std::vector<std::pair<std::string, std::string>> entries_containing(std::string_view marker) const;
+  /// Stores a file entries_containing() returned, once it proves a valid entry under its key
+  /// `name` (`kiln cache import`); false when it is not, or could not be written.
+  bool store_entry_file(std::string_view name, std::string_view data);
 
   /// Whether new entries reach the disk (false when disabled or after a write failure).
   bool enabled() const { return enabled_; }

@@ -1,0 +1,293 @@
+// autotune/autotuner.cpp - see kiln/autotune/autotuner.h.
+#include "kiln/autotune/autotuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "kiln/autotune/kernel_bench.h"
+#include "kiln/ir/hash.h"
+#include "kiln/runtime/compile_policy.h"
+#include "kiln/runtime/disk_cache.h"
+#include "kiln/support/error.h"
+#include "kiln/support/log.h"
+
+namespace kiln::autotune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// "k0 over [64, reduce 1000]": the head of the kernel's text.
+std::string describe(const kir::Kernel& k) {
+  std::string head = k.str();
+  head = head.substr(0, head.find('\n'));
+  if (head.rfind("kernel @", 0) == 0) head = head.substr(8);
+  if (size_t paren = head.find(" ("); paren != std::string::npos) head.resize(paren);
+  return head;
+}
+
+// A candidate on its way through compile, check and timing.
+struct Candidate {
+  kir::Variant variant;
+  kir::Schedule schedule;
+  std::shared_ptr<const CompiledKernel> compiled;
+  std::string error;
+  double compile_ms = 0;
+};
+
+void compile_batch(Backend& backend, const kir::Kernel& k, std::vector<Candidate>& batch, int jobs) {
+  auto one = [&](Candidate& c) {
+    const auto t0 = Clock::now();
+    try {
+      c.compiled = backend.compile(k, c.schedule);
+    } catch (const std::exception& e) {
+      c.error = e.what();
+    }
+    c.compile_ms = ms_since(t0);
+  };
+  if (jobs <= 1 || batch.size() <= 1) {
+    for (Candidate& c : batch) one(c);
+    return;
+  }
+  std::vector<std::thread> workers;
+  std::atomic<size_t> next{0};
+  for (int j = 0; j < std::min<int>(jobs, static_cast<int>(batch.size())); ++j)
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < batch.size(); i = next++) one(batch[i]);
+    });
+  for (std::thread& w : workers) w.join();
+}
+
+}  // namespace
+
+Mode mode_from_env() {
+  const char* v = std::getenv("KILN_AUTOTUNE");
+  const std::string_view s = v ? v : "";
+  if (s.empty() || s == "cached") return Mode::Cached;
+  if (s == "off") return Mode::Off;
+  if (s == "on") return Mode::On;
+  throw Error(fmt::format("KILN_AUTOTUNE={}: expected off, cached or on", s));
+}
+
+std::string_view mode_name(Mode m) {
+  switch (m) {
+    case Mode::Off: return "off";
+    case Mode::Cached: return "cached";
+    case Mode::On: return "on";
+  }
+  return "?";
+}
+
+Autotuner& Autotuner::instance() {
+  static Autotuner tuner(DiskCache::default_root());
+  return tuner;
+}
+
+Autotuner::Autotuner(const std::filesystem::path& dir) : db_(TuningDb::open(dir)) {}
+
+TuningKey Autotuner::key_for(Backend& backend, const kir::Kernel& k) {
+  const std::string fingerprint = backend.device_fingerprint();
+  TuningKey key{hash_text(fingerprint).hex().substr(0, 16), hash_text(kir::kernel_structure(k)).hex(),
+                kir::shape_bucket(k)};
+  db_->describe_device(key.device, fingerprint, fmt::format("{}: {}", backend.name(), backend.device_name()));
+  return key;
+}
+
+TuneReport Autotuner::choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base) {
+  TuneReport r;
+  r.key = key_for(backend, k);
+  r.description = describe(k);
+  std::vector<Measurement> rows = db_->measurements(r.key);
+  r.candidates = static_cast<int>(rows.size());
+  std::sort(rows.begin(), rows.end(), [](const Measurement& a, const Measurement& b) {
+    return a.status == Status::Ok && (b.status != Status::Ok || a.median_ns < b.median_ns);
+  });
+  for (const Measurement& m : rows) {
+    if (m.status == Status::Failed) ++r.failed;
+    if (m.status == Status::Wrong) ++r.wrong;
+    if (m.status == Status::Ok && m.variant == "default") r.default_ns = m.median_ns;
+  }
+  r.tuned_ns = r.default_ns;
+  if (r.default_ns <= 0) return r;
+  const Capabilities& caps = backend.capabilities();
+  for (const Measurement& m : rows) {
+    if (m.status != Status::Ok || m.median_ns >= r.default_ns * (1 - kMinGain)) break;
+    std::optional<kir::Variant> v = kir::Variant::parse(m.variant);
+    if (!v || !kir::apply_variant(k, base, *v, caps)) continue;  // from another kiln, or another shape of the bucket
+    r.chosen = std::move(*v);
+    r.tuned_ns = m.median_ns;
+    break;
+  }
+  return r;
+}
+
+kir::Schedule Autotuner::schedule_for(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, Mode mode) {
+  if (mode == Mode::Off) return base;
+  try {
+    const TuningKey key = key_for(backend, k);
+    bool tune_now = false;
+    if (mode == Mode::On && compile_allowed()) {
+      std::lock_guard lock(mutex_);
+      const std::string id = key.str();
+      if (tuning_.count(id) != 0) return base;  // another thread is tuning it: no stall
+      if (tuned_.count(id) == 0) {
+        tuning_.insert(id);
+        tune_now = true;
+      }
+    }
+    if (tune_now) {
+      const std::string id = key.str();
+      try {
+        if (db_->claim(key)) {
+          db_->describe_kernel(key, describe(k));
+          tune(backend, k, base, TuneOptions{});
+          db_->release(key);
+        }
+      } catch (...) {
+        db_->release(key);
+        std::lock_guard lock(mutex_);
+        tuning_.erase(id);
+        tuned_.insert(id);
+        throw;
+      }
+      std::lock_guard lock(mutex_);
+      tuning_.erase(id);
+      tuned_.insert(id);
+    }
+    const TuneReport r = choice(backend, k, base);
+    if (r.chosen.is_default()) return base;
+    return *kir::apply_variant(k, base, r.chosen, backend.capabilities());
+  } catch (const Error& e) {
+    warn_once("autotune", fmt::format("autotuning is off for this process: {}", e.what()));
+    return base;
+  }
+}
+
+TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuneOptions& options) {
+  const Capabilities& caps = backend.capabilities();
+  if (!db_->problem().empty())
+    warn_once("autotune-memory", db_->problem() + ": tuning results last for this process only");
+  const TuningKey key = key_for(backend, k);
+  db_->describe_kernel(key, describe(k));
+  std::map<std::string, Measurement> rows;
+  for (Measurement& m : db_->measurements(key)) rows[m.variant] = std::move(m);
+  int measured_now = 0;
+
+  std::unique_ptr<KernelBench> bench;
+  std::vector<std::string> reference;
+  double default_first_ns = 0;
+  const auto timing_start = Clock::now();
+
+  // Compiles, checks and times `pending` (at most `jobs` at a time), recording each.
+  auto measure = [&](std::vector<Candidate> pending) {
+    for (size_t at = 0; at < pending.size(); at += static_cast<size_t>(std::max(1, options.jobs))) {
+      if (ms_since(timing_start) > options.budget_ms && !reference.empty()) return;
+      std::vector<Candidate> batch(pending.begin() + static_cast<std::ptrdiff_t>(at),
+                                   pending.begin() + static_cast<std::ptrdiff_t>(std::min(pending.size(), at + static_cast<size_t>(std::max(1, options.jobs)))));
+      // Written first: if compiling or running a candidate kills the process, the next
+      // process finds the row Running under a dead pid and records it Failed.
+      for (const Candidate& c : batch) db_->record(key, {c.variant.str(), Status::Running, 0, 0, "", 0, ""});
+      compile_batch(backend, k, batch, options.jobs);
+      for (Candidate& c : batch) {
+        Measurement m{c.variant.str(), Status::Failed, 0, c.compile_ms, "", 0, ""};
+        if (!c.compiled) {
+          m.detail = "compile: " + c.error;
+        } else if (c.compile_ms > options.compile_cap_ms) {
+          m.detail = fmt::format("compile took {:.0f} ms, past the cap of {:.0f} ms", c.compile_ms, options.compile_cap_ms);
+        } else {
+          try {
+            if (!bench) bench = std::make_unique<KernelBench>(backend, k);
+            std::vector<std::string> out = bench->outputs(*c.compiled, c.schedule);
+            // Not the first run's time: drivers that compile at the first launch (PoCL) count
+            // their compiler in it.
+            const double first_ns = bench->launch_ns(*c.compiled, c.schedule);
+            if (c.variant.is_default()) {
+              reference = std::move(out);
+              default_first_ns = first_ns;
+              out.clear();
+            }
+            std::optional<std::string> diff = c.variant.is_default() ? std::nullopt : compare_outputs(k, reference, out);
+            if (diff) {
+              m.status = Status::Wrong;
+              m.detail = *diff;
+            } else if (!c.variant.is_default() && first_ns > 50e6 && first_ns > options.slowdown_cap * default_first_ns) {
+              m.detail = fmt::format("a run took {:.1f} ms, {:.0f}x the default's", first_ns / 1e6, first_ns / default_first_ns);
+            } else {
+              m.status = Status::Ok;
+              m.median_ns = bench->median_ns(*c.compiled, c.schedule, options.repeats, options.budget_ms / 8);
+            }
+          } catch (const std::exception& e) {
+            m.detail = std::string("run: ") + e.what();
+          }
+        }
+        if (c.variant.is_default() && m.status != Status::Ok)
+          throw Error(fmt::format("autotune: the default schedule of {} fails on {}: {}", describe(k), backend.name(), m.detail));
+        if (log_enabled("autotune"))
+          log_line("autotune", fmt::format("{} {}: {} {}{} (compile {:.1f} ms, {:.0f} ms into the tuning){}", describe(k),
+                                           m.variant, status_name(m.status), m.status == Status::Ok ? "" : "",
+                                           m.status == Status::Ok ? fmt::format("{:.1f} us", m.median_ns / 1e3) : "",
+                                           m.compile_ms, ms_since(timing_start), m.detail.empty() ? "" : ": " + m.detail));
+        db_->record(key, m);
+        rows[m.variant] = m;
+        ++measured_now;
+      }
+    }
+  };
+  auto candidate = [&](kir::Variant v) -> std::optional<Candidate> {
+    std::optional<kir::Schedule> s = kir::apply_variant(k, base, v, caps);
+    if (!s) return std::nullopt;
+    return Candidate{std::move(v), *s, nullptr, "", 0};
+  };
+
+  std::vector<kir::Variant> singles = kir::single_knob_variants(k, base, caps);
+  std::vector<Candidate> pending;
+  auto lacks_row = [&](const kir::Variant& v) { return rows.count(v.str()) == 0; };
+  const bool any_new = lacks_row(kir::Variant{}) ||
+                       std::any_of(singles.begin(), singles.end(), [&](const kir::Variant& v) { return lacks_row(v); });
+  if (any_new) {
+    // The default always runs first: it is the reference for the others' outputs, and its
+    // time (measured again now) is what they are compared with.
+    pending.push_back(*candidate(kir::Variant{}));
+    for (const kir::Variant& v : singles)
+      if (lacks_row(v)) pending.push_back(*candidate(v));
+    measure(std::move(pending));
+  }
+
+  // The combination of every knob's best single value, where two or more knobs improved.
+  std::map<std::string, std::pair<int64_t, double>> best;  // knob -> (value, ns)
+  const auto def = rows.find("default");
+  if (def != rows.end() && def->second.status == Status::Ok) {
+    for (const kir::Variant& v : singles) {
+      auto row = rows.find(v.str());
+      if (row == rows.end() || row->second.status != Status::Ok) continue;
+      if (row->second.median_ns >= def->second.median_ns * (1 - kMinGain)) continue;
+      const auto& [knob, value] = v.settings[0];
+      if (best.count(knob) == 0 || row->second.median_ns < best[knob].second) best[knob] = {value, row->second.median_ns};
+    }
+  }
+  if (best.size() >= 2) {
+    kir::Variant combined;
+    for (const auto& [knob, vt] : best) combined.settings.emplace_back(knob, vt.first);
+    if (lacks_row(combined)) {
+      if (std::optional<Candidate> c = candidate(combined)) {
+        std::vector<Candidate> both;
+        if (reference.empty()) both.push_back(*candidate(kir::Variant{}));
+        both.push_back(std::move(*c));
+        measure(std::move(both));
+      }
+    }
+  }
+
+  TuneReport r = choice(backend, k, base);
+  r.measured_now = measured_now;
+  return r;
+}
+
+}  // namespace kiln::autotune

@@ -1,0 +1,186 @@
+// autotune/kernel_bench.cpp - see kiln/autotune/kernel_bench.h.
+#include "kiln/autotune/kernel_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kiln/support/error.h"
+
+namespace kiln::autotune {
+namespace {
+
+// Copies of the buffers cycled through while timing: together at least this many bytes,
+// past the last-level caches of the machines kiln runs on...
+constexpr int64_t kRotationBytes = int64_t{96} << 20;
+// ...but never more copies than this, nor more than this many bytes in all.
+constexpr int kMostCopies = 8;
+constexpr int64_t kMostBytes = int64_t{1} << 30;
+
+// splitmix64: a few cycles per value, where std::mt19937_64 and its distributions take ten
+// times that, which shows on the 64 MiB inputs of a memory-bound kernel.
+struct FastRng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+};
+
+template <typename T>
+void fill(std::string& bytes, FastRng& rng) {
+  const size_t n = bytes.size() / sizeof(T);
+  std::vector<T> v(n);
+  for (T& x : v) {
+    const uint64_t r = rng.next();
+    if constexpr (std::is_floating_point_v<T>) {
+      x = static_cast<T>(static_cast<double>(r >> 11) * 0x1.0p-52 - 1.0);  // [-1, 1)
+    } else if constexpr (std::is_same_v<T, uint8_t>) {  // bool: one byte, 0 or 1
+      x = static_cast<uint8_t>(r & 1);
+    } else {
+      x = static_cast<T>(static_cast<int64_t>(r >> 60) - 8);  // [-8, 8)
+    }
+  }
+  if (n > 0) std::memcpy(bytes.data(), v.data(), n * sizeof(T));
+}
+
+template <typename T>
+std::optional<std::string> compare_floats(const std::string& want, const std::string& got, size_t buffer, double rel,
+                                          double abs) {
+  const size_t n = want.size() / sizeof(T);
+  std::vector<T> a(n), b(n);
+  std::memcpy(a.data(), want.data(), n * sizeof(T));
+  std::memcpy(b.data(), got.data(), n * sizeof(T));
+  double largest = 0;
+  for (T x : a)
+    if (std::isfinite(x)) largest = std::max(largest, std::abs(static_cast<double>(x)));
+  const double floor = abs * largest;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = a[i], y = b[i];
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) != std::isnan(y)) return fmt::format("buffer #{} element {}: {} vs {}", buffer, i, y, x);
+      continue;
+    }
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x != y) return fmt::format("buffer #{} element {}: {} vs {}", buffer, i, y, x);
+      continue;
+    }
+    if (std::abs(x - y) > std::max(floor, rel * std::max(std::abs(x), std::abs(y))))
+      return fmt::format("buffer #{} element {}: {} vs {}", buffer, i, y, x);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+KernelBench::KernelBench(Backend& backend, const kir::Kernel& k, uint64_t seed) : backend_(backend), kernel_(k) {
+  FastRng rng{seed};
+  for (const kir::BufferParam& p : k.buffers) {
+    std::string bytes(static_cast<size_t>(p.type.bytes()), '\0');
+    switch (p.type.dtype) {
+      case DType::Bool: fill<uint8_t>(bytes, rng); break;
+      case DType::I32: fill<int32_t>(bytes, rng); break;
+      case DType::I64: fill<int64_t>(bytes, rng); break;
+      case DType::F32: fill<float>(bytes, rng); break;
+      case DType::F64: fill<double>(bytes, rng); break;
+    }
+    working_set_ += static_cast<int64_t>(bytes.size());
+    initial_.push_back(std::move(bytes));
+  }
+  // Scalar arguments: a value every op accepts (no division by it, no log of it fails).
+  for (DType t : k.scalars) scalars_.push_back(is_float(t) ? Scalar::from_float(0.5) : Scalar::from_int(1));
+  const int64_t set = std::max<int64_t>(1, working_set_);
+  const int copies = static_cast<int>(std::clamp<int64_t>((kRotationBytes + set - 1) / set, 1,
+                                                          std::min<int64_t>(kMostCopies, std::max<int64_t>(1, kMostBytes / set))));
+  for (int c = 0; c < copies; ++c) {
+    std::vector<std::shared_ptr<DeviceMemory>> bufs;
+    for (const std::string& bytes : initial_) {
+      auto m = backend_.alloc(std::max<int64_t>(1, static_cast<int64_t>(bytes.size())));
+      if (!bytes.empty()) backend_.upload(*m, reinterpret_cast<const std::byte*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+      bufs.push_back(std::move(m));
+    }
+    copies_.push_back(std::move(bufs));
+  }
+  backend_.finish();
+}
+
+void KernelBench::launch(const CompiledKernel& compiled, const kir::Schedule& s, size_t copy) {
+  std::vector<DeviceMemory*> bound;
+  for (const auto& m : copies_[copy]) bound.push_back(m.get());
+  backend_.launch(compiled, s, bound, scalars_);
+}
+
+std::vector<std::string> KernelBench::outputs(const CompiledKernel& compiled, const kir::Schedule& s) {
+  // Only written buffers change (timing launches may have written over them since).
+  for (size_t b = 0; b < initial_.size(); ++b)
+    if (kernel_.buffers[b].written && !initial_[b].empty())
+      backend_.upload(*copies_[0][b], reinterpret_cast<const std::byte*>(initial_[b].data()),
+                      static_cast<int64_t>(initial_[b].size()));
+  launch(compiled, s, 0);
+  backend_.finish();
+  std::vector<std::string> out;
+  for (size_t b = 0; b < kernel_.buffers.size(); ++b) {
+    if (!kernel_.buffers[b].written) continue;
+    std::string bytes(initial_[b].size(), '\0');
+    if (!bytes.empty())
+      backend_.download(*copies_[0][b], reinterpret_cast<std::byte*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+double KernelBench::launch_ns(const CompiledKernel& compiled, const kir::Schedule& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  launch(compiled, s, 0);
+  backend_.finish();
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double KernelBench::median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms) {
+  using clock = std::chrono::steady_clock;
+  launch(compiled, s, copies_.size() - 1);  // warm-up: code, page tables, the task scheduler
+  backend_.finish();
+  std::vector<double> times;
+  const auto start = clock::now();
+  for (int r = 0; r < std::max(3, repeats); ++r) {
+    const auto t0 = clock::now();
+    launch(compiled, s, static_cast<size_t>(r) % copies_.size());
+    backend_.finish();
+    times.push_back(std::chrono::duration<double, std::nano>(clock::now() - t0).count());
+    if (r >= 2 && std::chrono::duration<double, std::milli>(clock::now() - start).count() > budget_ms) break;
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vector<std::string>& want,
+                                           const std::vector<std::string>& got) {
+  size_t out = 0;
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (!k.buffers[b].written) continue;
+    KILN_ASSERT(out < want.size() && out < got.size() && want[out].size() == got[out].size(),
+                "compare_outputs takes two results of the same kernel");
+    std::optional<std::string> diff;
+    switch (k.buffers[b].type.dtype) {
+      case DType::F32: diff = compare_floats<float>(want[out], got[out], b, 1e-3, 1e-4); break;
+      case DType::F64: diff = compare_floats<double>(want[out], got[out], b, 1e-9, 1e-12); break;
+      default:
+        if (want[out] != got[out]) {
+          size_t i = 0;
+          while (want[out][i] == got[out][i]) ++i;
+          diff = fmt::format("buffer #{} differs at byte {}", b, i);
+        }
+        break;
+    }
+    if (diff) return diff;
+    ++out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kiln::autotune

@@ -1,0 +1,235 @@
+// codegen/variants.cpp - the knob space of a schedule, variants applied to it, and the keys
+// the autotuner files a kernel under.
+#include "kiln/codegen/variants.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kiln/codegen/c_source.h"
+
+namespace kiln::kir {
+namespace {
+
+// Domain points per task that the cpu knob `task_elements` offers: from what hides the
+// scheduler's cost on one core's worth of L1 to a few MiB per task.
+constexpr int64_t kTaskElements[] = {4096, 16384, 65536, 262144};
+// More tasks than this per launch cost more in scheduling than they gain in balance.
+constexpr int64_t kMostTasks = 4096;
+
+std::vector<int64_t> powers_of_two(int64_t from, int64_t to) {
+  std::vector<int64_t> v;
+  for (int64_t p = from; p <= to; p *= 2) v.push_back(p);
+  return v;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The value `base` has for knob `name`: what the default variant sets it to.
+int64_t base_value(const Schedule& base, const std::string& name) {
+  if (name == "vector") return base.vector_width;
+  if (name == "accumulators") return base.accumulators;
+  if (name == "unroll") return base.unroll;
+  if (name == "tile") return base.tile;
+  if (name == "task_elements") return base.grain >= base.iterations ? 0 : base.grain * base.elements_per_iteration;
+  if (name == "row_cache") return base.row_cache_elements;
+  if (name == "local") return base.local_size;
+  if (name == "per_item") return base.elements_per_item;
+  if (name == "reduction") return static_cast<int64_t>(base.reduction);
+  return -1;
+}
+
+void add(std::vector<Knob>& knobs, std::string name, std::vector<int64_t> values, int64_t current) {
+  if (std::find(values.begin(), values.end(), current) == values.end()) values.push_back(current);
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.size() > 1) knobs.push_back({std::move(name), std::move(values)});
+}
+
+bool has_reduction_of_kind(const Kernel& k, bool arg) {
+  return std::any_of(k.insts.begin(), k.insts.end(), [&](const Inst& in) {
+    return in.code == Code::Reduce && op_info(in.op).has(trait::ArgReduce) == arg;
+  });
+}
+
+// Whether `s` is worth timing on `caps` at all: the parallel split of a cpu-kind device
+// neither drowns in tasks nor leaves cores idle on work worth splitting, and a tree of
+// work-items is no wider than the row it reduces.
+bool plausible(const Schedule& s, const Capabilities& caps) {
+  if (caps.local_memory) {
+    if (s.reduction != ReductionStrategy::Serial && s.lanes_reduce) {
+      int64_t fit = 1;
+      while (fit < s.elements_per_iteration) fit *= 2;
+      if (s.local_size > std::max<int64_t>(fit, caps.subgroup_size)) return false;
+    }
+    return true;
+  }
+  const int64_t tasks = s.grain >= s.iterations ? 1 : ceil_div(s.iterations, s.grain);
+  if (tasks > kMostTasks) return false;
+  const bool worth_splitting = s.iterations * std::max<int64_t>(1, s.elements_per_iteration) >= (1 << 15);
+  if (tasks > 1 && tasks < caps.cores && worth_splitting) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string Variant::str() const {
+  if (settings.empty()) return "default";
+  std::string out;
+  for (const auto& [name, value] : settings) out += fmt::format("{}{}={}", out.empty() ? "" : " ", name, value);
+  return out;
+}
+
+std::optional<Variant> Variant::parse(std::string_view text) {
+  Variant v;
+  if (text == "default") return v;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = text.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) return std::nullopt;
+    int64_t value = 0;
+    const std::string_view digits = item.substr(eq + 1);
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
+    v.settings.emplace_back(std::string(item.substr(0, eq)), value);
+    pos = end + 1;
+  }
+  if (v.settings.empty() || !std::is_sorted(v.settings.begin(), v.settings.end())) return std::nullopt;
+  for (size_t i = 1; i < v.settings.size(); ++i)
+    if (v.settings[i].first == v.settings[i - 1].first) return std::nullopt;
+  return v;
+}
+
+std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Capabilities& caps) {
+  std::vector<Knob> knobs;
+  const int rank = k.domain.rank();
+  if (rank == 0) return knobs;
+  const bool reduces = k.has_reduction();
+  if (caps.local_memory) {
+    const int64_t most = std::min<int64_t>(1024, std::max<int64_t>(1, caps.max_work_group));
+    add(knobs, "local", powers_of_two(std::min<int64_t>(32, most), most), base.local_size);
+    add(knobs, "per_item", {1, 2, 4, 8}, base.elements_per_item);
+    if (base.lanes_reduce && caps.max_work_group > 1) {
+      std::vector<int64_t> strategies = {static_cast<int64_t>(ReductionStrategy::Serial),
+                                         static_cast<int64_t>(ReductionStrategy::WorkGroupTree)};
+      if (caps.subgroup_size > 1) strategies.push_back(static_cast<int64_t>(ReductionStrategy::Subgroup));
+      add(knobs, "reduction", strategies, static_cast<int64_t>(base.reduction));
+    }
+    return knobs;
+  }
+  // Arg reductions keep their index bookkeeping per lane: scalar code only.
+  if (base.vector_width > 1 && !has_reduction_of_kind(k, /*arg=*/true))
+    add(knobs, "vector", powers_of_two(1, std::min<int64_t>(64, 2 * base.vector_width)), base.vector_width);
+  if (base.lanes_reduce && base.vector_width > 1) {
+    add(knobs, "accumulators", {1, 2, 4}, base.accumulators);
+    if (base.row_cache_elements >= base.elements_per_iteration) add(knobs, "row_cache", {0}, base.row_cache_elements);
+  }
+  if (!base.lanes_reduce) {
+    const int64_t last = k.domain[rank - 1];
+    std::vector<int64_t> tiles;
+    for (int64_t t : {256, 1024, 4096, 16384})
+      if (t < 2 * last) tiles.push_back(t);
+    add(knobs, "tile", tiles, base.tile);
+    if (reduces && has_reduction_of_kind(k, /*arg=*/false)) add(knobs, "unroll", {1, 2, 4, 8}, base.unroll);
+  }
+  if (caps.cores > 1 && base.iterations >= 2) {
+    std::vector<int64_t> grains(std::begin(kTaskElements), std::end(kTaskElements));
+    grains.push_back(0);  // one task
+    add(knobs, "task_elements", grains, base_value(base, "task_elements"));
+  }
+  return knobs;
+}
+
+std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, const Variant& v,
+                                      const Capabilities& caps) {
+  if (v.is_default()) return base;
+  const std::vector<Knob> knobs = schedule_knobs(k, base, caps);
+  auto value_of = [&](const std::string& name) -> std::optional<int64_t> {
+    for (const auto& [n, value] : v.settings)
+      if (n == name) return value;
+    return std::nullopt;
+  };
+  for (const auto& [name, value] : v.settings) {
+    auto knob = std::find_if(knobs.begin(), knobs.end(), [&](const Knob& kn) { return kn.name == name; });
+    if (knob == knobs.end() || std::find(knob->values.begin(), knob->values.end(), value) == knob->values.end())
+      return std::nullopt;
+  }
+  Schedule s = base;
+  if (caps.local_memory) {
+    if (auto r = value_of("reduction")) s.reduction = static_cast<ReductionStrategy>(*r);
+    if (auto l = value_of("local")) s.local_size = *l;
+    if (s.reduction == ReductionStrategy::Subgroup && s.local_size % std::max(1, caps.subgroup_size) != 0)
+      return std::nullopt;
+    if (s.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || s.local_size < 2)) return std::nullopt;
+    place_work_items(s, caps, value_of("per_item").value_or(1));
+    if (value_of("per_item") && s.elements_per_item != *value_of("per_item")) return std::nullopt;
+  } else {
+    if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
+    if (auto x = value_of("accumulators")) s.accumulators = static_cast<int>(*x);
+    if (auto x = value_of("unroll")) s.unroll = static_cast<int>(*x);
+    if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
+    if (auto x = value_of("tile")) {
+      s.tile = *x;
+      update_walk(k, s);
+    }
+    if (auto x = value_of("task_elements")) {
+      s.grain = *x == 0 ? std::max<int64_t>(1, s.iterations)
+                        : std::max<int64_t>(1, *x / std::max<int64_t>(1, s.elements_per_iteration));
+    } else if (value_of("tile")) {  // keep the default's points per task over the new walk
+      const int64_t per_task = base_value(base, "task_elements");
+      s.grain = per_task == 0 ? std::max<int64_t>(1, s.iterations)
+                              : std::max<int64_t>(1, per_task / std::max<int64_t>(1, s.elements_per_iteration));
+    }
+  }
+  if (caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations) return std::nullopt;
+  return s;
+}
+
+std::vector<Variant> single_knob_variants(const Kernel& k, const Schedule& base, const Capabilities& caps) {
+  std::vector<Variant> out;
+  std::vector<Schedule> seen = {base};
+  for (const Knob& knob : schedule_knobs(k, base, caps)) {
+    for (int64_t value : knob.values) {
+      Variant v;
+      v.settings.emplace_back(knob.name, value);
+      const std::optional<Schedule> s = apply_variant(k, base, v, caps);
+      if (!s || !plausible(*s, caps) || std::find(seen.begin(), seen.end(), *s) != seen.end()) continue;
+      seen.push_back(*s);
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+std::string kernel_structure(const Kernel& k) {
+  Kernel masked = k;
+  masked.name.clear();
+  for (int d = 0; d < masked.domain.rank(); ++d) masked.domain[d] = 0;
+  const std::vector<bool> index = index_instructions(k);
+  for (size_t i = 0; i < masked.insts.size(); ++i) {
+    Inst& in = masked.insts[i];
+    if (!index[i]) continue;
+    if (in.code == Code::Const) in.literal = Scalar::from_int(0);
+    if (in.code == Code::IndexDiv || in.code == Code::IndexMod) in.imm = 0;
+  }
+  for (BufferParam& b : masked.buffers) b.type.shape = Shape{};
+  return masked.str(/*names=*/false);
+}
+
+std::string shape_bucket(const Kernel& k) {
+  std::string out;
+  for (int d = 0; d < k.domain.rank(); ++d) {
+    int64_t p = 1;
+    while (p < k.domain[d]) p *= 2;
+    out += fmt::format("{}{}{}", d == 0 ? "" : "x", k.domain[d] == 0 ? 0 : p,
+                       k.reduced[static_cast<size_t>(d)] ? "r" : "");
+  }
+  return out.empty() ? "scalar" : out;
+}
+
+}  // namespace kiln::kir

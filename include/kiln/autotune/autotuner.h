@@ -1,0 +1,101 @@
+// kiln/autotune/autotuner.h - the fastest legal schedule of a kernel on a device, found by
+// timing variants and remembered in the tuning database.
+//
+// Tuning a kernel: its default schedule and the single-knob variants of it
+// (kir::single_knob_variants) are compiled, each run once on made-up inputs and compared
+// with the default's output (a variant that differs is recorded Wrong and never chosen),
+// then timed; last, the combination of every knob's best value is tried. Every outcome is a
+// row of the database, written before the variant is compiled as Running, so a variant that
+// crashes the process is found Failed by the next one and not retried. The choice is the
+// fastest Ok variant, kept only when it beats the default by more than the noise
+// (kMinGain); a stored variant that is no longer legal for the kernel is skipped.
+//
+// Modes (KILN_AUTOTUNE): `off` runs default schedules; `cached` (the default) runs what the
+// database chose and tunes nothing; `on` also tunes a kernel the database lacks, on the
+// thread that first needs it, while other threads and processes run the default meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/autotune/tuning_db.h"
+#include "kiln/backend/backend.h"
+#include "kiln/codegen/variants.h"
+
+namespace kiln::autotune {
+
+enum class Mode : uint8_t { Off, Cached, On };
+/// $KILN_AUTOTUNE: off, cached (unset or empty) or on. Throws kiln::Error on another value.
+Mode mode_from_env();
+std::string_view mode_name(Mode m);
+
+/// How tuning spends its time.
+struct TuneOptions {
+  /// Wall time the timing of one kernel may take, all candidates together (milliseconds);
+  /// candidates left when it runs out are measured by a later tuning.
+  double budget_ms = 3000;
+  /// Candidates compiled at once (`kiln autotune warmup --jobs`); timing is always serial.
+  int jobs = 1;
+  /// Timed launches per candidate (the median is kept).
+  int repeats = 9;
+  /// A candidate whose compile takes longer than this is recorded Failed.
+  double compile_cap_ms = 10000;
+  /// A candidate whose second run takes this many times the default's (and over 50 ms) is
+  /// recorded Failed: it would only slow the tuning down.
+  double slowdown_cap = 20;
+};
+
+/// What tuning one kernel found.
+struct TuneReport {
+  TuningKey key;
+  std::string description;     // "k0 over [64, reduce 1000]"
+  kir::Variant chosen;         // the default when nothing beat it
+  double default_ns = 0, tuned_ns = 0;
+  int candidates = 0;          // variants with a row now (the default included)
+  int measured_now = 0;        // of those, measured by this call
+  int failed = 0, wrong = 0;
+  bool claimed_elsewhere = false;  // another process was tuning it: nothing measured
+};
+
+/// A stored choice replaces the default only when it is faster by more than this fraction.
+inline constexpr double kMinGain = 0.03;
+
+class Autotuner {
+ public:
+  /// The process's tuner, its database in DiskCache::default_root().
+  static Autotuner& instance();
+  /// A tuner over the database in `dir` (tests, `kiln cache`); empty: in memory.
+  explicit Autotuner(const std::filesystem::path& dir);
+
+  TuningDb& db() { return *db_; }
+
+  /// The key `k` is filed under on `backend`.
+  TuningKey key_for(Backend& backend, const kir::Kernel& k);
+
+  /// The schedule `k` runs with on `backend` in `mode` (see the header comment): `base`
+  /// (its default schedule), or the database's legal choice, tuned first when `mode` is On,
+  /// nothing has been measured for it, no other thread or process is tuning it, and
+  /// compiling is allowed (KILN_NO_COMPILE unset).
+  kir::Schedule schedule_for(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, Mode mode);
+
+  /// Tunes `k` now: measures the candidates that have no row yet, within `options`.
+  TuneReport tune(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuneOptions& options);
+
+  /// The database's choice for `k` (the default when none is legal and faster), with the
+  /// times it was chosen on (0 when unmeasured).
+  TuneReport choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base);
+
+ private:
+  std::unique_ptr<TuningDb> db_;
+  std::mutex mutex_;
+  std::set<std::string> tuning_;  // keys a thread of this process is tuning now
+  std::set<std::string> tuned_;   // keys this process tuned (never again in this process)
+};
+
+}  // namespace kiln::autotune

@@ -1,0 +1,56 @@
+// kiln/autotune/kernel_bench.h - one kernel on a backend, on made-up inputs, run and timed.
+//
+// The autotuner measures a kernel alone, not inside its graph: every buffer parameter gets
+// device memory of its type, filled from a seeded generator (floats uniform in [-1, 1),
+// integers in [-8, 8), bools fair), and every scalar argument a fixed value. Timing rotates
+// over enough copies of the buffers that the ones a launch reads were not left in cache by
+// the launch before it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+
+namespace kiln::autotune {
+
+class KernelBench {
+ public:
+  /// Buffers for `k` on `backend`. Throws kiln::Error when they cannot be allocated.
+  KernelBench(Backend& backend, const kir::Kernel& k, uint64_t seed = 1);
+
+  /// The bytes of every written buffer after one launch of `compiled` with `s`, from freshly
+  /// uploaded inputs (a kernel that writes a buffer it reads sees the same values each time).
+  std::vector<std::string> outputs(const CompiledKernel& compiled, const kir::Schedule& s);
+
+  /// The wall time of one launch in nanoseconds.
+  double launch_ns(const CompiledKernel& compiled, const kir::Schedule& s);
+
+  /// The median wall time of a launch in nanoseconds, after a warm-up launch: `repeats`
+  /// launches, or fewer when they pass `budget_ms` (at least 3).
+  double median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms);
+
+  /// Bytes the kernel's buffers take (one copy).
+  int64_t working_set() const { return working_set_; }
+
+ private:
+  void launch(const CompiledKernel& compiled, const kir::Schedule& s, size_t copy);
+  Backend& backend_;
+  const kir::Kernel& kernel_;
+  std::vector<std::string> initial_;  // per buffer: its bytes before a launch
+  std::vector<std::vector<std::shared_ptr<DeviceMemory>>> copies_;  // [copy][buffer]
+  std::vector<Scalar> scalars_;
+  int64_t working_set_ = 0;
+};
+
+/// Where `got` differs from `want` beyond what reassociating a float reduction explains, as
+/// "buffer #1 element 17: 0.25 vs 0.5" (nullopt when they agree). Integers, bools and the
+/// positions of NaNs must match exactly; a float may differ by 1e-3 relative to the larger
+/// of itself and the buffer's largest magnitude times 1e-4 (f64: 1e-9 and 1e-12).
+std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vector<std::string>& want,
+                                           const std::vector<std::string>& got);
+
+}  // namespace kiln::autotune

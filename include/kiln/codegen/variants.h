@@ -1,0 +1,75 @@
+// kiln/codegen/variants.h - the knobs of a schedule as data: what the autotuner varies.
+//
+// A kernel's default schedule (default_schedule) is one point of a space: each knob of that
+// space is a named field of the schedule with the values this kernel may legally take on
+// this device. A Variant names a value per knob; applying it to the default schedule gives a
+// schedule whose derived fields (the walk, the launch geometry) are recomputed. Variants are
+// stored by the autotuner as text ("local=128 per_item=2"), so a choice made for one kernel
+// can be applied to another of the same structure and shape bucket, and one that is no
+// longer legal (a new kiln, another shape) is recognized and ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/schedule.h"
+
+namespace kiln::kir {
+
+/// One tunable field of a schedule and the values this kernel may take for it.
+///
+/// cpu-kind devices (no local memory): `vector` (lanes per vector step), `accumulators`
+/// (independent chains along a reduced row), `unroll` (rows per accumulator update when the
+/// last dim is kept), `tile` (elements of the last dim per iteration), `task_elements`
+/// (domain points per task of the parallel split; 0: one task), `row_cache` (elements of a
+/// row kept between the passes of a row-wise chain; 0: none).
+/// work-item devices (local memory): `local` (work-items per work-group), `per_item`
+/// (iterations per work-item, grid-stride), `reduction` (0 serial, 1 work-group tree,
+/// 2 subgroup shuffles).
+struct Knob {
+  std::string name;
+  std::vector<int64_t> values;  // ascending; the default's value is among them
+};
+
+/// A value per knob, by name, sorted by name; knobs not named keep the default's value. The
+/// empty variant is the default schedule.
+struct Variant {
+  std::vector<std::pair<std::string, int64_t>> settings;
+
+  bool is_default() const { return settings.empty(); }
+  /// "default", or the settings as `name=value` separated by spaces.
+  std::string str() const;
+  /// The inverse of str(); nullopt for text it cannot have printed.
+  static std::optional<Variant> parse(std::string_view text);
+  friend bool operator==(const Variant&, const Variant&) = default;
+};
+
+/// The knobs of `k` on a device with `caps`, around its default schedule `base`. A knob with
+/// a single legal value is left out.
+std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Capabilities& caps);
+
+/// `base` with `v`'s settings, the walk and the geometry recomputed; nullopt when `v` names a
+/// knob `k` lacks, a value not among its legal values, or gives a schedule the device cannot
+/// run (past its loop budget or work-group limits).
+std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, const Variant& v,
+                                      const Capabilities& caps);
+
+/// The variants worth timing first: every single-knob change of the default that a simple
+/// cost model does not rule out (a parallel split into more tasks than the scheduler hides or
+/// fewer than the cores, tiles past the row), deduplicated by the schedule they give; the
+/// default is not among them.
+std::vector<Variant> single_knob_variants(const Kernel& k, const Schedule& base, const Capabilities& caps);
+
+/// What the autotuner keys a kernel by, beside the device: its structure, without the sizes
+/// its domain and index arithmetic are specialized to (so kernels that differ only in shape
+/// share it), and the bucket of its shape (each extent rounded up to a power of two, reduced
+/// dims marked `r`: "64x1024r").
+std::string kernel_structure(const Kernel& k);
+std::string shape_bucket(const Kernel& k);
+
+}  // namespace kiln::kir

@@ -1,0 +1,386 @@
+// Tests of the autotuner: variants as data (every legal variant computes what the default
+// does, on the device under test), the tuning database's faults (garbled file, unwritable
+// directory, claims, a candidate that kills its process) and the choice it makes.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "kiln/autotune/autotuner.h"
+#include "kiln/autotune/kernel_bench.h"
+#include "kiln/engine/compile.h"
+#include "kiln/engine/engine.h"
+#include "kiln/passes/pass_manager.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the build tree's test cache, removed at the end of the test.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* root = std::getenv("KILN_CACHE_DIR");
+    // Named by the test alone, not the process: a death test's child process re-runs the
+    // test and must find the directory its parent reads afterwards.
+    static std::string test;
+    static int made = 0;
+    const std::string name = testing::UnitTest::GetInstance()->current_test_info()->name();
+    if (name != test) {
+      test = name;
+      made = 0;
+    }
+    path_ = fs::path(root ? root : "/tmp") / fmt::format("autotune-test-{}-{}", name, made++);
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+Backend& backend_under_test() {
+  Backend* b = engine_for(test::device_under_test()).backend();
+  EXPECT_NE(b, nullptr);
+  return *b;
+}
+
+// The kernels of `text` on `b`, with their default schedules.
+LaunchPlan kernels_of(Backend& b, const std::string& text) {
+  const Graph g = test::parse_or_fail(text);
+  const std::vector<const PassInfo*> extra = b.extra_passes();
+  return compile_graph(b.capabilities(), extra, g).plan;
+}
+
+// Row-wise, column-wise, elementwise with broadcast, integer and arg reductions: every knob
+// of both device kinds appears in at least one of them.
+const char* const kGraphs[] = {
+    R"(graph @softmax(%x: f32[33,1000]) -> f32[33,1000] {
+  %m = reduce_max %x {axes = [1], keepdim} : f32[33,1]
+  %s = sub %x, %m : f32[33,1000]
+  %e = exp %s : f32[33,1000]
+  %z = reduce_sum %e {axes = [1], keepdim} : f32[33,1]
+  %y = div %e, %z : f32[33,1000]
+  return %y
+})",
+    R"(graph @colsum(%x: f32[300,517]) -> f32[517] {
+  %y = reduce_sum %x {axes = [0]} : f32[517]
+  return %y
+})",
+    R"(graph @bias(%x: f32[64,3000], %b: f32[3000]) -> f32[64,3000] {
+  %r = reshape %b : f32[1,3000]
+  %e = expand %r : f32[64,3000]
+  %s = add %x, %e : f32[64,3000]
+  %y = tanh %s : f32[64,3000]
+  return %y
+})",
+    R"(graph @ints(%x: i32[40,777]) -> (i64[40], i64[40]) {
+  %s = reduce_sum %x {axes = [1]} : i64[40]
+  %a = argmax %x {axes = [1]} : i64[40]
+  return %s, %a
+})",
+};
+
+TEST(AutotuneVariants, TextRoundTrips) {
+  kir::Variant v;
+  EXPECT_EQ(v.str(), "default");
+  v.settings = {{"local", 128}, {"per_item", 2}};
+  EXPECT_EQ(v.str(), "local=128 per_item=2");
+  EXPECT_EQ(kir::Variant::parse(v.str()), v);
+  EXPECT_EQ(kir::Variant::parse("default"), kir::Variant{});
+  for (const char* bad : {"", "local", "local=", "=3", "local=x", "per_item=2 local=128", "a=1 a=2", "a=1  b=2"})
+    EXPECT_FALSE(kir::Variant::parse(bad)) << bad;
+}
+
+// The knobs are only worth having if every legal value computes the same thing: each
+// single-knob variant of each kernel against the default's output, on the device under test.
+TEST(AutotuneVariants, EverySingleKnobVariantComputesWhatTheDefaultDoes) {
+  Backend& b = backend_under_test();
+  int variants = 0;
+  for (const char* text : kGraphs) {
+    const LaunchPlan plan = kernels_of(b, text);
+    for (size_t i = 0; i < plan.kernels.size(); ++i) {
+      const kir::Kernel& k = plan.kernels[i];
+      autotune::KernelBench bench(b, k);
+      const std::vector<std::string> want = bench.outputs(*b.compile(k, plan.schedules[i]), plan.schedules[i]);
+      for (const kir::Variant& v : kir::single_knob_variants(k, plan.schedules[i], b.capabilities())) {
+        const std::optional<kir::Schedule> s = kir::apply_variant(k, plan.schedules[i], v, b.capabilities());
+        ASSERT_TRUE(s) << v.str();
+        const std::vector<std::string> got = bench.outputs(*b.compile(k, *s), *s);
+        const std::optional<std::string> diff = autotune::compare_outputs(k, want, got);
+        EXPECT_FALSE(diff) << k.str() << v.str() << ": " << *diff;
+        ++variants;
+      }
+    }
+  }
+  EXPECT_GE(variants, 8);  // the knob space is not empty
+}
+
+TEST(AutotuneVariants, IllegalVariantsAreRefused) {
+  Backend& b = backend_under_test();
+  const LaunchPlan plan = kernels_of(b, kGraphs[0]);
+  const kir::Kernel& k = plan.kernels[0];
+  const kir::Schedule& base = plan.schedules[0];
+  EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("no_such_knob=1"), b.capabilities()));
+  EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("vector=3"), b.capabilities()));
+  EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("local=3"), b.capabilities()));
+  EXPECT_EQ(kir::apply_variant(k, base, kir::Variant{}, b.capabilities()), base);
+}
+
+TEST(AutotuneVariants, StructureIsShapeFreeAndBucketsRoundUp) {
+  Backend& b = backend_under_test();
+  const LaunchPlan a = kernels_of(b, kGraphs[0]);
+  std::string other = kGraphs[0];
+  for (size_t p = other.find("33,1000"); p != std::string::npos; p = other.find("33,1000")) other.replace(p, 7, "60,900");
+  for (size_t p = other.find("33,1]"); p != std::string::npos; p = other.find("33,1]")) other.replace(p, 5, "60,1]");
+  const LaunchPlan c = kernels_of(b, other);
+  EXPECT_EQ(kir::kernel_structure(a.kernels[0]), kir::kernel_structure(c.kernels[0]));
+  EXPECT_EQ(kir::shape_bucket(a.kernels[0]), "64x1024r");
+  EXPECT_EQ(kir::shape_bucket(c.kernels[0]), "64x1024r");
+  const LaunchPlan sum = kernels_of(b, kGraphs[1]);
+  EXPECT_NE(kir::kernel_structure(a.kernels[0]), kir::kernel_structure(sum.kernels[0]));
+}
+
+TEST(TuningDb, GarbledFileIsMovedAsideAndRebuilt) {
+  ScratchDir dir;
+  std::ofstream(dir.path() / "autotune.sqlite") << std::string(8192, 'x');
+  auto db = autotune::TuningDb::open(dir.path());
+  EXPECT_TRUE(db->persistent());
+  bool moved = false;
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    moved |= e.path().filename().string().rfind("autotune.sqlite.corrupt-", 0) == 0;
+  EXPECT_TRUE(moved);
+  const autotune::TuningKey key{"dev", "kern", "64"};
+  db->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  ASSERT_EQ(db->measurements(key).size(), 1u);
+  EXPECT_EQ(db->measurements(key)[0].median_ns, 1000);
+}
+
+TEST(TuningDb, AnotherSchemaVersionIsMovedAside) {
+  ScratchDir dir;
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open((dir.path() / "autotune.sqlite").c_str(), &raw), SQLITE_OK);
+    sqlite3_exec(raw, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES('schema', '999');",
+                 nullptr, nullptr, nullptr);
+    sqlite3_close(raw);
+  }
+  auto db = autotune::TuningDb::open(dir.path());
+  EXPECT_TRUE(db->persistent());
+  const autotune::TuningKey key{"dev", "kern", "64"};
+  db->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  EXPECT_EQ(db->measurements(key).size(), 1u);
+}
+
+TEST(TuningDb, UnwritableDirectoryKeepsResultsInMemory) {
+  ScratchDir dir;
+  std::ofstream(dir.path() / "a-file") << "not a directory";
+  auto db = autotune::TuningDb::open(dir.path() / "a-file" / "cache");
+  EXPECT_FALSE(db->persistent());
+  EXPECT_NE(db->problem().find("a-file/cache"), std::string::npos) << db->problem();
+  const autotune::TuningKey key{"dev", "kern", "64"};
+  db->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  EXPECT_EQ(db->measurements(key).size(), 1u);
+}
+
+TEST(TuningDb, ClaimsExcludeLiveProcessesAndPassFromDeadOnes) {
+  ScratchDir dir;
+  auto db = autotune::TuningDb::open(dir.path());
+  const autotune::TuningKey key{"dev", "kern", "64"};
+  auto claim_as = [&](int64_t pid) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open((dir.path() / "autotune.sqlite").c_str(), &raw), SQLITE_OK);
+    const std::string sql = fmt::format("INSERT OR REPLACE INTO claims VALUES('dev', 'kern', '64', {}, '{}', 0)", pid,
+                                        autotune::host_name());
+    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  };
+  claim_as(getppid());  // alive: the process that started this test
+  EXPECT_FALSE(db->claim(key));
+  claim_as(0x7ffffff0);  // no such process
+  EXPECT_TRUE(db->claim(key));
+  EXPECT_TRUE(db->claim(key));  // a process's own claim
+  db->release(key);
+}
+
+TEST(TuningDb, ExportImportCarriesOneDevice) {
+  ScratchDir a, b;
+  auto from = autotune::TuningDb::open(a.path());
+  from->describe_device("dev1", "fp1", "device one");
+  from->describe_kernel({"dev1", "k", "64"}, "k0 over [64]");
+  from->record({"dev1", "k", "64"}, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  from->record({"dev2", "k", "64"}, {"default", autotune::Status::Ok, 2000, 5, "", 0, ""});
+  from->export_to(a.path() / "export.kiln", "dev1", {{"cpu/abc", "bytes"}});
+  auto to = autotune::TuningDb::open(b.path());
+  const auto artifacts = to->import_from(a.path() / "export.kiln");
+  ASSERT_EQ(artifacts.size(), 1u);
+  EXPECT_EQ(artifacts[0].second, "bytes");
+  EXPECT_EQ(to->measurements({"dev1", "k", "64"}).size(), 1u);
+  EXPECT_TRUE(to->measurements({"dev2", "k", "64"}).empty());
+  ASSERT_EQ(to->keys().size(), 1u);
+  EXPECT_EQ(to->keys()[0].device_name, "device one");
+  EXPECT_THROW(to->import_from(a.path() / "autotune.sqlite"), Error);  // a database, not an export
+}
+
+// Wraps the backend under test; compiling or running chosen variants misbehaves.
+class FaultyBackend : public Backend {
+ public:
+  explicit FaultyBackend(Backend& inner) : inner_(inner) {}
+  std::function<void(const kir::Schedule&)> on_compile;
+  std::function<void(const kir::Schedule&, std::span<DeviceMemory* const>)> after_launch;
+  int compiles = 0;
+
+  std::string_view name() const override { return inner_.name(); }
+  std::string fingerprint() const override { return inner_.fingerprint(); }
+  std::string device_fingerprint() const override { return "faulty|" + inner_.device_fingerprint(); }
+  const Capabilities& capabilities() const override { return inner_.capabilities(); }
+  std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) override {
+    ++compiles;
+    if (on_compile) on_compile(s);
+    return inner_.compile(k, s);
+  }
+  std::shared_ptr<DeviceMemory> alloc(int64_t bytes) override { return inner_.alloc(bytes); }
+  void upload(DeviceMemory& d, const std::byte* s, int64_t n) override { inner_.upload(d, s, n); }
+  void download(const DeviceMemory& s, std::byte* d, int64_t n) override { inner_.download(s, d, n); }
+  void copy(const DeviceMemory& s, DeviceMemory& d, int64_t n) override { inner_.copy(s, d, n); }
+  void launch(const CompiledKernel& k, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
+              std::span<const Scalar> scalars) override {
+    inner_.launch(k, s, buffers, scalars);
+    if (after_launch) after_launch(s, buffers);
+  }
+  void finish() override { inner_.finish(); }
+
+ private:
+  Backend& inner_;
+};
+
+TEST(Autotuner, AWrongVariantIsRecordedAndNeverChosen) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  FaultyBackend b(backend_under_test());
+  const LaunchPlan plan = kernels_of(b, kGraphs[2]);
+  const kir::Kernel& k = plan.kernels[0];
+  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+  ASSERT_FALSE(variants.empty());
+  const kir::Schedule bad = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
+  // The wrong variant's output is garbage, and its launches are the fastest of all.
+  b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const> buffers) {
+    if (!(s == bad)) return;
+    for (size_t i = 0; i < k.buffers.size(); ++i)
+      if (k.buffers[i].written) {
+        std::vector<std::byte> junk(static_cast<size_t>(buffers[i]->bytes()), std::byte{0x7f});
+        b.upload(*buffers[i], junk.data(), buffers[i]->bytes());
+      }
+  };
+  autotune::TuneOptions options;
+  options.budget_ms = 60000;
+  const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);
+  EXPECT_EQ(r.wrong, 1);
+  EXPECT_NE(r.chosen, variants[0]);
+  bool recorded = false;
+  for (const autotune::Measurement& m : tuner.db().measurements(r.key))
+    if (m.variant == variants[0].str()) recorded = m.status == autotune::Status::Wrong && !m.detail.empty();
+  EXPECT_TRUE(recorded);
+  // Tuned once: a second tuning measures nothing.
+  EXPECT_EQ(tuner.tune(b, k, plan.schedules[0], options).measured_now, 0);
+}
+
+TEST(Autotuner, AVariantThatKillsItsProcessIsRecordedFailedAndNotRetried) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ScratchDir dir;
+  FaultyBackend b(backend_under_test());
+  const LaunchPlan plan = kernels_of(b, kGraphs[2]);
+  const kir::Kernel& k = plan.kernels[0];
+  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+  ASSERT_FALSE(variants.empty());
+  const kir::Schedule deadly = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
+  b.on_compile = [&](const kir::Schedule& s) {
+    if (s == deadly) std::abort();  // a crash inside the compiler
+  };
+  autotune::TuneOptions options;
+  options.budget_ms = 60000;
+  EXPECT_DEATH(
+      {
+        autotune::Autotuner tuner(dir.path());
+        tuner.tune(b, k, plan.schedules[0], options);
+      },
+      "");
+  autotune::Autotuner tuner(dir.path());
+  const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);  // would abort if retried
+  EXPECT_EQ(r.failed, 1);
+  bool recorded = false;
+  for (const autotune::Measurement& m : tuner.db().measurements(r.key))
+    if (m.variant == variants[0].str())
+      recorded = m.status == autotune::Status::Failed && m.detail.find("died") != std::string::npos;
+  EXPECT_TRUE(recorded);
+}
+
+TEST(Autotuner, AFailingCompileIsRecordedAndTheRestAreMeasured) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  FaultyBackend b(backend_under_test());
+  const LaunchPlan plan = kernels_of(b, kGraphs[0]);
+  const kir::Kernel& k = plan.kernels[0];
+  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+  ASSERT_GE(variants.size(), 2u);
+  const kir::Schedule broken = *kir::apply_variant(k, plan.schedules[0], variants[1], b.capabilities());
+  b.on_compile = [&](const kir::Schedule& s) {
+    if (s == broken) throw Error("the compiler gave up");
+  };
+  autotune::TuneOptions options;
+  options.budget_ms = 60000;
+  const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_GE(r.candidates, static_cast<int>(variants.size()) + 1);
+}
+
+TEST(Autotuner, TheChoiceIsTheFastestLegalVariantThatBeatsTheDefault) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  Backend& b = backend_under_test();
+  const LaunchPlan plan = kernels_of(b, kGraphs[0]);
+  const kir::Kernel& k = plan.kernels[0];
+  const autotune::TuningKey key = tuner.key_for(b, k);
+  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+  ASSERT_GE(variants.size(), 2u);
+  tuner.db().record(key, {"default", autotune::Status::Ok, 1000, 1, "", 0, ""});
+  tuner.db().record(key, {"no_such_knob=4", autotune::Status::Ok, 10, 1, "", 0, ""});  // from another kiln
+  tuner.db().record(key, {variants[0].str(), autotune::Status::Wrong, 0, 1, "differs", 0, ""});
+  tuner.db().record(key, {variants[1].str(), autotune::Status::Ok, 990, 1, "", 0, ""});  // within the noise
+  EXPECT_TRUE(tuner.choice(b, k, plan.schedules[0]).chosen.is_default());
+  EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), plan.schedules[0]);
+  tuner.db().record(key, {variants[1].str(), autotune::Status::Ok, 500, 1, "", 0, ""});
+  EXPECT_EQ(tuner.choice(b, k, plan.schedules[0]).chosen, variants[1]);
+  const kir::Schedule tuned = *kir::apply_variant(k, plan.schedules[0], variants[1], b.capabilities());
+  EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), tuned);
+  EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Off), plan.schedules[0]);
+}
+
+TEST(Autotuner, ModeComesFromTheEnvironment) {
+  const char* saved = std::getenv("KILN_AUTOTUNE");
+  const std::string restore = saved ? saved : "";
+  setenv("KILN_AUTOTUNE", "on", 1);
+  EXPECT_EQ(autotune::mode_from_env(), autotune::Mode::On);
+  setenv("KILN_AUTOTUNE", "off", 1);
+  EXPECT_EQ(autotune::mode_from_env(), autotune::Mode::Off);
+  setenv("KILN_AUTOTUNE", "sometimes", 1);
+  EXPECT_THROW(autotune::mode_from_env(), Error);
+  unsetenv("KILN_AUTOTUNE");
+  EXPECT_EQ(autotune::mode_from_env(), autotune::Mode::Cached);
+  if (saved) setenv("KILN_AUTOTUNE", restore.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,166 @@
+// tools/kiln/autotune_command.cpp - `kiln autotune warmup`: tune every kernel of a set of IR
+// files on a device ahead of time, then run each file once so that the chosen kernels are
+// compiled into the disk cache: a deployment with the same cache compiles and tunes nothing.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "kiln/autotune/autotuner.h"
+#include "kiln/backend/backend.h"
+#include "kiln/engine/compile.h"
+#include "kiln/engine/engine.h"
+#include "kiln/passes/pass_manager.h"
+#include "kiln/support/error.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct WarmupOptions {
+  std::vector<std::string> paths;
+  std::string device = "cpu";
+  double budget_ms = 3000;
+  int jobs = 1;
+};
+
+// The IR files `paths` name: files as given, folders searched for *.kir, sorted.
+std::vector<fs::path> ir_files(const std::vector<std::string>& paths) {
+  std::vector<fs::path> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<fs::path> found;
+      for (const auto& e : fs::recursive_directory_iterator(p, ec))
+        if (e.is_regular_file() && e.path().extension() == ".kir") found.push_back(e.path());
+      std::sort(found.begin(), found.end());
+      if (found.empty()) throw Error(fmt::format("{}: no .kir files in this folder", p));
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(p, ec)) {
+      files.emplace_back(p);
+    } else {
+      throw Error(fmt::format("{}: no such file or folder", p));
+    }
+  }
+  return files;
+}
+
+std::string time_text(double ns) {
+  if (ns <= 0) return "-";
+  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
+  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
+  return fmt::format("{:.2f} ms", ns / 1e6);
+}
+
+// One kernel to tune: where it came from, its IR and default schedule.
+struct Job {
+  std::string file;
+  kir::Kernel kernel;
+  kir::Schedule base;
+};
+
+// "[#####-----] 12/40 kernels, 31 s left" on a terminal, rewritten in place.
+void draw_progress(size_t done, size_t total, double elapsed_s) {
+  constexpr int kWidth = 30;
+  const int filled = total == 0 ? kWidth : static_cast<int>(kWidth * done / total);
+  const double eta = done == 0 ? 0 : elapsed_s / static_cast<double>(done) * static_cast<double>(total - done);
+  std::cerr << fmt::format("\r[{}{}] {}/{} kernels, {}", std::string(static_cast<size_t>(filled), '#'),
+                           std::string(static_cast<size_t>(kWidth - filled), '-'), done, total,
+                           done == 0 ? std::string("estimating...") : fmt::format("{:.0f} s left   ", eta))
+            << std::flush;
+}
+
+int warmup(const WarmupOptions& opts) {
+  const Device device = Device::parse(opts.device);
+  Backend* backend = engine_for(device).backend();
+  if (backend == nullptr) throw Error(fmt::format("device {} compiles nothing: there is nothing to tune", device.str()));
+  const auto start = Clock::now();
+  const std::vector<fs::path> files = ir_files(opts.paths);
+
+  // Every kernel of every file, with the default schedule the device would give it.
+  std::vector<Job> jobs;
+  std::vector<Graph> graphs;
+  for (const fs::path& f : files) {
+    Graph g = load_graph(f.string());
+    const std::vector<const PassInfo*> extra = backend->extra_passes();
+    Compilation c = compile_graph(backend->capabilities(), extra, g);
+    for (size_t i = 0; i < c.plan.kernels.size(); ++i)
+      jobs.push_back({f.filename().string(), std::move(c.plan.kernels[i]), c.plan.schedules[i]});
+    graphs.push_back(std::move(g));
+  }
+
+  autotune::Autotuner& tuner = autotune::Autotuner::instance();
+  autotune::TuneOptions options;
+  options.budget_ms = opts.budget_ms;
+  options.jobs = std::max(1, opts.jobs);
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  std::vector<autotune::TuneReport> reports;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (terminal) draw_progress(i, jobs.size(), std::chrono::duration<double>(Clock::now() - start).count());
+    autotune::TuneReport r;
+    if (tuner.db().claim(tuner.key_for(*backend, jobs[i].kernel))) {
+      r = tuner.tune(*backend, jobs[i].kernel, jobs[i].base, options);
+      tuner.db().release(r.key);
+    } else {  // another process is tuning it now: its result will be in the database
+      r = tuner.choice(*backend, jobs[i].kernel, jobs[i].base);
+      r.claimed_elsewhere = true;
+    }
+    if (!terminal)
+      std::cerr << fmt::format("tuned {} {} ({}): {} variants, {} measured now, chose {}\n", jobs[i].file, r.description,
+                               r.key.bucket, r.candidates, r.measured_now, r.chosen.str());
+    reports.push_back(std::move(r));
+  }
+  if (terminal) {
+    draw_progress(jobs.size(), jobs.size(), std::chrono::duration<double>(Clock::now() - start).count());
+    std::cerr << "\n";
+  }
+
+  // Each file once, so that the kernels the tuned schedules need are compiled and on disk.
+  for (size_t f = 0; f < files.size(); ++f) {
+    const std::vector<HostTensor> inputs = make_inputs(graphs[f], {}, 0);
+    run_on_host(device, graphs[f], inputs);
+  }
+
+  std::cout << fmt::format("{:<16} {:<36} {:<28} {:>10} {:>10} {:>8}\n", "file", "kernel", "chosen variant", "default",
+                           "tuned", "speedup");
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const autotune::TuneReport& r = reports[i];
+    std::string desc = r.description;
+    if (desc.size() > 36) desc = desc.substr(0, 33) + "...";
+    const double speedup = r.tuned_ns > 0 ? r.default_ns / r.tuned_ns : 0;
+    std::cout << fmt::format("{:<16} {:<36} {:<28} {:>10} {:>10} {:>8}{}\n", jobs[i].file, desc, r.chosen.str(),
+                             time_text(r.default_ns), time_text(r.tuned_ns),
+                             speedup > 0 ? fmt::format("{:.2f}x", speedup) : std::string("-"),
+                             r.claimed_elsewhere ? "  (tuned by another process)" : "");
+  }
+  std::cout << fmt::format("{} kernels of {} files tuned on {} in {:.1f} s; database {}\n", reports.size(), files.size(),
+                           device.str(), std::chrono::duration<double>(Clock::now() - start).count(),
+                           tuner.db().persistent() ? tuner.db().path().string() : std::string("in memory"));
+  return 0;
+}
+
+}  // namespace
+
+Command add_autotune_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("autotune", "Tune kernels ahead of time (docs/autotune.md).");
+  sub->require_subcommand(1);
+  auto opts = std::make_shared<WarmupOptions>();
+  CLI::App* w = sub->add_subcommand(
+      "warmup", "Tune every kernel of IR files on a device and compile the chosen variants into the cache.");
+  w->add_option("paths", opts->paths, "IR files, or folders of .kir files")->required();
+  w->add_option("--device", opts->device, "The device to tune for (see kiln devices)")->capture_default_str();
+  w->add_option("--budget-ms", opts->budget_ms, "Wall time the timing of one kernel may take")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  w->add_option("--jobs", opts->jobs, "Candidates compiled at once")->capture_default_str()->check(CLI::Range(1, 256));
+  return {sub, [opts, w]() { return w->parsed() ? warmup(*opts) : 1; }};
+}
+
+}  // namespace kiln::cli
