@@ -162,7 +162,9 @@ OpenResult open_file(const fs::path& path, sqlite3** out, std::string& why) {
     return primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT || primary == SQLITE_SCHEMA ? OpenResult::Garbled
                                                                                              : OpenResult::Unusable;
   };
-  auto [wal_rc, wal_msg] = try_exec(db, "PRAGMA journal_mode=WAL");
+  // WAL with synchronous=NORMAL: a crash never damages the file, and a commit costs no
+  // fsync (a power loss may lose the last timings, which are measured again).
+  auto [wal_rc, wal_msg] = try_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL");
   if (wal_rc != SQLITE_OK) return fail(wal_rc, wal_msg);
   const std::string create = "BEGIN IMMEDIATE;" + schema_sql("") +
                              fmt::format("INSERT OR IGNORE INTO meta VALUES('schema', '{}'); COMMIT;", TuningDb::kSchemaVersion);

@@ -52,13 +52,6 @@ std::vector<fs::path> ir_files(const std::vector<std::string>& paths) {
   return files;
 }
 
-std::string time_text(double ns) {
-  if (ns <= 0) return "-";
-  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
-  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
-  return fmt::format("{:.2f} ms", ns / 1e6);
-}
-
 // One kernel to tune: where it came from, its IR and default schedule.
 struct Job {
   std::string file;

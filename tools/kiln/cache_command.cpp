@@ -25,12 +25,6 @@ struct CacheOptions {
   std::string file;
 };
 
-std::string time_text(double ns) {
-  if (ns <= 0) return "-";
-  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
-  return fmt::format("{:.2f} ms", ns / 1e6);
-}
-
 Backend& backend_of(const std::string& name) {
   Backend* b = engine_for(Device::parse(name)).backend();
   if (b == nullptr) throw Error(fmt::format("device {} compiles nothing: it has no cache", name));

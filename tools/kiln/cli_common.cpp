@@ -3,6 +3,8 @@
 #include <iostream>
 #include <iterator>
 
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "kiln/ir/text.h"
 
@@ -27,6 +29,13 @@ void write_output(const std::string& path, const std::string& text) {
 Graph load_graph(const std::string& path) {
   const std::string text = read_input(path);
   return parse_graph(text, path == "-" ? "<stdin>" : path).take();
+}
+
+std::string time_text(double ns) {
+  if (ns <= 0) return "-";
+  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
+  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
+  return fmt::format("{:.2f} ms", ns / 1e6);
 }
 
 }  // namespace kiln::cli

@@ -43,6 +43,9 @@ std::vector<HostTensor> make_inputs(const Graph& g, const std::vector<std::strin
 /// `--seed N` and `--input NAME=FILE.npy` (repeatable) on `sub`, for make_inputs.
 void add_input_options(CLI::App* sub, std::vector<std::string>& inputs, int64_t& seed);
 
+/// A duration for people: "230 ns", "38.4 us", "8.57 ms"; "-" when not positive (unmeasured).
+std::string time_text(double ns);
+
 /// "min=... max=... mean=..." for a tensor (NaN-aware; empty tensors say so).
 std::string summarize(const HostTensor& t);
 /// The values in NumPy's nested-bracket layout; above `threshold` elements, only the first

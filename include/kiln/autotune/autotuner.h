@@ -8,7 +8,8 @@
 // row of the database, written before the variant is compiled as Running, so a variant that
 // crashes the process is found Failed by the next one and not retried. The choice is the
 // fastest Ok variant, kept only when it beats the default by more than the noise
-// (kMinGain); a stored variant that is no longer legal for the kernel is skipped.
+// (kMinGain) once more when both are timed again in alternation; a stored variant that is
+// no longer legal for the kernel is skipped.
 //
 // Modes (KILN_AUTOTUNE): `off` runs default schedules; `cached` (the default) runs what the
 // database chose and tunes nothing; `on` also tunes a kernel the database lacks, on the
@@ -92,10 +93,13 @@ class Autotuner {
   TuneReport choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base);
 
  private:
+  void confirm(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuningKey& key,
+               const TuneOptions& options);
   std::unique_ptr<TuningDb> db_;
   std::mutex mutex_;
   std::set<std::string> tuning_;  // keys a thread of this process is tuning now
   std::set<std::string> tuned_;   // keys this process tuned (never again in this process)
+  std::set<std::string> described_;  // device ids named in the database by this process
 };
 
 }  // namespace kiln::autotune
