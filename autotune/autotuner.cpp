@@ -321,16 +321,25 @@ void Autotuner::confirm(Backend& backend, const kir::Kernel& k, const kir::Sched
       }
       std::sort(da.begin(), da.end());
       std::sort(db.begin(), db.end());
+      // Kept only when its median wins by the margin and its slowest round beats the
+      // default's fastest: by chance alone, 1 in 252 for 5 rounds each.
+      const bool wins = db[kRounds / 2] < da[kRounds / 2] * (1 - kMinGain) && db.back() < da.front();
       for (const Measurement& m : db_->measurements(key)) {
         if (m.variant != "default" && m.variant != r.chosen.str()) continue;
         Measurement again = m;
         again.median_ns = m.variant == "default" ? da[kRounds / 2] : db[kRounds / 2];
+        if (m.variant != "default" && !wins) {
+          again.status = Status::Lost;
+          again.detail = fmt::format("in alternation with the default: {:.1f}-{:.1f} us against {:.1f}-{:.1f} us",
+                                     db.front() / 1e3, db.back() / 1e3, da.front() / 1e3, da.back() / 1e3);
+        }
         db_->record(key, again);
       }
       if (log_enabled("autotune"))
-        log_line("autotune", fmt::format("{} {} against the default in alternation: {:.1f} us vs {:.1f} us", describe(k),
-                                         r.chosen.str(), db[kRounds / 2] / 1e3, da[kRounds / 2] / 1e3));
-      if (db[kRounds / 2] < da[kRounds / 2] * (1 - kMinGain)) return;
+        log_line("autotune", fmt::format("{} {} against the default in alternation: {:.1f}-{:.1f} us vs {:.1f}-{:.1f} us: {}",
+                                         describe(k), r.chosen.str(), db.front() / 1e3, db.back() / 1e3, da.front() / 1e3,
+                                         da.back() / 1e3, wins ? "kept" : "lost"));
+      if (wins) return;
     } catch (const std::exception& e) {
       warn_once("autotune-confirm", fmt::format("autotune: confirming {} failed: {}", r.chosen.str(), e.what()));
       return;

@@ -130,6 +130,7 @@ Status parse_status(std::string_view s) {
   if (s == "ok") return Status::Ok;
   if (s == "wrong") return Status::Wrong;
   if (s == "running") return Status::Running;
+  if (s == "lost") return Status::Lost;
   return Status::Failed;
 }
 
@@ -238,6 +239,7 @@ std::string_view status_name(Status s) {
     case Status::Wrong: return "wrong";
     case Status::Failed: return "failed";
     case Status::Running: return "running";
+    case Status::Lost: return "lost";
   }
   return "?";
 }

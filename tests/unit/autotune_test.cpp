@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -344,6 +345,44 @@ TEST(Autotuner, AFailingCompileIsRecordedAndTheRestAreMeasured) {
   const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);
   EXPECT_EQ(r.failed, 1);
   EXPECT_GE(r.candidates, static_cast<int>(variants.size()) + 1);
+}
+
+// A variant that was fast only while it was first timed (the machine's load moved) loses
+// when it meets the default in alternation, and is never chosen; one that is really faster
+// is kept.
+TEST(Autotuner, AWinnerIsKeptOnlyIfItBeatsTheDefaultInAlternation) {
+  for (const bool lucky : {true, false}) {
+    ScratchDir dir;
+    autotune::Autotuner tuner(dir.path());
+    FaultyBackend b(backend_under_test());
+    const LaunchPlan plan = kernels_of(b, kGraphs[2]);
+    const kir::Kernel& k = plan.kernels[0];
+    const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+    ASSERT_FALSE(variants.empty());
+    const kir::Schedule fast = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
+    // Launches take 3 ms, the default's 1 ms when `lucky`, and `fast`'s none; but when
+    // `lucky`, `fast` takes 3 ms too once the launches of its first timing are done.
+    int fast_launches = 0;
+    b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const>) {
+      int ms = 3;
+      if (s == plan.schedules[0] && lucky) ms = 1;
+      if (s == fast) ms = lucky && ++fast_launches > 12 ? 3 : 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    };
+    autotune::TuneOptions options;
+    options.budget_ms = 60000;
+    const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);
+    std::optional<autotune::Status> status;
+    for (const autotune::Measurement& m : tuner.db().measurements(r.key))
+      if (m.variant == variants[0].str()) status = m.status;
+    if (lucky) {
+      EXPECT_TRUE(r.chosen.is_default()) << r.chosen.str();
+      EXPECT_EQ(status, autotune::Status::Lost);
+    } else {
+      EXPECT_EQ(r.chosen, variants[0]);
+      EXPECT_EQ(status, autotune::Status::Ok);
+    }
+  }
 }
 
 TEST(Autotuner, TheChoiceIsTheFastestLegalVariantThatBeatsTheDefault) {

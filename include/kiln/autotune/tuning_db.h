@@ -40,6 +40,8 @@ enum class Status : uint8_t {
   Wrong,    // ran, but its output differs from the default's: never chosen
   Failed,   // did not compile, did not run, ran past the time cap, or its process died
   Running,  // being measured by process `pid` now (or it died doing so)
+  Lost,     // ran and matched, looked fastest, but did not beat the default when the two
+            // were timed again in alternation: never chosen
 };
 std::string_view status_name(Status s);
 
@@ -47,7 +49,7 @@ std::string_view status_name(Status s);
 struct Measurement {
   std::string variant;  // kir::Variant::str()
   Status status = Status::Ok;
-  double median_ns = 0;   // Ok only
+  double median_ns = 0;   // Ok and Lost
   double compile_ms = 0;
   std::string detail;     // why Wrong or Failed
   int64_t pid = 0;        // the process that wrote it
