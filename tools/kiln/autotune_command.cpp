@@ -121,14 +121,21 @@ int warmup(const WarmupOptions& opts) {
     run_on_host(device, graphs[f], inputs);
   }
 
-  std::cout << fmt::format("{:<16} {:<36} {:<28} {:>10} {:>10} {:>8}\n", "file", "kernel", "chosen variant", "default",
+  size_t file_width = 4, variant_width = 14;  // the headers' lengths
+  for (size_t i = 0; i < reports.size(); ++i) {
+    file_width = std::max(file_width, jobs[i].file.size());
+    variant_width = std::max(variant_width, reports[i].chosen.str().size());
+  }
+  std::cout << fmt::format("{:<{}} {:<36} {:<{}} {:>10} {:>10} {:>8}\n", "file", file_width, "kernel", "chosen variant",
+                           variant_width, "default",
                            "tuned", "speedup");
   for (size_t i = 0; i < reports.size(); ++i) {
     const autotune::TuneReport& r = reports[i];
     std::string desc = r.description;
     if (desc.size() > 36) desc = desc.substr(0, 33) + "...";
     const double speedup = r.tuned_ns > 0 ? r.default_ns / r.tuned_ns : 0;
-    std::cout << fmt::format("{:<16} {:<36} {:<28} {:>10} {:>10} {:>8}{}\n", jobs[i].file, desc, r.chosen.str(),
+    std::cout << fmt::format("{:<{}} {:<36} {:<{}} {:>10} {:>10} {:>8}{}\n", jobs[i].file, file_width, desc,
+                             r.chosen.str(), variant_width,
                              time_text(r.default_ns), time_text(r.tuned_ns),
                              speedup > 0 ? fmt::format("{:.2f}x", speedup) : std::string("-"),
                              r.claimed_elsewhere ? "  (tuned by another process)" : "");
