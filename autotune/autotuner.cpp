@@ -24,14 +24,8 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// "k0 over [64, reduce 1000]": the head of the kernel's text.
-std::string describe(const kir::Kernel& k) {
-  std::string head = k.str();
-  head = head.substr(0, head.find('\n'));
-  if (head.rfind("kernel @", 0) == 0) head = head.substr(8);
-  if (size_t paren = head.find(" ("); paren != std::string::npos) head.resize(paren);
-  return head;
-}
+// "k0 over [64, reduce 1000]".
+std::string describe(const kir::Kernel& k) { return k.name + " over " + k.domain_str(); }
 
 // A candidate on its way through compile, check and timing.
 struct Candidate {
@@ -76,15 +70,6 @@ Mode mode_from_env() {
   throw Error(fmt::format("KILN_AUTOTUNE={}: expected off, cached or on", s));
 }
 
-std::string_view mode_name(Mode m) {
-  switch (m) {
-    case Mode::Off: return "off";
-    case Mode::Cached: return "cached";
-    case Mode::On: return "on";
-  }
-  return "?";
-}
-
 Autotuner& Autotuner::instance() {
   static Autotuner tuner(DiskCache::default_root());
   return tuner;
@@ -92,10 +77,12 @@ Autotuner& Autotuner::instance() {
 
 Autotuner::Autotuner(const std::filesystem::path& dir) : db_(TuningDb::open(dir)) {}
 
+std::string Autotuner::device_id(const Backend& backend) {
+  return hash_text(backend.device_fingerprint()).hex().substr(0, 16);
+}
+
 TuningKey Autotuner::key_for(Backend& backend, const kir::Kernel& k) {
-  const std::string fingerprint = backend.device_fingerprint();
-  TuningKey key{hash_text(fingerprint).hex().substr(0, 16), hash_text(kir::kernel_structure(k)).hex(),
-                kir::shape_bucket(k)};
+  TuningKey key{device_id(backend), hash_text(kir::kernel_structure(k)).hex(), kir::shape_bucket(k)};
   // Once per device and process: every plan compiled asks for keys, and a write costs a
   // transaction.
   bool described = false;
@@ -103,15 +90,22 @@ TuningKey Autotuner::key_for(Backend& backend, const kir::Kernel& k) {
     std::lock_guard lock(mutex_);
     described = !described_.insert(key.device).second;
   }
-  if (!described) db_->describe_device(key.device, fingerprint, fmt::format("{}: {}", backend.name(), backend.device_name()));
+  if (!described)
+    db_->describe_device(key.device, backend.device_fingerprint(),
+                         fmt::format("{}: {}", backend.name(), backend.device_name()));
   return key;
 }
 
 TuneReport Autotuner::choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base) {
-  TuneReport r;
-  r.key = key_for(backend, k);
+  TuneReport r = choose(key_for(backend, k), backend, k, base);
   r.description = describe(k);
-  std::vector<Measurement> rows = db_->measurements(r.key);
+  return r;
+}
+
+TuneReport Autotuner::choose(const TuningKey& key, Backend& backend, const kir::Kernel& k, const kir::Schedule& base) {
+  TuneReport r;
+  r.key = key;
+  std::vector<Measurement> rows = db_->measurements(key);
   r.candidates = static_cast<int>(rows.size());
   std::sort(rows.begin(), rows.end(), [](const Measurement& a, const Measurement& b) {
     return a.status == Status::Ok && (b.status != Status::Ok || a.median_ns < b.median_ns);
@@ -135,40 +129,53 @@ TuneReport Autotuner::choice(Backend& backend, const kir::Kernel& k, const kir::
   return r;
 }
 
+TuneReport Autotuner::tune_unless_claimed(Backend& backend, const kir::Kernel& k, const kir::Schedule& base,
+                                          const TuneOptions& options) {
+  const TuningKey key = key_for(backend, k);
+  if (!db_->claim(key)) {  // another process is tuning it: its rows will be in the database
+    TuneReport r = choice(backend, k, base);
+    r.claimed_elsewhere = true;
+    return r;
+  }
+  try {
+    TuneReport r = tune(backend, k, base, options);
+    db_->release(key);
+    return r;
+  } catch (...) {
+    db_->release(key);
+    throw;
+  }
+}
+
 kir::Schedule Autotuner::schedule_for(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, Mode mode) {
   if (mode == Mode::Off) return base;
   try {
     const TuningKey key = key_for(backend, k);
-    bool tune_now = false;
     if (mode == Mode::On && compile_allowed()) {
-      std::lock_guard lock(mutex_);
       const std::string id = key.str();
-      if (tuning_.count(id) != 0) return base;  // another thread is tuning it: no stall
-      if (tuned_.count(id) == 0) {
-        tuning_.insert(id);
-        tune_now = true;
-      }
-    }
-    if (tune_now) {
-      const std::string id = key.str();
-      try {
-        if (db_->claim(key)) {
-          db_->describe_kernel(key, describe(k));
-          tune(backend, k, base, TuneOptions{});
-          db_->release(key);
-        }
-      } catch (...) {
-        db_->release(key);
+      bool tune_now = false;
+      {
         std::lock_guard lock(mutex_);
-        tuning_.erase(id);
-        tuned_.insert(id);
-        throw;
+        if (tuning_.count(id) != 0) return base;  // another thread is tuning it: no stall
+        tune_now = tuned_.count(id) == 0 && tuning_.insert(id).second;
       }
-      std::lock_guard lock(mutex_);
-      tuning_.erase(id);
-      tuned_.insert(id);
+      if (tune_now) {
+        // Tuned once per process, whether it succeeded or not.
+        auto done = [&] {
+          std::lock_guard lock(mutex_);
+          tuning_.erase(id);
+          tuned_.insert(id);
+        };
+        try {
+          tune_unless_claimed(backend, k, base, TuneOptions{});
+        } catch (...) {
+          done();
+          throw;
+        }
+        done();
+      }
     }
-    const TuneReport r = choice(backend, k, base);
+    const TuneReport r = choose(key, backend, k, base);
     if (r.chosen.is_default()) return base;
     return *kir::apply_variant(k, base, r.chosen, backend.capabilities());
   } catch (const Error& e) {
@@ -193,11 +200,12 @@ TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Sc
   const auto timing_start = Clock::now();
 
   // Compiles, checks and times `pending` (at most `jobs` at a time), recording each.
+  const size_t jobs = static_cast<size_t>(std::max(1, options.jobs));
   auto measure = [&](std::vector<Candidate> pending) {
-    for (size_t at = 0; at < pending.size(); at += static_cast<size_t>(std::max(1, options.jobs))) {
+    for (size_t at = 0; at < pending.size(); at += jobs) {
       if (ms_since(timing_start) > options.budget_ms && !reference.empty()) return;
       std::vector<Candidate> batch(pending.begin() + static_cast<std::ptrdiff_t>(at),
-                                   pending.begin() + static_cast<std::ptrdiff_t>(std::min(pending.size(), at + static_cast<size_t>(std::max(1, options.jobs)))));
+                                   pending.begin() + static_cast<std::ptrdiff_t>(std::min(pending.size(), at + jobs)));
       // Written first: if compiling or running a candidate kills the process, the next
       // process finds the row Running under a dead pid and records it Failed.
       for (const Candidate& c : batch) db_->record(key, {c.variant.str(), Status::Running, 0, 0, "", 0, ""});
@@ -237,9 +245,9 @@ TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Sc
         if (c.variant.is_default() && m.status != Status::Ok)
           throw Error(fmt::format("autotune: the default schedule of {} fails on {}: {}", describe(k), backend.name(), m.detail));
         if (log_enabled("autotune"))
-          log_line("autotune", fmt::format("{} {}: {} {}{} (compile {:.1f} ms, {:.0f} ms into the tuning){}", describe(k),
-                                           m.variant, status_name(m.status), m.status == Status::Ok ? "" : "",
-                                           m.status == Status::Ok ? fmt::format("{:.1f} us", m.median_ns / 1e3) : "",
+          log_line("autotune", fmt::format("{} {}: {}{} (compile {:.1f} ms, {:.0f} ms into the tuning){}", describe(k),
+                                           m.variant, status_name(m.status),
+                                           m.status == Status::Ok ? fmt::format(" {:.1f} us", m.median_ns / 1e3) : "",
                                            m.compile_ms, ms_since(timing_start), m.detail.empty() ? "" : ": " + m.detail));
         db_->record(key, m);
         rows[m.variant] = m;
@@ -293,7 +301,8 @@ TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Sc
   }
 
   if (measured_now > 0) confirm(backend, k, base, key, options);
-  TuneReport r = choice(backend, k, base);
+  TuneReport r = choose(key, backend, k, base);
+  r.description = describe(k);
   r.measured_now = measured_now;
   return r;
 }
@@ -308,7 +317,7 @@ void Autotuner::confirm(Backend& backend, const kir::Kernel& k, const kir::Sched
   std::unique_ptr<KernelBench> bench;
   std::set<std::string> confirmed;
   for (int contender = 0; contender < kContenders; ++contender) {
-    const TuneReport r = choice(backend, k, base);
+    const TuneReport r = choose(key, backend, k, base);
     if (r.chosen.is_default() || !confirmed.insert(r.chosen.str()).second) return;
     try {
       const kir::Schedule tuned = *kir::apply_variant(k, base, r.chosen, caps);

@@ -80,6 +80,7 @@ std::optional<std::string> compare_floats(const std::string& want, const std::st
 
 KernelBench::KernelBench(Backend& backend, const kir::Kernel& k, uint64_t seed) : backend_(backend), kernel_(k) {
   FastRng rng{seed};
+  int64_t working_set = 0;  // bytes of one copy of the buffers
   for (const kir::BufferParam& p : k.buffers) {
     std::string bytes(static_cast<size_t>(p.type.bytes()), '\0');
     switch (p.type.dtype) {
@@ -89,12 +90,12 @@ KernelBench::KernelBench(Backend& backend, const kir::Kernel& k, uint64_t seed) 
       case DType::F32: fill<float>(bytes, rng); break;
       case DType::F64: fill<double>(bytes, rng); break;
     }
-    working_set_ += static_cast<int64_t>(bytes.size());
+    working_set += static_cast<int64_t>(bytes.size());
     initial_.push_back(std::move(bytes));
   }
   // Scalar arguments: a value every op accepts (no division by it, no log of it fails).
   for (DType t : k.scalars) scalars_.push_back(is_float(t) ? Scalar::from_float(0.5) : Scalar::from_int(1));
-  const int64_t set = std::max<int64_t>(1, working_set_);
+  const int64_t set = std::max<int64_t>(1, working_set);
   const int copies = static_cast<int>(std::clamp<int64_t>((kRotationBytes + set - 1) / set, 1,
                                                           std::min<int64_t>(kMostCopies, std::max<int64_t>(1, kMostBytes / set))));
   for (int c = 0; c < copies; ++c) {

@@ -143,6 +143,25 @@ std::pair<int, std::string> try_exec(sqlite3* db, const std::string& sql) {
   return {rc, msg};
 }
 
+// Whether process `pid` on `host` may still be alive (false only when it is on this host and
+// gone).
+bool process_alive(int64_t pid, std::string_view host) {
+  if (host != host_name()) return true;
+  if (pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+// The schema version `db` says it holds ("" when it says none).
+std::string schema_version(sqlite3* db) {
+  sqlite3_stmt* st = nullptr;
+  std::string version;
+  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema'", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    version = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return version;
+}
+
 enum class OpenResult { Ok, Garbled, Unusable };
 
 // Opens `path` and makes sure it holds this schema version.
@@ -173,13 +192,7 @@ OpenResult open_file(const fs::path& path, sqlite3** out, std::string& why) {
     try_exec(db, "ROLLBACK");
     return fail(c_rc, c_msg);
   }
-  sqlite3_stmt* st = nullptr;
-  std::string version;
-  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema'", -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    version = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  if (version != std::to_string(TuningDb::kSchemaVersion)) {
+  if (const std::string version = schema_version(db); version != std::to_string(TuningDb::kSchemaVersion)) {
     why = fmt::format("schema version {}, this kiln reads {}", version.empty() ? "?" : version, TuningDb::kSchemaVersion);
     sqlite3_close(db);
     return OpenResult::Garbled;
@@ -202,12 +215,7 @@ sqlite3* open_read_only(const fs::path& path) {
     sqlite3_close(db);
     return nullptr;
   }
-  sqlite3_stmt* st = nullptr;
-  bool ok = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema'", -1, &st, nullptr) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW &&
-            std::string_view(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) == std::to_string(TuningDb::kSchemaVersion);
-  sqlite3_finalize(st);
-  if (!ok) {
+  if (schema_version(db) != std::to_string(TuningDb::kSchemaVersion)) {
     sqlite3_close(db);
     return nullptr;
   }
@@ -244,16 +252,12 @@ std::string_view status_name(Status s) {
   return "?";
 }
 
-bool process_alive(int64_t pid, std::string_view host) {
-  if (host != host_name()) return true;
-  if (pid <= 0) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
+const std::string& host_name() {
+  static const std::string name = [] {
+    char buf[256] = {};
+    return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string("localhost");
+  }();
+  return name;
 }
 
 std::unique_ptr<TuningDb> TuningDb::open(const fs::path& dir) {

@@ -22,11 +22,15 @@ bool Kernel::has_reduction() const {
   return std::any_of(insts.begin(), insts.end(), [](const Inst& i) { return i.code == Code::Reduce; });
 }
 
-std::string Kernel::str(bool names) const {
+std::string Kernel::domain_str() const {
   std::string dims;
   for (int d = 0; d < domain.rank(); ++d)
     dims += fmt::format("{}{}{}", d ? ", " : "", reduced[static_cast<size_t>(d)] ? "reduce " : "", domain[d]);
-  std::string out = fmt::format("kernel @{} over [{}] (", names ? name : "", dims);
+  return fmt::format("[{}]", dims);
+}
+
+std::string Kernel::str(bool names) const {
+  std::string out = fmt::format("kernel @{} over {} (", names ? name : "", domain_str());
   for (size_t b = 0; b < buffers.size(); ++b)
     out += fmt::format("{}#{} %{}: {} {}", b ? ", " : "", b, names ? buffers[b].name : "", buffers[b].type.str(),
                        buffers[b].written ? "out" : "in");

@@ -27,18 +27,9 @@ std::vector<int64_t> powers_of_two(int64_t from, int64_t to) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The value `base` has for knob `name`: what the default variant sets it to.
-int64_t base_value(const Schedule& base, const std::string& name) {
-  if (name == "vector") return base.vector_width;
-  if (name == "accumulators") return base.accumulators;
-  if (name == "unroll") return base.unroll;
-  if (name == "tile") return base.tile;
-  if (name == "task_elements") return base.grain >= base.iterations ? 0 : base.grain * base.elements_per_iteration;
-  if (name == "row_cache") return base.row_cache_elements;
-  if (name == "local") return base.local_size;
-  if (name == "per_item") return base.elements_per_item;
-  if (name == "reduction") return static_cast<int64_t>(base.reduction);
-  return -1;
+// The `task_elements` value of `s`: domain points per task, 0 for one task.
+int64_t task_elements_of(const Schedule& s) {
+  return s.grain >= s.iterations ? 0 : s.grain * s.elements_per_iteration;
 }
 
 void add(std::vector<Knob>& knobs, std::string name, std::vector<int64_t> values, int64_t current) {
@@ -140,7 +131,7 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
   if (caps.cores > 1 && base.iterations >= 2) {
     std::vector<int64_t> grains(std::begin(kTaskElements), std::end(kTaskElements));
     grains.push_back(0);  // one task
-    add(knobs, "task_elements", grains, base_value(base, "task_elements"));
+    add(knobs, "task_elements", grains, task_elements_of(base));
   }
   return knobs;
 }
@@ -181,7 +172,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
       s.grain = *x == 0 ? std::max<int64_t>(1, s.iterations)
                         : std::max<int64_t>(1, *x / std::max<int64_t>(1, s.elements_per_iteration));
     } else if (value_of("tile")) {  // keep the default's points per task over the new walk
-      const int64_t per_task = base_value(base, "task_elements");
+      const int64_t per_task = task_elements_of(base);
       s.grain = per_task == 0 ? std::max<int64_t>(1, s.iterations)
                               : std::max<int64_t>(1, per_task / std::max<int64_t>(1, s.elements_per_iteration));
     }

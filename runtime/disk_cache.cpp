@@ -105,8 +105,10 @@ std::string check_entry(std::string_view data, std::string_view key, std::string
   return {};
 }
 
-std::string read_file(const fs::path& path) {
+// The bytes of `path`; nullopt when it cannot be opened.
+std::optional<std::string> read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
@@ -195,12 +197,12 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string_vie
     fs::remove_all(path, ec);
     return std::nullopt;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const std::optional<std::string> file = read_file(path);
+  if (!file) {
     ++counters.kernel_disk_misses;
     return std::nullopt;
   }
-  const std::string data(std::istreambuf_iterator<char>(in), {});
+  const std::string& data = *file;
   std::string_view payload;
   if (const std::string why = check_entry(data, key, canonical, payload); !why.empty()) {
     ++counters.kernel_disk_rejected;
@@ -316,11 +318,11 @@ std::vector<std::pair<std::string, std::string>> DiskCache::entries_containing(s
   for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
     if (!e.is_regular_file(ec) || e.path().extension() != ".bin") continue;  // temp files are not entries
     const std::string name = e.path().stem().string();
-    std::string data = read_file(e.path());
+    std::optional<std::string> data = read_file(e.path());
     std::string_view canonical, payload;
-    if (!read_entry(data, name, canonical, payload).empty()) continue;
+    if (!data || !read_entry(*data, name, canonical, payload).empty()) continue;
     if (canonical.find(marker) == std::string_view::npos) continue;
-    out.emplace_back(name, std::move(data));
+    out.emplace_back(name, std::move(*data));
   }
   std::sort(out.begin(), out.end());
   return out;

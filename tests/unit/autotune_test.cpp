@@ -267,84 +267,89 @@ class FaultyBackend : public Backend {
   Backend& inner_;
 };
 
+// The first kernel of kGraphs[graph] on a FaultyBackend over the device under test, with
+// its single-knob variants, and options that never cut a tuning short.
+struct TuningCase {
+  explicit TuningCase(size_t graph)
+      : b(backend_under_test()),
+        plan(kernels_of(b, kGraphs[graph])),
+        variants(kir::single_knob_variants(k(), base(), b.capabilities())) {
+    options.budget_ms = 60000;
+  }
+  const kir::Kernel& k() const { return plan.kernels[0]; }
+  const kir::Schedule& base() const { return plan.schedules[0]; }
+  kir::Schedule schedule(size_t i) const { return *kir::apply_variant(k(), base(), variants[i], b.capabilities()); }
+  // The row of variants[i] under `key`, if it has one.
+  std::optional<autotune::Measurement> row(autotune::Autotuner& tuner, const autotune::TuningKey& key, size_t i) const {
+    for (const autotune::Measurement& m : tuner.db().measurements(key))
+      if (m.variant == variants[i].str()) return m;
+    return std::nullopt;
+  }
+
+  FaultyBackend b;
+  const LaunchPlan plan;
+  const std::vector<kir::Variant> variants;
+  autotune::TuneOptions options;
+};
+
 TEST(Autotuner, AWrongVariantIsRecordedAndNeverChosen) {
   ScratchDir dir;
   autotune::Autotuner tuner(dir.path());
-  FaultyBackend b(backend_under_test());
-  const LaunchPlan plan = kernels_of(b, kGraphs[2]);
-  const kir::Kernel& k = plan.kernels[0];
-  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
-  ASSERT_FALSE(variants.empty());
-  const kir::Schedule bad = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
+  TuningCase t(2);
+  ASSERT_FALSE(t.variants.empty());
+  const kir::Schedule bad = t.schedule(0);
   // The wrong variant's output is garbage, and its launches are the fastest of all.
-  b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const> buffers) {
+  t.b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const> buffers) {
     if (!(s == bad)) return;
-    for (size_t i = 0; i < k.buffers.size(); ++i)
-      if (k.buffers[i].written) {
+    for (size_t i = 0; i < t.k().buffers.size(); ++i)
+      if (t.k().buffers[i].written) {
         std::vector<std::byte> junk(static_cast<size_t>(buffers[i]->bytes()), std::byte{0x7f});
-        b.upload(*buffers[i], junk.data(), buffers[i]->bytes());
+        t.b.upload(*buffers[i], junk.data(), buffers[i]->bytes());
       }
   };
-  autotune::TuneOptions options;
-  options.budget_ms = 60000;
-  const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);
+  const autotune::TuneReport r = tuner.tune(t.b, t.k(), t.base(), t.options);
   EXPECT_EQ(r.wrong, 1);
-  EXPECT_NE(r.chosen, variants[0]);
-  bool recorded = false;
-  for (const autotune::Measurement& m : tuner.db().measurements(r.key))
-    if (m.variant == variants[0].str()) recorded = m.status == autotune::Status::Wrong && !m.detail.empty();
-  EXPECT_TRUE(recorded);
+  EXPECT_NE(r.chosen, t.variants[0]);
+  const std::optional<autotune::Measurement> m = t.row(tuner, r.key, 0);
+  EXPECT_TRUE(m && m->status == autotune::Status::Wrong && !m->detail.empty());
   // Tuned once: a second tuning measures nothing.
-  EXPECT_EQ(tuner.tune(b, k, plan.schedules[0], options).measured_now, 0);
+  EXPECT_EQ(tuner.tune(t.b, t.k(), t.base(), t.options).measured_now, 0);
 }
 
 TEST(Autotuner, AVariantThatKillsItsProcessIsRecordedFailedAndNotRetried) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ScratchDir dir;
-  FaultyBackend b(backend_under_test());
-  const LaunchPlan plan = kernels_of(b, kGraphs[2]);
-  const kir::Kernel& k = plan.kernels[0];
-  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
-  ASSERT_FALSE(variants.empty());
-  const kir::Schedule deadly = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
-  b.on_compile = [&](const kir::Schedule& s) {
+  TuningCase t(2);
+  ASSERT_FALSE(t.variants.empty());
+  const kir::Schedule deadly = t.schedule(0);
+  t.b.on_compile = [&](const kir::Schedule& s) {
     if (s == deadly) std::abort();  // a crash inside the compiler
   };
-  autotune::TuneOptions options;
-  options.budget_ms = 60000;
   EXPECT_DEATH(
       {
         autotune::Autotuner tuner(dir.path());
-        tuner.tune(b, k, plan.schedules[0], options);
+        tuner.tune(t.b, t.k(), t.base(), t.options);
       },
       "");
   autotune::Autotuner tuner(dir.path());
-  const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);  // would abort if retried
+  const autotune::TuneReport r = tuner.tune(t.b, t.k(), t.base(), t.options);  // would abort if retried
   EXPECT_EQ(r.failed, 1);
-  bool recorded = false;
-  for (const autotune::Measurement& m : tuner.db().measurements(r.key))
-    if (m.variant == variants[0].str())
-      recorded = m.status == autotune::Status::Failed && m.detail.find("died") != std::string::npos;
-  EXPECT_TRUE(recorded);
+  const std::optional<autotune::Measurement> m = t.row(tuner, r.key, 0);
+  EXPECT_TRUE(m && m->status == autotune::Status::Failed && m->detail.find("died") != std::string::npos);
 }
 
 TEST(Autotuner, AFailingCompileIsRecordedAndTheRestAreMeasured) {
   ScratchDir dir;
   autotune::Autotuner tuner(dir.path());
-  FaultyBackend b(backend_under_test());
-  const LaunchPlan plan = kernels_of(b, kGraphs[0]);
-  const kir::Kernel& k = plan.kernels[0];
-  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
-  ASSERT_GE(variants.size(), 2u);
-  const kir::Schedule broken = *kir::apply_variant(k, plan.schedules[0], variants[1], b.capabilities());
-  b.on_compile = [&](const kir::Schedule& s) {
+  TuningCase t(0);
+  ASSERT_GE(t.variants.size(), 2u);
+  const kir::Schedule broken = t.schedule(1);
+  t.b.on_compile = [&](const kir::Schedule& s) {
     if (s == broken) throw Error("the compiler gave up");
   };
-  autotune::TuneOptions options;
-  options.budget_ms = 60000;
-  const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);
+  const autotune::TuneReport r = tuner.tune(t.b, t.k(), t.base(), t.options);
   EXPECT_EQ(r.failed, 1);
-  EXPECT_GE(r.candidates, static_cast<int>(variants.size()) + 1);
+  EXPECT_GE(r.candidates, static_cast<int>(t.variants.size()) + 1);
 }
 
 // A variant that was fast only while it was first timed (the machine's load moved) loses
@@ -354,32 +359,26 @@ TEST(Autotuner, AWinnerIsKeptOnlyIfItBeatsTheDefaultInAlternation) {
   for (const bool lucky : {true, false}) {
     ScratchDir dir;
     autotune::Autotuner tuner(dir.path());
-    FaultyBackend b(backend_under_test());
-    const LaunchPlan plan = kernels_of(b, kGraphs[2]);
-    const kir::Kernel& k = plan.kernels[0];
-    const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
-    ASSERT_FALSE(variants.empty());
-    const kir::Schedule fast = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
+    TuningCase t(2);
+    ASSERT_FALSE(t.variants.empty());
+    const kir::Schedule fast = t.schedule(0);
     // Launches take 3 ms, the default's 1 ms when `lucky`, and `fast`'s none; but when
     // `lucky`, `fast` takes 3 ms too once the launches of its first timing are done.
     int fast_launches = 0;
-    b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const>) {
+    t.b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const>) {
       int ms = 3;
-      if (s == plan.schedules[0] && lucky) ms = 1;
+      if (s == t.base() && lucky) ms = 1;
       if (s == fast) ms = lucky && ++fast_launches > 12 ? 3 : 0;
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     };
-    autotune::TuneOptions options;
-    options.budget_ms = 60000;
-    const autotune::TuneReport r = tuner.tune(b, k, plan.schedules[0], options);
-    std::optional<autotune::Status> status;
-    for (const autotune::Measurement& m : tuner.db().measurements(r.key))
-      if (m.variant == variants[0].str()) status = m.status;
+    const autotune::TuneReport r = tuner.tune(t.b, t.k(), t.base(), t.options);
+    const std::optional<autotune::Measurement> m = t.row(tuner, r.key, 0);
+    const std::optional<autotune::Status> status = m ? std::optional(m->status) : std::nullopt;
     if (lucky) {
       EXPECT_TRUE(r.chosen.is_default()) << r.chosen.str();
       EXPECT_EQ(status, autotune::Status::Lost);
     } else {
-      EXPECT_EQ(r.chosen, variants[0]);
+      EXPECT_EQ(r.chosen, t.variants[0]);
       EXPECT_EQ(status, autotune::Status::Ok);
     }
   }

@@ -97,14 +97,7 @@ int warmup(const WarmupOptions& opts) {
   std::vector<autotune::TuneReport> reports;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (terminal) draw_progress(i, jobs.size(), std::chrono::duration<double>(Clock::now() - start).count());
-    autotune::TuneReport r;
-    if (tuner.db().claim(tuner.key_for(*backend, jobs[i].kernel))) {
-      r = tuner.tune(*backend, jobs[i].kernel, jobs[i].base, options);
-      tuner.db().release(r.key);
-    } else {  // another process is tuning it now: its result will be in the database
-      r = tuner.choice(*backend, jobs[i].kernel, jobs[i].base);
-      r.claimed_elsewhere = true;
-    }
+    autotune::TuneReport r = tuner.tune_unless_claimed(*backend, jobs[i].kernel, jobs[i].base, options);
     if (!terminal)
       std::cerr << fmt::format("tuned {} {} ({}): {} variants, {} measured now, chose {}\n", jobs[i].file, r.description,
                                r.key.bucket, r.candidates, r.measured_now, r.chosen.str());

@@ -10,7 +10,6 @@
 #include "kiln/autotune/autotuner.h"
 #include "kiln/backend/backend.h"
 #include "kiln/engine/engine.h"
-#include "kiln/ir/hash.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/support/error.h"
 
@@ -34,7 +33,7 @@ Backend& backend_of(const std::string& name) {
 // The database's id of `device` ("" for none given).
 std::string device_id(const std::string& device) {
   if (device.empty()) return {};
-  return hash_text(backend_of(device).device_fingerprint()).hex().substr(0, 16);
+  return autotune::Autotuner::device_id(backend_of(device));
 }
 
 autotune::TuningDb& db() { return autotune::Autotuner::instance().db(); }

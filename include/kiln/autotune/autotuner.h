@@ -34,7 +34,6 @@ namespace kiln::autotune {
 enum class Mode : uint8_t { Off, Cached, On };
 /// $KILN_AUTOTUNE: off, cached (unset or empty) or on. Throws kiln::Error on another value.
 Mode mode_from_env();
-std::string_view mode_name(Mode m);
 
 /// How tuning spends its time.
 struct TuneOptions {
@@ -76,6 +75,9 @@ class Autotuner {
 
   TuningDb& db() { return *db_; }
 
+  /// The id `backend`'s device is filed under: 16 hex digits of a hash of its
+  /// device_fingerprint().
+  static std::string device_id(const Backend& backend);
   /// The key `k` is filed under on `backend`.
   TuningKey key_for(Backend& backend, const kir::Kernel& k);
 
@@ -87,12 +89,18 @@ class Autotuner {
 
   /// Tunes `k` now: measures the candidates that have no row yet, within `options`.
   TuneReport tune(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuneOptions& options);
+  /// tune() under the key's claim; when another live process holds it, the database's
+  /// current choice, marked `claimed_elsewhere`, and nothing measured.
+  TuneReport tune_unless_claimed(Backend& backend, const kir::Kernel& k, const kir::Schedule& base,
+                                 const TuneOptions& options);
 
   /// The database's choice for `k` (the default when none is legal and faster), with the
   /// times it was chosen on (0 when unmeasured).
   TuneReport choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base);
 
  private:
+  /// choice() for a key already computed (the kernel's structure is printed once).
+  TuneReport choose(const TuningKey& key, Backend& backend, const kir::Kernel& k, const kir::Schedule& base);
   void confirm(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuningKey& key,
                const TuneOptions& options);
   std::unique_ptr<TuningDb> db_;

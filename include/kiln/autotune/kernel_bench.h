@@ -33,9 +33,6 @@ class KernelBench {
   /// launches, or fewer when they pass `budget_ms` (at least 3).
   double median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms);
 
-  /// Bytes the kernel's buffers take (one copy).
-  int64_t working_set() const { return working_set_; }
-
  private:
   void launch(const CompiledKernel& compiled, const kir::Schedule& s, size_t copy);
   Backend& backend_;
@@ -43,7 +40,6 @@ class KernelBench {
   std::vector<std::string> initial_;  // per buffer: its bytes before a launch
   std::vector<std::vector<std::shared_ptr<DeviceMemory>>> copies_;  // [copy][buffer]
   std::vector<Scalar> scalars_;
-  int64_t working_set_ = 0;
 };
 
 /// Where `got` differs from `want` beyond what reassociating a float reduction explains, as

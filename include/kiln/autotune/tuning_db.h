@@ -125,10 +125,7 @@ class TuningDb {
   std::mutex mutex_;  // one statement at a time on the connection
 };
 
-/// Whether process `pid` on `host` may still be alive (false only when it is on this host and
-/// gone).
-bool process_alive(int64_t pid, std::string_view host);
-/// This machine's host name.
-std::string host_name();
+/// This machine's host name (read once).
+const std::string& host_name();
 
 }  // namespace kiln::autotune

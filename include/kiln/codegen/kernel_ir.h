@@ -82,6 +82,8 @@ struct Kernel {
   /// buffers'), two kernels with the same text compute the same thing: the key of the kernel
   /// caches.
   std::string str(bool names = true) const;
+  /// The domain as the text form writes it: "[64, reduce 1000]".
+  std::string domain_str() const;
 };
 
 /// Drops the instructions no store needs and renumbers the rest (in order).
