@@ -102,6 +102,10 @@ class CDialect {
   /// Waits for the work-group, making its local-memory writes visible.
   virtual std::string barrier() const = 0;
 
+  /// The language's name in messages ("OpenCL C"), and whether it compiles custom kernels
+  /// written in `l` (pasted into the program, called by name).
+  virtual std::string_view language() const = 0;
+  virtual bool takes_custom(CustomLanguage l) const { (void)l; return false; }
   /// The qualifier of helper functions ("static inline" or "").
   virtual std::string helper_qualifier() const = 0;
   /// What comes before the helpers of a program holding `kernels`: version, pragmas,

@@ -60,7 +60,10 @@ class CEmitter {
     subgroups_ = group_per_row_ && s.reduction == ReductionStrategy::Subgroup;
     KILN_ASSERT(!subgroups_ || (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0),
                 "a subgroup reduction in work-groups of whole subgroups");
-    uses_double_ = std::any_of(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.type == DType::F64; });
+    uses_double_ = std::any_of(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.type == DType::F64; }) ||
+                   std::any_of(k.customs.begin(), k.customs.end(), [](const auto& c) {
+                     return c->source.find("double") != std::string::npos;
+                   });
     if (s.index_bits == 32) {
       KILN_ASSERT(index_fits_32(k), "a 32-bit index schedule for a kernel whose positions need 64 bits");
       idx_ = DType::I32;
@@ -343,6 +346,7 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::And: return fmt::format("({} && {})", a[0], a[1]);
     case OpKind::Or: return fmt::format("({} || {})", a[0], a[1]);
     case OpKind::Where: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+    case OpKind::Custom: return fmt::format("{}({})", k_.customs[static_cast<size_t>(in.imm)]->name, fmt::join(a, ", "));
     default: break;
   }
   throw Error(fmt::format("{} codegen: no lowering for op '{}' on {}", "c-like", op_info(op).name, dtype_name(in.type)));
@@ -790,6 +794,7 @@ std::string CEmitter::emit_point(std::set<std::string>& helpers, int indent, int
 
 std::string emit_c_point(const Kernel& k, const Capabilities& caps, const CDialect& dialect, std::set<std::string>& helpers,
                          int indent, int replaced_buffer, std::string_view replacement) {
+  KILN_ASSERT(k.customs.empty(), "a GEMM epilogue calling custom kernels (gemm_epilogue_source leaves them out)");
   const Schedule serial;
   return CEmitter(k, serial, caps, dialect).emit_point(helpers, indent, replaced_buffer, replacement);
 }
@@ -856,9 +861,34 @@ void check_loop_budget(int64_t iterations, const Capabilities& caps, std::string
                             what, iterations, caps.max_loop_iterations));
 }
 
+void check_custom_languages(const Kernel& k, const CDialect& dialect) {
+  for (const auto& c : k.customs)
+    if (!dialect.takes_custom(c->language))
+      throw Error(fmt::format("custom kernel @{} is written in {}, which this device cannot compile (its kernels are {})",
+                              c->name, c->language == CustomLanguage::C ? "C" : "OpenCL C", dialect.language()));
+}
+
+std::string custom_functions(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules) {
+  // Each custom kernel once per program, with the macros of the first kernel that calls it:
+  // a second copy would define its helper functions twice. The macros change only speed.
+  std::set<std::string> done;
+  std::string out;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    for (size_t c = 0; c < kernels[i]->customs.size(); ++c) {
+      const CustomKernel& ck = *kernels[i]->customs[c];
+      if (!done.insert(ck.digest).second) continue;
+      const auto macros = custom_macro_values(*kernels[i], *schedules[i], c);
+      for (const auto& [name, value] : macros) out += fmt::format("#define {} {}\n", name, value);
+      out += fmt::format("// custom kernel @{} ({})\n{}\n", ck.name, ck.source_file, ck.source);
+      for (const auto& [name, value] : macros) out += fmt::format("#undef {}\n", name);
+    }
+  return out;
+}
+
 std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
                            const Capabilities& caps, const CDialect& dialect) {
   KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
+  for (const Kernel* k : kernels) check_custom_languages(*k, dialect);
   std::set<std::string> helpers;
   bool doubles = false;
   std::string entries;
@@ -871,7 +901,8 @@ std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<con
   const bool subgroups = std::any_of(schedules.begin(), schedules.end(), [](const Schedule* s) {
     return s->reduction == ReductionStrategy::Subgroup && s->lanes_reduce && s->local_size > 1;
   });
-  return dialect.prologue(kernels, doubles, subgroups) + helper_functions(helpers, dialect) + entries;
+  return dialect.prologue(kernels, doubles, subgroups) + helper_functions(helpers, dialect) +
+         custom_functions(kernels, schedules) + entries;
 }
 
 }  // namespace kiln::kir

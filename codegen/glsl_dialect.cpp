@@ -382,6 +382,7 @@ class GlslDialect final : public CDialect {
     return fmt::format("subgroupShuffleXor({}, uint({}))", x, mask);
   }
 
+  std::string_view language() const override { return "GLSL"; }
   std::string helper_qualifier() const override { return ""; }
   std::string prologue(std::span<const Kernel* const> kernels, bool, bool subgroups) const override {
     std::string names;

@@ -37,6 +37,10 @@ std::string Kernel::str(bool names) const {
   for (size_t a = 0; a < scalars.size(); ++a)
     out += fmt::format("{}${}: {}", a || !buffers.empty() ? ", " : "", a, dtype_name(scalars[a]));
   out += ") {\n";
+  // A custom kernel's digest (its source and signature) is part of what the text says.
+  for (size_t c = 0; c < customs.size(); ++c)
+    out += fmt::format("  custom @{} = {} {}\n", customs[c]->name, custom_language_name(customs[c]->language),
+                       customs[c]->digest);
   for (size_t i = 0; i < insts.size(); ++i) {
     const Inst& in = insts[i];
     const std::string_view ty = dtype_name(in.type);
@@ -48,7 +52,11 @@ std::string Kernel::str(bool names) const {
         body = fmt::format("load #{}[{}]", in.buffer, ref(in.args[0]));
         if (in.args.size() > 1) body += " if " + ref(in.args[1]);
         break;
-      case Code::Op: body = fmt::format("{} {}", op_info(in.op).name, args_str(in)); break;
+      case Code::Op:
+        body = in.op == OpKind::Custom
+                   ? fmt::format("custom @{} {}", customs[static_cast<size_t>(in.imm)]->name, args_str(in))
+                   : fmt::format("{} {}", op_info(in.op).name, args_str(in));
+        break;
       case Code::Cast: body = fmt::format("cast {}", args_str(in)); break;
       case Code::IndexDiv: body = fmt::format("floordiv {}, {}", ref(in.args[0]), in.imm); break;
       case Code::IndexMod: body = fmt::format("mod {}, {}", ref(in.args[0]), in.imm); break;

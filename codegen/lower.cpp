@@ -82,6 +82,15 @@ class KernelBuilder {
 
   Ref konst(Scalar s, DType t) { return add_inst({Code::Const, OpKind::Add, t, {}, -1, 0, s.cast_to(t)}); }
   Ref op(OpKind o, DType t, std::vector<Ref> args) { return add_inst({Code::Op, o, t, std::move(args), -1, 0, {}}); }
+  Ref custom_call(const Node& n, const std::vector<Ref>& x) {
+    const std::shared_ptr<const CustomKernel>& c = n.attrs[0].custom;
+    auto it = std::find_if(k_.customs.begin(), k_.customs.end(), [&](const auto& k) { return k->digest == c->digest; });
+    const auto index = static_cast<int64_t>(it - k_.customs.begin());
+    if (it == k_.customs.end()) k_.customs.push_back(c);
+    std::vector<Ref> args;
+    for (size_t i = 0; i < x.size(); ++i) args.push_back(cast(x[i], c->signature.params[i]));
+    return add_inst({Code::Op, OpKind::Custom, n.type.dtype, std::move(args), -1, index, {}});
+  }
   Ref cast(Ref a, DType t) {
     if (type(a) == t) return a;
     return add_inst({Code::Cast, OpKind::Cast, t, {a}, -1, 0, {}});
@@ -409,6 +418,7 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
   switch (n.info().category) {
     case OpCategory::Elementwise: {
       if (n.op == OpKind::Cast) return cast(x[0], t);
+      if (n.op == OpKind::Custom) return custom_call(n, x);
       if (n.op == OpKind::Where) return op(OpKind::Where, t, {cast(x[0], DType::Bool), cast(x[1], t), cast(x[2], t)});
       if (x.size() == 1) return op(n.op, t, {cast(x[0], t)});
       const bool compare = t == DType::Bool && n.op != OpKind::And && n.op != OpKind::Or;
@@ -884,6 +894,9 @@ int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
   if (ki >= plan.schedules.size()) return 0;
   const kir::Kernel& k = plan.kernels[ki];
   const kir::Schedule& s = plan.schedules[ki];
+  // A custom kernel's source goes once at the top of a C-family program, where GEMM programs
+  // have no place for it: such an epilogue runs as its own kernel, on every backend alike.
+  if (!k.customs.empty()) return 0;
   Shape c = g.batch;
   c.push_back(g.m);
   c.push_back(g.n);

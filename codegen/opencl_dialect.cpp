@@ -68,6 +68,8 @@ class OpenClDialect final : public CDialect {
   std::string group_count(DType t) const override { return fmt::format("({})get_num_groups(0)", type(t)); }
   std::string barrier() const override { return "barrier(CLK_LOCAL_MEM_FENCE);"; }
 
+  std::string_view language() const override { return "OpenCL C"; }
+  bool takes_custom(CustomLanguage l) const override { return l == CustomLanguage::OpenCLC; }
   std::string helper_qualifier() const override { return "static inline"; }
   std::string prologue(std::span<const Kernel* const> kernels, bool fp64, bool) const override {
     std::string names;

@@ -47,7 +47,19 @@ std::string Schedule::str() const {
       "index = {}}}",
       lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile, vector_width, accumulators, unroll,
       f32_run, row_cache_elements, row_cache_bytes, grain, local_size, global_size, elements_per_item,
-      reduction_strategy_name(reduction), index_bits);
+      reduction_strategy_name(reduction), index_bits) +
+         (custom_macros.empty() ? "" : fmt::format(" custom {{{}}}", fmt::join(custom_macros, ", ")));
+}
+
+std::vector<std::pair<std::string, int64_t>> custom_macro_values(const Kernel& k, const Schedule& s, size_t c) {
+  size_t first = 0;
+  for (size_t i = 0; i < c; ++i) first += k.customs[i]->signature.tunables.size();
+  std::vector<std::pair<std::string, int64_t>> out;
+  const auto& tunables = k.customs[c]->signature.tunables;
+  for (size_t t = 0; t < tunables.size(); ++t)
+    out.emplace_back(tunables[t].macro,
+                     first + t < s.custom_macros.size() ? s.custom_macros[first + t] : tunables[t].default_value);
+  return out;
 }
 
 std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_view fingerprint) {
@@ -163,6 +175,8 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // Work-item devices compute positions in 32 bits where that is exact; the cpu backend's
   // LLVM code keeps i64 (its address arithmetic is native).
   if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;
+  for (const auto& c : k.customs)
+    for (const CustomTunable& t : c->signature.tunables) s.custom_macros.push_back(t.default_value);
   return s;
 }
 

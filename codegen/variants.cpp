@@ -32,6 +32,11 @@ int64_t task_elements_of(const Schedule& s) {
   return s.grain >= s.iterations ? 0 : s.grain * s.elements_per_iteration;
 }
 
+// "softplus.TERMS": the custom kernel's name keeps two kernels' macros apart.
+std::string custom_knob_name(const CustomKernel& c, size_t tunable) {
+  return c.name + "." + c.signature.tunables[tunable].macro;
+}
+
 void add(std::vector<Knob>& knobs, std::string name, std::vector<int64_t> values, int64_t current) {
   if (std::find(values.begin(), values.end(), current) == values.end()) values.push_back(current);
   std::sort(values.begin(), values.end());
@@ -101,6 +106,11 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
   const int rank = k.domain.rank();
   if (rank == 0) return knobs;
   const bool reduces = k.has_reduction();
+  for (size_t c = 0; c < k.customs.size(); ++c) {
+    const auto values = custom_macro_values(k, base, c);
+    for (size_t t = 0; t < values.size(); ++t)
+      add(knobs, custom_knob_name(*k.customs[c], t), k.customs[c]->signature.tunables[t].values, values[t].second);
+  }
   if (caps.local_memory) {
     const int64_t most = std::min<int64_t>(1024, std::max<int64_t>(1, caps.max_work_group));
     add(knobs, "local", powers_of_two(std::min<int64_t>(32, most), most), base.local_size);
@@ -151,6 +161,10 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
       return std::nullopt;
   }
   Schedule s = base;
+  for (size_t c = 0, flat = 0; c < k.customs.size(); ++c)
+    for (size_t t = 0; t < k.customs[c]->signature.tunables.size(); ++t, ++flat)
+      if (auto x = value_of(custom_knob_name(*k.customs[c], t)); x && flat < s.custom_macros.size())
+        s.custom_macros[flat] = *x;
   if (caps.local_memory) {
     if (auto r = value_of("reduction")) s.reduction = static_cast<ReductionStrategy>(*r);
     if (auto l = value_of("local")) s.local_size = *l;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/scalar_semantics.h"
 
 namespace kiln {
@@ -24,6 +25,8 @@ bool operator==(const Scalar& a, const Scalar& b) {
 
 bool operator==(const AttrValue& a, const AttrValue& b) {
   if (a.present != b.present || a.i != b.i || a.ints != b.ints || !(a.scalar == b.scalar))
+    return false;
+  if ((a.custom == nullptr) != (b.custom == nullptr) || (a.custom && a.custom->digest != b.custom->digest))
     return false;
   if (a.scalars == b.scalars) return true;
   return a.scalars && b.scalars && *a.scalars == *b.scalars;

@@ -3,6 +3,8 @@
 
 #include <bit>
 
+#include "kiln/ir/custom_kernel.h"
+
 namespace kiln {
 
 void CanonicalWriter::scalar(const Scalar& s) {
@@ -23,6 +25,7 @@ void CanonicalWriter::attrs(const Attrs& a) {
     u64(v.scalars ? v.scalars->size() + 1 : 0);
     if (v.scalars)
       for (const Scalar& s : *v.scalars) scalar(s);
+    bytes(v.custom ? v.custom->digest : std::string());
   }
 }
 

@@ -1,6 +1,7 @@
 // ir/dot.cpp - Graphviz rendering of a graph.
 #include <fmt/format.h>
 
+#include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/text.h"
 
 namespace kiln {
@@ -21,6 +22,7 @@ std::string graph_to_dot(const Graph& g) {
         case AttrKind::Ints: label += fmt::format("=[{}]", fmt::join(v.ints, ",")); break;
         case AttrKind::Scalar: label += "=" + format_scalar(v.scalar, n.type.dtype); break;
         case AttrKind::Scalars: label += fmt::format("=<{} values>", v.scalars->size()); break;
+        case AttrKind::Custom: label += "=@" + v.custom->name; break;
       }
     }
     label += "\\n" + n.type.str();

@@ -8,8 +8,10 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fmt/format.h>
 
+#include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/scalar_semantics.h"
 
 namespace kiln {
@@ -131,11 +133,72 @@ Wide eval_source(const Node& n) {
   return out;
 }
 
+// Element storage of `t` (bool as one byte), the layout a custom kernel's host function reads.
+std::vector<std::byte> to_storage(const Wide& w, DType t) {
+  const auto n = static_cast<size_t>(w.numel());
+  std::vector<std::byte> out(n * (t == DType::Bool ? 1 : dtype_size(t)));
+  for (size_t k = 0; k < n; ++k) {
+    std::byte* p = out.data() + k * (t == DType::Bool ? 1 : dtype_size(t));
+    switch (t) {
+      case DType::Bool: *p = static_cast<std::byte>(w.i[k] != 0); break;
+      case DType::I32: {
+        const auto v = static_cast<int32_t>(w.i[k]);
+        std::memcpy(p, &v, sizeof v);
+        break;
+      }
+      case DType::I64: std::memcpy(p, &w.i[k], sizeof(int64_t)); break;
+      case DType::F32: {
+        const auto v = static_cast<float>(w.f[k]);
+        std::memcpy(p, &v, sizeof v);
+        break;
+      }
+      case DType::F64: std::memcpy(p, &w.f[k], sizeof(double)); break;
+    }
+  }
+  return out;
+}
+
+// A custom kernel: its function, compiled for the host, on every broadcast element.
+Wide eval_custom(const Node& n, const std::vector<const Wide*>& args) {
+  const CustomKernel& k = *n.attrs[0].custom;
+  const TensorType& rt = n.type;
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<const void*> ptrs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    storage.push_back(to_storage(operand_as(*args[i], rt.shape, k.signature.params[i]), k.signature.params[i]));
+    ptrs.push_back(storage.back().data());
+  }
+  Wide out = make_wide(rt);
+  std::vector<std::byte> result(static_cast<size_t>(out.numel()) * 8);
+  custom_host_function(k)(ptrs, result.data(), out.numel());
+  for (size_t e = 0; e < static_cast<size_t>(out.numel()); ++e) {
+    switch (rt.dtype) {
+      case DType::Bool: out.i[e] = result[e] != std::byte{0}; break;
+      case DType::I32: {
+        int32_t v = 0;
+        std::memcpy(&v, result.data() + 4 * e, 4);
+        out.i[e] = v;
+        break;
+      }
+      case DType::I64: std::memcpy(&out.i[e], result.data() + 8 * e, 8); break;
+      case DType::F32: {
+        float v = 0;
+        std::memcpy(&v, result.data() + 4 * e, 4);
+        out.f[e] = v;
+        break;
+      }
+      case DType::F64: std::memcpy(&out.f[e], result.data() + 8 * e, 8); break;
+    }
+  }
+  return out;
+}
+
 Wide eval_elementwise(const Node& n, const std::vector<const Wide*>& args) {
   const TensorType& rt = n.type;
   const auto numel = static_cast<size_t>(rt.shape.numel());
   const OpKind op = n.op;
   if (op == OpKind::Cast) return convert(*args[0], rt.dtype);
+  if (op == OpKind::Custom) return eval_custom(n, args);
   Wide out = make_wide(rt);
 
   if (n.operands.size() == 1) {

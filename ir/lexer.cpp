@@ -22,8 +22,12 @@ std::string describe(const Token& t) {
 std::string unquote(std::string_view raw) {
   std::string out;
   for (size_t i = 1; i + 1 < raw.size(); ++i) {
-    if (raw[i] == '\\' && i + 2 < raw.size()) ++i;
-    out += raw[i];
+    if (raw[i] != '\\' || i + 2 >= raw.size()) {
+      out += raw[i];
+      continue;
+    }
+    const char c = raw[++i];
+    out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
   }
   return out;
 }
@@ -31,8 +35,9 @@ std::string unquote(std::string_view raw) {
 std::string quote(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else out += (c == '"' || c == '\\') ? std::string{'\\', c} : std::string{c};
   }
   return out + "\"";
 }

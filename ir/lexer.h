@@ -22,7 +22,7 @@ struct Token {
 /// What a token looks like in "expected X, found Y" messages.
 std::string describe(const Token& t);
 
-/// The value of a String token's raw text `"..."` (escapes \" and \\ undone).
+/// The value of a String token's raw text `"..."` (escapes \" \\ \n \t undone).
 std::string unquote(std::string_view raw);
 /// `s` as a string literal that unquote() reads back.
 std::string quote(std::string_view s);

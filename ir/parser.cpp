@@ -3,10 +3,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/text.h"
 #include "lexer.h"
 
@@ -57,6 +60,8 @@ class Parser {
   bool parse_node();
   bool parse_return(const std::vector<TensorType>& results, SourceLoc results_loc);
   bool parse_kernel();
+  bool parse_custom_declaration();
+  bool parse_custom_call(Node& n);
   Status check_kernel_headers() const;
 
   std::string file_;
@@ -75,7 +80,66 @@ class Parser {
     std::vector<Token> outputs;
   };
   std::vector<KernelHeader> kernel_headers_;
+  std::unordered_map<std::string, std::shared_ptr<const CustomKernel>> customs_;
 };
+
+// custom c @softplus(f32) -> f32 [tunable T = [1, 2]] (source "..." | file "softplus.c")
+bool Parser::parse_custom_declaration() {
+  take();  // 'custom'
+  if (tok_.kind != Tok::Ident || (tok_.text != "c" && tok_.text != "opencl"))
+    return expected("the kernel's language, 'c' or 'opencl'");
+  const CustomLanguage language = take().text == "c" ? CustomLanguage::C : CustomLanguage::OpenCLC;
+  if (tok_.kind != Tok::Global) return expected("a custom kernel name such as @softplus");
+  const Token name = take();
+  if (customs_.count(std::string(name.text)))
+    return fail(name.loc, fmt::format("custom kernel @{} is declared twice", name.text));
+  // The signature runs up to 'source' or 'file'; its own parser reads it.
+  const Token sig_start = tok_;
+  const char* sig_end = sig_start.text.data();
+  while (tok_.kind != Tok::Eof && !at_ident("source") && !at_ident("file")) {
+    sig_end = tok_.text.data() + tok_.text.size();
+    take();
+  }
+  if (tok_.kind == Tok::Eof) return expected("'source \"...\"' or 'file \"...\"' after the signature");
+  auto sig = CustomSignature::parse(std::string_view(sig_start.text.data(), static_cast<size_t>(sig_end - sig_start.text.data())));
+  if (!sig) return fail(sig_start.loc, sig.error().message);
+  const bool from_file = take().text == "file";
+  if (tok_.kind != Tok::String) return expected(from_file ? "a quoted file path" : "the quoted source");
+  const Token str = take();
+  std::string source = text::unquote(str.text), source_file;
+  if (from_file) {
+    std::filesystem::path path(source);
+    if (path.is_relative() && file_ != "<stdin>") path = std::filesystem::path(file_).parent_path() / path;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return fail(str.loc, fmt::format("cannot read custom kernel source '{}'", path.string()));
+    source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    source_file = path.string();
+  }
+  auto k = make_custom_kernel(std::string(name.text), language, std::move(source), std::move(source_file), std::move(*sig));
+  if (!k) return fail(name.loc, k.error().message);
+  customs_.emplace(std::string(name.text), std::move(*k));
+  return true;
+}
+
+// `@softplus(%x, %y)` after 'custom'.
+bool Parser::parse_custom_call(Node& n) {
+  if (tok_.kind != Tok::Global) return expected("the custom kernel's name such as @softplus");
+  const Token name = take();
+  auto it = customs_.find(std::string(name.text));
+  if (it == customs_.end())
+    return fail(name.loc, fmt::format("custom kernel @{} is not declared (declare it before the graph: custom c @{}(f32) "
+                                      "-> f32 file \"{}.c\")", name.text, name.text, name.text));
+  n.attrs = Graph::make_attrs(OpKind::Custom);
+  n.attrs[0].present = true;
+  n.attrs[0].custom = it->second;
+  if (!expect(Tok::LParen, "'(' and the operands")) return false;
+  do {
+    ValueId v = 0;
+    if (!parse_use(v)) return false;
+    n.operands.push_back(v);
+  } while (accept(Tok::Comma));
+  return expect(Tok::RParen, "',' or ')' after an operand");
+}
 
 bool Parser::parse_kernel() {
   take();  // 'kernel'
@@ -227,6 +291,7 @@ bool Parser::parse_attr_value(const AttrSpec& spec, AttrValue& out) {
   if (!expect(Tok::Equal, fmt::format("'=' after attribute '{}'", spec.name))) return false;
   switch (spec.kind) {
     case AttrKind::Flag: return true;
+    case AttrKind::Custom: return expected("nothing: a custom kernel is named as @name after 'custom'");
     case AttrKind::Int: return parse_int(out.i, fmt::format("an integer for '{}'", spec.name));
     case AttrKind::Scalar: return parse_scalar(out.scalar);
     case AttrKind::Ints:
@@ -328,6 +393,12 @@ bool Parser::parse_node() {
   n.op = *op;
   n.name = std::string(name.text);
   n.loc = op_tok.loc;
+  if (*op == OpKind::Custom) {
+    if (!parse_custom_call(n)) return false;
+    if (!expect(Tok::Colon, "':' and the result type")) return false;
+    if (!parse_type(n.type)) return false;
+    return define(name, graph_.add_unchecked(std::move(n)));
+  }
   if (tok_.kind == Tok::Value) {
     do {
       ValueId v = 0;
@@ -369,7 +440,9 @@ bool Parser::parse_return(const std::vector<TensorType>& results, SourceLoc resu
 
 Expected<Graph> Parser::parse() {
   auto run = [&]() -> bool {
-    if (!at_ident("graph")) return expected("'graph'");
+    while (at_ident("custom"))
+      if (!parse_custom_declaration()) return false;
+    if (!at_ident("graph")) return expected(customs_.empty() ? "'graph'" : "'custom' or 'graph'");
     take();
     if (tok_.kind != Tok::Global) return expected("a graph name such as @main");
     graph_.set_name(std::string(take().text));

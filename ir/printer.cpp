@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/index_map.h"
 #include "kiln/ir/text.h"
 #include "lexer.h"
@@ -49,6 +50,7 @@ void print_attr(std::string& out, const AttrSpec& spec, const AttrValue& v, DTyp
       }
       out += "]";
       return;
+    case AttrKind::Custom: return;  // written in the op's place: custom @name(...)
   }
 }
 
@@ -56,7 +58,13 @@ void print_attr(std::string& out, const AttrSpec& spec, const AttrValue& v, DTyp
 
 std::string print_graph(const Graph& g) {
   const std::vector<std::string> names = value_names(g);
-  std::string out = fmt::format("graph @{}(", g.name());
+  // The custom kernels the graph calls, declared before it, so that the text stands alone.
+  std::string out;
+  std::unordered_set<std::string> declared;
+  for (const Node& n : g.nodes())
+    if (n.op == OpKind::Custom && declared.insert(n.attrs[0].custom->digest).second)
+      out += custom_declaration(*n.attrs[0].custom) + "\n";
+  out += fmt::format("graph @{}(", g.name());
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const ValueId v = g.inputs()[i];
     out += fmt::format("{}%{}: {}", i ? ", " : "", names[v], g.type(v).str());
@@ -92,11 +100,17 @@ std::string print_graph(const Graph& g) {
     }
     const OpInfo& info = n.info();
     out += fmt::format("{}%{} = {}", open_kernel >= 0 ? "    " : "  ", names[id], info.name);
-    for (size_t i = 0; i < n.operands.size(); ++i)
-      out += fmt::format("{}%{}", i ? ", " : " ", names[n.operands[i]]);
+    if (n.op == OpKind::Custom) {
+      out += fmt::format(" @{}(", n.attrs[0].custom->name);
+      for (size_t i = 0; i < n.operands.size(); ++i) out += fmt::format("{}%{}", i ? ", " : "", names[n.operands[i]]);
+      out += ")";
+    } else {
+      for (size_t i = 0; i < n.operands.size(); ++i)
+        out += fmt::format("{}%{}", i ? ", " : " ", names[n.operands[i]]);
+    }
     bool first = true;
     for (size_t i = 0; i < info.attrs.size(); ++i) {
-      if (!n.attrs[i].present) continue;
+      if (!n.attrs[i].present || info.attrs[i].kind == AttrKind::Custom) continue;
       out += first ? " {" : ", ";
       first = false;
       print_attr(out, info.attrs[i], n.attrs[i], n.type.dtype);

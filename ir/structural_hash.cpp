@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/hash.h"
 #include "kiln/support/hash.h"
 
@@ -103,6 +104,7 @@ Hash128 structural_hash(const Graph& g) {
         h.add(v.scalars->size());
         for (const Scalar& s : *v.scalars) add_scalar(h, s);
       }
+      if (v.custom) h.add(hash_text(v.custom->digest));
     }
     operands.clear();
     for (ValueId o : n.operands) operands.push_back(node_hash[o]);

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/custom_kernel.h"
+
 namespace kiln::rules {
 namespace {
 
@@ -186,6 +188,20 @@ Expected<TensorType> rule_where(const TypeRuleInput& in) {
   auto shape = broadcast_all(in);
   if (!shape) return shape.error();
   return TensorType{promote(in.operands[1].dtype, in.operands[2].dtype), *shape};
+}
+
+Expected<TensorType> rule_custom(const TypeRuleInput& in) {
+  const CustomKernel* k = attr(in, "kernel").custom.get();
+  KILN_REQUIRE(k != nullptr, "'custom' needs its kernel");
+  const auto& params = k->signature.params;
+  KILN_REQUIRE(in.operands.size() == params.size(), "custom @{} takes {} operand{} ({}), got {}", k->name, params.size(),
+               params.size() == 1 ? "" : "s", k->signature.str(), in.operands.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    KILN_REQUIRE(in.operands[i].dtype == params[i], "custom @{}: operand {} is {} but its signature {} wants {} (cast it)",
+                 k->name, i + 1, in.operands[i].str(), k->signature.str(), dtype_name(params[i]));
+  auto shape = broadcast_all(in);
+  if (!shape) return shape.error();
+  return TensorType{k->signature.result, *shape};
 }
 
 Expected<TensorType> rule_reduce(const TypeRuleInput& in) {

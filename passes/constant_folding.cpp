@@ -124,8 +124,10 @@ Graph constant_folding(const Graph& g, const PassOptions& options) {
       r.copy(v);
       continue;
     }
-    // A launch-bound scalar has no value at compile time (that is its point).
-    bool foldable = n.op != OpKind::Rand && n.op != OpKind::Arange && n.op != OpKind::ScalarParam;
+    // A launch-bound scalar has no value at compile time (that is its point); a custom
+    // kernel runs only where a compiler of its language is (ops.def).
+    bool foldable = n.op != OpKind::Rand && n.op != OpKind::Arange && n.op != OpKind::ScalarParam &&
+                    n.op != OpKind::Custom;
     std::vector<const Known*> operands;
     for (ValueId o : n.operands) {
       foldable = foldable && known[o].has_value();

@@ -130,6 +130,20 @@ class CpuBackend final : public Backend {
   Capabilities caps_;
 };
 
+// The reference interpreter runs custom kernels through the host JIT (it cannot compile C).
+[[maybe_unused]] const bool kCustomHostInstalled = [] {
+  set_custom_host_factory([](const CustomKernel& k) -> CustomHostFn {
+    std::shared_ptr<const cpu::CpuKernel> fn = cpu::Jit::instance().custom_host_function(k);
+    return [fn](const std::vector<const void*>& args, void* result, int64_t count) {
+      std::vector<void*> all;
+      for (const void* a : args) all.push_back(const_cast<void*>(a));
+      all.push_back(result);
+      fn->fn()(all.data(), 0, count);
+    };
+  });
+  return true;
+}();
+
 CpuBackend& backend() {
   static CpuBackend* b = new CpuBackend();  // never destroyed: kernels may run during exit
   return *b;

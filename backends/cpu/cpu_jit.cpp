@@ -1,6 +1,7 @@
 // backends/cpu/cpu_jit.cpp - LLVM optimization, object code, ORC LLJIT, kernel caches.
 #include "cpu_jit.h"
 
+#include "clang_compiler.h"
 #include "gemm_codegen.h"
 #include "llvm_codegen.h"
 
@@ -13,6 +14,9 @@
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -50,6 +54,17 @@ template <class T>
 T check(llvm::Expected<T> v, const char* what) {
   if (!v) throw Error(fmt::format("LLVM: {}: {}", what, take(v.takeError())));
   return std::move(*v);
+}
+
+// Warnings and remarks (a loop the vectorizer was asked to widen and could not: a custom
+// kernel's wrapper, llvm_codegen.cpp) are not the user's concern; errors still print.
+void quiet_remarks(llvm::LLVMContext& ctx) {
+  ctx.setDiagnosticHandlerCallBack([](const llvm::DiagnosticInfo* d, void*) {
+    if (d->getSeverity() != llvm::DS_Error) return;
+    llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
+    d->print(printer);
+    llvm::errs() << "\n";
+  });
 }
 
 HostTarget detect_host() {
@@ -117,8 +132,8 @@ struct Jit::Impl {
 
   // Everything the machine code depends on besides the kernel and its schedule.
   std::string environment() const {
-    return fmt::format("kiln {} codegen {} {} llvm {} {} {} {}", KILN_VERSION_STRING, kCodegenVersion, KILN_CODEGEN_ID,
-                       LLVM_VERSION_STRING,
+    return fmt::format("kiln {} codegen {} {} llvm {} {} {} {} {}", KILN_VERSION_STRING, kCodegenVersion, KILN_CODEGEN_ID,
+                       LLVM_VERSION_STRING, clang_version(),
                        target.triple, target.cpu, target.features);
   }
 
@@ -153,6 +168,7 @@ struct Jit::Impl {
   std::string text(const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>& make, Text what) {
     std::lock_guard lock(mutex);
     llvm::LLVMContext ctx;
+    quiet_remarks(ctx);
     auto m = make(ctx);
     if (what != Text::Ir) optimize(*m);
     if (what == Text::Assembly) return emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
@@ -262,6 +278,62 @@ std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& 
               });
 }
 
+std::shared_ptr<const CpuKernel> Jit::custom_host_function(const CustomKernel& k) {
+  CanonicalWriter w;
+  w.bytes("custom kernel host function");
+  w.bytes(k.digest);
+  w.bytes(impl_->fingerprint);
+  return code(w.take(), "custom kernel @" + k.name + " (host)", {}, [&](const std::string& sym, llvm::LLVMContext& ctx) {
+    std::vector<std::pair<std::string, int64_t>> macros;
+    for (const CustomTunable& t : k.signature.tunables) macros.emplace_back(t.macro, t.default_value);
+    std::unique_ptr<llvm::Module> m = custom_module(custom_bitcode(k, macros), k, sym + ".fn", ctx);
+    llvm::Function* fn = m->getFunction(sym + ".fn");
+    fn->setLinkage(llvm::GlobalValue::InternalLinkage);
+    // void sym(void* const* args, i64 begin, i64 end): result[i] = fn(args[0][i], ...).
+    llvm::IRBuilder<> b(ctx);
+    llvm::Type* ptr = b.getPtrTy();
+    auto* entry = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr, b.getInt64Ty(), b.getInt64Ty()}, false),
+                                         llvm::Function::ExternalLinkage, sym, *m);
+    auto* head = llvm::BasicBlock::Create(ctx, "entry", entry);
+    auto* body = llvm::BasicBlock::Create(ctx, "body", entry);
+    auto* done = llvm::BasicBlock::Create(ctx, "done", entry);
+    b.SetInsertPoint(head);
+    const size_t n = k.signature.params.size();
+    std::vector<llvm::Value*> arrays;
+    for (size_t j = 0; j <= n; ++j) arrays.push_back(b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, entry->getArg(0), j)));
+    b.CreateCondBr(b.CreateICmpSLT(entry->getArg(1), entry->getArg(2)), body, done);
+    b.SetInsertPoint(body);
+    llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2);
+    i->addIncoming(entry->getArg(1), head);
+    auto mem = [&](DType t) -> llvm::Type* {
+      switch (t) {
+        case DType::Bool: return b.getInt8Ty();
+        case DType::I32: return b.getInt32Ty();
+        case DType::I64: return b.getInt64Ty();
+        case DType::F32: return b.getFloatTy();
+        case DType::F64: return b.getDoubleTy();
+      }
+      return nullptr;
+    };
+    std::vector<llvm::Value*> args;
+    for (size_t j = 0; j < n; ++j) {
+      const DType t = k.signature.params[j];
+      llvm::Value* v = b.CreateLoad(mem(t), b.CreateGEP(mem(t), arrays[j], i));
+      args.push_back(t == DType::Bool ? b.CreateICmpNE(v, b.getInt8(0)) : v);
+    }
+    llvm::Value* r = b.CreateCall(fn, args);
+    const DType rt = k.signature.result;
+    if (rt == DType::Bool) r = b.CreateZExt(r, b.getInt8Ty());
+    b.CreateStore(r, b.CreateGEP(mem(rt), arrays[n], i));
+    llvm::Value* next = b.CreateAdd(i, b.getInt64(1));
+    i->addIncoming(next, body);
+    b.CreateCondBr(b.CreateICmpSLT(next, entry->getArg(2)), body, done);
+    b.SetInsertPoint(done);
+    b.CreateRetVoid();
+    return impl_->finish(std::move(m));
+  });
+}
+
 std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const std::string& what,
                                            const std::vector<DType>& scalar_types, const ModuleBuilder& build) {
   Impl& im = *impl_;
@@ -293,6 +365,7 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
   check_compile_allowed(what);
   const auto start = std::chrono::steady_clock::now();
   llvm::LLVMContext ctx;
+  quiet_remarks(ctx);
   std::string object;
   {
     auto m = build(sym, ctx);

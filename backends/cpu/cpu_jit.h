@@ -68,6 +68,11 @@ class Jit {
   std::string gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized);
   std::string gemm_assembly(const kir::GemmSchedule& s, DType t);
 
+  /// Custom kernel `k` at its default macros on elements [begin, end) of arrays: args are
+  /// its parameters' arrays then the result's (bool as one byte). What the reference
+  /// interpreter runs for `custom` (kiln/ir/custom_kernel.h).
+  std::shared_ptr<const CpuKernel> custom_host_function(const CustomKernel& k);
+
   /// Kernels kept alive by the in-memory LRU (KILN_KERNEL_CACHE_SIZE, default 4096).
   size_t cached_kernels();
 

@@ -21,7 +21,10 @@
 #include <set>
 #include <utility>
 
+#include <llvm/IR/CFG.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/Linker/Linker.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -30,6 +33,7 @@
 #include "kiln/codegen/schedule.h"
 #include "kiln/ir/scalar_semantics.h"
 #include "kiln/support/error.h"
+#include "clang_compiler.h"
 #include "vector_math.h"
 
 namespace kiln::cpu {
@@ -72,6 +76,8 @@ class KernelEmitter {
   }
 
   void emit(const std::string& name);
+  /// The functions of Kernel::customs, linked into the module already.
+  void use_customs(std::vector<llvm::Function*> fns) { customs_ = std::move(fns); }
 
  private:
   // ---- types ----
@@ -175,6 +181,7 @@ class KernelEmitter {
   Value* emit_op(OpKind op, DType t, DType arg_type, const std::vector<Value*>& a);
   Value* emit_cast(Value* x, DType from, DType to);
   Value* emit_rand(Value* index, int64_t seed, DType t);
+  Value* emit_custom_call(const Inst& in, const std::vector<Value*>& args, unsigned w);
   Val emit_load(Ctx& c, const Inst& in);
   // Lane 0's offset when the offset `offset` (emitted as `off`) is contiguous along the
   // lanes though this emitter tracked it as a full vector; nullptr otherwise.
@@ -253,6 +260,7 @@ class KernelEmitter {
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> bufs_;
   std::vector<Value*> scalars_;  // the launch's scalar arguments (Code::Arg)
+  std::vector<llvm::Function*> customs_;
   llvm::BasicBlock* entry_ = nullptr;
 };
 
@@ -354,6 +362,101 @@ Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Va
     default: break;
   }
   throw Error(fmt::format("cpu codegen: no lowering for op '{}' on {}", op_info(op).name, dtype_name(t)));
+}
+
+// Whether the loop vectorizer can widen a loop around calls to `f`: straight-line code or
+// branches (if-converted), and calls to LLVM intrinsics only (libm's scalar functions have
+// no vector forms here, and a loop inside `f` would need outer-loop vectorization).
+bool widens(const llvm::Function& f) {
+  std::map<const llvm::BasicBlock*, size_t> order;
+  for (const llvm::BasicBlock& bb : f) order.emplace(&bb, order.size());
+  for (const llvm::BasicBlock& bb : f) {
+    for (const llvm::BasicBlock* next : llvm::successors(&bb))
+      if (order.at(next) <= order.at(&bb)) return false;  // a back edge: a loop
+    for (const llvm::Instruction& i : bb)
+      if (const auto* call = llvm::dyn_cast<llvm::CallBase>(&i); call && !llvm::isa<llvm::IntrinsicInst>(call))
+        return false;
+  }
+  return true;
+}
+
+// The custom kernel's function (linked into this module, always inlined). At width w > 1, a
+// function the loop vectorizer can widen is called through a wrapper that loops over the
+// lanes, with the vectorizer told to widen that loop by w: once the function is inlined, its
+// body is vector code. Any other is called once per lane.
+Value* KernelEmitter::emit_custom_call(const Inst& in, const std::vector<Value*>& args, unsigned w) {
+  KILN_ASSERT(static_cast<size_t>(in.imm) < customs_.size(), "a custom kernel's function is linked before the kernel is emitted");
+  llvm::Function* f = customs_[static_cast<size_t>(in.imm)];
+  if (w == 1) return b_.CreateCall(f, args);
+  if (!widens(*f)) {
+    Value* out = llvm::PoisonValue::get(vec_type(reg_type(in.type), w));
+    for (unsigned lane = 0; lane < w; ++lane) {
+      std::vector<Value*> lane_args;
+      for (Value* a : args) lane_args.push_back(b_.CreateExtractElement(a, uint64_t{lane}));
+      out = b_.CreateInsertElement(out, b_.CreateCall(f, lane_args), uint64_t{lane});
+    }
+    return out;
+  }
+  const std::string name = fmt::format("{}.x{}", f->getName().str(), w);
+  llvm::Function* wide = m_.getFunction(name);
+  if (!wide) {
+    std::vector<llvm::Type*> params;
+    for (Value* a : args) params.push_back(a->getType());
+    llvm::Type* rt = vec_type(f->getReturnType(), w);
+    wide = llvm::Function::Create(llvm::FunctionType::get(rt, params, false), llvm::Function::InternalLinkage, name, m_);
+    wide->addFnAttr(llvm::Attribute::AlwaysInline);
+    wide->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx_, "entry", wide));
+    llvm::Type* i64t = b.getInt64Ty();
+    // Lanes in arrays: bools as bytes, so that every lane has an address.
+    auto memory_of = [&](llvm::Type* t) { return t->isIntegerTy(1) ? b.getInt8Ty() : t; };
+    std::vector<Value*> arrays;
+    for (size_t a = 0; a < args.size(); ++a) {
+      llvm::Type* et = f->getArg(static_cast<unsigned>(a))->getType();
+      // A vector-typed slot: the vector stores into it are aligned as the vector type wants.
+      Value* arr = b.CreateAlloca(vec_type(memory_of(et), w));
+      Value* v = wide->getArg(static_cast<unsigned>(a));
+      if (et->isIntegerTy(1)) v = b.CreateZExt(v, vec_type(b.getInt8Ty(), w));
+      b.CreateStore(v, arr);
+      arrays.push_back(arr);
+    }
+    llvm::Type* out_t = memory_of(f->getReturnType());
+    Value* out = b.CreateAlloca(vec_type(out_t, w));
+    llvm::BasicBlock* head = b.GetInsertBlock();
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "lane", wide);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "done", wide);
+    b.CreateBr(body);
+    b.SetInsertPoint(body);
+    llvm::PHINode* lane = b.CreatePHI(i64t, 2);
+    lane->addIncoming(b.getInt64(0), head);
+    std::vector<Value*> lane_args;
+    for (size_t a = 0; a < args.size(); ++a) {
+      llvm::Type* et = f->getArg(static_cast<unsigned>(a))->getType();
+      Value* v = b.CreateLoad(memory_of(et), b.CreateGEP(memory_of(et), arrays[a], lane));
+      lane_args.push_back(et->isIntegerTy(1) ? b.CreateICmpNE(v, b.getInt8(0)) : v);
+    }
+    Value* r = b.CreateCall(f, lane_args);
+    if (f->getReturnType()->isIntegerTy(1)) r = b.CreateZExt(r, b.getInt8Ty());
+    b.CreateStore(r, b.CreateGEP(out_t, out, lane));
+    Value* next = b.CreateAdd(lane, b.getInt64(1));
+    lane->addIncoming(next, body);
+    llvm::BranchInst* br = b.CreateCondBr(b.CreateICmpULT(next, b.getInt64(w)), body, done);
+    llvm::Metadata* hints[] = {
+        nullptr,
+        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                 llvm::ConstantAsMetadata::get(b.getTrue())}),
+        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
+                                 llvm::ConstantAsMetadata::get(b.getInt32(w))}),
+        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")})};
+    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, hints);
+    loop_id->replaceOperandWith(0, loop_id);
+    br->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+    b.SetInsertPoint(done);
+    Value* result = b.CreateLoad(vec_type(out_t, w), out);
+    if (f->getReturnType()->isIntegerTy(1)) result = b.CreateICmpNE(result, llvm::Constant::getNullValue(result->getType()));
+    b.CreateRet(result);
+  }
+  return b_.CreateCall(wide, args);
 }
 
 Value* KernelEmitter::emit_rand(Value* index, int64_t seed, DType t) {
@@ -472,6 +575,7 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
   const Val::Kind kind = uniform ? Val::Uniform : Val::Vector;
   switch (in.code) {
     case Code::Op: {
+      if (in.op == OpKind::Custom) return {emit_custom_call(in, vals, uniform ? 1 : c.w), kind};
       const DType at = in.args.empty() ? in.type : k_.insts[static_cast<size_t>(in.args.back())].type;
       return {emit_op(in.op, in.type, at, vals), kind};
     }
@@ -1130,7 +1234,18 @@ void KernelEmitter::emit(const std::string& name) {
 std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const kir::Schedule& schedule,
                                           const std::string& fn_name, llvm::LLVMContext& ctx) {
   auto m = std::make_unique<llvm::Module>(fn_name, ctx);
-  KernelEmitter(k, schedule, ctx, *m).emit(fn_name);
+  std::vector<llvm::Function*> customs;
+  for (size_t c = 0; c < k.customs.size(); ++c) {
+    const std::string bitcode = custom_bitcode(*k.customs[c], kir::custom_macro_values(k, schedule, c));
+    const std::string symbol = fmt::format("{}.custom{}", fn_name, c);
+    if (llvm::Linker::linkModules(*m, custom_module(bitcode, *k.customs[c], symbol, ctx)))
+      throw Error(fmt::format("internal error: linking custom kernel @{} into kernel @{}", k.customs[c]->name, k.name));
+    customs.push_back(m->getFunction(symbol));
+    customs.back()->setLinkage(llvm::GlobalValue::InternalLinkage);
+  }
+  KernelEmitter emitter(k, schedule, ctx, *m);
+  emitter.use_customs(std::move(customs));
+  emitter.emit(fn_name);
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*m, &os))

@@ -24,6 +24,7 @@ struct CodegenOptions {
   bool assembly = false;
   bool unoptimized = false;
   std::string kernel;
+  std::string custom;
   std::string output;
   std::string device;  // default: cpu, opencl:0 for --target opencl, a reference GPU for glsl|spirv
 };
@@ -75,6 +76,9 @@ Command add_codegen_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--asm", opts->assembly, "With --target llvm: host assembly instead of LLVM IR");
   sub->add_flag("--no-opt", opts->unoptimized, "With --target llvm: LLVM IR as generated, before optimization");
+  sub->add_option("--custom", opts->custom,
+                  "With --target llvm: the LLVM IR Clang makes of custom kernel NAME's source (what kiln links "
+                  "into the kernels that call it)");
   sub->add_option("--kernel", opts->kernel, "Only this kernel (by name, e.g. k0)");
   sub->add_option("-o,--output", opts->output, "Write here instead of stdout");
   sub->add_option("--device", opts->device, "Compile for this device (default: cpu; opencl:0 with --target opencl; a reference GPU with "
@@ -95,6 +99,8 @@ Command add_codegen_command(CLI::App& app) {
               caps = backend.capabilities();
               c = compile_graph(backend, g);
             }
+            if (!opts->custom.empty() && opts->target != "llvm")
+              throw Error(fmt::format("--custom shows LLVM IR: it goes with --target llvm, not --target {}", opts->target));
             std::string out;
             bool found = opts->kernel.empty();
             if (opts->target == "kernel") {
@@ -145,6 +151,24 @@ Command add_codegen_command(CLI::App& app) {
                 out += gemm_header(comment, gemm, e);
                 show(kir::glsl_gemm_source(gemm, e, store, caps), "gemm");
               });
+            } else if (!opts->custom.empty()) {
+              bool named = false;
+              std::vector<std::string> names;
+              for (const Node& n : c.fused.nodes()) {
+                if (n.op != OpKind::Custom) continue;
+                const CustomKernel& ck = *n.attrs[0].custom;
+                if (ck.name != opts->custom) {
+                  names.push_back("@" + ck.name);
+                  continue;
+                }
+                named = true;
+                out = fmt::format("; custom kernel @{} ({}, {}), as Clang compiles it\n{}", ck.name, ck.source_file,
+                                  custom_language_name(ck.language), cpu_custom_kernel_llvm_ir(ck));
+                break;
+              }
+              if (!named)
+                throw Error(fmt::format("--custom {}: the graph calls no such custom kernel ({})", opts->custom,
+                                        names.empty() ? "it calls none" : fmt::format("it calls {}", fmt::join(names, ", "))));
             } else {
               out = fmt::format("; target: {}\n", cpu_target_description());
               for (size_t i = 0; i < c.plan.kernels.size(); ++i) {

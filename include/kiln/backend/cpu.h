@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/backend/backend.h"
+#include "kiln/ir/custom_kernel.h"
 
 namespace kiln {
 
@@ -19,6 +20,12 @@ std::string cpu_kernel_assembly(const kir::Kernel& k, const kir::Schedule& s);
 /// The same for the GEMM micro-kernel of blocking `s` and element type `t`.
 std::string cpu_gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized = true);
 std::string cpu_gemm_assembly(const kir::GemmSchedule& s, DType t);
+/// Compiles custom kernel `k` with Clang at its default macros (and at every value of each
+/// tunable macro) and checks its function against the signature; throws kiln::Error with
+/// Clang's diagnostics (file:line:col inside the source) otherwise. Results are memoized.
+void cpu_check_custom_kernel(const CustomKernel& k);
+/// The LLVM IR Clang makes of `k`'s source at its default macros (before kiln links it).
+std::string cpu_custom_kernel_llvm_ir(const CustomKernel& k);
 /// "x86_64-pc-linux-gnu znver4 (64-byte vectors)"
 std::string cpu_target_description();
 /// Kernels the in-memory LRU holds (KILN_KERNEL_CACHE_SIZE).

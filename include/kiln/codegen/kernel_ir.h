@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/ir/attrs.h"
+#include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/op.h"
 #include "kiln/ir/shape.h"
 
@@ -32,7 +34,8 @@ enum class Code : uint8_t {
              // is a bool mask: where it is false nothing is read and the result is 0
   Op,        // the elementwise op `op` of ops.def on args, converted already: arithmetic
              // takes and gives `type`; comparisons take two equal types and give bool;
-             // where takes (bool, type, type)
+             // where takes (bool, type, type); custom calls Kernel::customs[imm] on
+             // arguments of its parameters' types
   Cast,      // args[0] converted to `type` with the semantics of the cast op
   IndexDiv,  // i64 args[0] floordiv imm (args[0] >= 0, imm > 0)
   IndexMod,  // i64 args[0] mod imm (args[0] >= 0, imm > 0)
@@ -49,7 +52,7 @@ struct Inst {
   DType type = DType::F32;
   std::vector<Ref> args;
   int32_t buffer = -1;  // Load
-  int64_t imm = 0;      // Dim, IndexDiv, IndexMod, Rand, Arg
+  int64_t imm = 0;      // Dim, IndexDiv, IndexMod, Rand, Arg, Op custom
   Scalar literal;       // Const
 };
 
@@ -74,6 +77,7 @@ struct Kernel {
   std::vector<bool> reduced;   // per domain dim: reduced (true) or kept
   std::vector<BufferParam> buffers;
   std::vector<DType> scalars;  // scalar arguments, bound at launch (Code::Arg)
+  std::vector<std::shared_ptr<const CustomKernel>> customs;  // the custom kernels it calls
   std::vector<Inst> insts;
   std::vector<Store> stores;
 

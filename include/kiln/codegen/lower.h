@@ -71,8 +71,9 @@ struct LaunchPlan {
 /// When steps[i] is a GEMM and steps[i + 1] a kernel (scheduled) that may run on each block
 /// of rows of the product as soon as that block is computed, while it is in cache: its
 /// domain is the product's shape without reductions, it reads and writes the product's
-/// buffer only at its own position, and it writes neither operand. Returns the kernel's
-/// iterations per row of the product (rows of all batches, row-major), else 0.
+/// buffer only at its own position, it writes neither operand, and it calls no custom
+/// kernel. Returns the kernel's iterations per row of the product (rows of all batches,
+/// row-major), else 0.
 int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i);
 
 /// Whether the product of GEMM step steps[i] may be read after step i + 1 (its epilogue):

@@ -79,6 +79,10 @@ struct Schedule {
   /// 64-bit integer division and multiplication).
   int index_bits = 64;
 
+  // ---- the custom kernels' tunable macros (CustomSignature::tunables) ----
+  /// A value per tunable macro, in Kernel::customs order then each one's tunables order.
+  std::vector<int64_t> custom_macros;
+
   /// One line: `schedule {tile = 4096, vector = 16, ...}`; part of the kernel cache keys.
   std::string str() const;
   friend bool operator==(const Schedule&, const Schedule&) = default;
@@ -131,6 +135,9 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
 /// knobs chosen for `caps` (vector width from the widest element type and the vector
 /// registers, tiles that keep accumulators in L1, grains of ~16K elements).
 Schedule default_schedule(const Kernel& k, const Capabilities& caps);
+
+/// The macros custom kernel `k.customs[c]` is compiled with under `s`: (name, value) pairs.
+std::vector<std::pair<std::string, int64_t>> custom_macro_values(const Kernel& k, const Schedule& s, size_t c);
 
 /// The canonical serialization (kiln/ir/canonical.h) of what a compiled kernel depends on:
 /// the kernel without names, its schedule, and the backend's fingerprint. Every kernel cache

@@ -31,6 +31,7 @@ namespace kiln::kir {
 /// work-item devices (local memory): `local` (work-items per work-group), `per_item`
 /// (iterations per work-item, grid-stride), `reduction` (0 serial, 1 work-group tree,
 /// 2 subgroup shuffles).
+/// every device: `NAME.MACRO` for each tunable macro of each custom kernel `k` calls.
 struct Knob {
   std::string name;
   std::vector<int64_t> values;  // ascending; the default's value is among them

@@ -12,6 +12,8 @@
 
 namespace kiln {
 
+struct CustomKernel;  // kiln/ir/custom_kernel.h
+
 /// A number that keeps whether it was written as an integer or a float, so that an i64
 /// constant keeps all 64 bits and a float keeps its exact double value.
 class Scalar {
@@ -49,6 +51,7 @@ enum class AttrKind : uint8_t {
   Ints,     // `axes = [0, 1]`
   Scalar,   // `value = 1.5`, typed by the op's result dtype
   Scalars,  // `data = [1.0, 2.0]`, typed by the op's result dtype
+  Custom,   // the kernel of `custom @name(...)`, written as part of the op (never in braces)
 };
 
 /// One entry of an op's attribute schema.
@@ -65,6 +68,7 @@ struct AttrValue {
   std::vector<int64_t> ints;
   Scalar scalar;
   std::shared_ptr<const std::vector<Scalar>> scalars;  // shared: literals can be large
+  std::shared_ptr<const CustomKernel> custom;           // equal when their digests are
 
   friend bool operator==(const AttrValue& a, const AttrValue& b);
 };

@@ -1,0 +1,3 @@
+float bad(float x) {
+  return x + y;
+}
