@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <span>
 
@@ -868,21 +869,51 @@ void check_custom_languages(const Kernel& k, const CDialect& dialect) {
                               c->name, c->language == CustomLanguage::C ? "C" : "OpenCL C", dialect.language()));
 }
 
+// Each custom kernel's source once per program (a second copy would define its functions
+// twice): custom_macro_groups keeps kernels that want other macro values out of the program.
 std::string custom_functions(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules) {
-  // Each custom kernel once per program, with the macros of the first kernel that calls it:
-  // a second copy would define its helper functions twice. The macros change only speed.
-  std::set<std::string> done;
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> done;  // by digest
   std::string out;
   for (size_t i = 0; i < kernels.size(); ++i)
     for (size_t c = 0; c < kernels[i]->customs.size(); ++c) {
       const CustomKernel& ck = *kernels[i]->customs[c];
-      if (!done.insert(ck.digest).second) continue;
       const auto macros = custom_macro_values(*kernels[i], *schedules[i], c);
+      if (auto it = done.find(ck.digest); it != done.end()) {
+        KILN_ASSERT(it->second == macros, "one program, one set of macro values per custom kernel (custom_macro_groups)");
+        continue;
+      }
+      done.emplace(ck.digest, macros);
       for (const auto& [name, value] : macros) out += fmt::format("#define {} {}\n", name, value);
       out += fmt::format("// custom kernel @{} ({})\n{}\n", ck.name, ck.source_file, ck.source);
       for (const auto& [name, value] : macros) out += fmt::format("#undef {}\n", name);
     }
   return out;
+}
+
+std::vector<std::vector<size_t>> custom_macro_groups(std::span<const Kernel* const> kernels,
+                                                     std::span<const Schedule* const> schedules) {
+  using Macros = std::vector<std::pair<std::string, int64_t>>;
+  std::vector<std::vector<size_t>> groups;
+  std::vector<std::map<std::string, Macros>> chosen;  // per group: the macros of each digest
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    auto fits = [&](const std::map<std::string, Macros>& g) {
+      for (size_t c = 0; c < kernels[i]->customs.size(); ++c)
+        if (auto it = g.find(kernels[i]->customs[c]->digest);
+            it != g.end() && it->second != custom_macro_values(*kernels[i], *schedules[i], c))
+          return false;
+      return true;
+    };
+    size_t g = 0;
+    while (g < groups.size() && !fits(chosen[g])) ++g;
+    if (g == groups.size()) {
+      groups.emplace_back();
+      chosen.emplace_back();
+    }
+    groups[g].push_back(i);
+    for (size_t c = 0; c < kernels[i]->customs.size(); ++c)
+      chosen[g].emplace(kernels[i]->customs[c]->digest, custom_macro_values(*kernels[i], *schedules[i], c));
+  }
+  return groups;
 }
 
 std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,

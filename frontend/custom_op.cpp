@@ -2,6 +2,8 @@
 #include "kiln/frontend/custom_op.h"
 
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -44,9 +46,23 @@ CustomOp custom_op(std::string name, CustomSource source, std::string_view signa
   auto k = make_custom_kernel(std::move(name), source.language, std::move(source.text), std::move(source.file),
                               std::move(*sig));
   if (!k) throw Error(k.error());
+  // One name, one kernel per process: a graph calling two kernels of one name could not be
+  // printed (its text names kernels by name), nor pasted into one OpenCL program.
+  static std::mutex mutex;
+  static std::map<std::string, std::string> digests;  // by name
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = digests.find((*k)->name); it != digests.end() && it->second != (*k)->digest)
+      throw Error(fmt::format("custom_op(\"{}\"): a custom kernel of that name with another source or signature is "
+                              "registered already; give this one another name", (*k)->name));
+  }
   // A deployment that proves it compiles nothing (KILN_NO_COMPILE=1) finds the kernels that
   // call this one in the disk cache; checking the source would compile it.
   if (compile_allowed()) cpu_check_custom_kernel(**k);
+  {
+    std::lock_guard lock(mutex);
+    digests.emplace((*k)->name, (*k)->digest);
+  }
   return CustomOp(std::move(*k));
 }
 

@@ -6,9 +6,12 @@
 // LLVMContext and links it, so LLVM inlines the function into the fused loop.
 #include "clang_compiler.h"
 
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
@@ -98,7 +101,7 @@ void check_prototype(const llvm::Module& m, const CustomKernel& k) {
 
 struct Mangled {
   std::string name;   // "exp"
-  std::string types;  // one Itanium code per parameter: "f", "ff", "d", "i"...
+  std::string types;  // the Itanium parameter codes: "f", "ff", "d", "i"... ("Dv2_f": a vector)
 };
 
 std::optional<Mangled> demangle_builtin(llvm::StringRef sym) {
@@ -109,19 +112,9 @@ std::optional<Mangled> demangle_builtin(llvm::StringRef sym) {
     sym = sym.drop_front();
   }
   if (len == 0 || sym.size() < len) return std::nullopt;
-  Mangled m{sym.take_front(len).str(), sym.drop_front(len).str()};
-  // A repeated parameter type is written S_ after the first: "fS_" is (float, float).
-  std::string expanded;
-  for (size_t i = 0; i < m.types.size(); ++i) {
-    if (m.types.compare(i, 2, "S_") == 0 && !expanded.empty()) {
-      expanded += expanded[0];
-      ++i;
-    } else {
-      expanded += m.types[i];
-    }
-  }
-  m.types = expanded;
-  return m;
+  // Scalar parameters are one letter each (pow(float, float) is _Z3powff); vector ones start
+  // with "Dv" (and repeat as substitutions, S_), which define_builtin refuses.
+  return Mangled{sym.take_front(len).str(), sym.drop_front(len).str()};
 }
 
 const std::map<std::string, llvm::Intrinsic::ID>& float_intrinsics() {
@@ -183,7 +176,8 @@ void define_builtin(llvm::Function& f, const CustomKernel& k) {
     if (name == "clamp" && args.size() == 3) r = pick(false, pick(true, args[0], args[1]), args[2]);
     else if (args.size() == 2) r = pick(name == "max", args[0], args[1]);
   } else if (ints && name == "abs" && args.size() == 1) {
-    r = b.CreateIntrinsic(llvm::Intrinsic::abs, {t}, {args[0], b.getFalse()});
+    const bool is_signed = m->types[0] == 'i' || m->types[0] == 'l';
+    r = is_signed ? b.CreateIntrinsic(llvm::Intrinsic::abs, {t}, {args[0], b.getFalse()}) : args[0];
   }
   if (!r) {
     f.deleteBody();
@@ -194,7 +188,7 @@ void define_builtin(llvm::Function& f, const CustomKernel& k) {
 }
 
 struct Compiled {
-  std::mutex mutex;  // Clang runs one compilation at a time
+  std::mutex mutex;  // guards the map; compilations run outside it, each in its own CompilerInstance
   std::map<std::string, std::string> bitcode;  // by digest and macro values
 };
 
@@ -203,7 +197,11 @@ Compiled& compiled() {
   return *c;
 }
 
-std::string compile(const CustomKernel& k, const std::vector<std::pair<std::string, int64_t>>& macros) {
+// `k` at `macros` as bitcode. With `define_builtins` false (a check of the source alone) the
+// OpenCL builtins are left declared: a builtin kiln cannot define on cpu is no reason to
+// refuse a kernel meant for an OpenCL device, whose compiler has them all.
+std::string compile(const CustomKernel& k, const std::vector<std::pair<std::string, int64_t>>& macros,
+                    bool define_builtins) {
   const std::string triple = llvm::sys::getProcessTriple();
   const std::string resource = KILN_CLANG_RESOURCE_DIR;
   std::vector<std::string> args = {"-triple", triple, "-target-cpu", llvm::sys::getHostCPUName().str(), "-O2",
@@ -243,7 +241,7 @@ std::string compile(const CustomKernel& k, const std::vector<std::pair<std::stri
   std::unique_ptr<llvm::Module> m = action.takeModule();
   if (!m) throw fail("Clang produced no module");
   check_prototype(*m, k);
-  if (k.language == CustomLanguage::OpenCLC) {
+  if (k.language == CustomLanguage::OpenCLC && define_builtins) {
     std::vector<llvm::Function*> builtins;
     for (llvm::Function& f : *m)
       if (f.isDeclaration() && !f.isIntrinsic() && f.getName().starts_with("_Z")) builtins.push_back(&f);
@@ -260,15 +258,21 @@ std::string compile(const CustomKernel& k, const std::vector<std::pair<std::stri
 
 std::string clang_version() { return "clang " CLANG_VERSION_STRING; }
 
+void check_custom_source(const CustomKernel& k, const std::vector<std::pair<std::string, int64_t>>& macros) {
+  compile(k, macros, /*define_builtins=*/false);
+}
+
 std::string custom_bitcode(const CustomKernel& k, const std::vector<std::pair<std::string, int64_t>>& macros) {
   std::string key = k.digest;
   for (const auto& [name, value] : macros) key += fmt::format(" {}={}", name, value);
   Compiled& c = compiled();
+  {
+    std::lock_guard lock(c.mutex);
+    if (auto it = c.bitcode.find(key); it != c.bitcode.end()) return it->second;
+  }
+  std::string bc = compile(k, macros, /*define_builtins=*/true);  // two threads may both compile: same result
   std::lock_guard lock(c.mutex);
-  if (auto it = c.bitcode.find(key); it != c.bitcode.end()) return it->second;
-  std::string bc = compile(k, macros);
-  c.bitcode.emplace(key, bc);
-  return bc;
+  return c.bitcode.emplace(key, std::move(bc)).first->second;
 }
 
 }  // namespace kiln::cpu
@@ -278,13 +282,14 @@ namespace kiln {
 void cpu_check_custom_kernel(const CustomKernel& k) {
   std::vector<std::pair<std::string, int64_t>> macros;
   for (const CustomTunable& t : k.signature.tunables) macros.emplace_back(t.macro, t.default_value);
-  cpu::custom_bitcode(k, macros);
+  cpu::check_custom_source(k, macros);
   // Every value of a tunable must compile too: the tuner may pick any of them.
   for (size_t i = 0; i < macros.size(); ++i)
     for (int64_t v : k.signature.tunables[i].values) {
+      if (v == macros[i].second) continue;
       auto other = macros;
       other[i].second = v;
-      cpu::custom_bitcode(k, other);
+      cpu::check_custom_source(k, other);
     }
 }
 

@@ -24,6 +24,10 @@ std::string clang_version();
 /// after the kernel, or when that function's parameters and result are not the signature's.
 std::string custom_bitcode(const CustomKernel& k, const std::vector<std::pair<std::string, int64_t>>& macros);
 
+/// Compiles `k` at `macros` to check it (diagnostics, prototype) without keeping the result,
+/// and without defining OpenCL builtins: those matter only where `cpu` runs the kernel.
+void check_custom_source(const CustomKernel& k, const std::vector<std::pair<std::string, int64_t>>& macros);
+
 /// The bitcode read into `ctx`, every definition internal but the kernel's function, which
 /// is renamed `symbol` and marked always-inline: ready to link into a kernel's module.
 std::unique_ptr<llvm::Module> custom_module(const std::string& bitcode, const CustomKernel& k, const std::string& symbol,

@@ -138,7 +138,7 @@ class CpuBackend final : public Backend {
       std::vector<void*> all;
       for (const void* a : args) all.push_back(const_cast<void*>(a));
       all.push_back(result);
-      fn->fn()(all.data(), 0, count);
+      cpu::call_kernel(fn->fn(), all.data(), 0, count);
     };
   });
   return true;

@@ -364,18 +364,23 @@ Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Va
   throw Error(fmt::format("cpu codegen: no lowering for op '{}' on {}", op_info(op).name, dtype_name(t)));
 }
 
-// Whether the loop vectorizer can widen a loop around calls to `f`: straight-line code or
-// branches (if-converted), and calls to LLVM intrinsics only (libm's scalar functions have
-// no vector forms here, and a loop inside `f` would need outer-loop vectorization).
-bool widens(const llvm::Function& f) {
+// Whether the loop vectorizer can widen a loop around calls to `f` once they are inlined:
+// no loops (those would need outer-loop vectorization), branches only forward (it
+// if-converts them), and calls only to LLVM intrinsics or to functions of the module that
+// qualify themselves (OpenCL builtins kiln defines). libm has no vector forms here.
+bool loop_free_and_intrinsic_only(const llvm::Function& f, int depth = 0) {
+  if (f.isDeclaration() || depth > 4) return false;
   std::map<const llvm::BasicBlock*, size_t> order;
   for (const llvm::BasicBlock& bb : f) order.emplace(&bb, order.size());
   for (const llvm::BasicBlock& bb : f) {
     for (const llvm::BasicBlock* next : llvm::successors(&bb))
       if (order.at(next) <= order.at(&bb)) return false;  // a back edge: a loop
-    for (const llvm::Instruction& i : bb)
-      if (const auto* call = llvm::dyn_cast<llvm::CallBase>(&i); call && !llvm::isa<llvm::IntrinsicInst>(call))
-        return false;
+    for (const llvm::Instruction& i : bb) {
+      const auto* call = llvm::dyn_cast<llvm::CallBase>(&i);
+      if (!call || llvm::isa<llvm::IntrinsicInst>(call)) continue;
+      const llvm::Function* callee = call->getCalledFunction();
+      if (!callee || !loop_free_and_intrinsic_only(*callee, depth + 1)) return false;
+    }
   }
   return true;
 }
@@ -388,7 +393,7 @@ Value* KernelEmitter::emit_custom_call(const Inst& in, const std::vector<Value*>
   KILN_ASSERT(static_cast<size_t>(in.imm) < customs_.size(), "a custom kernel's function is linked before the kernel is emitted");
   llvm::Function* f = customs_[static_cast<size_t>(in.imm)];
   if (w == 1) return b_.CreateCall(f, args);
-  if (!widens(*f)) {
+  if (!loop_free_and_intrinsic_only(*f)) {
     Value* out = llvm::PoisonValue::get(vec_type(reg_type(in.type), w));
     for (unsigned lane = 0; lane < w; ++lane) {
       std::vector<Value*> lane_args;

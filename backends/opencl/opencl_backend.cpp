@@ -173,10 +173,6 @@ class OpenClBackend final : public Backend {
                                                                  std::span<const kir::Schedule> schedules) override {
     KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
     std::vector<std::shared_ptr<const CompiledKernel>> out(kernels.size());
-    struct Miss {
-      std::vector<size_t> plan_indices;  // the same kernel may occur twice in a plan
-      std::string canonical, key;
-    };
     std::vector<Miss> misses;
     {
       std::lock_guard lock(cache_mutex_);
@@ -196,7 +192,31 @@ class OpenClBackend final : public Backend {
       }
     }
     if (misses.empty()) return out;
+    // One program per group of kernels whose custom kernels agree on their macros: a
+    // program holds each custom kernel's source once (kir::custom_macro_groups).
+    std::vector<const kir::Kernel*> miss_kernels;
+    std::vector<const kir::Schedule*> miss_schedules;
+    for (const Miss& m : misses) {
+      miss_kernels.push_back(&kernels[m.plan_indices[0]]);
+      miss_schedules.push_back(&schedules[m.plan_indices[0]]);
+    }
+    for (const std::vector<size_t>& group : kir::custom_macro_groups(miss_kernels, miss_schedules)) {
+      std::vector<Miss> part;
+      for (size_t g : group) part.push_back(std::move(misses[g]));
+      build_program(kernels, schedules, part, out);
+    }
+    return out;
+  }
 
+  // A kernel of compile_all's that no cache holds.
+  struct Miss {
+    std::vector<size_t> plan_indices;  // the same kernel may occur twice in a plan
+    std::string canonical, key;
+  };
+
+  // Builds one program of `misses` (or finds it on disk) and fills their entries of `out`.
+  void build_program(std::span<const kir::Kernel> kernels, std::span<const kir::Schedule> schedules,
+                     std::vector<Miss>& misses, std::vector<std::shared_ptr<const CompiledKernel>>& out) {
     std::string canonical;  // of the program: its kernels' canonical forms, length-prefixed
     std::vector<kir::Kernel> renamed;
     std::vector<const kir::Kernel*> members;
@@ -230,7 +250,6 @@ class OpenClBackend final : public Backend {
       for (size_t i : misses[j].plan_indices) out[i] = compiled;
       runtime_counters().kernel_evictions += kernels_.put(misses[j].key, {std::move(misses[j].canonical), compiled});
     }
-    return out;
   }
 
   std::shared_ptr<DeviceMemory> alloc(int64_t bytes) override {

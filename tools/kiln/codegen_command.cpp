@@ -118,7 +118,8 @@ Command add_codegen_command(CLI::App& app) {
                 out = c.plan.str();
               }
             } else if (opts->target == "opencl") {
-              // The program as the device builds it: every kernel of the plan in one.
+              // The programs as the device builds them: every kernel of the plan in one, unless
+              // kernels want a custom kernel with other macro values (custom_macro_groups).
               std::vector<const kir::Kernel*> kernels;
               std::vector<const kir::Schedule*> schedules;
               for (size_t i = 0; i < c.plan.kernels.size(); ++i) {
@@ -127,7 +128,12 @@ Command add_codegen_command(CLI::App& app) {
                 kernels.push_back(&c.plan.kernels[i]);
                 schedules.push_back(&c.plan.schedules[i]);
               }
-              if (!kernels.empty()) out = kir::opencl_source(kernels, schedules, caps);
+              for (const std::vector<size_t>& group : kir::custom_macro_groups(kernels, schedules)) {
+                std::vector<const kir::Kernel*> ks;
+                std::vector<const kir::Schedule*> ss;
+                for (size_t member : group) ks.push_back(kernels[member]), ss.push_back(schedules[member]);
+                out += kir::opencl_source(ks, ss, caps);
+              }
               // GEMM steps: a program each, with the epilogue the device computes in its
               // registers (gemm_with_epilogue) when the step has one.
               for_each_gemm(c.plan, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {

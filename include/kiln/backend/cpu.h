@@ -22,7 +22,8 @@ std::string cpu_gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized
 std::string cpu_gemm_assembly(const kir::GemmSchedule& s, DType t);
 /// Compiles custom kernel `k` with Clang at its default macros (and at every value of each
 /// tunable macro) and checks its function against the signature; throws kiln::Error with
-/// Clang's diagnostics (file:line:col inside the source) otherwise. Results are memoized.
+/// Clang's diagnostics (file:line:col inside the source) otherwise. An OpenCL C builtin that
+/// `cpu` cannot provide is not an error here, only when a cpu kernel calls the function.
 void cpu_check_custom_kernel(const CustomKernel& k);
 /// The LLVM IR Clang makes of `k`'s source at its default macros (before kiln links it).
 std::string cpu_custom_kernel_llvm_ir(const CustomKernel& k);

@@ -23,6 +23,11 @@ namespace kiln::kir {
 /// A driver builds such a program at a fixed cost, whatever the number of kernels in it.
 std::string opencl_source(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
                           const Capabilities& caps);
+/// The kernels (by index) that may share one program, in groups: a program holds each
+/// custom kernel's source once, so two kernels that compile it with different macro values
+/// (Schedule::custom_macros) go to different programs. Without custom kernels: one group.
+std::vector<std::vector<size_t>> custom_macro_groups(std::span<const Kernel* const> kernels,
+                                                     std::span<const Schedule* const> schedules);
 /// The program of one kernel.
 std::string opencl_source(const Kernel& k, const Schedule& s, const Capabilities& caps);
 

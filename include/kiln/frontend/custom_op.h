@@ -56,6 +56,8 @@ class CustomOp {
 /// once now, at every tunable value, so that errors come here: Clang's diagnostics with
 /// file:line:col inside the source, a function missing or typed unlike the signature.
 /// (Not under KILN_NO_COMPILE=1, where the kernels calling it must come from the disk cache.)
+/// A name registers one kernel per process: the same name with another source or signature
+/// is an error (registering the same one again is not).
 CustomOp custom_op(std::string name, CustomSource source, std::string_view signature);
 
 }  // namespace kiln
