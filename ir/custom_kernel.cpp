@@ -137,6 +137,7 @@ Expected<std::shared_ptr<const CustomKernel>> make_custom_kernel(std::string nam
                                                                   CustomSignature signature) {
   auto fail = [&](std::string why) { return make_error(fmt::format("custom kernel @{}: {}", name, why)); };
   if (!is_c_identifier(name)) return fail("its name must be a C identifier (the function's name in its source)");
+  if (name.starts_with("kiln_")) return fail("names starting with kiln_ are kiln's own (its helpers and entry points)");
   if (signature.params.empty()) return fail("its signature needs at least one parameter");
   std::vector<std::string_view> macros;
   for (const CustomTunable& t : signature.tunables) {

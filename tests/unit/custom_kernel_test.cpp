@@ -283,6 +283,8 @@ TEST(CustomKernel, BadSignaturesAndDefinitionsAreErrors) {
   EXPECT_EQ(define("soft-plus", "(f32) -> f32"),
             "custom kernel @soft-plus: its name must be a C identifier (the function's name in its source)");
   EXPECT_EQ(define("f", "() -> f32"), "custom kernel @f: its signature needs at least one parameter");
+  EXPECT_EQ(define("kiln_max_f32", "(f32) -> f32"),
+            "custom kernel @kiln_max_f32: names starting with kiln_ are kiln's own (its helpers and entry points)");
   EXPECT_EQ(define("f", "(f32) -> f32 tunable U = [1, 2] default 4"),
             "custom kernel @f: tunable U's default 4 is not one of its values [1, 2]");
   EXPECT_EQ(define("f", "(f32) -> f32 tunable U = [1] tunable U = [2]"), "custom kernel @f: tunable U is declared twice");

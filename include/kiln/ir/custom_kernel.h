@@ -63,8 +63,9 @@ struct CustomKernel {
   std::string digest;
 };
 
-/// Checks the definition (a C identifier for a name, at least one parameter, tunables with
-/// distinct C-identifier macros and a default among their values) and computes its digest.
+/// Checks the definition (a C identifier not starting with `kiln_` for a name, at least one
+/// parameter, tunables with distinct C-identifier macros and a default among their values)
+/// and computes its digest.
 Expected<std::shared_ptr<const CustomKernel>> make_custom_kernel(std::string name, CustomLanguage language,
                                                                   std::string source, std::string source_file,
                                                                   CustomSignature signature);
