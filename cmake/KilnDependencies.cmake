@@ -26,6 +26,10 @@ find_library(KILN_SHADERC_COMBINED shaderc_combined REQUIRED)
 
 find_package(OpenCL REQUIRED)
 
+# ONNX import: Debian's libonnx (the generated protobuf classes) over libprotobuf.
+find_package(Protobuf REQUIRED)
+find_package(ONNX REQUIRED CONFIG)
+
 if(KILN_BUILD_TESTS)
   find_package(GTest REQUIRED)
   find_package(benchmark REQUIRED)

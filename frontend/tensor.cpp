@@ -127,6 +127,15 @@ Tensor splat(std::string_view fn, OpKind op, Shape shape, Number value, DType dt
 Tensor full(Shape shape, Number value, DType dtype, Device device) {
   return splat("full", OpKind::ScalarParam, std::move(shape), value, dtype, device);
 }
+Tensor constant(const HostTensor& data, Device device) {
+  Attrs a = Graph::make_attrs(OpKind::Constant);
+  auto values = std::make_shared<std::vector<Scalar>>(static_cast<size_t>(data.numel()));
+  for (int64_t i = 0; i < data.numel(); ++i)
+    (*values)[static_cast<size_t>(i)] = is_float(data.dtype()) ? Scalar::from_float(data.get_double(i))
+                                                               : Scalar::from_int(data.get_int(i));
+  detail::attr_slot(a, OpKind::Constant, "data").scalars = std::move(values);
+  return source("constant", OpKind::Constant, data.type(), device, std::move(a));
+}
 Tensor zeros(Shape shape, DType dtype, Device device) { return splat("zeros", OpKind::Constant, std::move(shape), 0, dtype, device); }
 Tensor ones(Shape shape, DType dtype, Device device) { return splat("ones", OpKind::Constant, std::move(shape), 1, dtype, device); }
 

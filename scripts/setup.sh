@@ -24,6 +24,9 @@ packages=(
   # The benchmarks' GEMM peers: OpenBLAS (built by benchmarks/run.sh from ../shared/peers)
   # and CLBlast, the OpenCL one (benchmarks/clblast_peer.cpp)
   libopenblas-dev libclblast-dev
+  # ONNX import (libonnx over protobuf), ONNX's own test data for the conformance gate, and
+  # python3-onnx for the scripts that build the example models
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
 )
 
 missing=()

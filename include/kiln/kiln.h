@@ -9,5 +9,6 @@
 #include "kiln/engine/device.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/host_tensor.h"
+#include "kiln/onnx/onnx.h"
 #include "kiln/support/error.h"
 #include "kiln/version.h"

@@ -31,7 +31,7 @@ struct WarmupOptions {
   int jobs = 1;
 };
 
-// The IR files `paths` name: files as given, folders searched for *.kir, sorted.
+// The IR files `paths` name: files as given, folders searched for *.kir and *.onnx, sorted.
 std::vector<fs::path> ir_files(const std::vector<std::string>& paths) {
   std::vector<fs::path> files;
   for (const std::string& p : paths) {
@@ -39,9 +39,9 @@ std::vector<fs::path> ir_files(const std::vector<std::string>& paths) {
     if (fs::is_directory(p, ec)) {
       std::vector<fs::path> found;
       for (const auto& e : fs::recursive_directory_iterator(p, ec))
-        if (e.is_regular_file() && e.path().extension() == ".kir") found.push_back(e.path());
+        if (e.is_regular_file() && (e.path().extension() == ".kir" || e.path().extension() == ".onnx")) found.push_back(e.path());
       std::sort(found.begin(), found.end());
-      if (found.empty()) throw Error(fmt::format("{}: no .kir files in this folder", p));
+      if (found.empty()) throw Error(fmt::format("{}: no .kir or .onnx files in this folder", p));
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
       files.emplace_back(p);
@@ -147,7 +147,7 @@ Command add_autotune_command(CLI::App& app) {
   auto opts = std::make_shared<WarmupOptions>();
   CLI::App* w = sub->add_subcommand(
       "warmup", "Tune every kernel of IR files on a device and compile the chosen variants into the cache.");
-  w->add_option("paths", opts->paths, "IR files, or folders of .kir files")->required();
+  w->add_option("paths", opts->paths, "IR files or ONNX models, or folders of them (*.kir, *.onnx)")->required();
   w->add_option("--device", opts->device, "The device to tune for (see kiln devices)")->capture_default_str();
   w->add_option("--budget-ms", opts->budget_ms, "Wall time the timing of one kernel may take")
       ->capture_default_str()

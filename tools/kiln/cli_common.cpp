@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "kiln/onnx/onnx.h"
 #include "kiln/ir/text.h"
 
 namespace kiln::cli {
@@ -27,6 +28,12 @@ void write_output(const std::string& path, const std::string& text) {
 }
 
 Graph load_graph(const std::string& path) {
+  if (path.ends_with(".onnx")) {
+    // Weights inline, so that every parameter left is one of the model's inputs.
+    onnx::ImportOptions options;
+    options.weights = onnx::Weights::Inline;
+    return onnx::load(path, options).graph;
+  }
   const std::string text = read_input(path);
   return parse_graph(text, path == "-" ? "<stdin>" : path).take();
 }

@@ -29,12 +29,14 @@ Command add_check_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
 Command add_autotune_command(CLI::App& app);
 Command add_cache_command(CLI::App& app);
+Command add_import_command(CLI::App& app);
 
 /// The contents of `path`, or of stdin for "-". Throws kiln::Error.
 std::string read_input(const std::string& path);
 /// Writes `text` to `path`, or to stdout for "" or "-". Throws kiln::Error.
 void write_output(const std::string& path, const std::string& text);
-/// Parses and verifies the single graph in `path`. Throws kiln::Error with the diagnostic.
+/// Parses and verifies the single graph in `path` (an ONNX model when it ends in .onnx,
+/// imported with its weights inline). Throws kiln::Error with the diagnostic.
 Graph load_graph(const std::string& path);
 
 /// The parameters of `g`: NAME=FILE.npy for those `specs` name, seeded random values for the

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       kiln::cli::add_devices_command(app),
       kiln::cli::add_autotune_command(app),
       kiln::cli::add_cache_command(app),
+      kiln::cli::add_import_command(app),
   };
   try {
     app.parse(argc, argv);

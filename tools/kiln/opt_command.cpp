@@ -105,12 +105,12 @@ Command add_opt_command(CLI::App& app) {
             const std::vector<const PassInfo*> passes =
                 opts->passes.empty() ? pipeline_for_level(std::max(opts->level, 0))
                                      : parse_pipeline(opts->passes).take();
-            const std::string text = read_input(opts->input);
-            const std::string file = opts->input == "-" ? "<stdin>" : opts->input;
             if (!opts->split) {
-              write_output(opts->output, print_graph(optimize(parse_graph(text, file).take(), *opts, passes).take()));
+              write_output(opts->output, print_graph(optimize(load_graph(opts->input), *opts, passes).take()));
               return 0;
             }
+            const std::string text = read_input(opts->input);
+            const std::string file = opts->input == "-" ? "<stdin>" : opts->input;
             std::string out;
             bool failed = false;
             for (const TextChunk& chunk : split_input(text)) {

@@ -31,6 +31,12 @@ Graph trace(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>
 /// Single-input, single-output convenience.
 Graph trace(const std::function<Tensor(const Tensor&)>& fn, const Tensor& example_input);
 
+/// Records `g`'s nodes on `args` (one per graph parameter, of its type, all on one device)
+/// and returns one pending tensor per graph output: a graph from IR text or an importer
+/// used like any other tensor code, fused with what comes before and after it. Throws
+/// kiln::Error naming the parameter whose tensor does not match.
+std::vector<Tensor> call(const Graph& g, const std::vector<Tensor>& args);
+
 /// The IR text of the pending stream that produces `t`: evaluated values it reads are the
 /// parameters %in0, %in1... Reads as `kiln opt` input. Executes nothing.
 std::string dump(const Tensor& t);

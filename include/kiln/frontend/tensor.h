@@ -185,6 +185,10 @@ bool Tensor::item<bool>() const;
 template <class T>
 Tensor from_vector(std::vector<T> data, Shape shape, Device device = {});
 Tensor from_host(HostTensor data, Device device = {});
+/// A `constant` node holding `data`: unlike from_host, the values become part of the graph
+/// (folded, simplified and baked into kernels), as literals written in IR text are. For
+/// values that never change: shapes, masks, imported weights kept inline.
+Tensor constant(const HostTensor& data, Device device = {});
 Tensor full(Shape shape, Number value, DType dtype = DType::F32, Device device = {});
 Tensor zeros(Shape shape, DType dtype = DType::F32, Device device = {});
 Tensor ones(Shape shape, DType dtype = DType::F32, Device device = {});

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Builds small ONNX models with python3-onnx's helper API, and their reference outputs.
+
+    make_models.py OUT_DIR
+
+Writes OUT_DIR/<model>/model.onnx and OUT_DIR/<model>/test_data_set_0/{input,output}_N.pb,
+the layout of ONNX's own test data, so kiln_onnx_conformance runs them. The reference
+outputs come from NumPy implementations written here, independent of kiln.
+
+Models:
+  mlp                 784 -> 128 -> 10: Gemm, Relu, Gemm, Softmax (weights as initializers)
+  transformer_block   pre-norm attention + MLP over [batch, seq, dim]: LayerNormalization,
+                      MatMul, Transpose, Softmax, Erf-based GELU, residual adds
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def save(out_dir, name, graph, inputs, outputs):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="kiln make_models.py")
+    onnx.checker.check_model(model)
+    d = os.path.join(out_dir, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    for kind, values, infos in (("input", inputs, graph.input), ("output", outputs, graph.output)):
+        for i, (v, info) in enumerate(zip(values, infos)):
+            t = numpy_helper.from_array(v, info.name)
+            with open(os.path.join(d, "test_data_set_0", f"{kind}_{i}.pb"), "wb") as f:
+                f.write(t.SerializeToString())
+
+
+def init(name, a):
+    return numpy_helper.from_array(a.astype(np.float32), name)
+
+
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layer_norm(x, g, b, eps=1e-5):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * g + b
+
+
+def erf(x):
+    # Abramowitz-Stegun 7.1.26 is too coarse for a reference: use math.erf elementwise.
+    import math
+    return np.vectorize(math.erf)(x.astype(np.float64)).astype(x.dtype)
+
+
+def mlp(out_dir, rng):
+    n, d_in, d_hidden, d_out = 32, 784, 128, 10
+    x = rng.standard_normal((n, d_in)).astype(np.float32)
+    w1 = (rng.standard_normal((d_hidden, d_in)) / np.sqrt(d_in)).astype(np.float32)
+    b1 = rng.standard_normal(d_hidden).astype(np.float32) * 0.1
+    w2 = (rng.standard_normal((d_out, d_hidden)) / np.sqrt(d_hidden)).astype(np.float32)
+    b2 = rng.standard_normal(d_out).astype(np.float32) * 0.1
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1, name="fc1"),
+        helper.make_node("Relu", ["h"], ["a"], name="relu"),
+        helper.make_node("Gemm", ["a", "w2", "b2"], ["logits"], transB=1, name="fc2"),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=1, name="softmax"),
+    ]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, d_in])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [n, d_out])],
+                              [init("w1", w1), init("b1", b1), init("w2", w2), init("b2", b2)])
+    y = softmax(np.maximum(x @ w1.T + b1, 0) @ w2.T + b2, axis=1)
+    save(out_dir, "mlp", graph, [x], [y.astype(np.float32)])
+
+
+def transformer_block(out_dir, rng):
+    batch, seq, dim, hidden = 2, 16, 32, 64
+    x = rng.standard_normal((batch, seq, dim)).astype(np.float32)
+    p = {name: (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+         for name, shape in [("wq", (dim, dim)), ("wk", (dim, dim)), ("wv", (dim, dim)), ("wo", (dim, dim)),
+                             ("w1", (dim, hidden)), ("w2", (hidden, dim))]}
+    p["b1"] = rng.standard_normal(hidden).astype(np.float32) * 0.1
+    p["b2"] = rng.standard_normal(dim).astype(np.float32) * 0.1
+    for ln in ("ln1", "ln2"):
+        p[ln + "_g"] = (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32)
+        p[ln + "_b"] = (0.1 * rng.standard_normal(dim)).astype(np.float32)
+    consts = {"scale": np.array(1 / np.sqrt(dim), np.float32), "half": np.array(0.5, np.float32),
+              "one": np.array(1.0, np.float32), "inv_sqrt2": np.array(1 / np.sqrt(2), np.float32)}
+    mk = helper.make_node
+    nodes = [
+        mk("LayerNormalization", ["x", "ln1_g", "ln1_b"], ["n1"], axis=-1, epsilon=1e-5, name="ln1"),
+        mk("MatMul", ["n1", "wq"], ["q"], name="q"),
+        mk("MatMul", ["n1", "wk"], ["k"], name="k"),
+        mk("MatMul", ["n1", "wv"], ["v"], name="v"),
+        mk("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
+        mk("MatMul", ["q", "kt"], ["scores_raw"], name="scores"),
+        mk("Mul", ["scores_raw", "scale"], ["scores"], name="scale"),
+        mk("Softmax", ["scores"], ["attn"], axis=-1, name="attn"),
+        mk("MatMul", ["attn", "v"], ["ctx"], name="ctx"),
+        mk("MatMul", ["ctx", "wo"], ["proj"], name="proj"),
+        mk("Add", ["x", "proj"], ["r1"], name="residual1"),
+        mk("LayerNormalization", ["r1", "ln2_g", "ln2_b"], ["n2"], axis=-1, epsilon=1e-5, name="ln2"),
+        mk("MatMul", ["n2", "w1"], ["h_raw"], name="fc1"),
+        mk("Add", ["h_raw", "b1"], ["h"], name="fc1_bias"),
+        # GELU (opset 17 has no Gelu op): 0.5 x (1 + erf(x / sqrt 2))
+        mk("Mul", ["h", "inv_sqrt2"], ["h_scaled"], name="gelu_scale"),
+        mk("Erf", ["h_scaled"], ["h_erf"], name="gelu_erf"),
+        mk("Add", ["h_erf", "one"], ["h_erf1"], name="gelu_add"),
+        mk("Mul", ["h", "h_erf1"], ["h_gelu2"], name="gelu_mul"),
+        mk("Mul", ["h_gelu2", "half"], ["g"], name="gelu_half"),
+        mk("MatMul", ["g", "w2"], ["o_raw"], name="fc2"),
+        mk("Add", ["o_raw", "b2"], ["o"], name="fc2_bias"),
+        mk("Add", ["r1", "o"], ["y"], name="residual2"),
+    ]
+    inits = [init(k, v) for k, v in p.items()] + [init(k, v) for k, v in consts.items()]
+    graph = helper.make_graph(nodes, "transformer_block",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, dim])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, dim])], inits)
+    n1 = layer_norm(x, p["ln1_g"], p["ln1_b"])
+    q, k, v = n1 @ p["wq"], n1 @ p["wk"], n1 @ p["wv"]
+    attn = softmax(q @ k.transpose(0, 2, 1) / np.sqrt(dim))
+    r1 = x + (attn @ v) @ p["wo"]
+    h = layer_norm(r1, p["ln2_g"], p["ln2_b"]) @ p["w1"] + p["b1"]
+    y = r1 + (0.5 * h * (1 + erf(h / np.sqrt(2)))) @ p["w2"] + p["b2"]
+    save(out_dir, "transformer_block", graph, [x], [y.astype(np.float32)])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    rng = np.random.default_rng(7)
+    mlp(sys.argv[1], rng)
+    transformer_block(sys.argv[1], rng)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+// onnx/ops.h - the converter rows of each ops_*.cpp file (internal).
+#pragma once
+
+#include <span>
+
+#include "node_context.h"
+
+namespace kiln::onnx::detail {
+
+extern const std::span<const ConverterRow> elementwise_rows;  // ops_elementwise.cpp
+extern const std::span<const ConverterRow> reduce_rows;       // ops_reduce.cpp
+extern const std::span<const ConverterRow> shape_rows;        // ops_shape.cpp
+extern const std::span<const ConverterRow> nn_rows;           // ops_nn.cpp
+
+inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()}; }
+
+/// `axis` in [-rank, rank) made non-negative; kiln::Error naming `what` otherwise.
+int64_t normalize_axis(NodeContext& c, int64_t axis, int64_t rank, std::string_view what);
+
+}  // namespace kiln::onnx::detail

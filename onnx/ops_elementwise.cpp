@@ -1,0 +1,318 @@
+// onnx/ops_elementwise.cpp - ONNX's elementwise ops (math, activations, logic, casts).
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "ops.h"
+
+namespace kiln::onnx::detail {
+namespace {
+
+// An activation's coefficient: ONNX writes them as float attributes, which act in the
+// input's own dtype.
+Tensor coef(NodeContext& c, std::string_view name, double fallback, const Tensor& like) {
+  return c.scalar_like(c.attr_float(name, fallback), like);
+}
+
+void require_float(NodeContext& c, const Tensor& x) {
+  if (!is_float(x.dtype()))
+    c.unsupported(fmt::format("{} of {} is not supported (kiln computes it on float and double)",
+                              c.node().op_type(), dtype_name(x.dtype())));
+}
+
+#define UNARY(Name, expr)                                  \
+  std::vector<Tensor> Name(NodeContext& c) {               \
+    Tensor x = c.input(0);                                 \
+    return {expr};                                         \
+  }
+#define FLOAT_UNARY(Name, expr)                            \
+  std::vector<Tensor> Name(NodeContext& c) {               \
+    Tensor x = c.input(0);                                 \
+    require_float(c, x);                                   \
+    return {expr};                                         \
+  }
+
+UNARY(Abs, x.abs())
+UNARY(Neg, x.neg())
+UNARY(Identity, x)
+UNARY(Not, x.logical_not())
+FLOAT_UNARY(Exp, x.exp())
+FLOAT_UNARY(Log, x.log())
+FLOAT_UNARY(Sqrt, x.sqrt())
+FLOAT_UNARY(Sin, x.sin())
+FLOAT_UNARY(Cos, x.cos())
+FLOAT_UNARY(Tan, x.sin() / x.cos())
+FLOAT_UNARY(Tanh, x.tanh())
+FLOAT_UNARY(Sigmoid, x.sigmoid())
+FLOAT_UNARY(Erf, x.erf())
+FLOAT_UNARY(Floor, x.floor())
+FLOAT_UNARY(Ceil, x.ceil())
+FLOAT_UNARY(Reciprocal, c.scalar_like(1, x) / x)
+FLOAT_UNARY(Sinh, (x.exp() - x.neg().exp()) * c.scalar_like(0.5, x))
+FLOAT_UNARY(Cosh, (x.exp() + x.neg().exp()) * c.scalar_like(0.5, x))
+FLOAT_UNARY(Asinh, (x + (x * x + c.scalar_like(1, x)).sqrt()).log())
+FLOAT_UNARY(Acosh, (x + (x * x - c.scalar_like(1, x)).sqrt()).log())
+FLOAT_UNARY(Atanh, ((c.scalar_like(1, x) + x) / (c.scalar_like(1, x) - x)).log() * c.scalar_like(0.5, x))
+FLOAT_UNARY(Softsign, x / (c.scalar_like(1, x) + x.abs()))
+FLOAT_UNARY(IsNaN, x.ne(x))
+
+std::vector<Tensor> Relu(NodeContext& c) { return {c.input(0).relu()}; }
+
+std::vector<Tensor> Sign(NodeContext& c) {
+  Tensor x = c.input(0);
+  Tensor zero = c.scalar_like(0, x), one = c.scalar_like(1, x), minus = c.scalar_like(-1, x);
+  return {where(x.gt(zero), one, where(x.lt(zero), minus, zero))};
+}
+
+// Round half to even, as ONNX (and NumPy) do.
+std::vector<Tensor> Round(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  Tensor r = x.floor(), half = c.scalar_like(0.5, x), one = c.scalar_like(1, x), two = c.scalar_like(2, x);
+  Tensor frac = x - r;
+  Tensor r_even = (r - (r / two).floor() * two).eq(c.scalar_like(0, x));
+  Tensor up = frac.gt(half).logical_or(frac.eq(half).logical_and(r_even.logical_not()));
+  return {where(up, r + one, r)};
+}
+
+std::vector<Tensor> IsInf(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  const bool pos = c.attr_int("detect_positive", 1) != 0, neg = c.attr_int("detect_negative", 1) != 0;
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor p = x.eq(c.scalar_like(inf, x)), n = x.eq(c.scalar_like(-inf, x));
+  if (pos && neg) return {p.logical_or(n)};
+  if (pos) return {p};
+  if (neg) return {n};
+  return {x.ne(x).logical_and(x.eq(x))};  // all false
+}
+
+// ---- activations with coefficients ---------------------------------------------------------
+
+std::vector<Tensor> LeakyRelu(NodeContext& c) {
+  Tensor x = c.input(0);
+  return {where(x.lt(c.scalar_like(0, x)), x * coef(c, "alpha", 0.01, x), x)};
+}
+std::vector<Tensor> Elu(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  return {where(x.lt(c.scalar_like(0, x)), coef(c, "alpha", 1.0, x) * (x.exp() - c.scalar_like(1, x)), x)};
+}
+std::vector<Tensor> Celu(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  Tensor a = coef(c, "alpha", 1.0, x), zero = c.scalar_like(0, x);
+  return {x.maximum(zero) + zero.minimum(a * ((x / a).exp() - c.scalar_like(1, x)))};
+}
+std::vector<Tensor> Selu(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  Tensor a = coef(c, "alpha", 1.67326319217681884765625, x), g = coef(c, "gamma", 1.05070102214813232421875, x);
+  return {g * where(x.le(c.scalar_like(0, x)), a * x.exp() - a, x)};
+}
+std::vector<Tensor> ThresholdedRelu(NodeContext& c) {
+  Tensor x = c.input(0);
+  return {where(x.gt(coef(c, "alpha", 1.0, x)), x, c.scalar_like(0, x))};
+}
+std::vector<Tensor> HardSigmoid(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  Tensor y = coef(c, "alpha", 0.2, x) * x + coef(c, "beta", 0.5, x);
+  return {y.maximum(c.scalar_like(0, x)).minimum(c.scalar_like(1, x))};
+}
+std::vector<Tensor> HardSwish(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  Tensor y = x * c.scalar_like(1.0 / 6, x) + c.scalar_like(0.5, x);
+  return {x * y.maximum(c.scalar_like(0, x)).minimum(c.scalar_like(1, x))};
+}
+std::vector<Tensor> Softplus(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  return {(x.exp() + c.scalar_like(1, x)).log()};
+}
+std::vector<Tensor> Shrink(NodeContext& c) {
+  Tensor x = c.input(0);
+  Tensor l = coef(c, "lambd", 0.5, x), b = coef(c, "bias", 0.0, x);
+  return {where(x.lt(l.neg()), x + b, where(x.gt(l), x - b, c.scalar_like(0, x)))};
+}
+std::vector<Tensor> PRelu(NodeContext& c) {
+  Tensor x = c.input(0), slope = c.input(1);
+  return {where(x.lt(c.scalar_like(0, x)), x * slope, x)};
+}
+
+// Clip: bounds are attributes before opset 11 and optional inputs from 11 on.
+std::vector<Tensor> Clip(NodeContext& c) {
+  Tensor x = c.input(0);
+  if (c.opset() < 11) {
+    const double lo = c.attr_float("min", -std::numeric_limits<double>::infinity());
+    const double hi = c.attr_float("max", std::numeric_limits<double>::infinity());
+    return {x.maximum(c.scalar_like(lo, x)).minimum(c.scalar_like(hi, x))};
+  }
+  if (c.has_input(1)) x = x.maximum(c.input(1));
+  if (c.has_input(2)) x = x.minimum(c.input(2));
+  return {x};
+}
+
+// ---- binary ----------------------------------------------------------------------------------
+
+void same_dtype(NodeContext& c, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    c.invalid(fmt::format("its operands are {} and {}; ONNX requires one type", dtype_name(a.dtype()),
+                          dtype_name(b.dtype())));
+}
+
+#define BINARY(Name, expr)                                  \
+  std::vector<Tensor> Name(NodeContext& c) {                \
+    Tensor a = c.input(0), b = c.input(1);                  \
+    same_dtype(c, a, b);                                    \
+    return {expr};                                          \
+  }
+BINARY(Add, a + b)
+BINARY(Sub, a - b)
+BINARY(Mul, a * b)
+BINARY(Equal, a.eq(b))
+BINARY(Less, a.lt(b))
+BINARY(LessOrEqual, a.le(b))
+BINARY(Greater, a.gt(b))
+BINARY(GreaterOrEqual, a.ge(b))
+BINARY(And, a.logical_and(b))
+BINARY(Or, a.logical_or(b))
+BINARY(Xor, a.ne(b))
+
+// Integer division truncates toward zero (through double: exact for |values| < 2^53).
+std::vector<Tensor> Div(NodeContext& c) {
+  Tensor a = c.input(0), b = c.input(1);
+  same_dtype(c, a, b);
+  Tensor q = a / b;
+  return {q.dtype() == a.dtype() ? q : q.to(a.dtype())};
+}
+
+// The result has the base's type; the exponent may be of another numeric type. A float
+// base takes the exponent in its own type (as ONNX Runtime computes it), rather than kiln's
+// promotion of f32 with an integer to f64.
+std::vector<Tensor> Pow(NodeContext& c) {
+  Tensor a = c.input(0), b = c.input(1);
+  if (is_float(a.dtype()) && b.dtype() != a.dtype()) b = b.to(a.dtype());
+  Tensor p = a.pow(b);
+  return {p.dtype() == a.dtype() ? p : p.to(a.dtype())};
+}
+
+// Max, Min, Sum, Mean: any number of operands, broadcast together.
+template <int Kind>
+std::vector<Tensor> variadic(NodeContext& c) {
+  Tensor acc = c.input(0);
+  for (size_t i = 1; i < c.num_inputs(); ++i) {
+    Tensor b = c.input(i);
+    same_dtype(c, acc, b);
+    acc = Kind == 0 ? acc.maximum(b) : Kind == 1 ? acc.minimum(b) : acc + b;
+  }
+  if (Kind == 3) {
+    require_float(c, acc);
+    acc = acc / c.scalar_like(static_cast<double>(c.num_inputs()), acc);
+  }
+  return {acc};
+}
+
+std::vector<Tensor> Where(NodeContext& c) {
+  Tensor a = c.input(1), b = c.input(2);
+  same_dtype(c, a, b);
+  return {where(c.input(0), a, b)};
+}
+
+std::vector<Tensor> Cast(NodeContext& c) {
+  const DType to = dtype_from_onnx(static_cast<int>(c.attr_int("to")), "the target of Cast");
+  Tensor x = c.input(0);
+  return {x.dtype() == to ? x : x.to(to)};
+}
+std::vector<Tensor> CastLike(NodeContext& c) {
+  Tensor x = c.input(0);
+  const DType to = c.dtype(1);
+  return {x.dtype() == to ? x : x.to(to)};
+}
+
+// Inference: the identity, with an all-true mask when asked for.
+std::vector<Tensor> Dropout(NodeContext& c) {
+  if (c.opset() >= 12 && c.has_input(2) && c.value(2, "training_mode").get_int(0) != 0)
+    c.unsupported("Dropout in training mode is not supported (it is random)");
+  Tensor x = c.input(0);
+  Tensor mask = x.eq(x).logical_or(x.ne(x));
+  return {x, mask};
+}
+
+constexpr std::string_view kActivation[] = {"alpha"};
+constexpr std::string_view kAlphaBeta[] = {"alpha", "beta"};
+constexpr std::string_view kAlphaGamma[] = {"alpha", "gamma"};
+constexpr std::string_view kShrink[] = {"lambd", "bias"};
+constexpr std::string_view kClip[] = {"min", "max"};
+constexpr std::string_view kIsInf[] = {"detect_positive", "detect_negative"};
+constexpr std::string_view kCast[] = {"to"};
+constexpr std::string_view kDropout[] = {"seed", "ratio", "is_test"};
+
+}  // namespace
+
+const ConverterRow kElementwiseRows[] = {
+    {"Abs", 6, Abs, {}},
+    {"Neg", 6, Neg, {}},
+    {"Identity", 1, Identity, {}},
+    {"Not", 1, Not, {}},
+    {"Exp", 6, Exp, {}},
+    {"Log", 6, Log, {}},
+    {"Sqrt", 6, Sqrt, {}},
+    {"Sin", 7, Sin, {}},
+    {"Cos", 7, Cos, {}},
+    {"Tan", 7, Tan, {}},
+    {"Tanh", 6, Tanh, {}},
+    {"Sigmoid", 6, Sigmoid, {}},
+    {"Erf", 9, Erf, {}},
+    {"Floor", 6, Floor, {}},
+    {"Ceil", 6, Ceil, {}},
+    {"Reciprocal", 6, Reciprocal, {}},
+    {"Sinh", 9, Sinh, {}},
+    {"Cosh", 9, Cosh, {}},
+    {"Asinh", 9, Asinh, {}},
+    {"Acosh", 9, Acosh, {}},
+    {"Atanh", 9, Atanh, {}},
+    {"Softsign", 1, Softsign, {}},
+    {"IsNaN", 9, IsNaN, {}},
+    {"IsInf", 10, IsInf, kIsInf},
+    {"Relu", 6, Relu, {}},
+    {"Sign", 9, Sign, {}},
+    {"Round", 11, Round, {}},
+    {"LeakyRelu", 6, LeakyRelu, kActivation},
+    {"Elu", 6, Elu, kActivation},
+    {"Celu", 12, Celu, kActivation},
+    {"Selu", 6, Selu, kAlphaGamma},
+    {"ThresholdedRelu", 10, ThresholdedRelu, kActivation},
+    {"HardSigmoid", 6, HardSigmoid, kAlphaBeta},
+    {"HardSwish", 14, HardSwish, {}},
+    {"Softplus", 1, Softplus, {}},
+    {"Shrink", 9, Shrink, kShrink},
+    {"PRelu", 7, PRelu, {}},
+    {"Clip", 6, Clip, kClip},
+    {"Add", 7, Add, {}},
+    {"Sub", 7, Sub, {}},
+    {"Mul", 7, Mul, {}},
+    {"Div", 7, Div, {}},
+    {"Pow", 7, Pow, {}},
+    {"Equal", 7, Equal, {}},
+    {"Less", 7, Less, {}},
+    {"LessOrEqual", 12, LessOrEqual, {}},
+    {"Greater", 7, Greater, {}},
+    {"GreaterOrEqual", 12, GreaterOrEqual, {}},
+    {"And", 7, And, {}},
+    {"Or", 7, Or, {}},
+    {"Xor", 7, Xor, {}},
+    {"Max", 8, variadic<0>, {}},
+    {"Min", 8, variadic<1>, {}},
+    {"Sum", 8, variadic<2>, {}},
+    {"Mean", 8, variadic<3>, {}},
+    {"Where", 9, Where, {}},
+    {"Cast", 6, Cast, kCast},
+    {"CastLike", 15, CastLike, {}},
+    {"Dropout", 7, Dropout, kDropout},
+};
+const std::span<const ConverterRow> elementwise_rows = kElementwiseRows;
+
+}  // namespace kiln::onnx::detail

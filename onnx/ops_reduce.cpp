@@ -1,0 +1,138 @@
+// onnx/ops_reduce.cpp - reductions, arg-reductions and the softmax family.
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "kiln/frontend/lazy.h"
+#include "ops.h"
+
+namespace kiln::onnx::detail {
+
+int64_t normalize_axis(NodeContext& c, int64_t axis, int64_t rank, std::string_view what) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    c.invalid(fmt::format("{} {} is out of range for rank {}", what, axis, rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+namespace {
+
+// The axes a Reduce* node reduces: from its `axes` attribute, or (ReduceSum from opset 13)
+// its second input; none means every axis unless noop_with_empty_axes says otherwise.
+// Returns nullopt for "reduce nothing".
+std::optional<Axes> reduce_axes(NodeContext& c, int64_t rank) {
+  std::vector<int64_t> axes;
+  const bool axes_input = c.node().op_type() == "ReduceSum" && c.opset() >= 13;
+  if (axes_input) {
+    if (c.has_input(1)) axes = c.ints(1, "axes");
+  } else if (auto a = c.attr_ints_opt("axes")) {
+    axes = *a;
+  }
+  if (axes.empty()) {
+    if (c.attr_int("noop_with_empty_axes", 0) != 0) return std::nullopt;
+    axes.resize(static_cast<size_t>(rank));
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (int64_t& a : axes) a = normalize_axis(c, a, rank, "axis");
+  return axes;
+}
+
+enum class Reduction { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
+
+template <Reduction R>
+std::vector<Tensor> reduce(NodeContext& c) {
+  Tensor x = c.input(0);
+  const bool keep = c.attr_int("keepdims", 1) != 0;
+  const auto axes = reduce_axes(c, x.rank());
+  if (!axes) return {x};
+  if (x.dtype() == DType::Bool) c.unsupported(fmt::format("{} of bool is not supported", c.node().op_type()));
+  auto back = [&](Tensor t) { return t.dtype() == x.dtype() ? t : t.to(x.dtype()); };
+  switch (R) {
+    case Reduction::Sum: return {x.sum(*axes, keep)};
+    case Reduction::Mean: return {back(x.mean(*axes, keep))};
+    case Reduction::Max: return {x.max(*axes, keep)};
+    case Reduction::Min: return {x.min(*axes, keep)};
+    case Reduction::Prod: return {x.prod(*axes, keep)};
+    case Reduction::L1: return {x.abs().sum(*axes, keep)};
+    case Reduction::L2: return {back((x * x).sum(*axes, keep).to(is_float(x.dtype()) ? x.dtype() : DType::F64).sqrt())};
+    case Reduction::LogSum: return {x.sum(*axes, keep).log()};
+    case Reduction::LogSumExp: return {x.exp().sum(*axes, keep).log()};
+    case Reduction::SumSquare: return {(x * x).sum(*axes, keep)};
+  }
+  return {};
+}
+
+template <bool IsMax>
+std::vector<Tensor> arg_reduce(NodeContext& c) {
+  if (c.attr_int("select_last_index", 0) != 0)
+    c.unsupported("select_last_index = 1 is not supported (kiln's arg-reductions take the first index)");
+  Tensor x = c.input(0);
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), x.rank(), "axis");
+  const bool keep = c.attr_int("keepdims", 1) != 0;
+  return {IsMax ? x.argmax(axis, keep) : x.argmin(axis, keep)};
+}
+
+// Before opset 13 the softmax family works on the input seen as 2-D: dims before `axis`
+// flattened into rows, the rest into one row each.
+template <class F>
+Tensor over_axis(NodeContext& c, const Tensor& x, F f) {
+  if (c.opset() >= 13) return f(x, normalize_axis(c, c.attr_int("axis", -1), x.rank(), "axis"));
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", 1), x.rank(), "axis");
+  int64_t rows = 1;
+  for (int64_t d = 0; d < axis; ++d) rows *= x.size(d);
+  const int64_t cols = rows == 0 ? 0 : x.numel() / std::max<int64_t>(rows, 1);
+  return f(x.reshape({rows, cols}), 1).reshape(dims_of(x.shape()));
+}
+
+std::vector<Tensor> Softmax(NodeContext& c) {
+  return {over_axis(c, c.input(0), [](const Tensor& t, int64_t a) { return t.softmax(a); })};
+}
+std::vector<Tensor> LogSoftmax(NodeContext& c) {
+  return {over_axis(c, c.input(0), [](const Tensor& t, int64_t a) { return t.log_softmax(a); })};
+}
+// 1 at the first maximum along the axis, 0 elsewhere.
+std::vector<Tensor> Hardmax(NodeContext& c) {
+  return {over_axis(c, c.input(0), [&](const Tensor& t, int64_t a) {
+    std::vector<int64_t> along(static_cast<size_t>(t.rank()), 1);
+    along[static_cast<size_t>(a)] = t.size(a);
+    Tensor idx = kiln::arange(t.size(a), DType::I64, c.device()).reshape(along);
+    return idx.eq(t.argmax(a, true)).to(t.dtype());
+  })};
+}
+
+template <bool IsMax>
+std::vector<Tensor> global_pool(NodeContext& c) {
+  Tensor x = c.input(0);
+  if (x.rank() < 3) c.invalid(fmt::format("its input must be [N, C, spatial...], got rank {}", x.rank()));
+  Axes axes;
+  for (int64_t d = 2; d < x.rank(); ++d) axes.push_back(d);
+  return {IsMax ? x.max(axes, true) : x.mean(axes, true)};
+}
+
+constexpr std::string_view kReduce[] = {"axes", "keepdims", "noop_with_empty_axes"};
+constexpr std::string_view kArg[] = {"axis", "keepdims", "select_last_index"};
+constexpr std::string_view kAxis[] = {"axis"};
+
+}  // namespace
+
+const ConverterRow kReduceRows[] = {
+    {"ReduceSum", 1, reduce<Reduction::Sum>, kReduce},
+    {"ReduceMean", 1, reduce<Reduction::Mean>, kReduce},
+    {"ReduceMax", 1, reduce<Reduction::Max>, kReduce},
+    {"ReduceMin", 1, reduce<Reduction::Min>, kReduce},
+    {"ReduceProd", 1, reduce<Reduction::Prod>, kReduce},
+    {"ReduceL1", 1, reduce<Reduction::L1>, kReduce},
+    {"ReduceL2", 1, reduce<Reduction::L2>, kReduce},
+    {"ReduceLogSum", 1, reduce<Reduction::LogSum>, kReduce},
+    {"ReduceLogSumExp", 1, reduce<Reduction::LogSumExp>, kReduce},
+    {"ReduceSumSquare", 1, reduce<Reduction::SumSquare>, kReduce},
+    {"ArgMax", 1, arg_reduce<true>, kArg},
+    {"ArgMin", 1, arg_reduce<false>, kArg},
+    {"Softmax", 1, Softmax, kAxis},
+    {"LogSoftmax", 1, LogSoftmax, kAxis},
+    {"Hardmax", 1, Hardmax, kAxis},
+    {"GlobalAveragePool", 1, global_pool<false>, {}},
+    {"GlobalMaxPool", 1, global_pool<true>, {}},
+};
+const std::span<const ConverterRow> reduce_rows = kReduceRows;
+
+}  // namespace kiln::onnx::detail

@@ -1,0 +1,352 @@
+// onnx/ops_shape.cpp - shapes, constants and movement: views of their input in kiln.
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "kiln/frontend/lazy.h"
+#include "ops.h"
+
+namespace kiln::onnx::detail {
+namespace {
+
+HostTensor i64_vector(const std::vector<int64_t>& v) { return HostTensor::from_vector(v, Shape{static_cast<int64_t>(v.size())}); }
+
+std::vector<Tensor> Constant(NodeContext& c) {
+  if (c.has_attr("value")) return {c.known(c.attr_tensor("value"))};
+  if (c.has_attr("value_float")) return {c.known(HostTensor::from_vector(std::vector<float>{static_cast<float>(c.attr_float("value_float"))}, Shape{}))};
+  if (c.has_attr("value_int")) return {c.known(HostTensor::from_vector(std::vector<int64_t>{c.attr_int("value_int")}, Shape{}))};
+  if (c.has_attr("value_ints")) return {c.known(i64_vector(c.attr_ints("value_ints")))};
+  c.unsupported("Constant needs one of value, value_float, value_int, value_ints");
+}
+
+std::vector<Tensor> ShapeOp(NodeContext& c) {
+  const Shape s = c.shape(0);
+  const int64_t rank = s.rank();
+  int64_t start = c.attr_int("start", 0), end = c.attr_int("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  return {c.known(i64_vector(std::vector<int64_t>(s.begin() + start, s.begin() + end)))};
+}
+
+std::vector<Tensor> Size(NodeContext& c) {
+  return {c.known(HostTensor::from_vector(std::vector<int64_t>{c.shape(0).numel()}, Shape{}))};
+}
+
+std::vector<Tensor> ConstantOfShape(NodeContext& c) {
+  const std::vector<int64_t> dims = c.ints(0, "shape");
+  HostTensor fill = c.has_attr("value") ? c.attr_tensor("value") : HostTensor::from_vector(std::vector<float>{0.f}, Shape{1});
+  if (fill.numel() != 1) c.invalid("its value must hold one element");
+  HostTensor one(TensorType{fill.dtype(), Shape{}});
+  if (is_float(fill.dtype())) one.set_double(0, fill.get_double(0));
+  else one.set_int(0, fill.get_int(0));
+  Tensor v = kiln::constant(one, c.device());
+  return {v.expand(dims)};
+}
+
+// Range's output length depends on its inputs' values, so they must be known.
+std::vector<Tensor> Range(NodeContext& c) {
+  const HostTensor &s = c.value(0, "start"), &l = c.value(1, "limit"), &d = c.value(2, "delta");
+  const DType t = s.dtype();
+  HostTensor out;
+  if (is_float(t)) {
+    const double start = s.get_double(0), limit = l.get_double(0), delta = d.get_double(0);
+    if (delta == 0) c.invalid("its delta is 0");
+    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    out = HostTensor(TensorType{t, Shape{n}});
+    for (int64_t i = 0; i < n; ++i) out.set_double(i, start + static_cast<double>(i) * delta);
+  } else {
+    const int64_t start = s.get_int(0), limit = l.get_int(0), delta = d.get_int(0);
+    if (delta == 0) c.invalid("its delta is 0");
+    const int64_t n = std::max<int64_t>(0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
+    out = HostTensor(TensorType{t, Shape{n}});
+    for (int64_t i = 0; i < n; ++i) out.set_int(i, start + i * delta);
+  }
+  return {c.known(std::move(out))};
+}
+
+std::vector<Tensor> Reshape(NodeContext& c) {
+  Tensor x = c.input(0);
+  std::vector<int64_t> shape = c.opset() >= 5 ? c.ints(1, "shape") : c.attr_ints("shape");
+  const bool allow_zero = c.attr_int("allowzero", 0) != 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allow_zero) {
+      if (static_cast<int64_t>(i) >= x.rank()) c.invalid(fmt::format("shape[{}] = 0 copies a dim the input lacks", i));
+      shape[i] = x.size(static_cast<int64_t>(i));
+    }
+  }
+  return {x.reshape(shape)};
+}
+
+std::vector<Tensor> Flatten(NodeContext& c) {
+  Tensor x = c.input(0);
+  const int64_t axis = c.attr_int("axis", 1);
+  const int64_t a = axis < 0 ? axis + x.rank() : axis;
+  if (a < 0 || a > x.rank()) c.invalid(fmt::format("axis {} is out of range for rank {}", axis, x.rank()));
+  int64_t rows = 1;
+  for (int64_t d = 0; d < a; ++d) rows *= x.size(d);
+  int64_t cols = 1;
+  for (int64_t d = a; d < x.rank(); ++d) cols *= x.size(d);
+  return {x.reshape({rows, cols})};
+}
+
+std::vector<Tensor> Transpose(NodeContext& c) {
+  Tensor x = c.input(0);
+  Axes perm(static_cast<size_t>(x.rank()));
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  if (auto p = c.attr_ints_opt("perm")) perm = *p;
+  return {x.permute(perm)};
+}
+
+std::vector<int64_t> axes_of(NodeContext& c, int64_t rank, bool required) {
+  std::vector<int64_t> axes;
+  if (c.opset() >= 13) {
+    if (c.has_input(1)) axes = c.ints(1, "axes");
+    else if (required) c.invalid("input 1 (axes) is required");
+  } else {
+    axes = c.attr_ints("axes", required ? std::nullopt : std::optional<std::vector<int64_t>>(std::vector<int64_t>{}));
+  }
+  for (int64_t& a : axes) a = normalize_axis(c, a, rank, "axis");
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) c.invalid("its axes repeat");
+  return axes;
+}
+
+std::vector<Tensor> Squeeze(NodeContext& c) {
+  Tensor x = c.input(0);
+  const std::vector<int64_t> axes = axes_of(c, x.rank(), false);
+  if (axes.empty()) return {x.squeeze()};
+  for (auto it = axes.rbegin(); it != axes.rend(); ++it) x = x.squeeze(*it);
+  return {x};
+}
+
+std::vector<Tensor> Unsqueeze(NodeContext& c) {
+  Tensor x = c.input(0);
+  const int64_t out_rank = x.rank() + static_cast<int64_t>(c.opset() >= 13 ? c.shape(1).numel()
+                                                                           : static_cast<int64_t>(c.attr_ints("axes").size()));
+  for (int64_t a : axes_of(c, out_rank, true)) x = x.unsqueeze(a);
+  return {x};
+}
+
+// ONNX's Expand broadcasts both ways: the result has the broadcast of both shapes.
+std::vector<Tensor> Expand(NodeContext& c) {
+  Tensor x = c.input(0);
+  const std::vector<int64_t> want = c.ints(1, "shape");
+  for (int64_t d : want)
+    if (d < 0) c.invalid(fmt::format("its shape has the negative dim {}", d));
+  const auto b = broadcast_shapes(x.shape(), Shape(std::span<const int64_t>(want)));
+  if (!b) c.invalid(fmt::format("shape {} does not broadcast with the input's {}", Shape(std::span<const int64_t>(want)).str(),
+                                x.shape().str()));
+  return {x.expand(dims_of(*b))};
+}
+
+std::vector<Tensor> Concat(NodeContext& c) {
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < c.num_inputs(); ++i)
+    if (c.has_input(i)) parts.push_back(c.input(i));
+  const int64_t axis = normalize_axis(c, c.attr_int("axis"), parts.front().rank(), "axis");
+  // kiln's concat takes no empty operand along the axis; ONNX allows them.
+  std::vector<Tensor> nonempty;
+  for (const Tensor& p : parts)
+    if (p.size(axis) != 0) nonempty.push_back(p);
+  if (nonempty.empty()) return {parts.front()};
+  return {nonempty.size() == 1 ? nonempty.front() : kiln::cat(nonempty, axis)};
+}
+
+std::vector<Tensor> Slice(NodeContext& c) {
+  Tensor x = c.input(0);
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset() >= 10) {
+    starts = c.ints(1, "starts");
+    ends = c.ints(2, "ends");
+    if (c.has_input(3)) axes = c.ints(3, "axes");
+    if (c.has_input(4)) steps = c.ints(4, "steps");
+  } else {
+    starts = c.attr_ints("starts");
+    ends = c.attr_ints("ends");
+    axes = c.attr_ints("axes", std::vector<int64_t>{});
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.invalid("its starts, ends, axes and steps differ in length");
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t axis = normalize_axis(c, axes[i], x.rank(), "axis");
+    if (steps[i] < 1)
+      c.unsupported(fmt::format("step {} is not supported (kiln's slices take positive steps)", steps[i]));
+    const int64_t n = x.size(axis);
+    // ONNX clamps like Python, with INT64_MAX/MIN standing for "to the end".
+    const int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + n : starts[i], 0, n);
+    const int64_t end = std::clamp<int64_t>(ends[i] < 0 ? std::max<int64_t>(ends[i], -n - 1) + n : ends[i], 0, n);
+    x = x.slice(axis, start, std::max(start, end), steps[i]);
+  }
+  return {x};
+}
+
+std::vector<Tensor> Pad(NodeContext& c) {
+  Tensor x = c.input(0);
+  const std::string mode = c.attr_string("mode", "constant");
+  if (mode != "constant") c.unsupported(fmt::format("mode '{}' is not supported (kiln pads with a constant)", mode));
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (c.opset() >= 11) {
+    pads = c.ints(1, "pads");
+    if (c.has_input(2)) {
+      const HostTensor& v = c.value(2, "constant_value");
+      value = is_float(v.dtype()) ? v.get_double(0) : static_cast<double>(v.get_int(0));
+    }
+  } else {
+    pads = c.attr_ints("pads");
+    value = c.attr_float("value", 0.0);
+  }
+  const auto rank = static_cast<size_t>(x.rank());
+  if (pads.size() != 2 * rank) c.invalid(fmt::format("it has {} pads for rank {}", pads.size(), rank));
+  std::vector<int64_t> low(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(rank)),
+      high(pads.begin() + static_cast<std::ptrdiff_t>(rank), pads.end());
+  // Negative pads crop.
+  for (size_t d = 0; d < rank; ++d) {
+    const auto a = static_cast<int64_t>(d);
+    if (low[d] < 0 || high[d] < 0) {
+      x = x.slice(a, std::max<int64_t>(0, -low[d]), x.size(a) - std::max<int64_t>(0, -high[d]));
+      low[d] = std::max<int64_t>(0, low[d]);
+      high[d] = std::max<int64_t>(0, high[d]);
+    }
+  }
+  const Number fill = is_float(x.dtype()) ? Number(value) : Number(static_cast<int64_t>(value));
+  return {x.pad(low, high, fill)};
+}
+
+std::vector<Tensor> Tile(NodeContext& c) {
+  Tensor x = c.input(0);
+  const std::vector<int64_t> reps = c.ints(1, "repeats");
+  if (static_cast<int64_t>(reps.size()) != x.rank()) c.invalid("its repeats do not match the input's rank");
+  // [d0, d1] -> [1, d0, 1, d1] -> [r0, d0, r1, d1] -> [r0*d0, r1*d1]
+  std::vector<int64_t> split, expanded, merged;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    split.insert(split.end(), {1, x.size(d)});
+    expanded.insert(expanded.end(), {reps[static_cast<size_t>(d)], x.size(d)});
+    merged.push_back(reps[static_cast<size_t>(d)] * x.size(d));
+  }
+  return {x.reshape(split).expand(expanded).reshape(merged)};
+}
+
+std::vector<Tensor> Split(NodeContext& c) {
+  Tensor x = c.input(0);
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), x.rank(), "axis");
+  std::vector<int64_t> sizes;
+  if (c.opset() >= 13) {
+    if (c.has_input(1)) sizes = c.ints(1, "split");
+  } else {
+    sizes = c.attr_ints("split", std::vector<int64_t>{});
+  }
+  const int64_t n = x.size(axis);
+  const auto parts = static_cast<int64_t>(c.node().output_size());
+  if (sizes.empty()) {
+    if (parts == 0 || n % parts != 0) c.invalid(fmt::format("{} elements do not split into {} equal parts", n, parts));
+    sizes.assign(static_cast<size_t>(parts), n / parts);
+  }
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != n) c.invalid("its split sizes do not add up to the axis");
+  std::vector<Tensor> out;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.slice(axis, at, at + s));
+    at += s;
+  }
+  return out;
+}
+
+// A 0/1 mask from comparing row and column indices: Trilu and EyeLike.
+Tensor diagonal_mask(NodeContext& c, int64_t rows, int64_t cols, int64_t k, bool upper) {
+  Tensor r = kiln::arange(rows, DType::I64, c.device()).reshape({rows, 1});
+  Tensor col = kiln::arange(cols, DType::I64, c.device()).reshape({1, cols});
+  Tensor d = col - r;  // on or above diagonal k: col - row >= k
+  return upper ? d.ge(c.scalar(static_cast<double>(k), DType::I64)) : d.le(c.scalar(static_cast<double>(k), DType::I64));
+}
+
+std::vector<Tensor> Trilu(NodeContext& c) {
+  Tensor x = c.input(0);
+  if (x.rank() < 2) c.invalid("its input must have rank 2 or more");
+  const int64_t k = c.has_input(1) ? c.ints(1, "k").at(0) : 0;
+  const bool upper = c.attr_int("upper", 1) != 0;
+  Tensor mask = diagonal_mask(c, x.size(-2), x.size(-1), k, upper);
+  return {where(mask, x, c.scalar_like(0, x))};
+}
+
+std::vector<Tensor> EyeLike(NodeContext& c) {
+  const Shape s = c.shape(0);
+  if (s.rank() != 2) c.invalid("its input must be 2-D");
+  const DType t = c.has_attr("dtype") ? dtype_from_onnx(static_cast<int>(c.attr_int("dtype")), "EyeLike's dtype") : c.dtype(0);
+  const int64_t k = c.attr_int("k", 0);
+  Tensor r = kiln::arange(s[0], DType::I64, c.device()).reshape({s[0], 1});
+  Tensor col = kiln::arange(s[1], DType::I64, c.device()).reshape({1, s[1]});
+  return {(col - r).eq(c.scalar(static_cast<double>(k), DType::I64)).to(t)};
+}
+
+// DepthToSpace and SpaceToDepth: a reshape, a permutation and a reshape.
+std::vector<Tensor> DepthToSpace(NodeContext& c) {
+  Tensor x = c.input(0);
+  if (x.rank() != 4) c.invalid("its input must be [N, C, H, W]");
+  const int64_t b = c.attr_int("blocksize"), n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+  if (b <= 0 || ch % (b * b) != 0) c.invalid(fmt::format("C = {} is not a multiple of blocksize^2", ch));
+  const std::string mode = c.attr_string("mode", "DCR");
+  if (mode == "DCR")
+    return {x.reshape({n, b, b, ch / (b * b), h, w}).permute({0, 3, 4, 1, 5, 2}).reshape({n, ch / (b * b), h * b, w * b})};
+  if (mode == "CRD")
+    return {x.reshape({n, ch / (b * b), b, b, h, w}).permute({0, 1, 4, 2, 5, 3}).reshape({n, ch / (b * b), h * b, w * b})};
+  c.invalid(fmt::format("mode '{}' is neither DCR nor CRD", mode));
+}
+
+std::vector<Tensor> SpaceToDepth(NodeContext& c) {
+  Tensor x = c.input(0);
+  if (x.rank() != 4) c.invalid("its input must be [N, C, H, W]");
+  const int64_t b = c.attr_int("blocksize"), n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+  if (b <= 0 || h % b != 0 || w % b != 0) c.invalid("H and W must be multiples of blocksize");
+  return {x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4}).reshape({n, ch * b * b, h / b, w / b})};
+}
+
+constexpr std::string_view kConstant[] = {"value", "value_float", "value_int", "value_ints"};
+constexpr std::string_view kShape[] = {"start", "end"};
+constexpr std::string_view kValue[] = {"value"};
+constexpr std::string_view kReshape[] = {"allowzero", "shape"};
+constexpr std::string_view kAxis[] = {"axis"};
+constexpr std::string_view kPerm[] = {"perm"};
+constexpr std::string_view kAxes[] = {"axes"};
+constexpr std::string_view kSlice[] = {"starts", "ends", "axes"};
+constexpr std::string_view kPad[] = {"mode", "pads", "value"};
+constexpr std::string_view kSplit[] = {"axis", "split"};
+constexpr std::string_view kTrilu[] = {"upper"};
+constexpr std::string_view kEyeLike[] = {"dtype", "k"};
+constexpr std::string_view kBlock[] = {"blocksize", "mode"};
+
+}  // namespace
+
+const ConverterRow kShapeRows[] = {
+    {"Constant", 1, Constant, kConstant},
+    {"Shape", 1, ShapeOp, kShape},
+    {"Size", 1, Size, {}},
+    {"ConstantOfShape", 9, ConstantOfShape, kValue},
+    {"Range", 11, Range, {}},
+    {"Reshape", 1, Reshape, kReshape},
+    {"Flatten", 1, Flatten, kAxis},
+    {"Transpose", 1, Transpose, kPerm},
+    {"Squeeze", 1, Squeeze, kAxes},
+    {"Unsqueeze", 1, Unsqueeze, kAxes},
+    {"Expand", 8, Expand, {}},
+    {"Concat", 4, Concat, kAxis},
+    {"Slice", 1, Slice, kSlice},
+    {"Pad", 2, Pad, kPad},
+    {"Tile", 6, Tile, {}},
+    {"Split", 2, Split, kSplit},
+    {"Trilu", 14, Trilu, kTrilu},
+    {"EyeLike", 9, EyeLike, kEyeLike},
+    {"DepthToSpace", 1, DepthToSpace, kBlock},
+    {"SpaceToDepth", 1, SpaceToDepth, kBlock},
+};
+const std::span<const ConverterRow> shape_rows = kShapeRows;
+
+}  // namespace kiln::onnx::detail

@@ -1,0 +1,17 @@
+// onnx/ops_table.cpp - every converter row, gathered from the ops_*.cpp files.
+#include <vector>
+
+#include "ops.h"
+
+namespace kiln::onnx::detail {
+
+std::span<const ConverterRow> converter_rows() {
+  static const std::vector<ConverterRow> rows = [] {
+    std::vector<ConverterRow> all;
+    for (auto part : {elementwise_rows, reduce_rows, shape_rows, nn_rows}) all.insert(all.end(), part.begin(), part.end());
+    return all;
+  }();
+  return rows;
+}
+
+}  // namespace kiln::onnx::detail

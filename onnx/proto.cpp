@@ -1,0 +1,138 @@
+// onnx/proto.cpp - ONNX files and TensorProtos read into kiln types.
+#include "proto.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace kiln::onnx::detail {
+namespace {
+
+std::string read_bytes(const std::string& path, int64_t offset = 0, int64_t length = -1) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open the file", path));
+  in.seekg(0, std::ios::end);
+  const int64_t size = in.tellg();
+  if (offset < 0 || offset > size || (length >= 0 && offset + length > size))
+    throw Error(fmt::format("{}: bytes [{}, {}) are past its end ({} bytes)", path, offset,
+                            length < 0 ? size : offset + length, size));
+  if (length < 0) length = size - offset;
+  std::string bytes(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  if (!in) throw Error(fmt::format("{}: read failed", path));
+  return bytes;
+}
+
+// Little-endian raw bytes of `n` elements of width `from_size`, widened or copied into `out`.
+template <class From>
+void put_raw(HostTensor& out, const std::string& raw) {
+  const int64_t n = out.numel();
+  if (raw.size() != static_cast<size_t>(n) * sizeof(From))
+    throw Error(fmt::format("raw_data holds {} bytes for {} elements of {} bytes", raw.size(), n, sizeof(From)));
+  for (int64_t i = 0; i < n; ++i) {
+    From v;
+    std::memcpy(&v, raw.data() + i * static_cast<int64_t>(sizeof(From)), sizeof(From));
+    if constexpr (std::is_floating_point_v<From>) out.set_double(i, static_cast<double>(v));
+    else out.set_int(i, static_cast<int64_t>(v));
+  }
+}
+
+template <class Field, class Set>
+void put_field(HostTensor& out, const Field& field, Set set) {
+  if (field.size() != out.numel())
+    throw Error(fmt::format("holds {} values for {} elements", field.size(), out.numel()));
+  for (int64_t i = 0; i < out.numel(); ++i) set(i, field.Get(static_cast<int>(i)));
+}
+
+}  // namespace
+
+std::string elem_type_name(int elem_type) {
+  if (!::onnx::TensorProto_DataType_IsValid(elem_type)) return fmt::format("element type {}", elem_type);
+  return ::onnx::TensorProto_DataType_Name(static_cast<::onnx::TensorProto_DataType>(elem_type));
+}
+
+DType dtype_from_onnx(int elem_type, const std::string& what) {
+  using P = ::onnx::TensorProto;
+  switch (elem_type) {
+    case P::FLOAT: return DType::F32;
+    case P::DOUBLE: return DType::F64;
+    case P::INT32: return DType::I32;
+    case P::INT64: return DType::I64;
+    case P::BOOL: return DType::Bool;
+    default: break;
+  }
+  throw Unsupported(fmt::format("{} has element type {}, which kiln does not support (it has float, double, "
+                                "int32, int64 and bool)",
+                                what, elem_type_name(elem_type)));
+}
+
+HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& base_dir) {
+  using P = ::onnx::TensorProto;
+  const std::string what = t.name().empty() ? std::string("a tensor") : fmt::format("tensor '{}'", t.name());
+  const DType dtype = dtype_from_onnx(t.data_type(), what);
+  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  for (int64_t d : dims)
+    if (d < 0) throw Error(fmt::format("{} has a negative dimension", what));
+  const TensorType type{dtype, Shape(dims)};
+  if (!checked_bytes(type)) throw Error(fmt::format("{} of {} is too large", what, type.str()));
+  HostTensor out(type);
+  try {
+    std::string raw;
+    bool has_raw = t.has_raw_data();
+    if (t.data_location() == P::EXTERNAL) {
+      std::string location;
+      int64_t offset = 0, length = -1;
+      for (const auto& kv : t.external_data()) {
+        if (kv.key() == "location") location = kv.value();
+        else if (kv.key() == "offset") offset = std::stoll(kv.value());
+        else if (kv.key() == "length") length = std::stoll(kv.value());
+      }
+      if (location.empty()) throw Error("its external data names no location");
+      const std::filesystem::path p = std::filesystem::path(location);
+      if (p.is_absolute() || location.find("..") != std::string::npos)
+        throw Error(fmt::format("its external data file '{}' is outside the model's folder", location));
+      raw = read_bytes((std::filesystem::path(base_dir) / p).string(), offset, length);
+      has_raw = true;
+    } else if (has_raw) {
+      raw = t.raw_data();
+    }
+    if (has_raw) {
+      switch (dtype) {
+        case DType::F32: put_raw<float>(out, raw); break;
+        case DType::F64: put_raw<double>(out, raw); break;
+        case DType::I32: put_raw<int32_t>(out, raw); break;
+        case DType::I64: put_raw<int64_t>(out, raw); break;
+        case DType::Bool: put_raw<uint8_t>(out, raw); break;
+      }
+      if (dtype == DType::Bool)
+        for (int64_t i = 0; i < out.numel(); ++i) out.set_int(i, out.get_int(i) != 0);
+      return out;
+    }
+    switch (dtype) {
+      case DType::F32: put_field(out, t.float_data(), [&](int64_t i, float v) { out.set_double(i, v); }); break;
+      case DType::F64: put_field(out, t.double_data(), [&](int64_t i, double v) { out.set_double(i, v); }); break;
+      case DType::I64: put_field(out, t.int64_data(), [&](int64_t i, int64_t v) { out.set_int(i, v); }); break;
+      case DType::I32:  // int32 and bool are stored in int32_data
+      case DType::Bool: put_field(out, t.int32_data(), [&](int64_t i, int32_t v) { out.set_int(i, dtype == DType::Bool ? v != 0 : v); }); break;
+    }
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{} ({}): {}", what, type.str(), e.what()));
+  }
+  return out;
+}
+
+::onnx::ModelProto read_model_file(const std::string& path) {
+  const std::string bytes = read_bytes(path);
+  ::onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) throw Error(fmt::format("{}: not an ONNX model (the protobuf does not parse)", path));
+  if (!model.has_graph()) throw Error(fmt::format("{}: the model has no graph", path));
+  return model;
+}
+
+}  // namespace kiln::onnx::detail

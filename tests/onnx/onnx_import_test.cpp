@@ -1,0 +1,287 @@
+// tests/unit/onnx_import_test.cpp - the ONNX importer: its errors, options and weights.
+// Models are built here with the protobuf classes; ONNX's own tests run in tests/onnx.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <variant>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using ::onnx::TensorProto;
+
+// A model under construction, written to a scratch file by save().
+struct ModelBuilder {
+  ::onnx::ModelProto m;
+  ::onnx::GraphProto* g = m.mutable_graph();
+
+  explicit ModelBuilder(int opset = 17) {
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    g->set_name("test");
+  }
+  ::onnx::ValueInfoProto* value(::google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto>* list,
+                                const std::string& name, int type, std::vector<std::variant<int64_t, std::string>> dims) {
+    auto* v = list->Add();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (std::holds_alternative<int64_t>(d)) dim->set_dim_value(std::get<int64_t>(d));
+      else dim->set_dim_param(std::get<std::string>(d));
+    }
+    return v;
+  }
+  void input(const std::string& name, int type, std::vector<std::variant<int64_t, std::string>> dims) {
+    value(g->mutable_input(), name, type, std::move(dims));
+  }
+  void output(const std::string& name, int type = TensorProto::FLOAT) { value(g->mutable_output(), name, type, {}); }
+  ::onnx::NodeProto* node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                          const std::string& name = "") {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (auto& s : in) n->add_input(s);
+    for (auto& s : out) n->add_output(s);
+    return n;
+  }
+  TensorProto* initializer(const std::string& name, std::vector<int64_t> dims, std::vector<float> values) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+    return t;
+  }
+  void initializer_i64(const std::string& name, std::vector<int64_t> values) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  std::string save(const std::string& file = "model.onnx") const {
+    const fs::path dir = fs::temp_directory_path() / ("kiln_onnx_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string path = (dir / file).string();
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+    return path;
+  }
+};
+
+void add_attr_int(::onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+std::string error_of(const std::string& path, const onnx::ImportOptions& options = {}) {
+  auto m = onnx::import_model(path, options);
+  return m ? std::string("(imported)") : m.error().message;
+}
+
+TEST(OnnxImport, AnUnsupportedOpIsAnErrorNamingTheNode) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, 3, 8, 8});
+  b.node("Relu", {"x"}, {"r"}, "act");
+  b.node("LpNormalization", {"r"}, {"y"}, "norm");
+  b.output("y");
+  const std::string path = b.save();
+  EXPECT_THROW(onnx::load(path), onnx::Unsupported);
+  EXPECT_EQ(error_of(path), path + ": node 'norm' (LpNormalization, opset 17): op LpNormalization is not supported");
+}
+
+TEST(OnnxImport, UnsupportedDtypesAndAttributesAreNamed) {
+  ModelBuilder b;
+  b.input("x", TensorProto::UINT8, {4});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y", TensorProto::UINT8);
+  const std::string path = b.save();
+  EXPECT_THROW(onnx::load(path), onnx::Unsupported);
+  EXPECT_NE(error_of(path).find("input 'x' has element type UINT8, which kiln does not support"), std::string::npos)
+      << error_of(path);
+
+  ModelBuilder c;
+  c.input("x", TensorProto::FLOAT, {2, 3});
+  add_attr_int(c.node("ArgMax", {"x"}, {"y"}, "am"), "select_last_index", 1);
+  c.output("y", TensorProto::INT64);
+  EXPECT_NE(error_of(c.save()).find("node 'am' (ArgMax, opset 17): select_last_index = 1 is not supported"),
+            std::string::npos)
+      << error_of(c.save());
+
+  ModelBuilder d;
+  d.input("x", TensorProto::FLOAT, {2, 3});
+  add_attr_int(d.node("Relu", {"x"}, {"y"}, "r"), "frobnicate", 1);
+  d.output("y");
+  EXPECT_NE(error_of(d.save()).find("attribute 'frobnicate' of Relu is not supported"), std::string::npos);
+}
+
+TEST(OnnxImport, SymbolicDimsNeedAShape) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {std::string("N"), 4});
+  b.node("Neg", {"x"}, {"y"});
+  b.output("y");
+  const std::string path = b.save();
+  EXPECT_NE(error_of(path).find("input 'x' has the symbolic dim 'N'"), std::string::npos) << error_of(path);
+  onnx::ImportOptions o;
+  o.input_shapes["x"] = Shape{3, 4};
+  const onnx::Model m = onnx::load(path, o);
+  EXPECT_EQ(m.graph.type(m.graph.inputs()[0]).str(), "f32[3,4]");
+}
+
+TEST(OnnxImport, AShapeFromAModelInputIsFixedByItsValue) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {2, 6});
+  b.input("shape", TensorProto::INT64, {2});
+  b.node("Reshape", {"x", "shape"}, {"y"}, "rs");
+  b.output("y");
+  const std::string path = b.save();
+  EXPECT_NE(error_of(path).find("node 'rs' (Reshape, opset 17): its shape ('shape') is the model input 'shape'"),
+            std::string::npos)
+      << error_of(path);
+  onnx::ImportOptions o;
+  o.input_values["shape"] = HostTensor::from_vector(std::vector<int64_t>{3, -1}, Shape{2});
+  const onnx::Model m = onnx::load(path, o);
+  ASSERT_EQ(m.input_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(m.graph.type(m.graph.outputs()[0]).str(), "f32[3,4]");
+}
+
+// Shape -> Gather-free arithmetic -> Reshape: values computed while importing.
+TEST(OnnxImport, ShapeComputationsFoldWhileImporting) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {2, 3, 4});
+  b.initializer_i64("minus_one", {-1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Slice", {"s", "zero", "one"}, {"lead"});
+  b.initializer_i64("zero", {0});
+  b.initializer_i64("one", {1});
+  b.node("Concat", {"lead", "minus_one"}, {"target"})->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(::onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  b.node("Reshape", {"x", "target"}, {"y"});
+  b.output("y");
+  // The initializers come after their first use in node order, which ONNX allows.
+  const onnx::Model m = onnx::load(b.save());
+  EXPECT_EQ(m.graph.type(m.graph.outputs()[0]).str(), "f32[2,12]");
+}
+
+TEST(OnnxImport, WeightsAsParametersOrInlineComputeTheSame) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {2, 3});
+  std::vector<float> w(3 * 100);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) - 3.f;
+  b.initializer("w", {3, 100}, w);
+  b.initializer("b", {100}, std::vector<float>(100, 0.5f));
+  b.node("MatMul", {"x", "w"}, {"xw"});
+  b.node("Add", {"xw", "b"}, {"y"});
+  b.output("y");
+  const std::string path = b.save();
+  const onnx::Model params = onnx::load(path);
+  ASSERT_EQ(params.weight_names, (std::vector<std::string>{"w", "b"}));
+  EXPECT_EQ(params.graph.inputs().size(), 3u);
+  onnx::ImportOptions inline_options;
+  inline_options.weights = onnx::Weights::Inline;
+  const onnx::Model inlined = onnx::load(path, inline_options);
+  EXPECT_TRUE(inlined.weights.empty());
+  EXPECT_EQ(inlined.graph.inputs().size(), 1u);
+
+  const Tensor x = from_vector(std::vector<float>{1, 2, 3, -1, 0, 1}, {2, 3}, Device::cpu());
+  const std::vector<float> a = params({x})[0].to_vector<float>();
+  const std::vector<float> c = inlined({x})[0].to_vector<float>();
+  const std::vector<float> again = params({x})[0].to_vector<float>();  // weights uploaded once, reused
+  EXPECT_EQ(a, c);
+  EXPECT_EQ(a, again);
+  // Row 0: sum_k x_k * w[k][j] + 0.5 with w[k][j] = ((k*100 + j) % 7) - 3.
+  float want = 0.5f;
+  for (int k = 0; k < 3; ++k) want += static_cast<float>(k + 1) * w[static_cast<size_t>(k * 100)];
+  EXPECT_EQ(a[0], want);
+}
+
+TEST(OnnxImport, ExternalDataIsReadBesideTheModel) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {4});
+  auto* t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(TensorProto::FLOAT);
+  t->add_dims(4);
+  t->set_data_location(TensorProto::EXTERNAL);
+  auto add_kv = [&](const std::string& k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add_kv("location", "weights.bin");
+  add_kv("offset", "4");
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.output("y");
+  const std::string path = b.save("external.onnx");
+  {
+    std::ofstream bin(fs::path(path).parent_path() / "weights.bin", std::ios::binary);
+    const float values[] = {99, 1, 2, 3, 4};  // the first is skipped by the offset
+    bin.write(reinterpret_cast<const char*>(values), sizeof values);
+  }
+  const onnx::Model m = onnx::load(path);
+  const auto y = m({from_vector(std::vector<float>{1, 1, 2, 2}, {4}, Device::interp())})[0].to_vector<float>();
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 6, 8}));
+
+  t->mutable_external_data(0)->set_value("../outside.bin");
+  EXPECT_NE(error_of(b.save("escape.onnx")).find("is outside the model's folder"), std::string::npos);
+}
+
+TEST(OnnxImport, SoftmaxFollowsItsOpset) {
+  // Before opset 13 Softmax normalizes the input flattened to 2-D at `axis` (default 1);
+  // from 13 on it normalizes one axis (default -1).
+  for (int opset : {11, 13}) {
+    ModelBuilder b(opset);
+    b.input("x", TensorProto::FLOAT, {1, 2, 2});
+    b.node("Softmax", {"x"}, {"y"});
+    b.output("y");
+    const onnx::Model m = onnx::load(b.save(fmt::format("softmax{}.onnx", opset)));
+    const auto y = m({from_vector(std::vector<float>{0, 0, 0, 0}, {1, 2, 2}, Device::cpu())})[0].to_vector<float>();
+    EXPECT_FLOAT_EQ(y[0], opset == 11 ? 0.25f : 0.5f) << "opset " << opset;
+  }
+}
+
+TEST(OnnxImport, NotAModelIsAClearError) {
+  const fs::path p = fs::temp_directory_path() / ("kiln_not_onnx_" + std::to_string(::getpid()) + ".onnx");
+  std::ofstream(p) << "graph @g() {}";
+  EXPECT_NE(error_of(p.string()).find("not an ONNX model"), std::string::npos) << error_of(p.string());
+  EXPECT_NE(error_of("/nonexistent/model.onnx").find("cannot open the file"), std::string::npos);
+}
+
+TEST(FrontendCall, AGraphRunsOnTensorsAndFusesWithTheirCode) {
+  const Graph g = parse_graph("graph @f(%a: f32[2], %b: f32[2]) -> f32[2] {\n"
+                              "  %c = constant {data = [1.0, 2.0]} : f32[2]\n"
+                              "  %s = add %a, %b : f32[2]\n"
+                              "  %y = mul %s, %c : f32[2]\n"
+                              "  return %y\n}\n")
+                      .take();
+  const Tensor a = from_vector(std::vector<float>{1, 2}, {2}, Device::cpu());
+  const Tensor b = constant(HostTensor::from_vector(std::vector<float>{3, 4}, Shape{2}), Device::cpu());
+  const std::vector<Tensor> y = call(g, {a, b});
+  EXPECT_EQ((y[0] + 1.f).to_vector<float>(), (std::vector<float>{5, 13}));
+  EXPECT_THROW(call(g, {a}), Error);
+  EXPECT_THROW(call(g, {a, from_vector(std::vector<float>{1, 2, 3}, {3}, Device::cpu())}), Error);
+}
+
+}  // namespace
+}  // namespace kiln

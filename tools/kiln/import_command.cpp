@@ -1,0 +1,112 @@
+// tools/kiln/import_command.cpp - `kiln import`: an ONNX model as kiln IR text.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "kiln/ir/text.h"
+#include "kiln/onnx/onnx.h"
+#include "kiln/passes/pass_manager.h"
+#include "kiln/runtime/npy.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ImportCommandOptions {
+  std::string file;
+  std::string output;
+  std::string weights = "params";
+  std::vector<std::string> shapes;  // NAME=2x3x4
+  std::vector<std::string> values;  // NAME=FILE.npy
+  bool stats = false;
+};
+
+std::pair<std::string, std::string> split_spec(const std::string& spec, std::string_view option) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw Error(fmt::format("error: {} takes NAME=VALUE, got '{}'", option, spec));
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
+Shape parse_shape(const std::string& text) {
+  std::vector<int64_t> dims;
+  if (text != "scalar") {
+    size_t at = 0;
+    while (at <= text.size()) {
+      const size_t x = std::min(text.find('x', at), text.size());
+      const std::string d = text.substr(at, x - at);
+      if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(fmt::format("error: --input-shape: '{}' is not a shape like 2x3x4 (or 'scalar')", text));
+      dims.push_back(std::stoll(d));
+      at = x + 1;
+    }
+  }
+  return Shape(std::span<const int64_t>(dims));
+}
+
+}  // namespace
+
+Command add_import_command(CLI::App& app) {
+  auto opts = std::make_shared<ImportCommandOptions>();
+  CLI::App* sub = app.add_subcommand("import", "Import an ONNX model as kiln IR (see docs/onnx.md).");
+  sub->add_option("file", opts->file, "the .onnx file")->required();
+  sub->add_option("-o,--output", opts->output, "where to write the IR (default: stdout)");
+  sub->add_option("--weights", opts->weights,
+                  "params: weights are graph parameters, written as .npy files beside -o (FILE.weights/NAME.npy); "
+                  "inline: weights are constants in the IR text")
+      ->check(CLI::IsMember({"params", "inline"}))
+      ->capture_default_str();
+  sub->add_option("--input-shape", opts->shapes, "the shape of an input with symbolic dims, e.g. x=1x3x224x224")
+      ->type_name("NAME=SHAPE");
+  sub->add_option("--input-value", opts->values,
+                  "fix an input to the values of a .npy file, for ops that need them while importing (a Reshape's shape)")
+      ->type_name("NAME=FILE.npy");
+  sub->add_flag("--stats", opts->stats, "print the model's size and the kernels it fuses into, to stderr");
+  return {sub, [opts]() {
+            onnx::ImportOptions options;
+            options.weights = opts->weights == "inline" ? onnx::Weights::Inline : onnx::Weights::Parameters;
+            for (const std::string& s : opts->shapes) {
+              auto [name, shape] = split_spec(s, "--input-shape");
+              options.input_shapes[name] = parse_shape(shape);
+            }
+            for (const std::string& s : opts->values) {
+              auto [name, file] = split_spec(s, "--input-value");
+              options.input_values[name] = read_npy(file);
+            }
+            const onnx::Model model = onnx::load(opts->file, options);
+            write_output(opts->output, print_graph(model.graph));
+            if (!model.weights.empty()) {
+              if (opts->output.empty() || opts->output == "-") {
+                std::cerr << fmt::format("kiln import: {} weights are parameters; give -o to write them as .npy files, "
+                                         "or use --weights inline\n", model.weights.size());
+              } else {
+                const std::filesystem::path dir = opts->output + ".weights";
+                std::filesystem::create_directories(dir);
+                const auto params = model.graph.inputs();
+                const size_t first = model.input_names.size();
+                for (size_t k = 0; k < model.weights.size(); ++k)
+                  write_npy((dir / (model.graph.node(params[first + k]).name + ".npy")).string(), model.weights[k]);
+                std::cerr << fmt::format("kiln import: wrote {} weights to {}/\n", model.weights.size(), dir.string());
+              }
+            }
+            if (opts->stats) {
+              int64_t weight_elements = 0;
+              for (const HostTensor& w : model.weights) weight_elements += w.numel();
+              const GraphStats before = graph_stats(model.graph);
+              const Graph fused = run_pipeline(model.graph, pipeline_for_level(2)).take();
+              const GraphStats after = graph_stats(fused);
+              std::cerr << fmt::format("// {}: opset {}, produced by {}\n", opts->file, model.opset,
+                                       model.producer.empty() ? "(unknown)" : model.producer);
+              std::cerr << fmt::format("// {} inputs, {} outputs, {} weight tensors ({} elements)\n",
+                                       model.input_names.size(), model.output_names.size(), model.weights.size(),
+                                       weight_elements);
+              std::cerr << fmt::format("// imported: {} nodes; after -O2: {} nodes in {} kernels\n", before.nodes,
+                                       after.nodes, after.kernels);
+            }
+            return 0;
+          }};
+}
+
+}  // namespace kiln::cli
