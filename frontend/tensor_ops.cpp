@@ -346,11 +346,18 @@ Tensor Tensor::expand(const std::vector<int64_t>& shape) const {
 Tensor Tensor::slice(int64_t dim, int64_t start, int64_t stop, int64_t step) const {
   detail::require_defined("slice", *this);
   const auto d = static_cast<int>(detail::normalize_axis("slice", dim, *this));
-  if (step < 1) detail::fail("slice", fmt::format("step {} must be at least 1", step));
+  if (step == 0) detail::fail("slice", "step must not be 0");
   const int64_t n = shape()[d];
-  auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{0}, n); };
-  start = clamp(start);
-  stop = std::max(start, clamp(stop));
+  if (step > 0) {
+    auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{0}, n); };
+    start = clamp(start);
+    stop = std::max(start, clamp(stop));
+  } else {
+    // Python's rule for a negative step: indices clamp to [-1, n - 1], -1 meaning "past 0".
+    auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{-1}, n - 1); };
+    start = clamp(start);
+    stop = std::min(start, clamp(stop));
+  }
   Attrs a = Graph::make_attrs(OpKind::Slice);
   auto& s0 = detail::attr_slot(a, OpKind::Slice, "start").ints;
   auto& s1 = detail::attr_slot(a, OpKind::Slice, "stop").ints;
@@ -362,6 +369,24 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t stop, int64_t step) con
   }
   if (step == 1) a[static_cast<size_t>(attr_index(OpKind::Slice, "step"))] = AttrValue{};
   return record("slice", OpKind::Slice, {this}, std::move(a));
+}
+
+Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step, int64_t dilation) const {
+  detail::require_defined("unfold", *this);
+  const int64_t d = detail::normalize_axis("unfold", dim, *this);
+  Attrs a = Graph::make_attrs(OpKind::Unfold);
+  detail::attr_slot(a, OpKind::Unfold, "axis").i = d;
+  detail::attr_slot(a, OpKind::Unfold, "size").i = size;
+  detail::attr_slot(a, OpKind::Unfold, "step").i = step;
+  if (dilation != 1) detail::attr_slot(a, OpKind::Unfold, "dilation").i = dilation;
+  return record("unfold", OpKind::Unfold, {this}, std::move(a));
+}
+
+Tensor Tensor::flip(const Axes& dims) const {
+  detail::require_defined("flip", *this);
+  Tensor out = *this;
+  for (int64_t d : detail::normalize_axes("flip", dims, *this)) out = out.slice(d, -1, -out.size(d) - 1, -1);
+  return out;
 }
 
 Tensor Tensor::pad(const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value) const {
@@ -435,6 +460,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) { return x.squeeze(dim); }
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t stop, int64_t step) {
   return x.slice(dim, start, stop, step);
 }
+Tensor flip(const Tensor& x, const Axes& dims) { return x.flip(dims); }
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value) {
   return x.pad(low, high, value);
 }

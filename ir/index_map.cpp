@@ -284,6 +284,14 @@ IndexMap operand_index_map(const Graph& g, const Node& c, size_t operand, const 
         m.push_back(p[j] * (step.present ? step.ints[j] : 1) + IndexExpr::constant(start[j]));
       return m;
     }
+    case OpKind::Unfold: {
+      // Window w, element k along the new last axis: w * step + k * dilation.
+      const auto axis = static_cast<size_t>(c.attr("axis").i);
+      const AttrValue& dil = c.attr("dilation");
+      m.assign(p.begin(), p.begin() + os.rank());
+      m[axis] = p[axis] * c.attr("step").i + p.back() * (dil.present ? dil.i : 1);
+      return m;
+    }
     case OpKind::Pad: {
       const auto& low = c.attr("low").ints;
       for (size_t j = 0; j < static_cast<size_t>(os.rank()); ++j) m.push_back(p[j] + IndexExpr::constant(-low[j]));

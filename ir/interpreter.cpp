@@ -355,6 +355,15 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       }
       return gather(x, n.type, offset, s);
     }
+    case OpKind::Unfold: {
+      const auto axis = static_cast<size_t>(n.attr("axis").i);
+      const AttrValue& dil = n.attr("dilation");
+      Strides s{};
+      for (size_t d = 0; d < static_cast<size_t>(rank); ++d) s[d] = xs[d];
+      s[axis] = xs[axis] * n.attr("step").i;
+      s[static_cast<size_t>(rank)] = xs[axis] * (dil.present ? dil.i : 1);
+      return gather(x, n.type, 0, s);
+    }
     case OpKind::Pad: {
       Wide out = make_wide(n.type);
       const AttrValue& value = n.attr("value");

@@ -279,12 +279,46 @@ Expected<TensorType> rule_slice(const TypeRuleInput& in) {
   Shape out;
   for (int d = 0; d < rank; ++d) {
     const auto i = static_cast<size_t>(d);
-    KILN_REQUIRE(step[i] >= 1, "'slice' step {} on axis {} must be at least 1", step[i], d);
-    KILN_REQUIRE(start[i] <= stop[i], "'slice' start {} is after stop {} on axis {}", start[i], stop[i], d);
-    KILN_REQUIRE(0 <= start[i] && stop[i] <= x.shape[d], "'slice' range [{}, {}) on axis {} is outside 0..{} of {}", start[i],
-                                 stop[i], d, x.shape[d], x.str());
-    out.push_back(stop[i] > start[i] ? (stop[i] - start[i] - 1) / step[i] + 1 : 0);  // no overflow
+    KILN_REQUIRE(step[i] != 0, "'slice' step on axis {} is 0 (it must be positive, or negative to reverse)", d);
+    if (step[i] > 0) {
+      KILN_REQUIRE(start[i] <= stop[i], "'slice' start {} is after stop {} on axis {}", start[i], stop[i], d);
+      KILN_REQUIRE(0 <= start[i] && stop[i] <= x.shape[d], "'slice' range [{}, {}) on axis {} is outside 0..{} of {}",
+                   start[i], stop[i], d, x.shape[d], x.str());
+      out.push_back(stop[i] > start[i] ? (stop[i] - start[i] - 1) / step[i] + 1 : 0);  // no overflow
+    } else {
+      // Walking down: start, start + step, ... while above stop; stop = -1 reaches index 0.
+      KILN_REQUIRE(stop[i] <= start[i], "'slice' start {} is below stop {} on axis {}, and step {} walks down", start[i],
+                   stop[i], d, step[i]);
+      KILN_REQUIRE(-1 <= stop[i] && start[i] < x.shape[d], "'slice' range ({}, {}] on axis {} is outside -1..{} of {}",
+                   stop[i], start[i], d, x.shape[d] - 1, x.str());
+      // |step| as unsigned (step may be INT64_MIN); start - stop - 1 <= start cannot overflow.
+      const uint64_t magnitude = static_cast<uint64_t>(-(step[i] + 1)) + 1;
+      out.push_back(start[i] > stop[i]
+                        ? static_cast<int64_t>(static_cast<uint64_t>(start[i] - stop[i] - 1) / magnitude) + 1
+                        : 0);
+    }
   }
+  return TensorType{x.dtype, out};
+}
+
+Expected<TensorType> rule_unfold(const TypeRuleInput& in) {
+  const TensorType& x = in.operands[0];
+  const int64_t axis = attr(in, "axis").i, size = attr(in, "size").i, step = attr(in, "step").i;
+  const AttrValue& dil = attr(in, "dilation");
+  const int64_t dilation = dil.present ? dil.i : 1;
+  KILN_REQUIRE(0 <= axis && axis < x.shape.rank(), "'unfold' axis {} is not an axis of {}", axis, x.str());
+  KILN_REQUIRE(x.shape.rank() < Shape::kMaxRank, "'unfold' of {} would pass the maximum rank {}", x.str(), Shape::kMaxRank);
+  KILN_REQUIRE(size >= 1 && step >= 1 && dilation >= 1, "'unfold' size {}, step {} and dilation {} must be at least 1",
+               size, step, dilation);
+  const int64_t n = x.shape[static_cast<int>(axis)];
+  // The span of one window, (size - 1) * dilation + 1, without overflow.
+  KILN_REQUIRE(size - 1 <= (n - 1) / dilation && n >= 1,
+               "'unfold' windows of {} elements, {} apart, do not fit the {} elements of axis {} of {}", size, dilation, n,
+               axis, x.str());
+  const int64_t span = (size - 1) * dilation + 1;
+  Shape out;
+  for (int d = 0; d < x.shape.rank(); ++d) out.push_back(d == axis ? (n - span) / step + 1 : x.shape[d]);
+  out.push_back(size);
   return TensorType{x.dtype, out};
 }
 

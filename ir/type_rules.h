@@ -27,6 +27,7 @@ KILN_RULE(rule_permute)
 KILN_RULE(rule_expand)
 KILN_RULE(rule_slice)
 KILN_RULE(rule_pad)
+KILN_RULE(rule_unfold)
 KILN_RULE(rule_concat)
 KILN_RULE(rule_matmul)
 #undef KILN_RULE

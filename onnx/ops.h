@@ -11,6 +11,9 @@ extern const std::span<const ConverterRow> elementwise_rows;  // ops_elementwise
 extern const std::span<const ConverterRow> reduce_rows;       // ops_reduce.cpp
 extern const std::span<const ConverterRow> shape_rows;        // ops_shape.cpp
 extern const std::span<const ConverterRow> nn_rows;           // ops_nn.cpp
+extern const std::span<const ConverterRow> loss_rows;         // ops_loss.cpp
+extern const std::span<const ConverterRow> pool_rows;         // ops_pool.cpp
+extern const std::span<const ConverterRow> resize_rows;       // ops_resize.cpp
 
 inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()}; }
 

@@ -139,6 +139,12 @@ std::vector<Tensor> Shrink(NodeContext& c) {
 }
 std::vector<Tensor> PRelu(NodeContext& c) {
   Tensor x = c.input(0), slope = c.input(1);
+  // Before opset 7 a [C] slope is per channel: axis 1, not the last.
+  if (c.opset() < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.size(0) == x.size(1) && slope.size(0) != 1) {
+    std::vector<int64_t> dims(static_cast<size_t>(x.rank()), 1);
+    dims[1] = slope.size(0);
+    slope = slope.reshape(dims);
+  }
   return {where(x.lt(c.scalar_like(0, x)), x * slope, x)};
 }
 
@@ -163,9 +169,21 @@ void same_dtype(NodeContext& c, const Tensor& a, const Tensor& b) {
                           dtype_name(b.dtype())));
 }
 
+// Before opset 7 a binary op broadcast only when its `broadcast` attribute said so, and then
+// B's dims lined up with A's from `axis` on (from the end when no axis is given).
+Tensor second_operand(NodeContext& c, const Tensor& a) {
+  Tensor b = c.input(1);
+  if (c.opset() >= 7 || c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis")) return b;
+  const int64_t axis = normalize_axis(c, c.attr_int("axis"), a.rank(), "axis");
+  if (axis + b.rank() > a.rank()) c.invalid(fmt::format("B {} does not fit A {} from axis {}", b.shape().str(), a.shape().str(), axis));
+  std::vector<int64_t> dims(static_cast<size_t>(a.rank()), 1);
+  for (int64_t d = 0; d < b.rank(); ++d) dims[static_cast<size_t>(axis + d)] = b.size(d);
+  return b.reshape(dims);
+}
+
 #define BINARY(Name, expr)                                  \
   std::vector<Tensor> Name(NodeContext& c) {                \
-    Tensor a = c.input(0), b = c.input(1);                  \
+    Tensor a = c.input(0), b = second_operand(c, a);        \
     same_dtype(c, a, b);                                    \
     return {expr};                                          \
   }
@@ -183,7 +201,7 @@ BINARY(Xor, a.ne(b))
 
 // Integer division truncates toward zero (through double: exact for |values| < 2^53).
 std::vector<Tensor> Div(NodeContext& c) {
-  Tensor a = c.input(0), b = c.input(1);
+  Tensor a = c.input(0), b = second_operand(c, a);
   same_dtype(c, a, b);
   Tensor q = a / b;
   return {q.dtype() == a.dtype() ? q : q.to(a.dtype())};
@@ -193,7 +211,7 @@ std::vector<Tensor> Div(NodeContext& c) {
 // base takes the exponent in its own type (as ONNX Runtime computes it), rather than kiln's
 // promotion of f32 with an integer to f64.
 std::vector<Tensor> Pow(NodeContext& c) {
-  Tensor a = c.input(0), b = c.input(1);
+  Tensor a = c.input(0), b = second_operand(c, a);
   if (is_float(a.dtype()) && b.dtype() != a.dtype()) b = b.to(a.dtype());
   Tensor p = a.pow(b);
   return {p.dtype() == a.dtype() ? p : p.to(a.dtype())};
@@ -213,6 +231,23 @@ std::vector<Tensor> variadic(NodeContext& c) {
     acc = acc / c.scalar_like(static_cast<double>(c.num_inputs()), acc);
   }
   return {acc};
+}
+
+Tensor trunc(NodeContext& c, const Tensor& x) { return where(x.lt(c.scalar_like(0, x)), x.ceil(), x.floor()); }
+
+// fmod = 0: the remainder takes the divisor's sign (Python's %), integers only;
+// fmod = 1: the dividend's (C's fmod). Integer quotients go through f64 (exact below 2^53).
+std::vector<Tensor> Mod(NodeContext& c) {
+  Tensor a = c.input(0), b = c.input(1);
+  same_dtype(c, a, b);
+  const bool fmod = c.attr_int("fmod", 0) != 0;
+  if (is_float(a.dtype())) {
+    if (!fmod) c.invalid("fmod must be 1 for floating-point operands");
+    return {a - trunc(c, a / b) * b};
+  }
+  Tensor qf = a.to(DType::F64) / b.to(DType::F64);
+  Tensor q = (fmod ? trunc(c, qf) : qf.floor()).to(a.dtype());
+  return {a - q * b};
 }
 
 std::vector<Tensor> Where(NodeContext& c) {
@@ -248,6 +283,9 @@ constexpr std::string_view kShrink[] = {"lambd", "bias"};
 constexpr std::string_view kClip[] = {"min", "max"};
 constexpr std::string_view kIsInf[] = {"detect_positive", "detect_negative"};
 constexpr std::string_view kCast[] = {"to"};
+constexpr std::string_view kMod[] = {"fmod"};
+constexpr std::string_view kLegacyBroadcast[] = {"broadcast", "axis", "consumed_inputs"};
+constexpr std::string_view kConsumed[] = {"consumed_inputs"};
 constexpr std::string_view kDropout[] = {"seed", "ratio", "is_test"};
 
 }  // namespace
@@ -289,25 +327,26 @@ const ConverterRow kElementwiseRows[] = {
     {"HardSwish", 14, HardSwish, {}},
     {"Softplus", 1, Softplus, {}},
     {"Shrink", 9, Shrink, kShrink},
-    {"PRelu", 7, PRelu, {}},
+    {"PRelu", 1, PRelu, kConsumed},
     {"Clip", 6, Clip, kClip},
-    {"Add", 7, Add, {}},
-    {"Sub", 7, Sub, {}},
-    {"Mul", 7, Mul, {}},
-    {"Div", 7, Div, {}},
-    {"Pow", 7, Pow, {}},
-    {"Equal", 7, Equal, {}},
-    {"Less", 7, Less, {}},
+    {"Add", 1, Add, kLegacyBroadcast},
+    {"Sub", 1, Sub, kLegacyBroadcast},
+    {"Mul", 1, Mul, kLegacyBroadcast},
+    {"Div", 1, Div, kLegacyBroadcast},
+    {"Pow", 1, Pow, kLegacyBroadcast},
+    {"Equal", 1, Equal, kLegacyBroadcast},
+    {"Less", 1, Less, kLegacyBroadcast},
     {"LessOrEqual", 12, LessOrEqual, {}},
-    {"Greater", 7, Greater, {}},
+    {"Greater", 1, Greater, kLegacyBroadcast},
     {"GreaterOrEqual", 12, GreaterOrEqual, {}},
-    {"And", 7, And, {}},
-    {"Or", 7, Or, {}},
-    {"Xor", 7, Xor, {}},
+    {"And", 1, And, kLegacyBroadcast},
+    {"Or", 1, Or, kLegacyBroadcast},
+    {"Xor", 1, Xor, kLegacyBroadcast},
     {"Max", 8, variadic<0>, {}},
     {"Min", 8, variadic<1>, {}},
     {"Sum", 8, variadic<2>, {}},
     {"Mean", 8, variadic<3>, {}},
+    {"Mod", 10, Mod, kMod},
     {"Where", 9, Where, {}},
     {"Cast", 6, Cast, kCast},
     {"CastLike", 15, CastLike, {}},

@@ -33,6 +33,9 @@ Tensor per_channel(const Tensor& p, int64_t rank) {
 
 std::vector<Tensor> BatchNormalization(NodeContext& c) {
   if (c.attr_int("training_mode", 0) != 0) c.unsupported("training_mode = 1 is not supported (inference only)");
+  if (c.attr_int("spatial", 1) != 1) c.unsupported("spatial = 0 (statistics per element) is not supported");
+  for (int k = 1; k < c.node().output_size(); ++k)
+    if (!c.node().output(k).empty()) c.unsupported("the running statistics outputs (training) are not supported");
   Tensor x = c.input(0);
   if (x.rank() < 2) c.invalid("its input must be [N, C, ...]");
   const int64_t r = x.rank();
@@ -82,8 +85,8 @@ std::vector<Tensor> MeanVarianceNormalization(NodeContext& c) {
   return {centered / (std + c.scalar_like(1e-9, x))};
 }
 
-constexpr std::string_view kGemm[] = {"alpha", "beta", "transA", "transB"};
-constexpr std::string_view kBatchNorm[] = {"epsilon", "momentum", "training_mode"};
+constexpr std::string_view kGemm[] = {"alpha", "beta", "transA", "transB", "broadcast"};
+constexpr std::string_view kBatchNorm[] = {"epsilon", "momentum", "training_mode", "is_test", "spatial"};
 constexpr std::string_view kLayerNorm[] = {"axis", "epsilon", "stash_type"};
 constexpr std::string_view kEpsilon[] = {"epsilon"};
 constexpr std::string_view kAxes[] = {"axes"};
@@ -92,8 +95,8 @@ constexpr std::string_view kAxes[] = {"axes"};
 
 const ConverterRow kNnRows[] = {
     {"MatMul", 1, MatMul, {}},
-    {"Gemm", 7, Gemm, kGemm},
-    {"BatchNormalization", 9, BatchNormalization, kBatchNorm},
+    {"Gemm", 6, Gemm, kGemm},
+    {"BatchNormalization", 6, BatchNormalization, kBatchNorm},
     {"LayerNormalization", 17, LayerNormalization, kLayerNorm},
     {"InstanceNormalization", 6, InstanceNormalization, kEpsilon},
     {"MeanVarianceNormalization", 9, MeanVarianceNormalization, kAxes},

@@ -63,12 +63,35 @@ std::vector<Tensor> reduce(NodeContext& c) {
 
 template <bool IsMax>
 std::vector<Tensor> arg_reduce(NodeContext& c) {
-  if (c.attr_int("select_last_index", 0) != 0)
-    c.unsupported("select_last_index = 1 is not supported (kiln's arg-reductions take the first index)");
   Tensor x = c.input(0);
   const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), x.rank(), "axis");
   const bool keep = c.attr_int("keepdims", 1) != 0;
-  return {IsMax ? x.argmax(axis, keep) : x.argmin(axis, keep)};
+  if (c.attr_int("select_last_index", 0) == 0) return {IsMax ? x.argmax(axis, keep) : x.argmin(axis, keep)};
+  // The last index where x reaches its extreme (a NaN, where the extreme is NaN: kiln's
+  // arg-reductions pick NaN as the extreme, as NumPy does).
+  const Tensor m = IsMax ? x.max({axis}, true) : x.min({axis}, true);
+  const Tensor hit = x.eq(m).logical_or(x.ne(x).logical_and(m.ne(m)));
+  std::vector<int64_t> along(static_cast<size_t>(x.rank()), 1);
+  along[static_cast<size_t>(axis)] = x.size(axis);
+  const Tensor idx = kiln::arange(x.size(axis), DType::I64, c.device()).reshape(along);
+  return {where(hit, idx, c.scalar(-1, DType::I64)).max({axis}, keep)};
+}
+
+// The running sum along an axis, as a product with a triangular 0/1 matrix: O(n^2) on that
+// axis (kiln has no scan op yet), exact for integers, reassociated for floats.
+std::vector<Tensor> CumSum(NodeContext& c) {
+  Tensor x = c.input(0);
+  const auto axis_v = c.ints(1, "axis");
+  if (axis_v.size() != 1) c.invalid("its axis must hold one value");
+  const int64_t axis = normalize_axis(c, axis_v[0], x.rank(), "axis");
+  const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
+  const int64_t n = x.size(axis);
+  // m[j][i] = 1 when input j adds into output i.
+  Tensor j = kiln::arange(n, DType::I64, c.device()).reshape({n, 1});
+  Tensor i = kiln::arange(n, DType::I64, c.device()).reshape({1, n});
+  Tensor take = reverse ? (exclusive ? j.gt(i) : j.ge(i)) : (exclusive ? j.lt(i) : j.le(i));
+  const Tensor moved = x.transpose(axis, -1);
+  return {moved.matmul(take.to(x.dtype())).transpose(axis, -1)};
 }
 
 // Before opset 13 the softmax family works on the input seen as 2-D: dims before `axis`
@@ -111,6 +134,7 @@ std::vector<Tensor> global_pool(NodeContext& c) {
 constexpr std::string_view kReduce[] = {"axes", "keepdims", "noop_with_empty_axes"};
 constexpr std::string_view kArg[] = {"axis", "keepdims", "select_last_index"};
 constexpr std::string_view kAxis[] = {"axis"};
+constexpr std::string_view kCumSum[] = {"exclusive", "reverse"};
 
 }  // namespace
 
@@ -127,6 +151,7 @@ const ConverterRow kReduceRows[] = {
     {"ReduceSumSquare", 1, reduce<Reduction::SumSquare>, kReduce},
     {"ArgMax", 1, arg_reduce<true>, kArg},
     {"ArgMin", 1, arg_reduce<false>, kArg},
+    {"CumSum", 11, CumSum, kCumSum},
     {"Softmax", 1, Softmax, kAxis},
     {"LogSoftmax", 1, LogSoftmax, kAxis},
     {"Hardmax", 1, Hardmax, kAxis},

@@ -177,13 +177,21 @@ std::vector<Tensor> Slice(NodeContext& c) {
     c.invalid("its starts, ends, axes and steps differ in length");
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t axis = normalize_axis(c, axes[i], x.rank(), "axis");
-    if (steps[i] < 1)
-      c.unsupported(fmt::format("step {} is not supported (kiln's slices take positive steps)", steps[i]));
+    if (steps[i] == 0) c.invalid("a step is 0");
     const int64_t n = x.size(axis);
-    // ONNX clamps like Python, with INT64_MAX/MIN standing for "to the end".
-    const int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + n : starts[i], 0, n);
-    const int64_t end = std::clamp<int64_t>(ends[i] < 0 ? std::max<int64_t>(ends[i], -n - 1) + n : ends[i], 0, n);
-    x = x.slice(axis, start, std::max(start, end), steps[i]);
+    // ONNX clamps like Python, with INT64_MAX/MIN standing for "to the end"; walking down,
+    // starts clamp to [0, n - 1] and ends to [-1, n - 1] (-1: through index 0).
+    auto shifted = [n](int64_t v) { return v < 0 ? std::max<int64_t>(v, -n - 1) + n : v; };
+    if (steps[i] > 0) {
+      const int64_t start = std::clamp<int64_t>(shifted(starts[i]), 0, n);
+      const int64_t end = std::clamp<int64_t>(shifted(ends[i]), 0, n);
+      x = x.slice(axis, start, std::max(start, end), steps[i]);
+    } else {
+      const int64_t start = std::clamp<int64_t>(shifted(starts[i]), -1, n - 1);
+      const int64_t end = std::clamp<int64_t>(shifted(ends[i]), -1, n - 1);
+      // The frontend reads -1 as the last index, as Python does: -n - 1 is "past index 0".
+      x = x.slice(axis, start, end < 0 ? -n - 1 : end, steps[i]);
+    }
   }
   return {x};
 }
@@ -191,7 +199,8 @@ std::vector<Tensor> Slice(NodeContext& c) {
 std::vector<Tensor> Pad(NodeContext& c) {
   Tensor x = c.input(0);
   const std::string mode = c.attr_string("mode", "constant");
-  if (mode != "constant") c.unsupported(fmt::format("mode '{}' is not supported (kiln pads with a constant)", mode));
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    c.invalid(fmt::format("mode '{}' is none of constant, reflect, edge", mode));
   std::vector<int64_t> pads;
   double value = 0;
   if (c.opset() >= 11) {
@@ -217,8 +226,36 @@ std::vector<Tensor> Pad(NodeContext& c) {
       high[d] = std::max<int64_t>(0, high[d]);
     }
   }
-  const Number fill = is_float(x.dtype()) ? Number(value) : Number(static_cast<int64_t>(value));
-  return {x.pad(low, high, fill)};
+  if (mode == "constant") {
+    const Number fill = is_float(x.dtype()) ? Number(value) : Number(static_cast<int64_t>(value));
+    return {x.pad(low, high, fill)};
+  }
+  // edge repeats the border element; reflect mirrors the elements next to it.
+  for (size_t d = 0; d < rank; ++d) {
+    const auto a = static_cast<int64_t>(d);
+    const int64_t n = x.size(a);
+    if (low[d] == 0 && high[d] == 0) continue;
+    if (n == 0) c.invalid(fmt::format("axis {} is empty: there is nothing to {}", d, mode));
+    if (mode == "reflect" && (low[d] > n - 1 || high[d] > n - 1))
+      c.invalid(fmt::format("reflect pads of {} and {} exceed axis {} of {} elements less one", low[d], high[d], d, n));
+    std::vector<Tensor> parts;
+    auto edge = [&](int64_t at, int64_t count) {
+      std::vector<int64_t> dims = dims_of(x.shape());
+      dims[d] = count;
+      return x.slice(a, at, at + 1).expand(dims);
+    };
+    if (low[d] > 0) {
+      if (mode == "edge") parts.push_back(edge(0, low[d]));
+      else for (int64_t i = low[d]; i >= 1; --i) parts.push_back(x.slice(a, i, i + 1));
+    }
+    parts.push_back(x);
+    if (high[d] > 0) {
+      if (mode == "edge") parts.push_back(edge(n - 1, high[d]));
+      else for (int64_t i = n - 2; i >= n - 1 - high[d]; --i) parts.push_back(x.slice(a, i, i + 1));
+    }
+    x = kiln::cat(parts, a);
+  }
+  return {x};
 }
 
 std::vector<Tensor> Tile(NodeContext& c) {
@@ -258,6 +295,26 @@ std::vector<Tensor> Split(NodeContext& c) {
     at += s;
   }
   return out;
+}
+
+// indices (any numeric type; negative ones count from depth) as one-hot vectors along a new
+// `axis`, holding values[1] where hot and values[0] elsewhere.
+std::vector<Tensor> OneHot(NodeContext& c) {
+  Tensor idx = c.input(0);
+  const HostTensor& depth_v = c.value(1, "depth");
+  const auto depth = static_cast<int64_t>(is_float(depth_v.dtype()) ? depth_v.get_double(0) : static_cast<double>(depth_v.get_int(0)));
+  if (depth < 1) c.invalid(fmt::format("its depth {} is not positive", depth));
+  Tensor values = c.input(2);
+  if (values.numel() != 2) c.invalid("its values must hold [off, on]");
+  values = values.reshape({2});
+  const int64_t rank = idx.rank() + 1;
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", -1), rank, "axis");
+  if (idx.dtype() != DType::I64) idx = idx.to(DType::I64);
+  idx = where(idx.lt(c.scalar(0, DType::I64)), idx + c.scalar(static_cast<double>(depth), DType::I64), idx);
+  std::vector<int64_t> along(static_cast<size_t>(rank), 1);
+  along[static_cast<size_t>(axis)] = depth;
+  const Tensor hot = idx.unsqueeze(axis).eq(kiln::arange(depth, DType::I64, c.device()).reshape(along));
+  return {where(hot, values.slice(0, 1, 2).reshape({}), values.slice(0, 0, 1).reshape({}))};
 }
 
 // A 0/1 mask from comparing row and column indices: Trilu and EyeLike.
@@ -342,6 +399,7 @@ const ConverterRow kShapeRows[] = {
     {"Pad", 2, Pad, kPad},
     {"Tile", 6, Tile, {}},
     {"Split", 2, Split, kSplit},
+    {"OneHot", 9, OneHot, kAxis},
     {"Trilu", 14, Trilu, kTrilu},
     {"EyeLike", 9, EyeLike, kEyeLike},
     {"DepthToSpace", 1, DepthToSpace, kBlock},

@@ -143,7 +143,7 @@ Graph constant_folding(const Graph& g, const PassOptions& options) {
     if (all_splat && cat == OpCategory::Elementwise) {
       result = Known{evaluate(n, operands, /*scalar_shapes=*/true), true};
     } else if (all_splat && (n.op == OpKind::Reshape || n.op == OpKind::Expand || n.op == OpKind::Permute ||
-                             n.op == OpKind::Slice)) {
+                             n.op == OpKind::Slice || n.op == OpKind::Unfold)) {
       result = Known{operands[0]->value, true};  // a view of a splat is the same splat
     } else if (n.type.shape.numel() <= options.max_folded_elements ||
                (all_splat && n.type.shape.numel() <= kMaxOperandElements)) {

@@ -990,6 +990,47 @@ TEST(CpuMovement, ViewsInsideKernels) {
       "  return %a, %b, %pb, %rb, %eb, %ib, %zb, %fb, %tb\n}\n");
 }
 
+TEST(CpuMovement, ReversedSlicesInsideKernelsAndChains) {
+  // Negative steps: index maps with negative coefficients, alone, under a reshape, a pad and
+  // a reduction.
+  expect_same(
+      "graph @r(%x: f32[5,37], %i: i64[4,6]) -> (f32[5,37], f32[3,12], f32[185], i64[6,8], f32[5]) {\n"
+      "  %rev = slice %x {start = [4, 36], stop = [-1, -1], step = [-1, -1]} : f32[5,37]\n"
+      "  %a = add %rev, %x : f32[5,37]\n"
+      "  %s = slice %x {start = [4, 35], stop = [-1, 0], step = [-2, -3]} : f32[3,12]\n"
+      "  %b = neg %s : f32[3,12]\n"
+      "  %flat = reshape %rev : f32[185]\n"
+      "  %c = floor %flat : f32[185]\n"
+      "  %ir = slice %i {start = [3, 0], stop = [-1, 6], step = [-1, 1]} : i64[4,6]\n"
+      "  %ip = pad %ir {low = [1, 1], high = [1, 1], value = 9} : i64[6,8]\n"
+      "  %d = abs %ip : i64[6,8]\n"
+      "  %e = reduce_max %rev {axes = [1]} : f32[5]\n"  // order-free: the data holds 1e20s
+      "  return %a, %b, %c, %d, %e\n}\n");
+}
+
+TEST(CpuMovement, UnfoldedWindowsPoolAndConvolve) {
+  // Windows read through unfold (with padding, strides and dilation) feeding the
+  // reductions of a max pool and of a convolution-shaped product (reduced with max, which
+  // compares exactly where a sum would reassociate), and an elementwise use of the view.
+  expect_same(
+      "graph @u(%x: f32[2,3,9,11], %w: f32[4,3,3,2], %i: i32[10]) -> (f32[2,3,4,5], f32[2,4,7,5], i32[4,3]) {\n"
+      "  %p = pad %x {low = [0, 0, 1, 1], high = [0, 0, 1, 1], value = -inf} : f32[2,3,11,13]\n"
+      "  %uh = unfold %p {axis = 2, size = 3, step = 2} : f32[2,3,5,13,3]\n"
+      "  %uw = unfold %uh {axis = 3, size = 3, step = 2, dilation = 2} : f32[2,3,5,5,3,3]\n"
+      "  %s = slice %uw {start = [0, 0, 0, 0, 0, 0], stop = [2, 3, 4, 5, 3, 3]} : f32[2,3,4,5,3,3]\n"
+      "  %pool = reduce_max %s {axes = [4, 5]} : f32[2,3,4,5]\n"
+      "  %ch = unfold %x {axis = 2, size = 3, step = 1} : f32[2,3,7,11,3]\n"
+      "  %cw = unfold %ch {axis = 3, size = 2, step = 2, dilation = 2} : f32[2,3,7,5,3,2]\n"
+      "  %xin = reshape %cw : f32[2,1,3,7,5,3,2]\n"
+      "  %wp = permute %w {perm = [0, 1, 2, 3]} : f32[4,3,3,2]\n"
+      "  %wr = reshape %wp : f32[1,4,3,1,1,3,2]\n"
+      "  %prod = mul %xin, %wr : f32[2,4,3,7,5,3,2]\n"
+      "  %conv = reduce_max %prod {axes = [2, 5, 6]} : f32[2,4,7,5]\n"
+      "  %iu = unfold %i {axis = 0, size = 3, step = 2} : i32[4,3]\n"
+      "  %ib = abs %iu : i32[4,3]\n"
+      "  return %pool, %conv, %ib\n}\n");
+}
+
 TEST(CpuMovement, ConcatOfMixedTypes) {
   expect_same(
       "graph @c(%a: i32[5,3], %b: f32[5,37], %d: f64[5,1], %e: bool[5,2]) -> (f64[5,43], "

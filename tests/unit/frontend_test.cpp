@@ -207,6 +207,12 @@ TEST(Frontend, MatmulLinearAndMovement) {
   EXPECT_EQ(a.reshape({1, 2, 1, 3}).squeeze().shape(), (Shape{2, 3}));
   expect_near(a.slice(1, -2, 100).to_vector<float>(), {2, 3, 5, 6});   // Python-style bounds
   expect_near(a.slice(1, 0, 3, 2).to_vector<float>(), {1, 3, 4, 6});
+  expect_near(a.slice(1, -1, -100, -1).to_vector<float>(), {3, 2, 1, 6, 5, 4});  // a[:, ::-1]
+  expect_near(a.slice(1, 2, 0, -2).to_vector<float>(), {3, 6});                  // a[:, 2:0:-2]
+  expect_near(a.flip().to_vector<float>(), {6, 5, 4, 3, 2, 1});
+  expect_near(flip(a, {0}).to_vector<float>(), {4, 5, 6, 1, 2, 3});
+  EXPECT_EQ(a.slice(1, 0, 2, -1).shape(), (Shape{2, 0}));  // start below stop: empty
+  EXPECT_THROW(a.slice(1, 0, 3, 0), Error);
   expect_near(a.expand({2, 2, 3}).sum({0}).to_vector<float>(), {2, 4, 6, 8, 10, 12});
   expect_near(a.slice(0, 0, 1).pad({0, 1}, {0, 0}, -1).to_vector<float>(), {-1, 1, 2, 3});
   expect_near(cat({a, a.slice(0, 1, 2)}, 0).to_vector<float>(), {1, 2, 3, 4, 5, 6, 4, 5, 6});

@@ -361,6 +361,31 @@ TEST(InterpreterMovement, SliceWithSteps) {
               I32({0, 3}), {});
 }
 
+TEST(InterpreterMovement, SliceWithNegativeStepsWalksDown) {
+  const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
+  // Both axes reversed: stop = -1 reaches index 0.
+  expect_ints(eval("i32[2,3]", base + "%y = slice %r {start = [1, 2], stop = [-1, -1], step = [-1, -1]} : i32[2,3]\nreturn %y"),
+              I32({2, 3}), {5, 4, 3, 2, 1, 0});
+  // Every second column from the last, rows kept.
+  expect_ints(eval("i32[2,2]", base + "%y = slice %r {start = [0, 2], stop = [2, -1], step = [1, -2]} : i32[2,2]\nreturn %y"),
+              I32({2, 2}), {2, 0, 5, 3});
+  expect_ints(eval("i32[2,0]", base + "%y = slice %r {start = [0, 1], stop = [2, 1], step = [1, -1]} : i32[2,0]\nreturn %y"),
+              I32({2, 0}), {});
+}
+
+TEST(InterpreterMovement, UnfoldMakesOverlappingWindows) {
+  const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
+  // Windows of 2 along axis 1, 1 apart: [[0,1],[1,2]] per row.
+  expect_ints(eval("i32[2,2,2]", base + "%y = unfold %r {axis = 1, size = 2, step = 1} : i32[2,2,2]\nreturn %y"),
+              I32({2, 2, 2}), {0, 1, 1, 2, 3, 4, 4, 5});
+  // Dilation 2: each window takes elements 0 and 2 of its row.
+  expect_ints(eval("i32[2,1,2]", base + "%y = unfold %r {axis = 1, size = 2, step = 1, dilation = 2} : i32[2,1,2]\nreturn %y"),
+              I32({2, 1, 2}), {0, 2, 3, 5});
+  // Along axis 0, step 1: one window of both rows, column by column.
+  expect_ints(eval("i32[1,3,2]", base + "%y = unfold %r {axis = 0, size = 2, step = 1} : i32[1,3,2]\nreturn %y"),
+              I32({1, 3, 2}), {0, 3, 1, 4, 2, 5});
+}
+
 TEST(InterpreterMovement, PadWithDefaultAndGivenValue) {
   expect_values(eval("f32[4]", "%x = constant {data = [1.0, 2.0]} : f32[2]\n%y = pad %x {low = [1], high = [1]} : f32[4]\nreturn %y"),
                 F32({4}), {0, 1, 2, 0});

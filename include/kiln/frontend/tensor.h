@@ -147,8 +147,16 @@ class Tensor {
   /// NumPy's broadcast_to; -1 keeps a dim.
   Tensor expand(const std::vector<int64_t>& shape) const;
   /// Elements start, start+step, ... before stop along `dim`. Negative start/stop count
-  /// from the end and out-of-range bounds are clamped, as in Python slicing; step >= 1.
+  /// from the end and out-of-range bounds are clamped, as in Python slicing; a negative
+  /// step walks down (x.slice(0, -1, -n - 1, -1) reverses an axis of n elements).
   Tensor slice(int64_t dim, int64_t start, int64_t stop, int64_t step = 1) const;
+  /// The elements along each of `dims` in reverse order (a view; empty `dims`: every axis).
+  Tensor flip(const Axes& dims = {}) const;
+  /// Every window of `size` elements along `dim`, windows `step` apart and their elements
+  /// `dilation` apart, as a new last axis (PyTorch's unfold): [.., n, ..] becomes
+  /// [.., (n - (size - 1) * dilation - 1) / step + 1, .., size]. A view: windows overlap
+  /// without copies, which is how pooling and convolution read their input.
+  Tensor unfold(int64_t dim, int64_t size, int64_t step, int64_t dilation = 1) const;
   /// Pads every axis with low[i] elements before and high[i] after, filled with `value`.
   Tensor pad(const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value = 0) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
@@ -271,6 +279,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t stop, int64_t step = 1);
+Tensor flip(const Tensor& x, const Axes& dims = {});
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value = 0);
 /// Concatenates along `dim`; operands are promoted to a common dtype.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
