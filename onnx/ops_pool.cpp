@@ -1,8 +1,9 @@
-// onnx/ops_pool.cpp - MaxPool and AveragePool over 1 to 3 spatial dims.
+// onnx/ops_pool.cpp - MaxPool, AveragePool, Conv and ConvTranspose over 1 to 3 spatial dims.
 //
-// A window of k1 x ... x kn elements is kn strided slices of the padded input, one per
-// offset in the window, reduced together: views and one reduction, which fuse into one
-// kernel. The average's divisor (how many elements of each window count) is the same
+// The padded input is unfolded into its windows (a view: [N, C, o1..on, k1..kn]); a pooling
+// reduces over the window axes, a convolution is a reduction of the windows' product with
+// the weights over channels and window axes (a contraction, fused into one kernel; no
+// im2col buffer). The average's divisor (how many elements of each window count) is the same
 // pooling of a 0/1 mask, computed while importing.
 #include <algorithm>
 #include <limits>
@@ -18,10 +19,12 @@ struct Window {
   std::vector<int64_t> kernel, strides, dilations, pad_begin, pad_end, out;
 };
 
-Window window_of(NodeContext& c, const Shape& x) {
+// The windows of a pooling or convolution: `kernel` (empty: the kernel_shape attribute),
+// strides, dilations, pads and auto_pad, and the output size they give per spatial dim.
+Window window_of(NodeContext& c, const Shape& x, std::vector<int64_t> kernel = {}) {
   const auto dims = static_cast<size_t>(x.rank() - 2);
   Window w;
-  w.kernel = c.attr_ints("kernel_shape");
+  w.kernel = kernel.empty() ? c.attr_ints("kernel_shape") : std::move(kernel);
   if (w.kernel.size() != dims)
     c.invalid(fmt::format("kernel_shape has {} dims for {} spatial dims", w.kernel.size(), dims));
   w.strides = c.attr_ints("strides", std::vector<int64_t>(dims, 1));
@@ -61,8 +64,8 @@ Window window_of(NodeContext& c, const Shape& x) {
   return w;
 }
 
-// Pads x's spatial dims (begin, end + what the last window reads past the end) with `fill`,
-// then stacks the window's strided slices along a new last axis.
+// Pads x's spatial dims (begin, end + what the last window reads past the end) with `fill`
+// and unfolds each into its windows: [N, C, o1..on, k1..kn], a view of x.
 Tensor windows(const Tensor& x, const Window& w, Number fill) {
   const auto dims = w.kernel.size();
   std::vector<int64_t> low(2, 0), high(2, 0);
@@ -72,21 +75,19 @@ Tensor windows(const Tensor& x, const Window& w, Number fill) {
     low.push_back(w.pad_begin[d]);
     high.push_back(std::max<int64_t>(0, reach - padded));
   }
-  const Tensor p = x.pad(low, high, fill);
-  std::vector<Tensor> parts;
-  std::vector<int64_t> at(dims, 0);
-  for (;;) {
-    Tensor s = p;
-    for (size_t d = 0; d < dims; ++d) {
-      const int64_t start = at[d] * w.dilations[d];
-      s = s.slice(static_cast<int64_t>(d + 2), start, start + (w.out[d] - 1) * w.strides[d] + 1, w.strides[d]);
-    }
-    parts.push_back(s.unsqueeze(-1));
-    size_t d = dims;
-    while (d > 0 && ++at[d - 1] == w.kernel[d - 1]) at[--d] = 0;
-    if (d == 0) break;
+  Tensor v = x.pad(low, high, fill);
+  for (size_t d = 0; d < dims; ++d) {
+    const auto axis = static_cast<int64_t>(d + 2);
+    v = v.unfold(axis, w.kernel[d], w.strides[d], w.dilations[d]).slice(axis, 0, w.out[d]);
   }
-  return parts.size() == 1 ? parts.front() : kiln::cat(parts, -1);
+  return v;
+}
+
+// The window axes of windows(): the last n.
+Axes window_axes(const Window& w) {
+  Axes axes;
+  for (size_t d = 0; d < w.kernel.size(); ++d) axes.push_back(-1 - static_cast<int64_t>(d));
+  return axes;
 }
 
 std::vector<Tensor> MaxPool(NodeContext& c) {
@@ -99,7 +100,7 @@ std::vector<Tensor> MaxPool(NodeContext& c) {
   Number lowest = is_float(x.dtype()) ? Number(-std::numeric_limits<double>::infinity())
                   : x.dtype() == DType::I32 ? Number(std::numeric_limits<int32_t>::min())
                                             : Number(std::numeric_limits<int64_t>::min());
-  return {windows(x, w, lowest).max({-1})};
+  return {windows(x, w, lowest).max(window_axes(w))};
 }
 
 std::vector<Tensor> AveragePool(NodeContext& c) {
@@ -107,7 +108,7 @@ std::vector<Tensor> AveragePool(NodeContext& c) {
   if (x.rank() < 3 || x.rank() > 5) c.invalid(fmt::format("its input must be [N, C, d1..dn] with n in 1..3, got {}", x.shape().str()));
   if (!is_float(x.dtype())) c.invalid("its input must be float or double");
   const Window w = window_of(c, x.shape());
-  const Tensor sums = windows(x, w, 0).sum({-1});
+  const Tensor sums = windows(x, w, 0).sum(window_axes(w));
   // The mask: 1 where an element counts (the input, and its explicit padding when
   // count_include_pad), 0 where it does not (padding, what ceil_mode reads past the end).
   std::vector<int64_t> mask_shape = {1, 1};
@@ -123,20 +124,164 @@ std::vector<Tensor> AveragePool(NodeContext& c) {
     }
     mask = mask.pad(low, high, 1);
   }
-  const Tensor counts = windows(mask, mw, 0).sum({-1});
+  const Tensor counts = windows(mask, mw, 0).sum(window_axes(w));
   return {sums / counts};
+}
+
+// y[n, m, o..] = sum over c, k.. of x_padded[n, c, o * stride + k * dilation] * w[m, c, k..]
+// (+ b[m]), with `group` blocks of channels. The output positions are flattened into one
+// axis so that a 3-D convolution stays within kiln's rank 8.
+Tensor convolve(NodeContext& c, const Tensor& x, const Tensor& w, const Window& win, int64_t group) {
+  const int64_t n = x.size(0), channels = x.size(1), m = w.size(0), dims = x.rank() - 2;
+  if (group < 1 || channels % group != 0 || m % group != 0 || w.size(1) * group != channels)
+    c.invalid(fmt::format("X {} and W {} do not make {} groups", x.shape().str(), w.shape().str(), group));
+  const Tensor v = windows(x, win, 0);  // [N, C, o.., k..]
+  int64_t positions = 1;
+  for (int64_t o : win.out) positions *= o;
+  std::vector<int64_t> vs = {n, group, channels / group, positions}, ws = {1, group, m / group, channels / group, 1};
+  for (int64_t k : win.kernel) {
+    vs.push_back(k);
+    ws.push_back(k);
+  }
+  const Tensor vg = v.reshape(vs).unsqueeze(2);  // [N, G, 1, Cg, P, k..]
+  const Tensor wg = w.reshape(ws);               // [1, G, Mg, Cg, 1, k..]
+  Axes axes = {3};
+  for (int64_t d = 0; d < dims; ++d) axes.push_back(5 + d);
+  const Tensor y = (vg * wg).sum(axes);  // [N, G, Mg, P]
+  std::vector<int64_t> out = {n, m};
+  out.insert(out.end(), win.out.begin(), win.out.end());
+  return y.reshape(out);
+}
+
+Tensor add_bias(NodeContext& c, const Tensor& y) {
+  if (!c.has_input(2)) return y;
+  std::vector<int64_t> s(static_cast<size_t>(y.rank()), 1);
+  s[1] = y.size(1);
+  return y + c.input(2).reshape(s);
+}
+
+std::vector<Tensor> Conv(NodeContext& c) {
+  Tensor x = c.input(0), w = c.input(1);
+  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
+    c.invalid(fmt::format("X {} and W {} must be [N, C, d1..dn] and [M, C/group, k1..kn] with n in 1..3", x.shape().str(),
+                          w.shape().str()));
+  if (!is_float(x.dtype()) || w.dtype() != x.dtype()) c.invalid("X and W must be float or double, of one type");
+  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  if (auto given = c.attr_ints_opt("kernel_shape"); given && *given != kernel)
+    c.invalid("kernel_shape differs from W's spatial dims");
+  const Window win = window_of(c, x.shape(), kernel);
+  return {add_bias(c, convolve(c, x, w, win, c.attr_int("group", 1)))};
+}
+
+// The gradient of a convolution with respect to its input: each input element spreads over
+// the output through the kernel. Computed as the convolution of the input with `stride - 1`
+// zeros between elements (a view: unsqueeze, pad, reshape, slice), padded by the kernel's
+// reach less `pads`, with the kernel flipped and its two channel axes swapped.
+std::vector<Tensor> ConvTranspose(NodeContext& c) {
+  Tensor x = c.input(0), w = c.input(1);
+  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
+    c.invalid(fmt::format("X {} and W {} must be [N, C, d1..dn] and [C, M/group, k1..kn] with n in 1..3",
+                          x.shape().str(), w.shape().str()));
+  if (!is_float(x.dtype()) || w.dtype() != x.dtype()) c.invalid("X and W must be float or double, of one type");
+  const auto dims = static_cast<size_t>(x.rank() - 2);
+  const int64_t group = c.attr_int("group", 1), channels = x.size(1);
+  if (group < 1 || channels % group != 0 || w.size(0) != channels)
+    c.invalid(fmt::format("X {} and W {} do not make {} groups", x.shape().str(), w.shape().str(), group));
+  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  const auto strides = c.attr_ints("strides", std::vector<int64_t>(dims, 1));
+  const auto dilations = c.attr_ints("dilations", std::vector<int64_t>(dims, 1));
+  const auto out_pad = c.attr_ints("output_padding", std::vector<int64_t>(dims, 0));
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * dims, 0));
+  if (strides.size() != dims || dilations.size() != dims || out_pad.size() != dims || pads.size() != 2 * dims)
+    c.invalid("strides, dilations, output_padding and pads must match the spatial dims");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  std::optional<std::vector<int64_t>> out_shape = c.attr_ints_opt("output_shape");
+  if (out_shape && out_shape->size() != dims) c.invalid("output_shape must match the spatial dims");
+  if (!out_shape && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+    out_shape.emplace();
+    for (size_t d = 0; d < dims; ++d) out_shape->push_back(x.size(static_cast<int64_t>(d + 2)) * strides[d]);
+  }
+  for (size_t d = 0; d < dims; ++d) {
+    if (strides[d] < 1 || dilations[d] < 1) c.invalid("strides and dilations must be positive");
+    if (out_shape) {
+      const int64_t total = strides[d] * (x.size(static_cast<int64_t>(d + 2)) - 1) + out_pad[d] +
+                            (kernel[d] - 1) * dilations[d] + 1 - (*out_shape)[d];
+      // The spec's halves round down (Python's //): a total of -1 takes the extra from the end.
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      pads[d] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads[d + dims] = total - pads[d];
+    } else if (auto_pad == "VALID") {
+      pads[d] = pads[d + dims] = 0;
+    }
+  }
+  // Zeros between the input's elements, then the kernel's reach as padding (negative: crop).
+  Tensor z = x;
+  std::vector<int64_t> low(2, 0), high(2, 0);
+  for (size_t d = 0; d < dims; ++d) {
+    const auto axis = static_cast<int64_t>(d + 2);
+    const int64_t len = z.size(axis), s = strides[d];
+    if (s > 1) {
+      std::vector<int64_t> lo(static_cast<size_t>(z.rank() + 1), 0), hi(lo.size(), 0);
+      hi[static_cast<size_t>(axis + 1)] = s - 1;
+      std::vector<int64_t> merged = dims_of(z.shape());
+      merged[static_cast<size_t>(axis)] = len * s;
+      z = z.unsqueeze(axis + 1).pad(lo, hi, 0).reshape(merged).slice(axis, 0, (len - 1) * s + 1);
+    }
+    const int64_t reach = (kernel[d] - 1) * dilations[d];
+    low.push_back(reach - pads[d]);
+    high.push_back(reach - pads[d + dims] + out_pad[d]);
+  }
+  for (size_t d = 0; d < dims; ++d) {  // crop what the padding takes away
+    const auto axis = static_cast<int64_t>(d + 2);
+    if (low[d + 2] < 0 || high[d + 2] < 0) {
+      z = z.slice(axis, std::max<int64_t>(0, -low[d + 2]), z.size(axis) - std::max<int64_t>(0, -high[d + 2]));
+      low[d + 2] = std::max<int64_t>(0, low[d + 2]);
+      high[d + 2] = std::max<int64_t>(0, high[d + 2]);
+    }
+  }
+  z = z.pad(low, high, 0);
+  // W [C, Mg, k..] -> [M, Cg, k..] flipped: per group, swap the channel axes.
+  const int64_t mg = w.size(1), cg = channels / group;
+  std::vector<int64_t> ws = {group, cg, mg};
+  ws.insert(ws.end(), kernel.begin(), kernel.end());
+  Axes perm = {0, 2, 1};
+  Axes spatial;
+  for (size_t d = 0; d < dims; ++d) {
+    perm.push_back(static_cast<int64_t>(d + 3));
+    spatial.push_back(static_cast<int64_t>(d + 3));
+  }
+  std::vector<int64_t> wf = {group * mg, cg};
+  wf.insert(wf.end(), kernel.begin(), kernel.end());
+  const Tensor wt = w.reshape(ws).permute(perm).flip(spatial).reshape(wf);
+  Window win;
+  win.kernel = kernel;
+  win.strides.assign(dims, 1);
+  win.dilations = dilations;
+  win.pad_begin.assign(dims, 0);
+  win.pad_end.assign(dims, 0);
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t out = z.size(static_cast<int64_t>(d + 2)) - (kernel[d] - 1) * dilations[d];
+    if (out < 1) c.invalid("the output would be empty");
+    win.out.push_back(out);
+  }
+  return {add_bias(c, convolve(c, z, wt, win, group))};
 }
 
 constexpr std::string_view kMaxPool[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "ceil_mode",
                                           "storage_order"};
 constexpr std::string_view kAveragePool[] = {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode",
                                               "count_include_pad"};
+constexpr std::string_view kConv[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "group"};
+constexpr std::string_view kConvTranspose[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "group",
+                                                "output_padding", "output_shape"};
 
 }  // namespace
 
 const ConverterRow kPoolRows[] = {
     {"MaxPool", 1, MaxPool, kMaxPool},
     {"AveragePool", 1, AveragePool, kAveragePool},
+    {"Conv", 1, Conv, kConv},
+    {"ConvTranspose", 1, ConvTranspose, kConvTranspose},
 };
 const std::span<const ConverterRow> pool_rows = kPoolRows;
 

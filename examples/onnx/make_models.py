@@ -11,6 +11,8 @@ Models:
   mlp                 784 -> 128 -> 10: Gemm, Relu, Gemm, Softmax (weights as initializers)
   transformer_block   pre-norm attention + MLP over [batch, seq, dim]: LayerNormalization,
                       MatMul, Transpose, Softmax, Erf-based GELU, residual adds
+  cnn                 Conv (padded, then strided and grouped), BatchNormalization, Relu,
+                      MaxPool, AveragePool, Flatten, Gemm, Softmax over [2, 3, 16, 16] images
 """
 import os
 import sys
@@ -128,12 +130,77 @@ def transformer_block(out_dir, rng):
     save(out_dir, "transformer_block", graph, [x], [y.astype(np.float32)])
 
 
+def conv2d(x, w, b, stride=1, pad=0, group=1):
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    y = np.zeros((n, m, oh, ow), np.float64)
+    mg = m // group
+    for g in range(group):
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg:(g + 1) * cg, i * stride:i * stride + kh, j * stride:j * stride + kw]
+                y[:, g * mg:(g + 1) * mg, i, j] = np.einsum("nckl,mckl->nm", patch, w[g * mg:(g + 1) * mg])
+    return (y + b.reshape(1, -1, 1, 1)).astype(np.float32)
+
+
+def pool2d(x, k, stride, reduce):
+    n, c, h, w = x.shape
+    oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
+    y = np.zeros((n, c, oh, ow), np.float32)
+    for i in range(oh):
+        for j in range(ow):
+            y[:, :, i, j] = reduce(x[:, :, i * stride:i * stride + k, j * stride:j * stride + k], axis=(2, 3))
+    return y
+
+
+def cnn(out_dir, rng):
+    n, classes = 2, 10
+    x = rng.standard_normal((n, 3, 16, 16)).astype(np.float32)
+    w1 = (rng.standard_normal((8, 3, 3, 3)) / np.sqrt(27)).astype(np.float32)
+    b1 = (0.1 * rng.standard_normal(8)).astype(np.float32)
+    gamma = (1 + 0.1 * rng.standard_normal(8)).astype(np.float32)
+    beta = (0.1 * rng.standard_normal(8)).astype(np.float32)
+    mean = (0.1 * rng.standard_normal(8)).astype(np.float32)
+    var = (1 + 0.1 * rng.random(8)).astype(np.float32)
+    w2 = (rng.standard_normal((16, 4, 3, 3)) / np.sqrt(36)).astype(np.float32)  # 2 groups of 4 channels
+    b2 = (0.1 * rng.standard_normal(16)).astype(np.float32)
+    wf = (rng.standard_normal((classes, 16 * 3 * 3)) / 12).astype(np.float32)
+    bf = (0.1 * rng.standard_normal(classes)).astype(np.float32)
+    mk = helper.make_node
+    nodes = [
+        mk("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        mk("BatchNormalization", ["c1", "gamma", "beta", "mean", "var"], ["bn"], epsilon=1e-5, name="bn1"),
+        mk("Relu", ["bn"], ["r1"], name="relu1"),
+        mk("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"),
+        mk("Conv", ["p1", "w2", "b2"], ["c2"], strides=[2, 2], group=2, name="conv2"),
+        mk("Relu", ["c2"], ["r2"], name="relu2"),
+        mk("AveragePool", ["r2"], ["p2"], kernel_shape=[1, 1], name="pool2"),
+        mk("Flatten", ["p2"], ["f"], axis=1, name="flatten"),
+        mk("Gemm", ["f", "wf", "bf"], ["logits"], transB=1, name="fc"),
+        mk("Softmax", ["logits"], ["probs"], axis=1, name="softmax"),
+    ]
+    inits = [init(k, v) for k, v in dict(w1=w1, b1=b1, gamma=gamma, beta=beta, mean=mean, var=var, w2=w2, b2=b2,
+                                           wf=wf, bf=bf).items()]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 3, 16, 16])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [n, classes])], inits)
+    c1 = conv2d(x, w1, b1, pad=1)
+    bn = (c1 - mean.reshape(1, -1, 1, 1)) / np.sqrt(var.reshape(1, -1, 1, 1) + 1e-5) * gamma.reshape(1, -1, 1, 1) \
+        + beta.reshape(1, -1, 1, 1)
+    p1 = pool2d(np.maximum(bn, 0), 2, 2, np.max)
+    r2 = np.maximum(conv2d(p1, w2, b2, stride=2, group=2), 0)
+    y = softmax(r2.reshape(n, -1) @ wf.T + bf, axis=1)
+    save(out_dir, "cnn", graph, [x], [y.astype(np.float32)])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     rng = np.random.default_rng(7)
     mlp(sys.argv[1], rng)
     transformer_block(sys.argv[1], rng)
+    cnn(sys.argv[1], rng)
 
 
 if __name__ == "__main__":
