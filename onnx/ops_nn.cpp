@@ -1,4 +1,7 @@
 // onnx/ops_nn.cpp - products and normalizations, decomposed as the frontend's own are.
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "ops.h"
@@ -85,16 +88,133 @@ std::vector<Tensor> MeanVarianceNormalization(NodeContext& c) {
   return {centered / (std + c.scalar_like(1e-9, x))};
 }
 
+// Einsum as broadcasting: every operand's axes are put in one order (output letters, then
+// the summed ones), multiplied together and summed over the letters the output lacks. A
+// letter repeated within one operand ("ii") first takes the diagonal, a strided view.
+std::vector<Tensor> Einsum(NodeContext& c) {
+  std::string eq;
+  for (char ch : c.attr_string("equation"))
+    if (ch != ' ') eq += ch;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t at = 0;;) {
+    const size_t comma = lhs.find(',', at);
+    terms.push_back(lhs.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (terms.size() != c.num_inputs())
+    c.invalid(fmt::format("the equation '{}' names {} operands for {} inputs", eq, terms.size(), c.num_inputs()));
+  // Letters per operand, the ellipsis spelled as '0', '1', ... for its dims (right-aligned).
+  int64_t ellipsis = 0;
+  std::vector<Tensor> ops;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    ops.push_back(c.input(i));
+    const std::string& t = terms[i];
+    const size_t dots = t.find("...");
+    const int64_t named = static_cast<int64_t>(t.size()) - (dots == std::string::npos ? 0 : 3);
+    const int64_t e = dots == std::string::npos ? 0 : ops.back().rank() - named;
+    if (e < 0 || (dots == std::string::npos && named != ops.back().rank()))
+      c.invalid(fmt::format("term '{}' does not match operand {} of rank {}", t, i, ops.back().rank()));
+    ellipsis = std::max(ellipsis, e);
+    std::string l;
+    for (size_t k = 0; k < t.size(); ++k) {
+      if (k == dots) {
+        for (int64_t d = 0; d < e; ++d) l += static_cast<char>('0' + (ellipsis - e) + d);
+        k += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(t[k]))) {
+        l += t[k];
+      } else {
+        c.invalid(fmt::format("'{}' in the equation is not a letter", t[k]));
+      }
+    }
+    labels.push_back(l);
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    const std::string rhs = eq.substr(arrow + 2);
+    for (size_t k = 0; k < rhs.size(); ++k) {
+      if (rhs.compare(k, 3, "...") == 0) {
+        for (int64_t d = 0; d < ellipsis; ++d) out += static_cast<char>('0' + d);
+        k += 2;
+      } else {
+        out += rhs[k];
+      }
+    }
+  } else {  // implicit: the ellipsis, then the letters used once, alphabetically
+    for (int64_t d = 0; d < ellipsis; ++d) out += static_cast<char>('0' + d);
+    std::string all;
+    for (const auto& l : labels) all += l;
+    for (char ch = 'A'; ch <= 'z'; ++ch)
+      if (std::isalpha(static_cast<unsigned char>(ch)) && std::count(all.begin(), all.end(), ch) == 1) out += ch;
+  }
+  // Diagonals: a letter twice in one operand.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (;;) {
+      std::string& l = labels[i];
+      size_t a = std::string::npos, b = std::string::npos;
+      for (size_t x = 0; x < l.size() && a == std::string::npos; ++x)
+        if (const size_t y = l.find(l[x], x + 1); y != std::string::npos) a = x, b = y;
+      if (a == std::string::npos) break;
+      Tensor& t = ops[i];
+      const int64_t n = t.size(static_cast<int64_t>(a));
+      if (t.size(static_cast<int64_t>(b)) != n) c.invalid(fmt::format("'{}' has two sizes in operand {}", l[a], i));
+      Axes perm;  // b right after a
+      for (int64_t d = 0; d < t.rank(); ++d)
+        if (d != static_cast<int64_t>(b)) {
+          perm.push_back(d);
+          if (d == static_cast<int64_t>(a)) perm.push_back(static_cast<int64_t>(b));
+        }
+      std::vector<int64_t> merged;
+      for (size_t k = 0; k < perm.size(); ++k) {
+        if (perm[k] == static_cast<int64_t>(b)) continue;
+        merged.push_back(perm[k] == static_cast<int64_t>(a) ? n * n : t.size(perm[k]));
+      }
+      t = t.permute(perm).reshape(merged).slice(static_cast<int64_t>(a), 0, n * n, n + 1);
+      l.erase(b, 1);
+    }
+  }
+  std::string order = out;
+  for (const auto& l : labels)
+    for (char ch : l)
+      if (order.find(ch) == std::string::npos) order += ch;
+  if (order.size() > static_cast<size_t>(Shape::kMaxRank))
+    c.unsupported(fmt::format("the equation has {} distinct indices; kiln's tensors have at most {} axes", order.size(),
+                              Shape::kMaxRank));
+  Tensor acc;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string& l = labels[i];
+    Axes perm;
+    std::vector<int64_t> dims;
+    for (char ch : order) {
+      const size_t at = l.find(ch);
+      if (at != std::string::npos) perm.push_back(static_cast<int64_t>(at));
+    }
+    Tensor t = ops[i].permute(perm);
+    size_t next = 0;
+    for (char ch : order) dims.push_back(l.find(ch) != std::string::npos ? t.size(static_cast<int64_t>(next++)) : 1);
+    t = t.reshape(dims);
+    acc = acc.defined() ? acc * t : t;
+  }
+  Axes summed;
+  for (size_t k = out.size(); k < order.size(); ++k) summed.push_back(static_cast<int64_t>(k));
+  return {summed.empty() ? acc : acc.sum(summed)};
+}
+
 constexpr std::string_view kGemm[] = {"alpha", "beta", "transA", "transB", "broadcast"};
 constexpr std::string_view kBatchNorm[] = {"epsilon", "momentum", "training_mode", "is_test", "spatial"};
 constexpr std::string_view kLayerNorm[] = {"axis", "epsilon", "stash_type"};
 constexpr std::string_view kEpsilon[] = {"epsilon"};
+constexpr std::string_view kEquation[] = {"equation"};
 constexpr std::string_view kAxes[] = {"axes"};
 
 }  // namespace
 
 const ConverterRow kNnRows[] = {
     {"MatMul", 1, MatMul, {}},
+    {"Einsum", 12, Einsum, kEquation},
     {"Gemm", 6, Gemm, kGemm},
     {"BatchNormalization", 6, BatchNormalization, kBatchNorm},
     {"LayerNormalization", 17, LayerNormalization, kLayerNorm},

@@ -267,10 +267,28 @@ std::vector<Tensor> ConvTranspose(NodeContext& c) {
   return {add_bias(c, convolve(c, z, wt, win, group))};
 }
 
+// Local response normalization across channels: each element divided by
+// (bias + alpha / size * the sum of squares of the `size` channels around it)^beta, the
+// window read through unfold over the channel axis padded with zeros.
+std::vector<Tensor> LRN(NodeContext& c) {
+  Tensor x = c.input(0);
+  if (x.rank() < 3 || !is_float(x.dtype())) c.invalid("its input must be float [N, C, d1..dn]");
+  const int64_t size = c.attr_int("size");
+  if (size < 1) c.invalid("size must be positive");
+  std::vector<int64_t> low(static_cast<size_t>(x.rank()), 0), high(low);
+  low[1] = (size - 1) / 2;
+  high[1] = size - 1 - low[1];
+  const Tensor squares = (x * x).pad(low, high, 0).unfold(1, size, 1).sum({-1});
+  const Tensor scale = c.scalar_like(c.attr_float("bias", 1.0), x) +
+                       c.scalar_like(c.attr_float("alpha", 1e-4) / static_cast<double>(size), x) * squares;
+  return {x / scale.pow(c.scalar_like(c.attr_float("beta", 0.75), x))};
+}
+
 constexpr std::string_view kMaxPool[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "ceil_mode",
                                           "storage_order"};
 constexpr std::string_view kAveragePool[] = {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode",
                                               "count_include_pad"};
+constexpr std::string_view kLrn[] = {"alpha", "beta", "bias", "size"};
 constexpr std::string_view kConv[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "group"};
 constexpr std::string_view kConvTranspose[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "group",
                                                 "output_padding", "output_shape"};
@@ -281,6 +299,7 @@ const ConverterRow kPoolRows[] = {
     {"MaxPool", 1, MaxPool, kMaxPool},
     {"AveragePool", 1, AveragePool, kAveragePool},
     {"Conv", 1, Conv, kConv},
+    {"LRN", 1, LRN, kLrn},
     {"ConvTranspose", 1, ConvTranspose, kConvTranspose},
 };
 const std::span<const ConverterRow> pool_rows = kPoolRows;
