@@ -269,8 +269,11 @@ std::vector<Tensor> CastLike(NodeContext& c) {
 
 // Inference: the identity, with an all-true mask when asked for.
 std::vector<Tensor> Dropout(NodeContext& c) {
-  if (c.opset() >= 12 && c.has_input(2) && c.value(2, "training_mode").get_int(0) != 0)
-    c.unsupported("Dropout in training mode is not supported (it is random)");
+  if (c.opset() >= 12 && c.has_input(2) && c.value(2, "training_mode").get_int(0) != 0) {
+    // Training drops elements at random, except at ratio 0, where it is the identity.
+    const double ratio = c.has_input(1) ? c.value(1, "ratio").get_double(0) : 0.5;
+    if (ratio != 0) c.unsupported("Dropout in training mode is not supported (it is random)");
+  }
   Tensor x = c.input(0);
   Tensor mask = x.eq(x).logical_or(x.ne(x));
   return {x, mask};
@@ -342,10 +345,10 @@ const ConverterRow kElementwiseRows[] = {
     {"And", 1, And, kLegacyBroadcast},
     {"Or", 1, Or, kLegacyBroadcast},
     {"Xor", 1, Xor, kLegacyBroadcast},
-    {"Max", 8, variadic<0>, {}},
-    {"Min", 8, variadic<1>, {}},
-    {"Sum", 8, variadic<2>, {}},
-    {"Mean", 8, variadic<3>, {}},
+    {"Max", 1, variadic<0>, kConsumed},
+    {"Min", 1, variadic<1>, kConsumed},
+    {"Sum", 1, variadic<2>, kConsumed},
+    {"Mean", 1, variadic<3>, kConsumed},
     {"Mod", 10, Mod, kMod},
     {"Where", 9, Where, {}},
     {"Cast", 6, Cast, kCast},

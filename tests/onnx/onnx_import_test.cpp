@@ -117,10 +117,16 @@ TEST(OnnxImport, UnsupportedDtypesAndAttributesAreNamed) {
       << error_of(path);
 
   ModelBuilder c;
-  c.input("x", TensorProto::FLOAT, {2, 3});
-  add_attr_int(c.node("ArgMax", {"x"}, {"y"}, "am"), "select_last_index", 1);
-  c.output("y", TensorProto::INT64);
-  EXPECT_NE(error_of(c.save()).find("node 'am' (ArgMax, opset 17): select_last_index = 1 is not supported"),
+  c.input("x", TensorProto::FLOAT, {1, 1, 4, 4});
+  auto* pool = c.node("MaxPool", {"x"}, {"y"}, "mp");
+  auto* k = pool->add_attribute();
+  k->set_name("kernel_shape");
+  k->set_type(::onnx::AttributeProto::INTS);
+  k->add_ints(2);
+  k->add_ints(2);
+  add_attr_int(pool, "storage_order", 1);
+  c.output("y");
+  EXPECT_NE(error_of(c.save()).find("node 'mp' (MaxPool, opset 17): storage_order = 1 is not supported"),
             std::string::npos)
       << error_of(c.save());
 
