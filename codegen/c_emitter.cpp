@@ -296,6 +296,10 @@ std::string CEmitter::op_expr(const Inst& in) {
     }
     case OpKind::Sin: return via_double(fmt::format("{}({{0}})", math("sin")), "sin");
     case OpKind::Cos: return via_double(fmt::format("{}({{0}})", math("cos")), "cos");
+    case OpKind::Asin: return via_double(fmt::format("{}({{0}})", math("asin")), "asin");
+    case OpKind::Acos: return via_double(fmt::format("{}({{0}})", math("acos")), "acos");
+    case OpKind::Atan: return via_double(fmt::format("{}({{0}})", math("atan")), "atan");
+    case OpKind::Atan2: return via_double(fmt::format("{}({{0}}, {{1}})", math("atan2")), "atan2");
     case OpKind::Exp:
     case OpKind::Log:
     case OpKind::Tanh:

@@ -34,7 +34,8 @@ namespace kiln::kir {
 namespace {
 
 bool is_double_only_in_opencl(std::string_view fn) {
-  return fn == "exp" || fn == "log" || fn == "tanh" || fn == "sin" || fn == "cos" || fn == "pow" || fn == "erf";
+  return fn == "exp" || fn == "log" || fn == "tanh" || fn == "sin" || fn == "cos" || fn == "pow" || fn == "erf" ||
+         fn == "asin" || fn == "acos" || fn == "atan" || fn == "atan2";
 }
 
 // ---- f32 math of kiln's own (GlslDialect::math) ----
@@ -306,6 +307,9 @@ class GlslDialect final : public CDialect {
                               "(cast to f32 first)",
                               fn, fn));
     if (fn == "fabs") return "abs";
+    // asin, acos and atan are GLSL's own on f32, within Vulkan's bound (4096 ulp, inherited
+    // from atan); atan2 is GLSL's two-argument atan.
+    if (fn == "atan2") return "atan";
     // f32 transcendental functions are kiln's own: Vulkan allows exp 3 + 2|x| ulp, sin and
     // cos an absolute 2^-11 inside [-pi, pi] and anything outside, and lavapipe uses that
     // freedom (tanh(0.001) 16 ulp off, sin(1e5) = -1).

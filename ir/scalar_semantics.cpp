@@ -40,6 +40,9 @@ double unary_float(OpKind op, double x) {
     case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
     case OpKind::Sin: return std::sin(x);
     case OpKind::Cos: return std::cos(x);
+    case OpKind::Asin: return std::asin(x);
+    case OpKind::Acos: return std::acos(x);
+    case OpKind::Atan: return std::atan(x);
     case OpKind::Tanh: return std::tanh(x);
     case OpKind::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
     case OpKind::Relu: return x < 0 ? 0.0 : x;  // NaN and -0.0 pass through
@@ -70,6 +73,7 @@ double binary_float(OpKind op, double a, double b) {
     case OpKind::Mul: return a * b;
     case OpKind::Div: return a / b;
     case OpKind::Pow: return std::pow(a, b);
+    case OpKind::Atan2: return std::atan2(a, b);
     // IEEE 754-2019 maximum/minimum: NaN wins, and +0.0 > -0.0, so both are commutative
     // bit for bit (LLVM's llvm.maximum/llvm.minimum).
     case OpKind::Max:

@@ -43,6 +43,9 @@ FLOAT_UNARY(Sqrt, x.sqrt())
 FLOAT_UNARY(Sin, x.sin())
 FLOAT_UNARY(Cos, x.cos())
 FLOAT_UNARY(Tan, x.sin() / x.cos())
+FLOAT_UNARY(Asin, x.asin())
+FLOAT_UNARY(Acos, x.acos())
+FLOAT_UNARY(Atan, x.atan())
 FLOAT_UNARY(Tanh, x.tanh())
 FLOAT_UNARY(Sigmoid, x.sigmoid())
 FLOAT_UNARY(Erf, x.erf())
@@ -304,6 +307,9 @@ const ConverterRow kElementwiseRows[] = {
     {"Sin", 7, Sin, {}},
     {"Cos", 7, Cos, {}},
     {"Tan", 7, Tan, {}},
+    {"Asin", 7, Asin, {}},
+    {"Acos", 7, Acos, {}},
+    {"Atan", 7, Atan, {}},
     {"Tanh", 6, Tanh, {}},
     {"Sigmoid", 6, Sigmoid, {}},
     {"Erf", 9, Erf, {}},

@@ -319,7 +319,11 @@ Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Va
       if (t == DType::F32 && has_vector_math(op)) return emit_vector_math(b_, op, a[0]);
       return emit_libm(b_, op, a[0]);
     case OpKind::Sin:
-    case OpKind::Cos: return emit_libm(b_, op, a[0]);
+    case OpKind::Cos:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan: return emit_libm(b_, op, a[0]);
+    case OpKind::Atan2: return emit_libm(b_, op, a[0], a[1]);
     case OpKind::Add: return f ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]);
     case OpKind::Sub: return f ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]);
     case OpKind::Mul: return f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]);

@@ -158,6 +158,10 @@ Value* emit_libm(llvm::IRBuilder<>& b, OpKind op, Value* x, Value* y) {
     case OpKind::Log: name = "log"; break;
     case OpKind::Sin: name = "sin"; break;
     case OpKind::Cos: name = "cos"; break;
+    case OpKind::Asin: name = "asin"; break;
+    case OpKind::Acos: name = "acos"; break;
+    case OpKind::Atan: name = "atan"; break;
+    case OpKind::Atan2: name = "atan2"; break;
     case OpKind::Tanh: name = "tanh"; break;
     case OpKind::Erf: name = "erf"; break;
     case OpKind::Pow: name = "pow"; break;

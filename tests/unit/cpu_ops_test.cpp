@@ -194,7 +194,10 @@ Tol device_math(const Tol& host, int64_t spec_f32_ulps) {
 }
 const Tol kExpUlp = device_math({2}, 3), kLogUlp = device_math({2}, 3), kTanhUlp = device_math({5}, 5),
           kErfUlp = device_math({7}, 16), kSigmoidUlp = device_math({4}, 6), kSinCos = device_math(kExact, 4),
-          kPow = device_math(kExact, 16);
+          kPow = device_math(kExact, 16),
+          // The inverse trigonometric functions: the C library in double on cpu and wherever the
+          // device has doubles (OpenCL); Vulkan computes f32 with GLSL's own, bounded at 4096 ulp.
+          kInverseTrig = device_math(kExact, 4096);
 
 int64_t ordered(float f) {
   const auto u = std::bit_cast<uint32_t>(f);
@@ -205,11 +208,13 @@ int64_t ordered(float f) {
 // SPIR-V's DenormPreserve): a zero where the interpreter has a subnormal is that, not an error.
 bool flushes_f32_subnormals() { return test::device_under_test().kind == Device::Kind::Vulkan; }
 
-// GLSL has no double-precision exp, log, tanh, sin, cos, pow or erf: on Vulkan devices these
+// GLSL has no double-precision exp, log, tanh, sin, cos, pow, erf or inverse trigonometric
+// functions: on Vulkan devices these
 // ops on f64 are a clear error (docs/backends.md), checked instead of the values.
 bool lacks_f64_math() { return test::device_under_test().kind == Device::Kind::Vulkan; }
 bool is_f64_math(const std::string& expr) {
-  for (const char* op : {"exp ", "log ", "tanh ", "sin ", "cos ", "pow ", "erf ", "sigmoid "})
+  for (const char* op : {"exp ", "log ", "tanh ", "sin ", "cos ", "pow ", "erf ", "sigmoid ", "asin ", "acos ", "atan ",
+                         "atan2 "})
     if (expr.starts_with(op)) return true;
   return false;
 }
@@ -646,6 +651,23 @@ TEST(CpuBinary, Pow) {
                   {Data::General, Data::Exponent});
       expect_rows(fmt::format("%a: {0}, %e: {0}", type), type, {{"pow %a, %e", kPow}}, {Data::General});
     }
+}
+
+TEST(CpuUnary, InverseTrigonometry) {
+  // Inside [-1, 1] for asin and acos (NaN outside, where General data also goes), every
+  // magnitude for atan and atan2, whose quadrants and signed zeros follow the C library.
+  for (const char* t : {"f32", "f64"})
+    for (const char* s : {"[7]", "[100]"}) {
+      const std::string type = std::string(t) + s;
+      expect_rows("%x: " + type, type, {{"asin %x", kInverseTrig}, {"acos %x", kInverseTrig}, {"atan %x", kInverseTrig}},
+                  {Data::Unit, Data::General});
+      expect_rows(fmt::format("%y: {0}, %x: {0}", type), type, {{"atan2 %y, %x", kInverseTrig}},
+                  {Data::General, Data::Unit});
+    }
+  // Integers promote to f64, as for div (which Vulkan devices refuse for atan2).
+  const std::string ints = "graph @a(%y: i32[9], %x: i64[9]) -> f64[9] {\n  %a = atan2 %y, %x : f64[9]\n  return %a\n}\n";
+  if (lacks_f64_math()) expect_f64_math_error(ints);
+  else expect_same(ints);
 }
 
 TEST(CpuBinary, IntegerDivisionIsFloatDivision) {

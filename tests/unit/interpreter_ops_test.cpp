@@ -127,6 +127,9 @@ TEST(InterpreterUnary, FloatMath) {
       {"rsqrt", [](double v) { return 1 / std::sqrt(v); }},
       {"sin", [](double v) { return std::sin(v); }},
       {"cos", [](double v) { return std::cos(v); }},
+      {"asin", [](double v) { return std::asin(v); }},
+      {"acos", [](double v) { return std::acos(v); }},
+      {"atan", [](double v) { return std::atan(v); }},
       {"tanh", [](double v) { return std::tanh(v); }},
       {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }},
       {"relu", [](double v) { return v < 0 ? 0.0 : v; }},
@@ -203,6 +206,10 @@ TEST(InterpreterBinary, ArithmeticWithBroadcasting) {
                 {4, std::sqrt(2.0), 9, std::sqrt(3.0)}, 1e-15);
   expect_values(binary("max", "f32[3]", "[1.0, nan, -1.0]", "f32[3]", "[2.0, 0.0, -2.0]", "f32[3]"), F32({3}),
                 {2, kNaN, -1});
+  // atan2(y, x): the quadrant from both signs.
+  expect_values(binary("atan2", "f64[4]", "[1.0, 1.0, -1.0, 0.0]", "f64[4]", "[1.0, -1.0, -1.0, -1.0]", "f64[4]"), F64({4}),
+                {M_PI / 4, 3 * M_PI / 4, -3 * M_PI / 4, M_PI}, 1e-15);
+  expect_values(binary("atan2", "i32[1]", "[1]", "i32[1]", "[0]", "f64[1]"), F64({1}), {M_PI / 2}, 1e-15);
   expect_values(binary("min", "f32[3]", "[1.0, 5.0, -1.0]", "f32[3]", "[2.0, nan, -2.0]", "f32[3]"), F32({3}),
                 {1, kNaN, -2});
 }

@@ -95,6 +95,9 @@ class Tensor {
   Tensor rsqrt() const;
   Tensor sin() const;
   Tensor cos() const;
+  Tensor asin() const;
+  Tensor acos() const;
+  Tensor atan() const;
   Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
@@ -113,6 +116,8 @@ class Tensor {
   Tensor div(const Tensor& other) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor pow(Number exponent) const;
+  /// atan2(*this, x): the angle of the point (x, *this) in (-pi, pi].
+  Tensor atan2(const Tensor& x) const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
   Tensor eq(const Tensor& other) const;
@@ -220,6 +225,9 @@ KILN_UNARY_FN(sqrt)
 KILN_UNARY_FN(rsqrt)
 KILN_UNARY_FN(sin)
 KILN_UNARY_FN(cos)
+KILN_UNARY_FN(asin)
+KILN_UNARY_FN(acos)
+KILN_UNARY_FN(atan)
 KILN_UNARY_FN(tanh)
 KILN_UNARY_FN(sigmoid)
 KILN_UNARY_FN(relu)
@@ -237,6 +245,7 @@ KILN_BINARY_FN(sub)
 KILN_BINARY_FN(mul)
 KILN_BINARY_FN(div)
 KILN_BINARY_FN(pow)
+KILN_BINARY_FN(atan2)
 KILN_BINARY_FN(maximum)
 KILN_BINARY_FN(minimum)
 KILN_BINARY_FN(eq)
