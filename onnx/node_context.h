@@ -23,7 +23,6 @@ class NodeContext {
     std::string model_input;           // the model input this is, or ""
     std::string fixable;               // the same, when ImportOptions::input_values gives it
   };
-  using Materialize = Tensor (*)(const HostTensor&);
 
   NodeContext(const ::onnx::NodeProto& node, int64_t opset, std::vector<Input*> inputs, Device device,
               const std::string& base_dir)
