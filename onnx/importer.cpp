@@ -82,34 +82,36 @@ const ::onnx::AttributeProto* NodeContext::find(std::string_view name) const {
   return nullptr;
 }
 
-int64_t NodeContext::attr_int(std::string_view name, std::optional<int64_t> fallback) const {
-  const auto* a = find(name);
+namespace {
+
+// The value of attribute `a` (named `name`), which must be of `type`, or `fallback` when
+// the node leaves it out; one message per failure for every typed accessor below.
+template <class T, class Get>
+T attr_or(const NodeContext& c, const ::onnx::AttributeProto* a, std::string_view name,
+          ::onnx::AttributeProto::AttributeType type, std::string_view kind, const std::optional<T>& fallback, Get get) {
   if (!a) {
-    if (!fallback) invalid(fmt::format("attribute '{}' is required", name));
+    if (!fallback) c.invalid(fmt::format("attribute '{}' is required", name));
     return *fallback;
   }
-  if (a->type() != ::onnx::AttributeProto::INT) invalid(fmt::format("attribute '{}' must be an int", name));
-  return a->i();
+  if (a->type() != type) c.invalid(fmt::format("attribute '{}' must be {}", name, kind));
+  return get(*a);
+}
+
+}  // namespace
+
+int64_t NodeContext::attr_int(std::string_view name, std::optional<int64_t> fallback) const {
+  return attr_or<int64_t>(*this, find(name), name, ::onnx::AttributeProto::INT, "an int", fallback,
+                          [](const auto& a) { return a.i(); });
 }
 
 double NodeContext::attr_float(std::string_view name, std::optional<double> fallback) const {
-  const auto* a = find(name);
-  if (!a) {
-    if (!fallback) invalid(fmt::format("attribute '{}' is required", name));
-    return *fallback;
-  }
-  if (a->type() != ::onnx::AttributeProto::FLOAT) invalid(fmt::format("attribute '{}' must be a float", name));
-  return a->f();
+  return attr_or<double>(*this, find(name), name, ::onnx::AttributeProto::FLOAT, "a float", fallback,
+                         [](const auto& a) { return static_cast<double>(a.f()); });
 }
 
 std::string NodeContext::attr_string(std::string_view name, std::optional<std::string> fallback) const {
-  const auto* a = find(name);
-  if (!a) {
-    if (!fallback) invalid(fmt::format("attribute '{}' is required", name));
-    return *fallback;
-  }
-  if (a->type() != ::onnx::AttributeProto::STRING) invalid(fmt::format("attribute '{}' must be a string", name));
-  return a->s();
+  return attr_or<std::string>(*this, find(name), name, ::onnx::AttributeProto::STRING, "a string", fallback,
+                              [](const auto& a) { return a.s(); });
 }
 
 std::optional<std::vector<int64_t>> NodeContext::attr_ints_opt(std::string_view name) const {
@@ -126,10 +128,8 @@ std::vector<int64_t> NodeContext::attr_ints(std::string_view name, std::optional
 }
 
 HostTensor NodeContext::attr_tensor(std::string_view name) const {
-  const auto* a = find(name);
-  if (!a) invalid(fmt::format("attribute '{}' is required", name));
-  if (a->type() != ::onnx::AttributeProto::TENSOR) invalid(fmt::format("attribute '{}' must be a tensor", name));
-  return tensor_from_proto(a->t(), base_dir_);
+  return attr_or<HostTensor>(*this, find(name), name, ::onnx::AttributeProto::TENSOR, "a tensor", std::nullopt,
+                             [&](const auto& a) { return tensor_from_proto(a.t(), base_dir_); });
 }
 
 Tensor NodeContext::scalar(double v, DType dtype) const {
@@ -180,6 +180,7 @@ struct Importer {
   const ImportOptions& options;
   std::string path, base_dir;
   const std::vector<std::string>& fixed;  // model inputs replaced by their given values
+  const std::vector<HostTensor>& initializers;  // the graph's, in its order, read once per load
   Model result;
 
   std::vector<Tensor> run_nodes(const std::vector<Tensor>& args,
@@ -313,8 +314,9 @@ struct Importer {
       arg_inputs.push_back(vi.name());
       result.input_names.push_back(vi.name());
     }
-    for (const auto& t : g.initializer()) {
-      HostTensor v = tensor_from_proto(t, base_dir);
+    for (int k = 0; k < g.initializer_size(); ++k) {
+      const ::onnx::TensorProto& t = g.initializer(k);
+      HostTensor v = initializers[static_cast<size_t>(k)];
       if (options.weights == Weights::Parameters && v.numel() > options.inline_max_elements) {
         examples.push_back(kiln::zeros(v.shape(), v.dtype(), Device::interp()));
         arg_names.push_back(t.name());
@@ -373,9 +375,18 @@ struct Importer {
 
 Model load(const std::string& path, const ImportOptions& options) {
   const ::onnx::ModelProto model = detail::read_model_file(path);
+  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  std::vector<HostTensor> initializers;
   std::vector<std::string> fixed;
+  try {
+    for (const auto& t : model.graph().initializer()) initializers.push_back(detail::tensor_from_proto(t, base_dir));
+  } catch (const Unsupported& e) {
+    throw Unsupported(fmt::format("{}: {}", path, e.what()));
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
   for (;;) {
-    detail::Importer imp{model, options, path, std::filesystem::path(path).parent_path().string(), fixed, {}};
+    detail::Importer imp{model, options, path, base_dir, fixed, initializers, {}};
     try {
       imp.run();
     } catch (const detail::NeedsInputValue& need) {

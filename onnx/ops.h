@@ -20,4 +20,11 @@ inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()
 /// `axis` in [-rank, rank) made non-negative; kiln::Error naming `what` otherwise.
 int64_t normalize_axis(NodeContext& c, int64_t axis, int64_t rank, std::string_view what);
 
+/// The elements of 1-D `v` laid along `axis` of a rank-`rank` tensor, 1 elsewhere: a
+/// per-channel parameter against [N, C, ...] (axis 1), for broadcasting.
+Tensor along_axis(const Tensor& v, int64_t axis, int64_t rank);
+/// 0, 1, ..., n - 1 along `axis` of a rank-`rank` tensor: compared with indices, a one-hot
+/// mask (kiln has no gather yet).
+Tensor positions_along(NodeContext& c, int64_t n, int64_t axis, int64_t rank);
+
 }  // namespace kiln::onnx::detail

@@ -88,7 +88,7 @@ std::vector<Tensor> IsInf(NodeContext& c) {
   if (pos && neg) return {p.logical_or(n)};
   if (pos) return {p};
   if (neg) return {n};
-  return {x.ne(x).logical_and(x.eq(x))};  // all false
+  return {kiln::zeros(x.shape(), DType::Bool, c.device())};
 }
 
 // ---- activations with coefficients ---------------------------------------------------------
@@ -143,11 +143,8 @@ std::vector<Tensor> Shrink(NodeContext& c) {
 std::vector<Tensor> PRelu(NodeContext& c) {
   Tensor x = c.input(0), slope = c.input(1);
   // Before opset 7 a [C] slope is per channel: axis 1, not the last.
-  if (c.opset() < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.size(0) == x.size(1) && slope.size(0) != 1) {
-    std::vector<int64_t> dims(static_cast<size_t>(x.rank()), 1);
-    dims[1] = slope.size(0);
-    slope = slope.reshape(dims);
-  }
+  if (c.opset() < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.size(0) == x.size(1) && slope.size(0) != 1)
+    slope = along_axis(slope, 1, x.rank());
   return {where(x.lt(c.scalar_like(0, x)), x * slope, x)};
 }
 
@@ -278,7 +275,7 @@ std::vector<Tensor> Dropout(NodeContext& c) {
     if (ratio != 0) c.unsupported("Dropout in training mode is not supported (it is random)");
   }
   Tensor x = c.input(0);
-  Tensor mask = x.eq(x).logical_or(x.ne(x));
+  Tensor mask = kiln::ones(x.shape(), DType::Bool, c.device());
   return {x, mask};
 }
 

@@ -10,24 +10,17 @@
 namespace kiln::onnx::detail {
 namespace {
 
-// `v` ([C]) shaped to broadcast along axis 1 of a rank-`rank` tensor.
-Tensor along_classes(const Tensor& v, int64_t rank) {
-  std::vector<int64_t> s(static_cast<size_t>(rank), 1);
-  s[1] = v.numel();
-  return v.reshape(s);
-}
-
 Tensor nll(NodeContext& c, const Tensor& input, const Tensor& target_in, const Tensor* weight) {
   if (input.rank() < 2) c.invalid(fmt::format("its input must be [N, C, ...], got {}", input.shape().str()));
   if (!is_integer(target_in.dtype())) c.invalid("its target must hold integers");
   const int64_t classes = input.size(1), rank = input.rank();
   if (target_in.rank() != rank - 1) c.invalid(fmt::format("its target {} does not match the input {}", target_in.shape().str(), input.shape().str()));
   const Tensor target = target_in.dtype() == DType::I64 ? target_in : target_in.to(DType::I64);
-  const Tensor hot = target.unsqueeze(1).eq(along_classes(kiln::arange(classes, DType::I64, c.device()), rank));
+  const Tensor hot = target.unsqueeze(1).eq(positions_along(c, classes, 1, rank));
   const Tensor zero = c.scalar_like(0, input);
   const Tensor picked = where(hot, input, zero).sum({1});
-  Tensor w = weight ? where(hot, along_classes(*weight, rank), zero).sum({1})
-                    : target.eq(target).to(input.dtype());  // 1 everywhere
+  Tensor w = weight ? where(hot, along_axis(*weight, 1, rank), zero).sum({1})
+                    : kiln::ones(target.shape(), input.dtype(), c.device());
   if (c.has_attr("ignore_index")) {
     const Tensor ignored = target.eq(c.scalar(static_cast<double>(c.attr_int("ignore_index")), DType::I64));
     w = where(ignored, zero, w);

@@ -27,13 +27,6 @@ std::vector<Tensor> Gemm(NodeContext& c) {
   return {y};
 }
 
-// A [C] parameter seen along axis 1 of an [N, C, ...] input.
-Tensor per_channel(const Tensor& p, int64_t rank) {
-  std::vector<int64_t> s(static_cast<size_t>(rank), 1);
-  s[1] = p.numel();
-  return p.reshape(s);
-}
-
 std::vector<Tensor> BatchNormalization(NodeContext& c) {
   if (c.attr_int("training_mode", 0) != 0) c.unsupported("training_mode = 1 is not supported (inference only)");
   if (c.attr_int("spatial", 1) != 1) c.unsupported("spatial = 0 (statistics per element) is not supported");
@@ -42,18 +35,22 @@ std::vector<Tensor> BatchNormalization(NodeContext& c) {
   Tensor x = c.input(0);
   if (x.rank() < 2) c.invalid("its input must be [N, C, ...]");
   const int64_t r = x.rank();
-  Tensor scale = per_channel(c.input(1), r), bias = per_channel(c.input(2), r);
-  Tensor mean = per_channel(c.input(3), r), var = per_channel(c.input(4), r);
+  Tensor scale = along_axis(c.input(1), 1, r), bias = along_axis(c.input(2), 1, r);
+  Tensor mean = along_axis(c.input(3), 1, r), var = along_axis(c.input(4), 1, r);
   Tensor eps = c.scalar_like(c.attr_float("epsilon", 1e-5), var);
   return {(x - mean) * (var + eps).rsqrt() * scale + bias};
 }
 
-// Normalizes over `axes` of x: (x - mean) / sqrt(var + eps), var biased.
-std::pair<Tensor, Tensor> normalize(NodeContext& c, const Tensor& x, const Axes& axes, double eps) {
+// x normalized over `axes`, (x - mean) / sqrt(var + eps) with the biased variance, as
+// kiln::layer_norm does over the last axis; with the mean and 1 / sqrt(var + eps).
+struct Normalized {
+  Tensor y, mean, inv_std;
+};
+Normalized normalize(NodeContext& c, const Tensor& x, const Axes& axes, double eps) {
   Tensor mean = x.mean(axes, true);
   Tensor centered = x - mean;
   Tensor inv_std = ((centered * centered).mean(axes, true) + c.scalar_like(eps, x)).rsqrt();
-  return {centered * inv_std, inv_std};
+  return {centered * inv_std, mean, inv_std};
 }
 
 std::vector<Tensor> LayerNormalization(NodeContext& c) {
@@ -64,10 +61,10 @@ std::vector<Tensor> LayerNormalization(NodeContext& c) {
   const int64_t axis = normalize_axis(c, c.attr_int("axis", -1), x.rank(), "axis");
   Axes axes;
   for (int64_t d = axis; d < x.rank(); ++d) axes.push_back(d);
-  auto [y, inv_std] = normalize(c, x, axes, c.attr_float("epsilon", 1e-5));
-  y = y * c.input(1);
+  const Normalized n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5));
+  Tensor y = n.y * c.input(1);
   if (c.has_input(2)) y = y + c.input(2);
-  return {y, x.mean(axes, true), inv_std};
+  return {y, n.mean, n.inv_std};
 }
 
 std::vector<Tensor> InstanceNormalization(NodeContext& c) {
@@ -75,8 +72,8 @@ std::vector<Tensor> InstanceNormalization(NodeContext& c) {
   if (x.rank() < 3) c.invalid("its input must be [N, C, spatial...]");
   Axes axes;
   for (int64_t d = 2; d < x.rank(); ++d) axes.push_back(d);
-  auto [y, inv_std] = normalize(c, x, axes, c.attr_float("epsilon", 1e-5));
-  return {y * per_channel(c.input(1), x.rank()) + per_channel(c.input(2), x.rank())};
+  const Tensor y = normalize(c, x, axes, c.attr_float("epsilon", 1e-5)).y;
+  return {y * along_axis(c.input(1), 1, x.rank()) + along_axis(c.input(2), 1, x.rank())};
 }
 
 std::vector<Tensor> MeanVarianceNormalization(NodeContext& c) {

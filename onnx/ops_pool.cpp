@@ -154,10 +154,7 @@ Tensor convolve(NodeContext& c, const Tensor& x, const Tensor& w, const Window& 
 }
 
 Tensor add_bias(NodeContext& c, const Tensor& y) {
-  if (!c.has_input(2)) return y;
-  std::vector<int64_t> s(static_cast<size_t>(y.rank()), 1);
-  s[1] = y.size(1);
-  return y + c.input(2).reshape(s);
+  return c.has_input(2) ? y + along_axis(c.input(2), 1, y.rank()) : y;
 }
 
 std::vector<Tensor> Conv(NodeContext& c) {

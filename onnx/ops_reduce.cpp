@@ -8,12 +8,6 @@
 
 namespace kiln::onnx::detail {
 
-int64_t normalize_axis(NodeContext& c, int64_t axis, int64_t rank, std::string_view what) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    c.invalid(fmt::format("{} {} is out of range for rank {}", what, axis, rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
 namespace {
 
 // The axes a Reduce* node reduces: from its `axes` attribute, or (ReduceSum from opset 13)
@@ -71,9 +65,7 @@ std::vector<Tensor> arg_reduce(NodeContext& c) {
   // arg-reductions pick NaN as the extreme, as NumPy does).
   const Tensor m = IsMax ? x.max({axis}, true) : x.min({axis}, true);
   const Tensor hit = x.eq(m).logical_or(x.ne(x).logical_and(m.ne(m)));
-  std::vector<int64_t> along(static_cast<size_t>(x.rank()), 1);
-  along[static_cast<size_t>(axis)] = x.size(axis);
-  const Tensor idx = kiln::arange(x.size(axis), DType::I64, c.device()).reshape(along);
+  const Tensor idx = positions_along(c, x.size(axis), axis, x.rank());
   return {where(hit, idx, c.scalar(-1, DType::I64)).max({axis}, keep)};
 }
 
@@ -87,8 +79,7 @@ std::vector<Tensor> CumSum(NodeContext& c) {
   const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
   const int64_t n = x.size(axis);
   // m[j][i] = 1 when input j adds into output i.
-  Tensor j = kiln::arange(n, DType::I64, c.device()).reshape({n, 1});
-  Tensor i = kiln::arange(n, DType::I64, c.device()).reshape({1, n});
+  const Tensor j = positions_along(c, n, 0, 2), i = positions_along(c, n, 1, 2);
   Tensor take = reverse ? (exclusive ? j.gt(i) : j.ge(i)) : (exclusive ? j.lt(i) : j.le(i));
   const Tensor moved = x.transpose(axis, -1);
   return {moved.matmul(take.to(x.dtype())).transpose(axis, -1)};
@@ -115,10 +106,7 @@ std::vector<Tensor> LogSoftmax(NodeContext& c) {
 // 1 at the first maximum along the axis, 0 elsewhere.
 std::vector<Tensor> Hardmax(NodeContext& c) {
   return {over_axis(c, c.input(0), [&](const Tensor& t, int64_t a) {
-    std::vector<int64_t> along(static_cast<size_t>(t.rank()), 1);
-    along[static_cast<size_t>(a)] = t.size(a);
-    Tensor idx = kiln::arange(t.size(a), DType::I64, c.device()).reshape(along);
-    return idx.eq(t.argmax(a, true)).to(t.dtype());
+    return positions_along(c, t.size(a), a, t.rank()).eq(t.argmax(a, true)).to(t.dtype());
   })};
 }
 

@@ -311,18 +311,14 @@ std::vector<Tensor> OneHot(NodeContext& c) {
   const int64_t axis = normalize_axis(c, c.attr_int("axis", -1), rank, "axis");
   if (idx.dtype() != DType::I64) idx = idx.to(DType::I64);
   idx = where(idx.lt(c.scalar(0, DType::I64)), idx + c.scalar(static_cast<double>(depth), DType::I64), idx);
-  std::vector<int64_t> along(static_cast<size_t>(rank), 1);
-  along[static_cast<size_t>(axis)] = depth;
-  const Tensor hot = idx.unsqueeze(axis).eq(kiln::arange(depth, DType::I64, c.device()).reshape(along));
+  const Tensor hot = idx.unsqueeze(axis).eq(positions_along(c, depth, axis, rank));
   return {where(hot, values.slice(0, 1, 2).reshape({}), values.slice(0, 0, 1).reshape({}))};
 }
 
-// A 0/1 mask from comparing row and column indices: Trilu and EyeLike.
-Tensor diagonal_mask(NodeContext& c, int64_t rows, int64_t cols, int64_t k, bool upper) {
-  Tensor r = kiln::arange(rows, DType::I64, c.device()).reshape({rows, 1});
-  Tensor col = kiln::arange(cols, DType::I64, c.device()).reshape({1, cols});
-  Tensor d = col - r;  // on or above diagonal k: col - row >= k
-  return upper ? d.ge(c.scalar(static_cast<double>(k), DType::I64)) : d.le(c.scalar(static_cast<double>(k), DType::I64));
+// col - row for every element of a rows x cols matrix: diagonal k is where it equals k.
+Tensor diagonal_index(NodeContext& c, int64_t rows, int64_t cols) {
+  return kiln::arange(cols, DType::I64, c.device()).reshape({1, cols}) -
+         kiln::arange(rows, DType::I64, c.device()).reshape({rows, 1});
 }
 
 std::vector<Tensor> Trilu(NodeContext& c) {
@@ -330,8 +326,8 @@ std::vector<Tensor> Trilu(NodeContext& c) {
   if (x.rank() < 2) c.invalid("its input must have rank 2 or more");
   const int64_t k = c.has_input(1) ? c.ints(1, "k").at(0) : 0;
   const bool upper = c.attr_int("upper", 1) != 0;
-  Tensor mask = diagonal_mask(c, x.size(-2), x.size(-1), k, upper);
-  return {where(mask, x, c.scalar_like(0, x))};
+  const Tensor d = diagonal_index(c, x.size(-2), x.size(-1)), kk = c.scalar(static_cast<double>(k), DType::I64);
+  return {where(upper ? d.ge(kk) : d.le(kk), x, c.scalar_like(0, x))};
 }
 
 std::vector<Tensor> EyeLike(NodeContext& c) {
@@ -339,9 +335,7 @@ std::vector<Tensor> EyeLike(NodeContext& c) {
   if (s.rank() != 2) c.invalid("its input must be 2-D");
   const DType t = c.has_attr("dtype") ? dtype_from_onnx(static_cast<int>(c.attr_int("dtype")), "EyeLike's dtype") : c.dtype(0);
   const int64_t k = c.attr_int("k", 0);
-  Tensor r = kiln::arange(s[0], DType::I64, c.device()).reshape({s[0], 1});
-  Tensor col = kiln::arange(s[1], DType::I64, c.device()).reshape({1, s[1]});
-  return {(col - r).eq(c.scalar(static_cast<double>(k), DType::I64)).to(t)};
+  return {diagonal_index(c, s[0], s[1]).eq(c.scalar(static_cast<double>(k), DType::I64)).to(t)};
 }
 
 // DepthToSpace and SpaceToDepth: a reshape, a permutation and a reshape.

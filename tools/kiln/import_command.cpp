@@ -78,9 +78,10 @@ Command add_import_command(CLI::App& app) {
             const onnx::Model model = onnx::load(opts->file, options);
             write_output(opts->output, print_graph(model.graph));
             if (!model.weights.empty()) {
-              if (opts->output.empty() || opts->output == "-") {
-                std::cerr << fmt::format("kiln import: {} weights are parameters; give -o to write them as .npy files, "
-                                         "or use --weights inline\n", model.weights.size());
+              // Beside a file only: -o /dev/null (with --stats) must not make /dev/null.weights.
+              if (opts->output.empty() || opts->output == "-" || !std::filesystem::is_regular_file(opts->output)) {
+                std::cerr << fmt::format("kiln import: {} weights are parameters; give -o FILE to write them as .npy "
+                                         "files, or use --weights inline\n", model.weights.size());
               } else {
                 const std::filesystem::path dir = opts->output + ".weights";
                 std::filesystem::create_directories(dir);
