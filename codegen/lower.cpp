@@ -73,7 +73,7 @@ class KernelBuilder {
     return op(OpKind::Add, DType::I64, {a, b});
   }
   Ref mul(Ref a, int64_t c) {
-    if (c == 1) return a;
+    if (c == 1 || is_const(a, 0)) return a;
     if (c == 0) return constant(0);
     return op(OpKind::Mul, DType::I64, {a, constant(c)});
   }
@@ -157,6 +157,7 @@ class KernelBuilder {
   std::vector<Request> operand_requests(const Graph& g, const Request& at);
   Ref combine(const Graph& g, const Request& at, const std::vector<Ref>& operands);
   Ref pad_inside(const Graph& g, const Node& n, const IndexMap& p);
+  Ref gathered(const Graph& g, const Node& n, const Request& at, Ref index);
   Ref concat_part(const Graph& g, const Node& n, const IndexMap& p, size_t i);
 
   Lowering& low_;
@@ -224,6 +225,9 @@ class Lowering {
 
  private:
   void lower_region(int32_t k);
+  /// Stores the data of the region's gathers that no buffer holds yet: a gather reads it at
+  /// positions known only at run time, so it cannot be recomputed there.
+  void store_gather_data(int32_t k);
   void lower_matmul_region(int32_t k, ValueId mm);
   void add_kernel(KernelBuilder& b) {
     LaunchPlan::Step step;
@@ -384,6 +388,28 @@ std::optional<Ref> KernelBuilder::without_operands(const Graph& g, const Request
 // Pad and concat read an operand only where the position lies inside it: the guard is
 // both the consumer's mask and that condition, built the same way here and in combine()
 // (hash-consing makes the two one instruction).
+// The data is in memory (Lowering::store_gather_data): its offset is the known part of the
+// position plus the index times the axis's stride, and the load is masked where the index,
+// once a negative one counts from the end, falls outside the axis.
+Ref KernelBuilder::gathered(const Graph& g, const Node& n, const Request& at, Ref index) {
+  const ValueId data = n.operands[0];
+  const TensorType& dt = g.type(data);
+  const auto axis = static_cast<size_t>(n.attr("axis").i);
+  const int64_t extent = dt.shape[static_cast<int>(axis)];
+  const int32_t b = low_.stored(data);
+  if (b < 0)
+    throw Error(fmt::format("kernel @{}: gather data %{} is not in memory", k_.name, low_.name(data)));
+  Ref j = cast(index, DType::I64);
+  j = op(OpKind::Where, DType::I64,
+         {op(OpKind::Lt, DType::Bool, {j, constant(0)}), op(OpKind::Add, DType::I64, {j, constant(extent)}), j});
+  const Ref inside =
+      op(OpKind::And, DType::Bool, {op(OpKind::Ge, DType::Bool, {j, constant(0)}), op(OpKind::Lt, DType::Bool, {j, constant(extent)})});
+  const Ref known = offset_of(operand_index_map(g, n, 0, at.p, k_.domain), dt.shape);
+  const Ref offset = op(OpKind::Add, DType::I64, {known, mul(j, dt.shape.strides()[axis])});
+  const int32_t param = param_for(b, low_.name(data), dt, false);
+  return add_inst({Code::Load, OpKind::Add, dt.dtype, {offset, both(at.mask, inside)}, param, 0, {}});
+}
+
 Ref KernelBuilder::pad_inside(const Graph& g, const Node& n, const IndexMap& p) {
   return in_bounds(operand_index_map(g, n, 0, p, k_.domain), g.type(n.operands[0]).shape);
 }
@@ -403,6 +429,7 @@ std::vector<KernelBuilder::Request> KernelBuilder::operand_requests(const Graph&
     throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(at.v),
                             op_info(n.op).name));
   std::vector<Request> out;
+  if (n.op == OpKind::Gather) return {{n.operands[1], at.p, at.mask}};  // the data: gathered()
   for (size_t i = 0; i < n.operands.size(); ++i) {
     Ref m = at.mask;
     if (n.op == OpKind::Pad) m = both(m, pad_inside(g, n, at.p));
@@ -440,6 +467,7 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
         return op(OpKind::Where, t,
                   {pad_inside(g, n, at.p), cast(x[0], t), konst(fill.present ? fill.scalar : Scalar::from_int(0), t)});
       }
+      if (n.op == OpKind::Gather) return gathered(g, n, at, x[0]);
       if (n.op == OpKind::Concat) {
         Ref r = cast(x.back(), t);
         for (size_t i = x.size() - 1; i-- > 0;) r = op(OpKind::Where, t, {concat_part(g, n, at.p, i), cast(x[i], t), r});
@@ -638,8 +666,21 @@ std::pair<Shape, std::vector<bool>> Lowering::region_domain(const std::vector<Va
   return {best, std::vector<bool>(static_cast<size_t>(best.rank()), false)};
 }
 
+void Lowering::store_gather_data(int32_t k) {
+  for (ValueId v : index_.members[static_cast<size_t>(k)]) {
+    if (g_.node(v).op != OpKind::Gather) continue;
+    const ValueId data = g_.node(v).operands[0];
+    if (stored(data) >= 0) continue;
+    // A view, a splat or a source, computed into a buffer of its own first.
+    const int32_t b = new_buffer(g_.type(data));
+    copy_kernel(data, b, g_.type(data).dtype);
+    override_[data] = b;
+  }
+}
+
 void Lowering::lower_region(int32_t k) {
   const auto ki = static_cast<size_t>(k);
+  store_gather_data(k);
   for (ValueId v : index_.members[ki])
     if (g_.node(v).op == OpKind::Matmul) return lower_matmul_region(k, v);
   const std::vector<ValueId>& outputs = index_.outputs[ki];

@@ -393,6 +393,35 @@ Tensor Tensor::flip(const Axes& dims) const {
   return out;
 }
 
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
+  detail::require_defined("gather", *this);
+  detail::require_defined("gather", index);
+  Attrs a = Graph::make_attrs(OpKind::Gather);
+  detail::attr_slot(a, OpKind::Gather, "axis").i = detail::normalize_axis("gather", dim, *this);
+  return record("gather", OpKind::Gather, {this, &index}, std::move(a));
+}
+
+Tensor Tensor::take(const Tensor& indices, int64_t axis) const {
+  detail::require_defined("take", *this);
+  detail::require_defined("take", indices);
+  const int64_t d = detail::normalize_axis("take", axis, *this);
+  if (indices.dtype() != DType::I32 && indices.dtype() != DType::I64)
+    detail::fail("take", fmt::format("indices must be i32 or i64, got {}", detail::type_str(indices)));
+  // [outer, n, inner] gathered along its middle axis by the indices, flattened and broadcast
+  // over outer and inner (a view: the indices are read, not copied).
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < rank(); ++k)
+    if (k < d) outer *= shape()[static_cast<int>(k)];
+    else if (k > d) inner *= shape()[static_cast<int>(k)];
+  const int64_t count = indices.numel();
+  const Tensor rows = reshape({outer, shape()[static_cast<int>(d)], inner});
+  const Tensor at = indices.reshape({1, count, 1}).expand({outer, count, inner});
+  std::vector<int64_t> out(shape().begin(), shape().begin() + d);
+  out.insert(out.end(), indices.shape().begin(), indices.shape().end());
+  out.insert(out.end(), shape().begin() + d + 1, shape().end());
+  return rows.gather(1, at).reshape(out);
+}
+
 Tensor Tensor::pad(const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value) const {
   detail::require_defined("pad", *this);
   Attrs a = Graph::make_attrs(OpKind::Pad);
@@ -454,6 +483,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   return record("cat", OpKind::Concat, operands, std::move(a));
 }
 
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) { return x.gather(dim, index); }
+Tensor take(const Tensor& x, const Tensor& indices, int64_t axis) { return x.take(indices, axis); }
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) { return x.reshape(shape); }
 Tensor permute(const Tensor& x, const Axes& perm) { return x.permute(perm); }
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) { return x.transpose(dim0, dim1); }

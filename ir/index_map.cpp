@@ -297,6 +297,14 @@ IndexMap operand_index_map(const Graph& g, const Node& c, size_t operand, const 
       for (size_t j = 0; j < static_cast<size_t>(os.rank()); ++j) m.push_back(p[j] + IndexExpr::constant(-low[j]));
       return m;
     }
+    case OpKind::Gather: {
+      // The indices are read where the result is; the data along the other axes too, and
+      // along the gathered axis at the index read (a value: the map holds 0 there, and
+      // kernel_index_maps leaves the data out).
+      m = p;
+      if (operand == 0) m[static_cast<size_t>(c.attr("axis").i)] = IndexExpr::constant(0);
+      return m;
+    }
     case OpKind::Concat: {
       const auto axis = static_cast<size_t>(c.attr("axis").i);
       int64_t offset = 0;
@@ -389,7 +397,9 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
       add_pos(v, std::move(m));
     }
     for (const IndexMap& p : std::vector<IndexMap>(pos[v]))
-      for (size_t i = 0; i < n.operands.size(); ++i) add_pos(n.operands[i], operand_index_map(g, n, i, p, out.domain));
+      for (size_t i = 0; i < n.operands.size(); ++i)
+        if (!(n.op == OpKind::Gather && i == 0))  // read at positions known at run time
+          add_pos(n.operands[i], operand_index_map(g, n, i, p, out.domain));
   }
   for (ValueId v : index.inputs[static_cast<size_t>(k)]) out.inputs.push_back({v, pos[v]});
   for (ValueId v : outputs) out.outputs.push_back({v, pos[v].empty() ? IndexMap{} : pos[v][0]});
@@ -401,6 +411,7 @@ std::string format_index_maps(const KernelIndexMaps& maps, const std::vector<std
   for (const auto& [v, list] : maps.inputs) {
     std::string s = "%" + names[v];
     for (const IndexMap& m : list) s += index_map_str(m);
+    if (list.empty()) s += "[gathered]";
     ins.push_back(s);
   }
   for (const auto& [v, m] : maps.outputs) outs.push_back("%" + names[v] + index_map_str(m));

@@ -382,6 +382,22 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       });
       return out;
     }
+    case OpKind::Gather: {
+      const Wide& index = *args[1];
+      Wide out = make_wide(n.type);
+      const auto axis = static_cast<size_t>(n.attr("axis").i);
+      const int64_t extent = x.type.shape[static_cast<int>(axis)];
+      for_each_index(index.type.shape, [&](auto idx, int64_t flat) {
+        int64_t j = index.i[static_cast<size_t>(flat)];
+        if (j < 0) j += extent;
+        if (j < 0 || j >= extent) return;  // reads 0
+        idx[axis] = j;
+        const auto from = static_cast<size_t>(dot(idx, xs, rank));
+        if (out.is_f()) out.f[static_cast<size_t>(flat)] = x.f[from];
+        else out.i[static_cast<size_t>(flat)] = x.i[from];
+      });
+      return out;
+    }
     case OpKind::Concat: {
       Wide out = make_wide(n.type);
       const auto axis = static_cast<size_t>(n.attr("axis").i);

@@ -73,6 +73,10 @@ Status check_kernel_rules(const Graph& g) {
     for (ValueId v : members) {
       const Node& n = g.node(v);
       if (n.op == OpKind::Matmul) ++matmuls;
+      if (n.op == OpKind::Gather && in_kernel(n.operands[0]))
+        return fail(v, fmt::format("gather data %{} is computed inside the kernel; gather reads its data from memory, "
+                                   "at positions known only at run time",
+                                   names[n.operands[0]]));
       if (n.info().category != OpCategory::Reduce) continue;
       const Shape& full = g.type(n.operands[0]).shape;
       const auto& axes = n.attr("axes").ints;

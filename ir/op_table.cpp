@@ -24,6 +24,7 @@ constexpr std::array SliceAttrs{AttrSpec{"start", K::Ints, true}, AttrSpec{"stop
 constexpr std::array PadAttrs{AttrSpec{"low", K::Ints, true}, AttrSpec{"high", K::Ints, true},
                               AttrSpec{"value", K::Scalar, false}};
 constexpr std::array ConcatAttrs{AttrSpec{"axis", K::Int, true}};
+constexpr std::array GatherAttrs{AttrSpec{"axis", K::Int, true}};
 constexpr std::array UnfoldAttrs{AttrSpec{"axis", K::Int, true}, AttrSpec{"size", K::Int, true},
                                  AttrSpec{"step", K::Int, true}, AttrSpec{"dilation", K::Int, false}};
 constexpr std::array CustomAttrs{AttrSpec{"kernel", K::Custom, true}};

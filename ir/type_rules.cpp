@@ -363,6 +363,21 @@ Expected<TensorType> rule_concat(const TypeRuleInput& in) {
   return TensorType{dtype, out};
 }
 
+Expected<TensorType> rule_gather(const TypeRuleInput& in) {
+  const TensorType &data = in.operands[0], &index = in.operands[1];
+  const int64_t axis = attr(in, "axis").i;
+  KILN_REQUIRE(index.dtype == DType::I32 || index.dtype == DType::I64, "'gather' indices must be i32 or i64, got {}",
+               index.str());
+  KILN_REQUIRE(data.shape.rank() == index.shape.rank(), "'gather' indices {} and data {} must have the same rank",
+               index.str(), data.str());
+  KILN_REQUIRE(0 <= axis && axis < data.shape.rank(), "'gather' axis {} is not an axis of {}", axis, data.str());
+  for (int d = 0; d < data.shape.rank(); ++d)
+    KILN_REQUIRE(d == axis || index.shape[d] <= data.shape[d],
+                 "'gather' indices {} are longer than data {} on axis {}, which is not the gathered axis {}",
+                 index.str(), data.str(), d, axis);
+  return TensorType{data.dtype, index.shape};
+}
+
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));

@@ -29,6 +29,7 @@ KILN_RULE(rule_slice)
 KILN_RULE(rule_pad)
 KILN_RULE(rule_unfold)
 KILN_RULE(rule_concat)
+KILN_RULE(rule_gather)
 KILN_RULE(rule_matmul)
 #undef KILN_RULE
 

@@ -10,7 +10,10 @@
 //     rows), or one whose reductions reduce the same axes of the same shape: a row-wise chain
 //     such as softmax or layer norm, which then streams each row once;
 //   - a matmul joins a kernel that is only its elementwise epilogue (bias, activation,
-//     residual).
+//     residual);
+//   - a gather joins like an elementwise op of its indices; its data is read from memory at
+//     positions known only at run time, so nothing computes the data inside the kernel, not
+//     even a view.
 // Otherwise the operation starts a kernel of its own, whose note says why. Sources
 // (constants, rand, arange) and parameters stay outside kernels, which read them. A value
 // that several kernels need is stored once, or recomputed in each when the policy allows and
@@ -186,6 +189,7 @@ class Planner {
     // Operands of a matmul (and views feeding them) are read from memory.
     if (n.op == OpKind::Matmul || (is_view(n) && matmul_operand_.count(v)))
       for (ValueId o : n.operands) matmul_operand_.insert(o);
+    if (n.op == OpKind::Gather) gather_data_.insert(n.operands[0]);
   }
 
   bool accepts(size_t k, ValueId v, std::string& why) const {
@@ -198,12 +202,16 @@ class Planner {
       why = fmt::format("the kernel has {} operations already (FusionPolicy::max_kernel_ops)", kern.members);
       return false;
     }
+    if (gather_data_.count(v)) {
+      why = "gather reads its data from memory, at positions known only at run time";
+      return false;
+    }
     if (is_view(n)) return true;  // an index map, free in any kernel
     if (matmul_operand_.count(v)) {
       why = "matmul operands are read from memory, not recomputed for every output tile";
       return false;
     }
-    if (cat == OpCategory::Elementwise) return true;
+    if (cat == OpCategory::Elementwise || n.op == OpKind::Gather) return true;
     if (n.op == OpKind::Concat) {
       why = "concat writes its operands side by side: it is a kernel of its own";
       return false;
@@ -261,6 +269,7 @@ class Planner {
   std::vector<Kernel> kernels_;
   std::vector<ValueId> shared_by_kernels_;
   std::unordered_set<ValueId> matmul_operand_;
+  std::unordered_set<ValueId> gather_data_;
 };
 
 }  // namespace

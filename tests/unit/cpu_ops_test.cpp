@@ -1053,6 +1053,47 @@ TEST(CpuMovement, UnfoldedWindowsPoolAndConvolve) {
       "  return %pool, %conv, %ib\n}\n");
 }
 
+/// Indices into an axis of `extent`: mostly valid, some negative, some outside [-n, n).
+HostTensor indices(DType t, const Shape& s, int64_t extent, uint64_t seed) {
+  HostTensor out(TensorType{t, s});
+  for (int64_t k = 0; k < out.numel(); ++k)
+    out.set_int(k, static_cast<int64_t>(mix(seed, static_cast<uint64_t>(k)) % static_cast<uint64_t>(2 * extent + 6)) -
+                       extent - 3);
+  return out;
+}
+
+TEST(CpuMovement, GatherReadsAtRuntimeIndices) {
+  // Along the vector axis and across it, with i32 and i64 indices; indices computed in the
+  // kernel (an add, a broadcast view: an embedding lookup) and results used there; data
+  // that is a view or computed (copied into memory first) and bool data.
+  const std::string text =
+      "graph @g(%x: f32[5,37], %i: i64[5,40], %j: i32[7,37], %t: f32[11,37], %tok: i32[6], %b: bool[5,37]) -> "
+      "(f32[5,40], f32[7,37], f32[6,37], f32[37,7], f32[5,40], bool[7,37], f32[5]) {\n"
+      "  %one = constant {value = 1} : i64[]\n"
+      "  %i1 = add %i, %one : i64[5,40]\n"
+      "  %g0 = gather %x, %i1 {axis = 1} : f32[5,40]\n"
+      "  %two = constant {value = 2.0} : f32[]\n"
+      "  %a = mul %g0, %two : f32[5,40]\n"
+      "  %xt = permute %x {perm = [1, 0]} : f32[37,5]\n"
+      "  %jt = permute %j {perm = [1, 0]} : i32[37,7]\n"
+      "  %c = gather %xt, %jt {axis = 1} : f32[37,7]\n"
+      "  %g1 = gather %x, %j {axis = 0} : f32[7,37]\n"
+      "  %tr = reshape %tok : i32[6,1]\n"
+      "  %te = expand %tr : i32[6,37]\n"
+      "  %emb = gather %t, %te {axis = 0} : f32[6,37]\n"
+      "  %e = exp %x : f32[5,37]\n"
+      "  %ge = gather %e, %i {axis = 1} : f32[5,40]\n"
+      "  %gb = gather %b, %j {axis = 0} : bool[7,37]\n"
+      "  %m = reduce_max %g0 {axes = [1]} : f32[5]\n"
+      "  return %a, %g1, %emb, %c, %ge, %gb, %m\n}\n";
+  const Graph g = parse_or_fail(text);
+  std::vector<HostTensor> in = inputs_for(g, {Data::Smooth});
+  in[1] = indices(DType::I64, {5, 40}, 37, 11);
+  in[2] = indices(DType::I32, {7, 37}, 5, 12);
+  in[4] = indices(DType::I32, {6}, 11, 13);
+  expect_same(text, in, kExpUlp);
+}
+
 TEST(CpuMovement, ConcatOfMixedTypes) {
   expect_same(
       "graph @c(%a: i32[5,3], %b: f32[5,37], %d: f64[5,1], %e: bool[5,2]) -> (f64[5,43], "

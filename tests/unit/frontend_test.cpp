@@ -1,5 +1,6 @@
 // The lazy kiln::Tensor frontend: values, laziness, errors at the call, memory, capture,
 // threads.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -218,6 +219,27 @@ TEST(Frontend, MatmulLinearAndMovement) {
   expect_near(cat({a, a.slice(0, 1, 2)}, 0).to_vector<float>(), {1, 2, 3, 4, 5, 6, 4, 5, 6});
   EXPECT_THROW(a.squeeze(0), Error);
   EXPECT_THROW(a.reshape({4, -1}), Error);
+}
+
+TEST(Frontend, GatherAndTakeReadAtIndices) {
+  const Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor i = from_vector<int64_t>({2, -1, 0, 5}, {2, 2});  // -1 from the end; 5 outside: 0
+  expect_near(a.gather(1, i).to_vector<float>(), {3, 3, 4, 0});
+  expect_near(gather(a, 0, from_vector<int32_t>({1, 0}, {1, 2})).to_vector<float>(), {4, 2});
+  // An embedding lookup: rows of a table by token, any shape of tokens.
+  const Tensor tokens = from_vector<int32_t>({1, 0, 1}, {3, 1});
+  const Tensor rows = a.take(tokens, 0);
+  EXPECT_EQ(rows.shape(), (Shape{3, 1, 3}));
+  expect_near(rows.to_vector<float>(), {4, 5, 6, 1, 2, 3, 4, 5, 6});
+  expect_near(take(a, from_vector<int64_t>({2, 0}, {2}), 1).to_vector<float>(), {3, 1, 6, 4});
+  EXPECT_EQ(a.take(from_vector<int64_t>({1}, {}), 1).shape(), (Shape{2}));
+  try {
+    (void)a.take(from_vector<float>({1}, {1}), 0);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("indices must be i32 or i64, got f32[1]"));
+  }
+  EXPECT_THROW(a.gather(1, from_vector<int64_t>({0, 0, 0}, {3, 1})), Error);  // longer off the axis
 }
 
 // ---- errors at the call -----------------------------------------------------------------

@@ -393,6 +393,33 @@ TEST(InterpreterMovement, UnfoldMakesOverlappingWindows) {
               I32({1, 3, 2}), {0, 3, 1, 4, 2, 5});
 }
 
+TEST(InterpreterMovement, GatherReadsAlongAnAxisAtIndices) {
+  const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
+  // Along axis 1: a negative index counts from the end; 3 and -4 are outside and read 0.
+  expect_ints(eval("i32[2,3]", base +
+                                   "%i = constant {data = [2, 0, -1, 3, -4, 1]} : i64[2,3]\n"
+                                   "%y = gather %r, %i {axis = 1} : i32[2,3]\nreturn %y"),
+              I32({2, 3}), {2, 0, 2, 0, 0, 4});
+  // Along axis 0 with i32 indices shorter than the data on the other axis.
+  expect_ints(eval("i32[1,2]", base +
+                                   "%i = constant {data = [1, 0]} : i32[1,2]\n"
+                                   "%y = gather %r, %i {axis = 0} : i32[1,2]\nreturn %y"),
+              I32({1, 2}), {3, 1});
+  // Floats keep their bits, an out-of-range read is +0.0; an empty axis reads only zeros.
+  expect_values(eval("f32[3]",
+                     "%d = constant {data = [-0.0, 2.5]} : f32[2]\n%i = constant {data = [0, 1, 2]} : i32[3]\n"
+                     "%y = gather %d, %i {axis = 0} : f32[3]\nreturn %y"),
+                F32({3}), {-0.0, 2.5, 0.0});
+  EXPECT_TRUE(std::signbit(eval("f32[3]",
+                                "%d = constant {data = [-0.0, 2.5]} : f32[2]\n%i = constant {data = [0, 1, 2]} : i32[3]\n"
+                                "%y = gather %d, %i {axis = 0} : f32[3]\nreturn %y")
+                               .get_double(0)));
+  expect_ints(eval("i32[2]",
+                   "%d = constant {value = 7} : i32[0]\n%i = constant {data = [0, -1]} : i32[2]\n"
+                   "%y = gather %d, %i {axis = 0} : i32[2]\nreturn %y"),
+              I32({2}), {0, 0});
+}
+
 TEST(InterpreterMovement, PadWithDefaultAndGivenValue) {
   expect_values(eval("f32[4]", "%x = constant {data = [1.0, 2.0]} : f32[2]\n%y = pad %x {low = [1], high = [1]} : f32[4]\nreturn %y"),
                 F32({4}), {0, 1, 2, 0});

@@ -162,6 +162,13 @@ class Tensor {
   /// [.., (n - (size - 1) * dilation - 1) / step + 1, .., size]. A view: windows overlap
   /// without copies, which is how pooling and convolution read their input.
   Tensor unfold(int64_t dim, int64_t size, int64_t step, int64_t dilation = 1) const;
+  /// out[p] = self[p with p[dim] := index[p]] (PyTorch's gather): the result has `index`'s
+  /// shape (i32 or i64, the same rank; no longer than self off `dim`). A negative index
+  /// counts from the end; one outside [-n, n) gives 0 (false).
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  /// NumPy's take along `axis`: shape[:axis] + indices.shape + shape[axis+1:], with gather's
+  /// index rules. An embedding lookup is table.take(tokens, 0).
+  Tensor take(const Tensor& indices, int64_t axis = 0) const;
   /// Pads every axis with low[i] elements before and high[i] after, filled with `value`.
   Tensor pad(const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value = 0) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
@@ -289,6 +296,8 @@ Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t stop, int64_t step = 1);
 Tensor flip(const Tensor& x, const Axes& dims = {});
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor take(const Tensor& x, const Tensor& indices, int64_t axis = 0);
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value = 0);
 /// Concatenates along `dim`; operands are promoted to a common dtype.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -150,6 +150,8 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
 /// `at` (one expression per dim of its result) in a kernel over `domain`: broadcasts,
 /// views, a reduction's reduced axes (the domain's) and matmul's contracted dim (the
 /// domain's last). Pad and concat positions may fall outside the operand: callers mask them.
+/// A gather's data is read along its axis at an index only known at run time: its map holds
+/// 0 there, the part of the position that is known.
 IndexMap operand_index_map(const Graph& g, const Node& consumer, size_t operand, const IndexMap& at,
                            const Shape& domain);
 
