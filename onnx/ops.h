@@ -14,6 +14,7 @@ extern const std::span<const ConverterRow> nn_rows;           // ops_nn.cpp
 extern const std::span<const ConverterRow> loss_rows;         // ops_loss.cpp
 extern const std::span<const ConverterRow> pool_rows;         // ops_pool.cpp
 extern const std::span<const ConverterRow> resize_rows;       // ops_resize.cpp
+extern const std::span<const ConverterRow> index_rows;        // ops_index.cpp
 
 inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()}; }
 
@@ -24,7 +25,7 @@ int64_t normalize_axis(NodeContext& c, int64_t axis, int64_t rank, std::string_v
 /// per-channel parameter against [N, C, ...] (axis 1), for broadcasting.
 Tensor along_axis(const Tensor& v, int64_t axis, int64_t rank);
 /// 0, 1, ..., n - 1 along `axis` of a rank-`rank` tensor: compared with indices, a one-hot
-/// mask (kiln has no gather yet).
+/// mask (OneHot, Hardmax, the losses' class weights).
 Tensor positions_along(NodeContext& c, int64_t n, int64_t axis, int64_t rank);
 
 }  // namespace kiln::onnx::detail

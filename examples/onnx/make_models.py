@@ -9,8 +9,9 @@ outputs come from NumPy implementations written here, independent of kiln.
 
 Models:
   mlp                 784 -> 128 -> 10: Gemm, Relu, Gemm, Softmax (weights as initializers)
-  transformer_block   pre-norm attention + MLP over [batch, seq, dim]: LayerNormalization,
-                      MatMul, Transpose, Softmax, Erf-based GELU, residual adds
+  transformer_block   token embedding (Gather) plus positions, then pre-norm attention + MLP
+                      over [batch, seq, dim]: LayerNormalization, MatMul, Transpose,
+                      Softmax, Erf-based GELU, residual adds
   cnn                 Conv (padded, then strided and grouped), BatchNormalization, Relu,
                       MaxPool, AveragePool, Flatten, Gemm, Softmax over [2, 3, 16, 16] images
 """
@@ -79,11 +80,13 @@ def mlp(out_dir, rng):
 
 
 def transformer_block(out_dir, rng):
-    batch, seq, dim, hidden = 2, 16, 32, 64
-    x = rng.standard_normal((batch, seq, dim)).astype(np.float32)
+    batch, seq, dim, hidden, vocab = 2, 16, 32, 64, 50
+    tokens = rng.integers(0, vocab, (batch, seq)).astype(np.int64)
     p = {name: (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
          for name, shape in [("wq", (dim, dim)), ("wk", (dim, dim)), ("wv", (dim, dim)), ("wo", (dim, dim)),
                              ("w1", (dim, hidden)), ("w2", (hidden, dim))]}
+    p["emb"] = rng.standard_normal((vocab, dim)).astype(np.float32)
+    p["pos"] = (0.1 * rng.standard_normal((seq, dim))).astype(np.float32)
     p["b1"] = rng.standard_normal(hidden).astype(np.float32) * 0.1
     p["b2"] = rng.standard_normal(dim).astype(np.float32) * 0.1
     for ln in ("ln1", "ln2"):
@@ -93,6 +96,8 @@ def transformer_block(out_dir, rng):
               "one": np.array(1.0, np.float32), "inv_sqrt2": np.array(1 / np.sqrt(2), np.float32)}
     mk = helper.make_node
     nodes = [
+        mk("Gather", ["emb", "tokens"], ["tok"], axis=0, name="embedding"),
+        mk("Add", ["tok", "pos"], ["x"], name="positions"),
         mk("LayerNormalization", ["x", "ln1_g", "ln1_b"], ["n1"], axis=-1, epsilon=1e-5, name="ln1"),
         mk("MatMul", ["n1", "wq"], ["q"], name="q"),
         mk("MatMul", ["n1", "wk"], ["k"], name="k"),
@@ -119,15 +124,16 @@ def transformer_block(out_dir, rng):
     ]
     inits = [init(k, v) for k, v in p.items()] + [init(k, v) for k, v in consts.items()]
     graph = helper.make_graph(nodes, "transformer_block",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, dim])],
+                              [helper.make_tensor_value_info("tokens", TensorProto.INT64, [batch, seq])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, dim])], inits)
+    x = p["emb"][tokens] + p["pos"]
     n1 = layer_norm(x, p["ln1_g"], p["ln1_b"])
     q, k, v = n1 @ p["wq"], n1 @ p["wk"], n1 @ p["wv"]
     attn = softmax(q @ k.transpose(0, 2, 1) / np.sqrt(dim))
     r1 = x + (attn @ v) @ p["wo"]
     h = layer_norm(r1, p["ln2_g"], p["ln2_b"]) @ p["w1"] + p["b1"]
     y = r1 + (0.5 * h * (1 + erf(h / np.sqrt(2)))) @ p["w2"] + p["b2"]
-    save(out_dir, "transformer_block", graph, [x], [y.astype(np.float32)])
+    save(out_dir, "transformer_block", graph, [tokens], [y.astype(np.float32)])
 
 
 def conv2d(x, w, b, stride=1, pad=0, group=1):
