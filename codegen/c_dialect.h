@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
@@ -57,6 +59,9 @@ class CDialect {
   /// Whether `x` is NaN; whether its sign bit is set.
   virtual std::string is_nan(std::string_view x) const = 0;
   virtual std::string sign_bit(std::string_view x, DType t) const = 0;
+  /// Whether float `x` (a name) is +0 or -0, and only those: a subnormal is not zero even on
+  /// a device that flushes subnormals in arithmetic and comparisons.
+  virtual std::string is_zero(std::string_view x, DType t) const { return fmt::format("({} == {})", x, float_literal(0, t)); }
   /// The name of a math function for `t` (exp, log, sqrt, sin, cos, tanh, erf, pow, floor, ceil).
   virtual std::string math(std::string_view fn, DType t) const = 0;
   /// Whether the language has a double-precision `fn` (GLSL lacks exp, sin...): where it

@@ -289,6 +289,22 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Not: return fmt::format("(!{})", a[0]);
     case OpKind::Floor: return fmt::format("{}({})", d_.math("floor", at), a[0]);
     case OpKind::Ceil: return fmt::format("{}({})", d_.math("ceil", at), a[0]);
+    case OpKind::Round: return fmt::format("{}({})", d_.math("rint", at), a[0]);
+    case OpKind::Sign: {
+      const std::string one = f ? d_.float_literal(1, at) : d_.int_literal(1, at);
+      const std::string minus_one = f ? d_.float_literal(-1, at) : d_.int_literal(-1, at);
+      return fmt::format("({0} > {1} ? {2} : {0} < {1} ? {3} : {0})", a[0], zero, one, minus_one);
+    }
+    case OpKind::IsNan: return fmt::format("({})", d_.is_nan(a[0]));
+    case OpKind::IsInf: return fmt::format("({}({}) == {})", d_.math("fabs", at), a[0], d_.float_literal(INFINITY, at));
+    case OpKind::Fmod:
+    case OpKind::Mod: {
+      const std::string h = fmt::format("{}_{}", op == OpKind::Mod ? "mod" : "fmod", dtype_name(at));
+      if (f && op == OpKind::Fmod) return fmt::format("{}({}, {})", dialect_math("fmod", at), a[0], a[1]);
+      if (f) dialect_math("fmod", at);  // the helper's own dependency
+      helpers_.insert(h);
+      return fmt::format("kiln_{}({}, {})", h, a[0], a[1]);
+    }
     case OpKind::Sqrt: return via_double(fmt::format("{}({{0}})", math("sqrt")), "sqrt");
     case OpKind::Rsqrt: {
       const DType w = in_double("sqrt") ? DType::F64 : in.type;
@@ -673,6 +689,41 @@ void CEmitter::emit_stores(Scope& point) {
 // ---------------------------------------------------------------------------------------
 // Helpers and the kernel
 
+// kiln_mod_<t> and kiln_fmod_<t> for integers, kiln_mod_<t> for floats (scalar_semantics.cpp).
+// Integer remainders on magnitudes in unsigned arithmetic: `%` of a negative operand is not
+// portable (GLSL's compiles to SPIR-V's OpSMod, the divisor's sign), and a divisor of 0 or -1
+// gives 0. A float mod is the language's fmod (exact) moved into the divisor's sign, with
+// zeros and signs read from the bits (a device that flushes subnormals would read a
+// subnormal remainder as a zero). NaN's sign bit may be either: the sum is NaN then too.
+std::string remainder_helper(const std::string& h, const std::string& q, const CDialect& d_) {
+  const bool floor_mod = h.starts_with("mod_");
+  const DType t = *parse_dtype(h.substr(h.find('_') + 1));
+  const std::string ty = d_.type(t);
+  if (is_float(t)) {
+    return fmt::format(
+        "{0}{1} kiln_{2}({1} a, {1} b) {{\n"
+        "  {1} r = {3}(a, b);\n"
+        "  if ({7}) return {5} ? {6} : {4};\n"
+        "  return {5} != {8} ? r + b : r;\n"
+        "}}\n",
+        q, ty, h, d_.math("fmod", t), d_.float_literal(0, t), d_.sign_bit("b", t), d_.float_literal(-0.0, t),
+        d_.is_zero("r", t), d_.sign_bit("r", t));
+  }
+  const std::string u = d_.unsigned_type(t), zero = d_.int_literal(0, t), minus_one = d_.int_literal(-1, t);
+  const std::string uzero = d_.convert(zero, u);
+  return fmt::format(
+      "{0}{1} kiln_{2}({1} a, {1} b) {{\n"
+      "  if (b == {3} || b == {4}) return {3};\n"
+      "  {5} ua = a < {3} ? {6} - {7} : {7}, ub = b < {3} ? {6} - {8} : {8};\n"
+      "  {1} r = {9};\n"
+      "  if (a < {3}) r = {3} - r;\n"
+      "  {10}\n"
+      "  return r;\n"
+      "}}\n",
+      q, ty, h, zero, minus_one, u, uzero, d_.bitcast("a", t, true), d_.bitcast("b", t, true),
+      d_.bitcast("(ua % ub)", t, false), floor_mod ? fmt::format("if (r != {0} && (r < {0}) != (b < {0})) r = r + b;", zero) : "");
+}
+
 // The helper functions named in `helpers`, each once.
 std::string helper_functions(const std::set<std::string>& helpers, const CDialect& d_) {
   const std::string q = d_.helper_qualifier().empty() ? "" : d_.helper_qualifier() + " ";
@@ -712,6 +763,8 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
           "}}\n",
           q, l, u, d_.bitcast("base", t, true), d_.bitcast("e", t, true), d_.bitcast("r", t, false), zero, one, minus_one,
           uone, uzero, dtype_name(t));
+    } else if (h.starts_with("mod_") || h.starts_with("fmod_")) {
+      out += remainder_helper(h, q, d_);
     } else if (h.starts_with("kiln_")) {
       out += d_.helper(h);
     }

@@ -224,6 +224,61 @@ constexpr const char* kI64ToF32 =
     "  return x < 0l ? -f : f;\n"
     "}\n";
 
+// C's fmod, exact, on the bits (musl's fmodf, for both widths): integer shift-and-subtract
+// of the significands, so that a device flushing subnormals to zero (lavapipe) neither
+// flushes an operand nor loops on a divisor it reads as 0.
+std::string fmod_helper(DType t) {
+  const bool f32 = t == DType::F32;
+  const std::string T = f32 ? "float" : "double", U = f32 ? "uint" : "uint64_t";
+  const int w = f32 ? 32 : 64, m = f32 ? 23 : 52, e = f32 ? 8 : 11;
+  const std::string bits = f32 ? "floatBitsToUint({})" : "(uint64_t(unpackDouble2x32({0}).x) | (uint64_t(unpackDouble2x32({0}).y) << 32))";
+  const std::string from = f32 ? "uintBitsToFloat({})" : "packDouble2x32(uvec2(uint({0}), uint({0} >> 32)))";
+  auto B = [&](std::string_view x) { return fmt::format(fmt::runtime(bits), x); };
+  auto F = [&](std::string_view x) { return fmt::format(fmt::runtime(from), x); };
+  const std::string one = U + "(1)", zero = U + "(0)", nan = f32 ? "uintBitsToFloat(0x7fc00000u)" : "packDouble2x32(uvec2(0u, 0x7ff80000u))";
+  return fmt::format(
+      "{T} kiln_fmod_{n}({T} x, {T} y) {{\n"
+      "  {U} ux = {bx}, uy = {by};\n"
+      "  int ex = int((ux >> {m}) & {U}({emax})), ey = int((uy >> {m}) & {U}({emax}));\n"
+      "  {U} sx = ux & ({one} << {top}), i;\n"
+      "  if ((uy << 1) == {zero} || isnan(y) || ex == {emax}) return {nan};\n"
+      "  if ((ux << 1) <= (uy << 1)) return (ux << 1) == (uy << 1) ? {fsx} : x;\n"
+      "  if (ex == 0) {{\n"
+      "    for (i = ux << {e1}; (i >> {top}) == {zero}; i <<= 1) --ex;\n"
+      "    ux <<= 1 - ex;\n"
+      "  }} else {{\n"
+      "    ux = (ux & (~{zero} >> {e1})) | ({one} << {m});\n"
+      "  }}\n"
+      "  if (ey == 0) {{\n"
+      "    for (i = uy << {e1}; (i >> {top}) == {zero}; i <<= 1) --ey;\n"
+      "    uy <<= 1 - ey;\n"
+      "  }} else {{\n"
+      "    uy = (uy & (~{zero} >> {e1})) | ({one} << {m});\n"
+      "  }}\n"
+      "  for (; ex > ey; --ex) {{\n"
+      "    i = ux - uy;\n"
+      "    if ((i >> {top}) == {zero}) {{\n"
+      "      if (i == {zero}) return {fsx};\n"
+      "      ux = i;\n"
+      "    }}\n"
+      "    ux <<= 1;\n"
+      "  }}\n"
+      "  i = ux - uy;\n"
+      "  if ((i >> {top}) == {zero}) {{\n"
+      "    if (i == {zero}) return {fsx};\n"
+      "    ux = i;\n"
+      "  }}\n"
+      "  for (; (ux >> {m}) == {zero}; ux <<= 1) --ex;\n"
+      "  if (ex > 0) ux = (ux - ({one} << {m})) | ({U}(ex) << {m});\n"
+      "  else ux >>= 1 - ex;\n"
+      "  return {fr};\n"
+      "}}\n",
+      fmt::arg("T", T), fmt::arg("U", U), fmt::arg("n", dtype_name(t)), fmt::arg("bx", B("x")), fmt::arg("by", B("y")),
+      fmt::arg("m", m), fmt::arg("emax", (1 << e) - 1), fmt::arg("one", one), fmt::arg("zero", zero),
+      fmt::arg("top", w - 1), fmt::arg("e1", e + 1), fmt::arg("nan", nan), fmt::arg("fsx", F("sx")),
+      fmt::arg("fr", F("(ux | sx)")));
+}
+
 class GlslDialect final : public CDialect {
  public:
   std::string type(DType t) const override {
@@ -297,6 +352,10 @@ class GlslDialect final : public CDialect {
                        type(to));
   }
   std::string is_nan(std::string_view x) const override { return fmt::format("isnan({})", x); }
+  std::string is_zero(std::string_view x, DType t) const override {  // subnormals are not
+    if (t == DType::F32) return fmt::format("((floatBitsToUint({}) << 1) == 0u)", x);
+    return fmt::format("((unpackDouble2x32({0}).x | (unpackDouble2x32({0}).y << 1)) == 0u)", x);
+  }
   std::string sign_bit(std::string_view x, DType t) const override {
     if (t == DType::F32) return fmt::format("(floatBitsToInt({}) < 0)", x);
     return fmt::format("(int(unpackDouble2x32({}).y) < 0)", x);
@@ -310,6 +369,9 @@ class GlslDialect final : public CDialect {
     // asin, acos and atan are GLSL's own on f32, within Vulkan's bound (4096 ulp, inherited
     // from atan); atan2 is GLSL's two-argument atan.
     if (fn == "atan2") return "atan";
+    if (fn == "rint") return "roundEven";
+    // GLSL's mod is x - y * floor(x / y), rounded: fmod is kiln's own, exact.
+    if (fn == "fmod") return fmt::format("kiln_fmod_{}", dtype_name(t));
     // f32 transcendental functions are kiln's own: Vulkan allows exp 3 + 2|x| ulp, sin and
     // cos an absolute 2^-11 inside [-pi, pi] and anything outside, and lavapipe uses that
     // freedom (tanh(0.001) 16 ulp off, sin(1e5) = -1).
@@ -331,6 +393,8 @@ class GlslDialect final : public CDialect {
     if (name == "kiln_pow") return std::string(kExpF64) + kPowF32;
     if (name == "kiln_i64_to_f32") return kI64ToF32;
     if (name == "kiln_div_f64") return kDivF64;
+    if (name == "kiln_fmod_f32") return fmod_helper(DType::F32);
+    if (name == "kiln_fmod_f64") return fmod_helper(DType::F64);
     if (name != "kiln_erf") return "";
     // erf on f32: the cpu backend's rational approximation (backends/cpu/vector_math.cpp,
     // erf_f32, same coefficients and clamps), since GLSL has no erf. NaN is returned first:

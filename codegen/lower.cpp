@@ -447,6 +447,7 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
       if (n.op == OpKind::Cast) return cast(x[0], t);
       if (n.op == OpKind::Custom) return custom_call(n, x);
       if (n.op == OpKind::Where) return op(OpKind::Where, t, {cast(x[0], DType::Bool), cast(x[1], t), cast(x[2], t)});
+      if (n.info().has(trait::Predicate)) return op(n.op, t, {x[0]});  // a float, as it is
       if (x.size() == 1) return op(n.op, t, {cast(x[0], t)});
       const bool compare = t == DType::Bool && n.op != OpKind::And && n.op != OpKind::Or;
       const DType d = compare ? promote(type(x[0]), type(x[1])) : t;

@@ -201,6 +201,11 @@ Wide eval_elementwise(const Node& n, const std::vector<const Wide*>& args) {
   if (op == OpKind::Custom) return eval_custom(n, args);
   Wide out = make_wide(rt);
 
+  if (n.info().has(trait::Predicate)) {
+    const Wide a = broadcast_to(*args[0], rt.shape);
+    for (size_t k = 0; k < numel; ++k) out.i[k] = scalar::predicate_float(op, a.f[k]);
+    return out;
+  }
   if (n.operands.size() == 1) {
     const Wide a = operand_as(*args[0], rt.shape, rt.dtype);
     for (size_t k = 0; k < numel; ++k) {

@@ -49,6 +49,8 @@ double unary_float(OpKind op, double x) {
     case OpKind::Erf: return std::erf(x);
     case OpKind::Floor: return std::floor(x);
     case OpKind::Ceil: return std::ceil(x);
+    case OpKind::Round: return std::nearbyint(x);  // the default rounding: ties to even
+    case OpKind::Sign: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
     default: break;
   }
   KILN_ASSERT(false, "unary_float called with a non-unary or non-float op");
@@ -61,9 +63,19 @@ int64_t unary_int(OpKind op, int64_t x) {
     case OpKind::Abs: return x < 0 ? static_cast<int64_t>(0 - u) : x;
     case OpKind::Relu: return x < 0 ? 0 : x;
     case OpKind::Not: return x == 0;
+    case OpKind::Sign: return (x > 0) - (x < 0);
     default: break;
   }
   KILN_ASSERT(false, "unary_int called with an op that has no integer meaning");
+}
+
+bool predicate_float(OpKind op, double x) {
+  switch (op) {
+    case OpKind::IsNan: return std::isnan(x);
+    case OpKind::IsInf: return std::isinf(x);
+    default: break;
+  }
+  KILN_ASSERT(false, "predicate_float called with an op that is no predicate");
 }
 
 double binary_float(OpKind op, double a, double b) {
@@ -74,6 +86,12 @@ double binary_float(OpKind op, double a, double b) {
     case OpKind::Div: return a / b;
     case OpKind::Pow: return std::pow(a, b);
     case OpKind::Atan2: return std::atan2(a, b);
+    case OpKind::Fmod: return std::fmod(a, b);
+    case OpKind::Mod: {
+      const double r = std::fmod(a, b);
+      if (r == 0) return std::copysign(0.0, b);
+      return (b < 0) != (r < 0) ? r + b : r;
+    }
     // IEEE 754-2019 maximum/minimum: NaN wins, and +0.0 > -0.0, so both are commutative
     // bit for bit (LLVM's llvm.maximum/llvm.minimum).
     case OpKind::Max:
@@ -110,6 +128,12 @@ int64_t binary_int(OpKind op, int64_t a, int64_t b) {
     case OpKind::Sub: return static_cast<int64_t>(ua - ub);
     case OpKind::Mul: return static_cast<int64_t>(ua * ub);
     case OpKind::Pow: return int_pow(a, b);
+    case OpKind::Fmod:
+    case OpKind::Mod: {
+      if (b == 0 || b == -1) return 0;  // -1: the minimum's quotient would overflow
+      const int64_t r = a % b;
+      return op == OpKind::Mod && r != 0 && (r < 0) != (b < 0) ? r + b : r;
+    }
     case OpKind::Max: return a > b ? a : b;
     case OpKind::Min: return a < b ? a : b;
     case OpKind::And: return (a != 0) && (b != 0);

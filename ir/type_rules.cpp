@@ -148,6 +148,12 @@ Expected<TensorType> rule_unary_bool(const TypeRuleInput& in) {
   return t;
 }
 
+Expected<TensorType> rule_float_predicate(const TypeRuleInput& in) {
+  const TensorType& t = in.operands[0];
+  KILN_REQUIRE(is_float(t.dtype), "{} expects a floating-point operand, got {} (cast it first)", quoted(in.op), t.str());
+  return TensorType{DType::Bool, t.shape};
+}
+
 Expected<TensorType> rule_cast(const TypeRuleInput& in) {
   const TensorType& from = in.operands[0];
   KILN_REQUIRE(from.shape == in.declared->shape, "'cast' changes the element type only, not the shape: {} to {}",

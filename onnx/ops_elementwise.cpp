@@ -58,34 +58,20 @@ FLOAT_UNARY(Asinh, (x + (x * x + c.scalar_like(1, x)).sqrt()).log())
 FLOAT_UNARY(Acosh, (x + (x * x - c.scalar_like(1, x)).sqrt()).log())
 FLOAT_UNARY(Atanh, ((c.scalar_like(1, x) + x) / (c.scalar_like(1, x) - x)).log() * c.scalar_like(0.5, x))
 FLOAT_UNARY(Softsign, x / (c.scalar_like(1, x) + x.abs()))
-FLOAT_UNARY(IsNaN, x.ne(x))
+FLOAT_UNARY(IsNaN, x.isnan())
+FLOAT_UNARY(Round, x.round())
 
 std::vector<Tensor> Relu(NodeContext& c) { return {c.input(0).relu()}; }
 
-std::vector<Tensor> Sign(NodeContext& c) {
-  Tensor x = c.input(0);
-  Tensor zero = c.scalar_like(0, x), one = c.scalar_like(1, x), minus = c.scalar_like(-1, x);
-  return {where(x.gt(zero), one, where(x.lt(zero), minus, zero))};
-}
-
-// Round half to even, as ONNX (and NumPy) do.
-std::vector<Tensor> Round(NodeContext& c) {
-  Tensor x = c.input(0);
-  require_float(c, x);
-  Tensor r = x.floor(), half = c.scalar_like(0.5, x), one = c.scalar_like(1, x), two = c.scalar_like(2, x);
-  Tensor frac = x - r;
-  Tensor r_even = (r - (r / two).floor() * two).eq(c.scalar_like(0, x));
-  Tensor up = frac.gt(half).logical_or(frac.eq(half).logical_and(r_even.logical_not()));
-  return {where(up, r + one, r)};
-}
+std::vector<Tensor> Sign(NodeContext& c) { return {c.input(0).sign()}; }
 
 std::vector<Tensor> IsInf(NodeContext& c) {
   Tensor x = c.input(0);
   require_float(c, x);
   const bool pos = c.attr_int("detect_positive", 1) != 0, neg = c.attr_int("detect_negative", 1) != 0;
   const double inf = std::numeric_limits<double>::infinity();
+  if (pos && neg) return {x.isinf()};
   Tensor p = x.eq(c.scalar_like(inf, x)), n = x.eq(c.scalar_like(-inf, x));
-  if (pos && neg) return {p.logical_or(n)};
   if (pos) return {p};
   if (neg) return {n};
   return {kiln::zeros(x.shape(), DType::Bool, c.device())};
@@ -233,21 +219,14 @@ std::vector<Tensor> variadic(NodeContext& c) {
   return {acc};
 }
 
-Tensor trunc(NodeContext& c, const Tensor& x) { return where(x.lt(c.scalar_like(0, x)), x.ceil(), x.floor()); }
-
 // fmod = 0: the remainder takes the divisor's sign (Python's %), integers only;
-// fmod = 1: the dividend's (C's fmod). Integer quotients go through f64 (exact below 2^53).
+// fmod = 1: the dividend's (C's fmod).
 std::vector<Tensor> Mod(NodeContext& c) {
   Tensor a = c.input(0), b = c.input(1);
   same_dtype(c, a, b);
   const bool fmod = c.attr_int("fmod", 0) != 0;
-  if (is_float(a.dtype())) {
-    if (!fmod) c.invalid("fmod must be 1 for floating-point operands");
-    return {a - trunc(c, a / b) * b};
-  }
-  Tensor qf = a.to(DType::F64) / b.to(DType::F64);
-  Tensor q = (fmod ? trunc(c, qf) : qf.floor()).to(a.dtype());
-  return {a - q * b};
+  if (is_float(a.dtype()) && !fmod) c.invalid("fmod must be 1 for floating-point operands");
+  return {fmod ? a.fmod(b) : a.remainder(b)};
 }
 
 std::vector<Tensor> Where(NodeContext& c) {

@@ -183,6 +183,7 @@ class KernelEmitter {
   Value* emit_rand(Value* index, int64_t seed, DType t);
   Value* emit_custom_call(const Inst& in, const std::vector<Value*>& args, unsigned w);
   Val emit_load(Ctx& c, const Inst& in);
+  Value* emit_remainder(bool floor_mod, bool f, Value* a, Value* b);
   // Lane 0's offset when the offset `offset` (emitted as `off`) is contiguous along the
   // lanes though this emitter tracked it as a full vector; nullptr otherwise.
   Value* contiguous_lane0(Ctx& c, Ref offset, const Val& off);
@@ -288,6 +289,26 @@ Value* KernelEmitter::emit_cast(Value* x, DType from, DType to) {
   return to == DType::F64 ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
 }
 
+// fmod: LLVM's frem is C's fmod; srem with the divisors that trap (0, and -1 under the
+// minimum) replaced, their remainders being 0. mod moves a nonzero remainder of the other
+// sign than the divisor into the divisor's sign; a float zero takes the divisor's sign.
+Value* KernelEmitter::emit_remainder(bool floor_mod, bool f, Value* a, Value* b) {
+  Value* zero = llvm::Constant::getNullValue(a->getType());
+  if (f) {
+    Value* r = b_.CreateFRem(a, b);
+    if (!floor_mod) return r;
+    Value* moved = b_.CreateSelect(b_.CreateXor(b_.CreateFCmpOLT(b, zero), b_.CreateFCmpOLT(r, zero)), b_.CreateFAdd(r, b), r);
+    Value* signed_zero = b_.CreateIntrinsic(llvm::Intrinsic::copysign, {a->getType()}, {zero, b});
+    return b_.CreateSelect(b_.CreateFCmpOEQ(r, zero), signed_zero, moved);
+  }
+  Value* minus_one = llvm::Constant::getAllOnesValue(a->getType());
+  Value* trivial = b_.CreateOr(b_.CreateICmpEQ(b, zero), b_.CreateICmpEQ(b, minus_one));
+  Value* r = b_.CreateSRem(a, b_.CreateSelect(trivial, llvm::ConstantInt::get(a->getType(), 1), b));
+  if (floor_mod)
+    r = b_.CreateSelect(b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, b), zero)), b_.CreateAdd(r, b), r);
+  return b_.CreateSelect(trivial, zero, r);
+}
+
 Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Value*>& a) {
   const bool f = is_float(at);
   llvm::Type* ty = a.empty() ? nullptr : a.back()->getType();
@@ -311,6 +332,20 @@ Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Va
     }
     case OpKind::Floor: return b_.CreateIntrinsic(llvm::Intrinsic::floor, {ty}, {a[0]});
     case OpKind::Ceil: return b_.CreateIntrinsic(llvm::Intrinsic::ceil, {ty}, {a[0]});
+    case OpKind::Round: return b_.CreateIntrinsic(llvm::Intrinsic::roundeven, {ty}, {a[0]});
+    case OpKind::Sign: {
+      if (!f)
+        return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(a[0], zero(a[0])), ty),
+                            b_.CreateZExt(b_.CreateICmpSLT(a[0], zero(a[0])), ty));
+      Value* r = b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero(a[0])), llvm::ConstantFP::get(ty, -1.0), a[0]);
+      return b_.CreateSelect(b_.CreateFCmpOGT(a[0], zero(a[0])), llvm::ConstantFP::get(ty, 1.0), r);
+    }
+    case OpKind::IsNan: return b_.CreateFCmpUNO(a[0], a[0]);
+    case OpKind::IsInf:
+      return b_.CreateFCmpOEQ(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {ty}, {a[0]}),
+                              llvm::ConstantFP::getInfinity(ty));
+    case OpKind::Fmod:
+    case OpKind::Mod: return emit_remainder(op == OpKind::Mod, f, a[0], a[1]);
     case OpKind::Exp:
     case OpKind::Log:
     case OpKind::Tanh:

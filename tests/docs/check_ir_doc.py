@@ -244,6 +244,8 @@ MESSAGES = [
      "'unfold' windows of 6 elements, 1 apart, do not fit the 5 elements of axis 1 of f32[4,5]"),
     ('m.kir', G('(%x: f32[1,1,1,1,1,1,1,2]) -> f32[2]', '  %y = unfold %x {axis = 7, size = 1, step = 1} : f32[2]\n  return %y'),
      "'unfold' of f32[1,1,1,1,1,1,1,2] would pass the maximum rank 8"),
+    ('m.kir', G('(%x: i32[2]) -> bool[2]', '  %y = isnan %x : bool[2]\n  return %y'),
+     "'isnan' expects a floating-point operand, got i32[2] (cast it first)"),
     ('m.kir', G('(%x: f32[2], %i: f32[2]) -> f32[2]', '  %y = gather %x, %i {axis = 0} : f32[2]\n  return %y'),
      "'gather' indices must be i32 or i64, got f32[2]"),
     ('m.kir', G('(%x: f32[2,3], %i: i64[2]) -> f32[2]', '  %y = gather %x, %i {axis = 0} : f32[2]\n  return %y'),

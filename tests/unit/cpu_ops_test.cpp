@@ -467,6 +467,20 @@ TEST(CpuUnary, ExactFloatOps) {
     }
 }
 
+TEST(CpuUnary, RoundSignAndFloatTests) {
+  // round is half to even (General data holds +-0.5, 2.5, 3.5); sign passes zeros and NaN
+  // through; isnan and isinf give bools.
+  for (const char* t : {"f32", "f64"})
+    for (const std::string& s : kShapes) {
+      const std::string type = t + s;
+      expect_rows("%x: " + type, type, {{"round %x"}, {"sign %x"}});
+      expect_same(fmt::format("graph @p(%x: {0}) -> (bool{1}, bool{1}) {{\n  %n = isnan %x : bool{1}\n"
+                              "  %i = isinf %x : bool{1}\n  return %n, %i\n}}\n",
+                              type, s));
+    }
+  for (const char* t : {"i32[37]", "i64[37]"}) expect_rows(fmt::format("%x: {}", t), t, {{"sign %x"}});
+}
+
 TEST(CpuUnary, ApproximatedFloatMath) {
   // f32: inline approximations within their ulp bounds; f64: libm, bit for bit.
   for (const char* t : {"f32", "f64"})
@@ -668,6 +682,26 @@ TEST(CpuUnary, InverseTrigonometry) {
   const std::string ints = "graph @a(%y: i32[9], %x: i64[9]) -> f64[9] {\n  %a = atan2 %y, %x : f64[9]\n  return %a\n}\n";
   if (lacks_f64_math()) expect_f64_math_error(ints);
   else expect_same(ints);
+}
+
+TEST(CpuBinary, Remainders) {
+  // mod takes the divisor's sign, fmod the dividend's; integers by 0 and -1 (under the
+  // minimum) give 0, floats by 0 NaN; infinities, NaN and signed zeros on both sides.
+  for (const char* t : {"i32", "i64", "f32", "f64"})
+    for (const std::string& s : kShapes) {
+      const std::string type = t + s;
+      expect_rows(fmt::format("%a: {0}, %b: {0}", type), type, {{"mod %a, %b"}, {"fmod %a, %b"}, {"mod %b, %a"}});
+    }
+  // Exact where the quotient is far beyond 2^53: f32 1e38 mod 3, f64 1e300 mod 7.
+  expect_same(
+      "graph @r(%a: f32[4], %b: f32[4], %c: f64[2]) -> (f32[4], f32[4], f64[2]) {\n"
+      "  %m = mod %a, %b : f32[4]\n"
+      "  %f = fmod %a, %b : f32[4]\n"
+      "  %s = constant {data = [7.0, -7.0]} : f64[2]\n"
+      "  %g = mod %c, %s : f64[2]\n"
+      "  return %m, %f, %g\n}\n",
+      {HostTensor::from_vector<float>({1e38f, -1e38f, 5.5f, -0.0f}, {4}),
+       HostTensor::from_vector<float>({3.0f, 3.0f, -2.0f, 2.0f}, {4}), HostTensor::from_vector<double>({1e300, -1e300}, {2})});
 }
 
 TEST(CpuBinary, IntegerDivisionIsFloatDivision) {

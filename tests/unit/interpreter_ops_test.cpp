@@ -368,6 +368,37 @@ TEST(InterpreterMovement, SliceWithSteps) {
               I32({0, 3}), {});
 }
 
+TEST(InterpreterOps, RoundSignAndFloatTests) {
+  const std::string x = "%x = constant {data = [0.5, 1.5, 2.5, -0.5, -2.5, 2.6, -0.0, nan, inf, -3.0]} : f32[10]\n";
+  expect_values(eval("f32[10]", x + "%y = round %x : f32[10]\nreturn %y"), F32({10}),
+                {0, 2, 2, -0.0, -2, 3, -0.0, kNaN, kInf, -3});
+  expect_values(eval("f32[10]", x + "%y = sign %x : f32[10]\nreturn %y"), F32({10}),
+                {1, 1, 1, -1, -1, 1, -0.0, kNaN, 1, -1});
+  EXPECT_TRUE(std::signbit(eval("f32[10]", x + "%y = round %x : f32[10]\nreturn %y").get_double(3)));
+  expect_ints(eval("bool[10]", x + "%y = isnan %x : bool[10]\nreturn %y"), TensorType{DType::Bool, {10}},
+              {0, 0, 0, 0, 0, 0, 0, 1, 0, 0});
+  expect_ints(eval("bool[10]", x + "%y = isinf %x : bool[10]\nreturn %y"), TensorType{DType::Bool, {10}},
+              {0, 0, 0, 0, 0, 0, 0, 0, 1, 0});
+  expect_ints(eval("i32[3]", "%x = constant {data = [-7, 0, 9]} : i32[3]\n%y = sign %x : i32[3]\nreturn %y"), I32({3}),
+              {-1, 0, 1});
+}
+
+TEST(InterpreterOps, RemaindersTakeTheDivisorsOrTheDividendsSign) {
+  const std::string ab = "%a = constant {data = [7, -7, 7, -7, 5, -2147483648]} : i32[6]\n"
+                         "%b = constant {data = [3, 3, -3, -3, 0, -1]} : i32[6]\n";
+  expect_ints(eval("i32[6]", ab + "%y = mod %a, %b : i32[6]\nreturn %y"), I32({6}), {1, 2, -2, -1, 0, 0});
+  expect_ints(eval("i32[6]", ab + "%y = fmod %a, %b : i32[6]\nreturn %y"), I32({6}), {1, -1, 1, -1, 0, 0});
+  const std::string fab = "%a = constant {data = [7.5, -7.5, 7.5, 6.0, -6.0, 1.0, 1.0, -1.0]} : f64[8]\n"
+                          "%b = constant {data = [2.0, 2.0, -2.0, 3.0, 3.0, 0.0, inf, inf]} : f64[8]\n";
+  expect_values(eval("f64[8]", fab + "%y = mod %a, %b : f64[8]\nreturn %y"), F64({8}),
+                {1.5, 0.5, -0.5, 0, 0, kNaN, 1, kInf});
+  expect_values(eval("f64[8]", fab + "%y = fmod %a, %b : f64[8]\nreturn %y"), F64({8}),
+                {1.5, -1.5, 1.5, 0, -0.0, kNaN, 1, -1});
+  // A zero remainder of mod takes the divisor's sign; fmod's the dividend's.
+  EXPECT_FALSE(std::signbit(eval("f64[8]", fab + "%y = mod %a, %b : f64[8]\nreturn %y").get_double(4)));
+  EXPECT_TRUE(std::signbit(eval("f64[8]", fab + "%y = fmod %a, %b : f64[8]\nreturn %y").get_double(4)));
+}
+
 TEST(InterpreterMovement, SliceWithNegativeStepsWalksDown) {
   const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
   // Both axes reversed: stop = -1 reaches index 0.

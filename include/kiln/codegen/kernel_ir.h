@@ -34,6 +34,7 @@ enum class Code : uint8_t {
              // is a bool mask: where it is false nothing is read and the result is 0
   Op,        // the elementwise op `op` of ops.def on args, converted already: arithmetic
              // takes and gives `type`; comparisons take two equal types and give bool;
+             // predicates (isnan, isinf) take a float and give bool;
              // where takes (bool, type, type); custom calls Kernel::customs[imm] on
              // arguments of its parameters' types
   Cast,      // args[0] converted to `type` with the semantics of the cast op

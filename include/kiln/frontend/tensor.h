@@ -104,6 +104,13 @@ class Tensor {
   Tensor erf() const;
   Tensor floor() const;
   Tensor ceil() const;
+  /// To the nearest integer, halves to even (PyTorch's and NumPy's round).
+  Tensor round() const;
+  /// -1, 0 or 1; a float's zeros and NaN pass through.
+  Tensor sign() const;
+  /// Bool tensors: where the (float) elements are NaN; where they are infinite.
+  Tensor isnan() const;
+  Tensor isinf() const;
   Tensor logical_not() const;
   Tensor silu() const;
   Tensor gelu(GeluApproximation approximate = GeluApproximation::Erf) const;
@@ -118,6 +125,10 @@ class Tensor {
   Tensor pow(Number exponent) const;
   /// atan2(*this, x): the angle of the point (x, *this) in (-pi, pi].
   Tensor atan2(const Tensor& x) const;
+  /// The remainder with the divisor's sign (PyTorch's remainder, Python's %) and with the
+  /// dividend's (fmod, C's). An integer remainder by 0 is 0; a float one is NaN.
+  Tensor remainder(const Tensor& divisor) const;
+  Tensor fmod(const Tensor& divisor) const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
   Tensor eq(const Tensor& other) const;

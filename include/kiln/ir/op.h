@@ -39,6 +39,7 @@ inline constexpr uint32_t Declared = 1u << 6;     // result type written out, no
 inline constexpr uint32_t Expensive = 1u << 7;    // transcendental: worth computing once per element
 inline constexpr uint32_t VectorMath = 1u << 8;   // f32 has kiln's own vectorizable approximation
 inline constexpr uint32_t ArgReduce = 1u << 9;    // a reduction to a position (argmax, argmin)
+inline constexpr uint32_t Predicate = 1u << 10;   // a unary test of its operand, giving bool
 }  // namespace trait
 
 /// What a type rule sees: the operand types, the attributes and, for ops whose result

@@ -23,15 +23,21 @@ int64_t float_to_int(DType t, double v);
 
 /// Unary ops in the double domain (every unary op but `not`).
 double unary_float(OpKind op, double x);
-/// Unary ops in the int64 domain: neg, abs, relu (integers), not (bool).
+/// Unary ops in the int64 domain: neg, abs, relu, sign (integers), not (bool).
 int64_t unary_int(OpKind op, int64_t x);
 
-/// add sub mul div pow max min in the double domain. max/min are IEEE 754-2019
-/// maximum/minimum: NaN propagates and +0.0 counts as greater than -0.0.
+/// add sub mul div pow mod fmod max min in the double domain. max/min are IEEE 754-2019
+/// maximum/minimum: NaN propagates and +0.0 counts as greater than -0.0. fmod is C's (exact);
+/// mod is NumPy's remainder: fmod's result moved into the divisor's sign by adding it, a zero
+/// given the divisor's sign.
 double binary_float(OpKind op, double a, double b);
-/// add sub mul pow max min and/or in the int64 domain; wraps on overflow. pow with a
-/// negative exponent gives 0 unless the base is 1 or -1 (NumPy raises instead).
+/// add sub mul pow mod fmod max min and/or in the int64 domain; wraps on overflow. pow with a
+/// negative exponent gives 0 unless the base is 1 or -1 (NumPy raises instead); a remainder
+/// by 0 is 0 (NumPy's, with its warning left out).
 int64_t binary_int(OpKind op, int64_t a, int64_t b);
+
+/// The predicates of a float (isnan, isinf).
+bool predicate_float(OpKind op, double x);
 
 /// eq ne lt le gt ge. Any comparison with NaN is false, except `ne`, which is true.
 bool compare_float(OpKind op, double a, double b);
