@@ -158,6 +158,16 @@ class KernelBuilder {
   Ref combine(const Graph& g, const Request& at, const std::vector<Ref>& operands);
   Ref pad_inside(const Graph& g, const Node& n, const IndexMap& p);
   Ref gathered(const Graph& g, const Node& n, const Request& at, Ref index);
+  /// The offset in a tensor of shape `s` of position `p` with `p[axis]` replaced by the
+  /// value `index` (a negative one counting from the end), and whether that lies inside.
+  std::pair<Ref, Ref> offset_at_index(IndexMap p, size_t axis, Ref index, const Shape& s);
+
+ public:
+  /// Writes scatter `v`'s updates into `plan_buffer` (which holds its data already), at
+  /// every point of the domain (the updates' shape), in order.
+  void scatter(const Graph& g, ValueId v, int32_t plan_buffer);
+
+ private:
   Ref concat_part(const Graph& g, const Node& n, const IndexMap& p, size_t i);
 
   Lowering& low_;
@@ -229,6 +239,8 @@ class Lowering {
   /// positions known only at run time, so it cannot be recomputed there.
   void store_gather_data(int32_t k);
   void lower_matmul_region(int32_t k, ValueId mm);
+  /// The data copied into the result, then one kernel over the updates, in order.
+  void lower_scatter_region(int32_t k, ValueId sc);
   void add_kernel(KernelBuilder& b) {
     LaunchPlan::Step step;
     step.kernel = static_cast<int32_t>(plan_.kernels.size());
@@ -395,19 +407,42 @@ Ref KernelBuilder::gathered(const Graph& g, const Node& n, const Request& at, Re
   const ValueId data = n.operands[0];
   const TensorType& dt = g.type(data);
   const auto axis = static_cast<size_t>(n.attr("axis").i);
-  const int64_t extent = dt.shape[static_cast<int>(axis)];
   const int32_t b = low_.stored(data);
   if (b < 0)
     throw Error(fmt::format("kernel @{}: gather data %{} is not in memory", k_.name, low_.name(data)));
+  const auto [offset, inside] = offset_at_index(operand_index_map(g, n, 0, at.p, k_.domain), axis, index, dt.shape);
+  const int32_t param = param_for(b, low_.name(data), dt, false);
+  return add_inst({Code::Load, OpKind::Add, dt.dtype, {offset, both(at.mask, inside)}, param, 0, {}});
+}
+
+std::pair<Ref, Ref> KernelBuilder::offset_at_index(IndexMap p, size_t axis, Ref index, const Shape& s) {
+  const int64_t extent = s[static_cast<int>(axis)];
   Ref j = cast(index, DType::I64);
   j = op(OpKind::Where, DType::I64,
          {op(OpKind::Lt, DType::Bool, {j, constant(0)}), op(OpKind::Add, DType::I64, {j, constant(extent)}), j});
   const Ref inside =
       op(OpKind::And, DType::Bool, {op(OpKind::Ge, DType::Bool, {j, constant(0)}), op(OpKind::Lt, DType::Bool, {j, constant(extent)})});
-  const Ref known = offset_of(operand_index_map(g, n, 0, at.p, k_.domain), dt.shape);
-  const Ref offset = op(OpKind::Add, DType::I64, {known, mul(j, dt.shape.strides()[axis])});
-  const int32_t param = param_for(b, low_.name(data), dt, false);
-  return add_inst({Code::Load, OpKind::Add, dt.dtype, {offset, both(at.mask, inside)}, param, 0, {}});
+  p[axis] = IndexExpr::constant(0);
+  const Ref offset = op(OpKind::Add, DType::I64, {offset_of(p, s), mul(j, s.strides()[axis])});
+  return {offset, inside};
+}
+
+void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
+  const Node& n = g.node(v);
+  const Shape& us = g.type(n.operands[2]).shape;
+  IndexMap p;
+  for (int d = 0; d < us.rank(); ++d) p.push_back(IndexExpr::dim(d, us[d]));
+  const Ref index = value_at(g, n.operands[1], p, kir::kNoRef);
+  const Ref update = cast(value_at(g, n.operands[2], p, kir::kNoRef), n.type.dtype);
+  const auto [offset, inside] = offset_at_index(p, static_cast<size_t>(n.attr("axis").i), index, n.type.shape);
+  const int32_t param = param_for(plan_buffer, low_.name(v), n.type, true);
+  Ref value = update;
+  if (const std::optional<OpKind> combine = n.scatter_combine()) {
+    const Ref there = add_inst({Code::Load, OpKind::Add, n.type.dtype, {offset, inside}, param, 0, {}});
+    value = op(*combine, n.type.dtype, {there, update});
+  }
+  k_.stores.push_back({param, offset, value, inside});
+  k_.in_order = true;
 }
 
 Ref KernelBuilder::pad_inside(const Graph& g, const Node& n, const IndexMap& p) {
@@ -430,6 +465,8 @@ std::vector<KernelBuilder::Request> KernelBuilder::operand_requests(const Graph&
                             op_info(n.op).name));
   std::vector<Request> out;
   if (n.op == OpKind::Gather) return {{n.operands[1], at.p, at.mask}};  // the data: gathered()
+  if (n.op == OpKind::Scatter)  // written by its own kernel (scatter())
+    throw Error(fmt::format("kernel @{}: cannot compute %{} (scatter) inside the kernel", k_.name, low_.name(at.v)));
   for (size_t i = 0; i < n.operands.size(); ++i) {
     Ref m = at.mask;
     if (n.op == OpKind::Pad) m = both(m, pad_inside(g, n, at.p));
@@ -679,11 +716,35 @@ void Lowering::store_gather_data(int32_t k) {
   }
 }
 
+void Lowering::lower_scatter_region(int32_t k, ValueId sc) {
+  const auto ki = static_cast<size_t>(k);
+  const Node& n = g_.node(sc);
+  const int32_t out = mp_.buffer_of[sc] >= 0 ? mp_.buffer_of[sc] : new_buffer(n.type);
+  override_[sc] = out;
+  // The data first, unless it already lives in the result's buffer (reused in place).
+  if (stored(n.operands[0]) != out) copy_kernel(n.operands[0], out, n.type.dtype);
+  const Shape& domain = g_.type(n.operands[2]).shape;
+  if (domain.numel() == 0) return;
+  std::vector<bool> member(g_.size(), false);
+  for (ValueId v : index_.members[ki]) member[v] = v != sc;
+  KernelBuilder b(*this, g_.kernels()[ki].name, domain, std::vector<bool>(static_cast<size_t>(domain.rank()), false),
+                  member);
+  // Other outputs of the region (an update also returned) are stored beside the scatter.
+  std::vector<ValueId> apart;
+  for (ValueId v : index_.outputs[ki])
+    if (v != sc && !b.store(g_, v, mp_.buffer_of[v])) apart.push_back(v);
+  b.scatter(g_, sc, out);
+  add_kernel(b);
+  for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
+}
+
 void Lowering::lower_region(int32_t k) {
   const auto ki = static_cast<size_t>(k);
   store_gather_data(k);
-  for (ValueId v : index_.members[ki])
+  for (ValueId v : index_.members[ki]) {
     if (g_.node(v).op == OpKind::Matmul) return lower_matmul_region(k, v);
+    if (g_.node(v).op == OpKind::Scatter) return lower_scatter_region(k, v);
+  }
   const std::vector<ValueId>& outputs = index_.outputs[ki];
   if (outputs.empty()) return;
   auto [domain, reduced] = region_domain(index_.members[ki], outputs);

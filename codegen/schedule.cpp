@@ -172,6 +172,15 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     if (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0) s.reduction = ReductionStrategy::Subgroup;
   }
   place_work_items(s, caps, 1);
+  if (k.in_order) {
+    // One worker, one lane, the iterations in order (a tile is a run of the last dim).
+    s.vector_width = 1;
+    s.accumulators = 1;
+    s.grain = std::max<int64_t>(1, s.iterations);
+    s.local_size = 1;
+    s.reduction = ReductionStrategy::Serial;
+    place_work_items(s, Capabilities{}, s.iterations);
+  }
   // Work-item devices compute positions in 32 bits where that is exact; the cpu backend's
   // LLVM code keeps i64 (its address arithmetic is native).
   if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;

@@ -104,7 +104,7 @@ std::optional<Variant> Variant::parse(std::string_view text) {
 std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Capabilities& caps) {
   std::vector<Knob> knobs;
   const int rank = k.domain.rank();
-  if (rank == 0) return knobs;
+  if (rank == 0 || k.in_order) return knobs;  // an in-order walk has one schedule
   const bool reduces = k.has_reduction();
   for (size_t c = 0; c < k.customs.size(); ++c) {
     const auto values = custom_macro_values(k, base, c);

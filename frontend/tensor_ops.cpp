@@ -407,6 +407,26 @@ Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
   return record("gather", OpKind::Gather, {this, &index}, std::move(a));
 }
 
+namespace {
+Tensor scatter_op(std::string_view fn, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& updates,
+                  std::string_view combine) {
+  for (const Tensor* t : {&x, &index, &updates}) detail::require_defined(fn, *t);
+  Attrs a = Graph::make_attrs(OpKind::Scatter);
+  detail::attr_slot(a, OpKind::Scatter, "axis").i = detail::normalize_axis(fn, dim, x);
+  if (!combine.empty()) detail::attr_slot(a, OpKind::Scatter, combine);
+  return record(fn, OpKind::Scatter, {&x, &index, &updates}, std::move(a));
+}
+}  // namespace
+
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& updates) const {
+  return scatter_op("scatter", *this, dim, index, updates, "");
+}
+
+Tensor Tensor::scatter_reduce(int64_t dim, const Tensor& index, const Tensor& updates, ScatterReduce reduce) const {
+  static constexpr std::string_view kFlag[] = {"add", "mul", "max", "min"};
+  return scatter_op("scatter_reduce", *this, dim, index, updates, kFlag[static_cast<int>(reduce)]);
+}
+
 Tensor Tensor::take(const Tensor& indices, int64_t axis) const {
   detail::require_defined("take", *this);
   detail::require_defined("take", indices);

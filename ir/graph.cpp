@@ -7,6 +7,13 @@
 
 namespace kiln {
 
+std::optional<OpKind> Node::scatter_combine() const {
+  for (auto [flag, combine] : {std::pair{"add", OpKind::Add}, std::pair{"mul", OpKind::Mul}, std::pair{"max", OpKind::Max},
+                               std::pair{"min", OpKind::Min}})
+    if (attr(flag).present) return combine;
+  return std::nullopt;
+}
+
 const AttrValue& Node::attr(std::string_view name) const {
   const int i = attr_index(op, name);
   KILN_ASSERT(i >= 0 && static_cast<size_t>(i) < attrs.size(), "node has the attribute asked for");

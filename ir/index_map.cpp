@@ -305,6 +305,10 @@ IndexMap operand_index_map(const Graph& g, const Node& c, size_t operand, const 
       if (operand == 0) m[static_cast<size_t>(c.attr("axis").i)] = IndexExpr::constant(0);
       return m;
     }
+    case OpKind::Scatter:
+      // Computed over the updates' positions (the kernel's domain): the indices and updates
+      // are read there; the data is copied into the result before the kernel runs.
+      return identity(os, 0, domain);
     case OpKind::Concat: {
       const auto axis = static_cast<size_t>(c.attr("axis").i);
       int64_t offset = 0;
@@ -349,6 +353,14 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
       break;
     }
   }
+  for (ValueId v : members) {
+    const Node& n = g.node(v);
+    if (n.op == OpKind::Gather) out.at_run_time.push_back(n.operands[0]);
+    if (n.op != OpKind::Scatter) continue;
+    out.at_run_time.push_back(v);
+    if (!found) out.domain = g.type(n.operands[2]).shape;  // the updates' positions
+    found = true;
+  }
   int contracted = 0;  // trailing domain dims that no value is written over (matmul's k)
   for (ValueId v : members) {
     if (found) break;
@@ -379,7 +391,9 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
   for (auto it = members.rbegin(); it != members.rend(); ++it) {
     const ValueId v = *it;
     const Node& n = g.node(v);
-    if (pos[v].empty()) {
+    if (n.op == OpKind::Scatter) {
+      pos[v] = {identity(g.type(n.operands[2]).shape, 0, out.domain)};  // computed at each update
+    } else if (pos[v].empty()) {
       // Written where its dims line up with the domain's trailing dims (reduced axes kept as 0).
       const Shape& s = n.type.shape;
       IndexMap m;
@@ -398,7 +412,7 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
     }
     for (const IndexMap& p : std::vector<IndexMap>(pos[v]))
       for (size_t i = 0; i < n.operands.size(); ++i)
-        if (!(n.op == OpKind::Gather && i == 0))  // read at positions known at run time
+        if (!((n.op == OpKind::Gather || n.op == OpKind::Scatter) && i == 0))  // not read at these positions
           add_pos(n.operands[i], operand_index_map(g, n, i, p, out.domain));
   }
   for (ValueId v : index.inputs[static_cast<size_t>(k)]) out.inputs.push_back({v, pos[v]});
@@ -409,12 +423,16 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
 std::string format_index_maps(const KernelIndexMaps& maps, const std::vector<std::string>& names) {
   std::vector<std::string> ins, outs;
   for (const auto& [v, list] : maps.inputs) {
+    const bool run_time = std::find(maps.at_run_time.begin(), maps.at_run_time.end(), v) != maps.at_run_time.end();
     std::string s = "%" + names[v];
     for (const IndexMap& m : list) s += index_map_str(m);
-    if (list.empty()) s += "[gathered]";
+    if (run_time) s += "[at run time]";
     ins.push_back(s);
   }
-  for (const auto& [v, m] : maps.outputs) outs.push_back("%" + names[v] + index_map_str(m));
+  for (const auto& [v, m] : maps.outputs) {
+    const bool run_time = std::find(maps.at_run_time.begin(), maps.at_run_time.end(), v) != maps.at_run_time.end();
+    outs.push_back("%" + names[v] + (run_time ? "[at run time]" : index_map_str(m)));
+  }
   return fmt::format("over {}: {} -> {}", maps.domain.str(), fmt::join(ins, ", "), fmt::join(outs, ", "));
 }
 

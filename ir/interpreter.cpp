@@ -403,6 +403,28 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       });
       return out;
     }
+    case OpKind::Scatter: {
+      const Wide &index = *args[1], &updates = *args[2];
+      Wide out = x;
+      const auto axis = static_cast<size_t>(n.attr("axis").i);
+      const int64_t extent = x.type.shape[static_cast<int>(axis)];
+      const std::optional<OpKind> combine = n.scatter_combine();
+      for_each_index(index.type.shape, [&](auto idx, int64_t flat) {
+        const auto k = static_cast<size_t>(flat);
+        int64_t j = index.i[k];
+        if (j < 0) j += extent;
+        if (j < 0 || j >= extent) return;  // dropped
+        idx[axis] = j;
+        const auto to = static_cast<size_t>(dot(idx, xs, rank));
+        if (out.is_f())
+          out.f[to] = combine ? scalar::store_float(n.type.dtype, scalar::binary_float(*combine, out.f[to], updates.f[k]))
+                              : updates.f[k];
+        else
+          out.i[to] = combine ? scalar::store_int(n.type.dtype, scalar::binary_int(*combine, out.i[to], updates.i[k]))
+                              : updates.i[k];
+      });
+      return out;
+    }
     case OpKind::Concat: {
       Wide out = make_wide(n.type);
       const auto axis = static_cast<size_t>(n.attr("axis").i);

@@ -77,6 +77,21 @@ Status check_kernel_rules(const Graph& g) {
         return fail(v, fmt::format("gather data %{} is computed inside the kernel; gather reads its data from memory, "
                                    "at positions known only at run time",
                                    names[n.operands[0]]));
+      if (n.op == OpKind::Scatter) {
+        if (in_kernel(n.operands[0]))
+          return fail(v, fmt::format("scatter data %{} is computed inside the kernel; scatter copies its data into its "
+                                     "result before its kernel runs",
+                                     names[n.operands[0]]));
+        for (ValueId u : users[v])
+          if (in_kernel(u))
+            return fail(u, fmt::format("%{} uses scatter result %{} inside its kernel, where it is complete only once "
+                                       "the whole kernel has run",
+                                       names[u], names[v]));
+        for (ValueId m : members)
+          if (g.node(m).info().category == OpCategory::Reduce || g.node(m).op == OpKind::Matmul)
+            return fail(m, "a scatter's kernel runs over its updates, one after another: it computes no reduction or "
+                           "matmul");
+      }
       if (n.info().category != OpCategory::Reduce) continue;
       const Shape& full = g.type(n.operands[0]).shape;
       const auto& axes = n.attr("axes").ints;

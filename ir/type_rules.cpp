@@ -384,6 +384,28 @@ Expected<TensorType> rule_gather(const TypeRuleInput& in) {
   return TensorType{data.dtype, index.shape};
 }
 
+Expected<TensorType> rule_scatter(const TypeRuleInput& in) {
+  const TensorType &data = in.operands[0], &index = in.operands[1], &updates = in.operands[2];
+  const int64_t axis = attr(in, "axis").i;
+  KILN_REQUIRE(index.dtype == DType::I32 || index.dtype == DType::I64, "'scatter' indices must be i32 or i64, got {}",
+               index.str());
+  KILN_REQUIRE(data.shape.rank() == index.shape.rank(), "'scatter' indices {} and data {} must have the same rank",
+               index.str(), data.str());
+  KILN_REQUIRE(updates.shape == index.shape && updates.dtype == data.dtype,
+               "'scatter' updates {} must have the indices' shape {} and the data's dtype {}", updates.str(),
+               index.shape.str(), dtype_name(data.dtype));
+  KILN_REQUIRE(0 <= axis && axis < data.shape.rank(), "'scatter' axis {} is not an axis of {}", axis, data.str());
+  for (int d = 0; d < data.shape.rank(); ++d)
+    KILN_REQUIRE(d == axis || index.shape[d] <= data.shape[d],
+                 "'scatter' indices {} are longer than data {} on axis {}, which is not the scattered axis {}",
+                 index.str(), data.str(), d, axis);
+  int combines = 0;
+  for (const char* c : {"add", "mul", "max", "min"}) combines += attr(in, c).present ? 1 : 0;
+  KILN_REQUIRE(combines <= 1, "'scatter' takes at most one of add, mul, max and min");
+  KILN_REQUIRE(combines == 0 || is_numeric(data.dtype), "'scatter' combines numbers, not {}", data.str());
+  return data;
+}
+
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));

@@ -31,6 +31,7 @@ KILN_RULE(rule_pad)
 KILN_RULE(rule_unfold)
 KILN_RULE(rule_concat)
 KILN_RULE(rule_gather)
+KILN_RULE(rule_scatter)
 KILN_RULE(rule_matmul)
 #undef KILN_RULE
 

@@ -13,7 +13,10 @@
 //     residual);
 //   - a gather joins like an elementwise op of its indices; its data is read from memory at
 //     positions known only at run time, so nothing computes the data inside the kernel, not
-//     even a view.
+//     even a view;
+//   - a scatter's kernel runs over its updates, which fuse (with its indices) as elementwise
+//     ops do; its result is complete only once the whole kernel has run, so no consumer
+//     joins it, and its data is copied into the result first.
 // Otherwise the operation starts a kernel of its own, whose note says why. Sources
 // (constants, rand, arange) and parameters stay outside kernels, which read them. A value
 // that several kernels need is stored once, or recomputed in each when the policy allows and
@@ -21,6 +24,7 @@
 // graph acyclic. Kernels are then laid out in dependency order, members consecutive.
 #include <algorithm>
 #include <queue>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -38,6 +42,7 @@ struct Kernel {
   std::vector<int64_t> reduce_axes;
   Shape reduce_input;
   bool has_matmul = false;
+  bool has_scatter = false;
   int64_t members = 0;
   std::vector<std::string> notes;
 };
@@ -189,7 +194,12 @@ class Planner {
     // Operands of a matmul (and views feeding them) are read from memory.
     if (n.op == OpKind::Matmul || (is_view(n) && matmul_operand_.count(v)))
       for (ValueId o : n.operands) matmul_operand_.insert(o);
-    if (n.op == OpKind::Gather) gather_data_.insert(n.operands[0]);
+    if (n.op == OpKind::Gather)
+      from_memory_.emplace(n.operands[0], "gather reads its data from memory, at positions known only at run time");
+    if (n.op == OpKind::Scatter) {
+      kern.has_scatter = true;
+      from_memory_.emplace(n.operands[0], "scatter copies its data into its result before its kernel runs");
+    }
   }
 
   bool accepts(size_t k, ValueId v, std::string& why) const {
@@ -202,8 +212,12 @@ class Planner {
       why = fmt::format("the kernel has {} operations already (FusionPolicy::max_kernel_ops)", kern.members);
       return false;
     }
-    if (gather_data_.count(v)) {
-      why = "gather reads its data from memory, at positions known only at run time";
+    if (auto it = from_memory_.find(v); it != from_memory_.end()) {
+      why = it->second;
+      return false;
+    }
+    if (n.op == OpKind::Scatter) {
+      why = "a scatter's result is complete only once its whole kernel has run";
       return false;
     }
     if (is_view(n)) return true;  // an index map, free in any kernel
@@ -214,6 +228,10 @@ class Planner {
     if (cat == OpCategory::Elementwise || n.op == OpKind::Gather) return true;
     if (n.op == OpKind::Concat) {
       why = "concat writes its operands side by side: it is a kernel of its own";
+      return false;
+    }
+    if (kern.has_scatter && (cat == OpCategory::Reduce || n.op == OpKind::Matmul)) {
+      why = "a scatter's kernel runs over its updates, one after another: it computes no reduction or matmul";
       return false;
     }
     if (cat == OpCategory::Reduce) {
@@ -269,7 +287,7 @@ class Planner {
   std::vector<Kernel> kernels_;
   std::vector<ValueId> shared_by_kernels_;
   std::unordered_set<ValueId> matmul_operand_;
-  std::unordered_set<ValueId> gather_data_;
+  std::unordered_map<ValueId, std::string> from_memory_;  // operands no kernel may compute: why
 };
 
 }  // namespace

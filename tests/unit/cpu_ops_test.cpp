@@ -1128,6 +1128,35 @@ TEST(CpuMovement, GatherReadsAtRuntimeIndices) {
   expect_same(text, in, kExpUlp);
 }
 
+TEST(CpuMovement, ScatterWritesUpdatesInOrder) {
+  // Repeated indices (the last update wins; the combining ones fold every update in, in
+  // order: the f32 sums round as the interpreter's do), indices and updates computed in the
+  // kernel, data that is a view, an update also returned, and the result used afterwards.
+  const std::string text =
+      "graph @s(%x: f32[5,37], %i: i64[5,40], %u: f32[5,40], %j: i32[9,37], %v: i64[9,37], %l: i64[37,5]) -> "
+      "(f32[5,37], f32[5,37], f32[5,37], f32[5,37], f32[5,37], i64[5,37], f32[5,40], f32[5,37]) {\n"
+      "  %r = scatter %x, %i, %u {axis = 1} : f32[5,37]\n"
+      "  %a = scatter %x, %i, %u {axis = 1, add} : f32[5,37]\n"
+      "  %m = scatter %x, %i, %u {axis = 1, mul} : f32[5,37]\n"
+      "  %hi = scatter %x, %i, %u {axis = 1, max} : f32[5,37]\n"
+      "  %two = constant {value = 2.0} : f32[]\n"
+      "  %u2 = mul %u, %two : f32[5,40]\n"
+      "  %lo = scatter %x, %i, %u2 {axis = 1, min} : f32[5,37]\n"
+      "  %lt = permute %l {perm = [1, 0]} : i64[5,37]\n"
+      "  %one = constant {value = 1} : i32[]\n"
+      "  %j1 = add %j, %one : i32[9,37]\n"
+      "  %c = scatter %lt, %j1, %v {axis = 0, add} : i64[5,37]\n"
+      "  %e = exp %a : f32[5,37]\n"
+      "  return %r, %a, %m, %hi, %lo, %c, %u2, %e\n}\n";
+  const Graph g = parse_or_fail(text);
+  std::vector<HostTensor> in = inputs_for(g, {Data::NearOne});
+  in[1] = indices(DType::I64, {5, 40}, 37, 21);
+  in[3] = indices(DType::I32, {9, 37}, 5, 22);
+  in[4] = inputs_for(g, {Data::General}, 23)[4];
+  in[5] = inputs_for(g, {Data::General}, 24)[5];
+  expect_same(text, in, kExpUlp);
+}
+
 TEST(CpuMovement, ConcatOfMixedTypes) {
   expect_same(
       "graph @c(%a: i32[5,3], %b: f32[5,37], %d: f64[5,1], %e: bool[5,2]) -> (f64[5,43], "

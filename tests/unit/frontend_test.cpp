@@ -242,6 +242,16 @@ TEST(Frontend, GatherAndTakeReadAtIndices) {
   EXPECT_THROW(a.gather(1, from_vector<int64_t>({0, 0, 0}, {3, 1})), Error);  // longer off the axis
 }
 
+TEST(Frontend, ScatterWritesAndCombinesAtIndices) {
+  const Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor i = from_vector<int64_t>({2, 2, 0, 9}, {2, 2});  // 9: outside, dropped
+  const Tensor u = from_vector<float>({10, 20, 30, 40}, {2, 2});
+  expect_near(a.scatter(1, i, u).to_vector<float>(), {1, 2, 20, 30, 5, 6});
+  expect_near(a.scatter_add(1, i, u).to_vector<float>(), {1, 2, 33, 34, 5, 6});
+  expect_near(a.scatter_reduce(1, i, u, ScatterReduce::Amin).to_vector<float>(), {1, 2, 3, 4, 5, 6});
+  EXPECT_THROW(a.scatter(1, i, from_vector<int32_t>({1, 2, 3, 4}, {2, 2})), Error);  // updates of another dtype
+}
+
 // ---- errors at the call -----------------------------------------------------------------
 
 TEST(Frontend, ShapeErrorsThrowAtTheCallNamingOpAndOperands) {

@@ -451,6 +451,25 @@ TEST(InterpreterMovement, GatherReadsAlongAnAxisAtIndices) {
               I32({2}), {0, 0});
 }
 
+TEST(InterpreterMovement, ScatterWritesUpdatesInOrder) {
+  const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n"
+                           "%i = constant {data = [2, 0, -1, 3]} : i64[2,2]\n"
+                           "%u = constant {data = [10, 20, 30, 40]} : i32[2,2]\n";
+  // Row 0: 10 at 2, 20 at 0; row 1: 30 at -1 (2), 40 at 3 (outside: dropped).
+  expect_ints(eval("i32[2,3]", base + "%y = scatter %r, %i, %u {axis = 1} : i32[2,3]\nreturn %y"), I32({2, 3}),
+              {20, 1, 10, 3, 4, 30});
+  expect_ints(eval("i32[2,3]", base + "%y = scatter %r, %i, %u {axis = 1, add} : i32[2,3]\nreturn %y"), I32({2, 3}),
+              {20, 1, 12, 3, 4, 35});
+  // A repeated index: replace keeps the last update, the combining ones fold them all in.
+  const std::string rep = "%d = constant {value = 1.0} : f32[3]\n%i = constant {data = [1, 1, 1]} : i32[3]\n"
+                          "%u = constant {data = [2.0, -5.0, 3.0]} : f32[3]\n";
+  expect_values(eval("f32[3]", rep + "%y = scatter %d, %i, %u {axis = 0} : f32[3]\nreturn %y"), F32({3}), {1, 3, 1});
+  expect_values(eval("f32[3]", rep + "%y = scatter %d, %i, %u {axis = 0, add} : f32[3]\nreturn %y"), F32({3}), {1, 1, 1});
+  expect_values(eval("f32[3]", rep + "%y = scatter %d, %i, %u {axis = 0, mul} : f32[3]\nreturn %y"), F32({3}), {1, -30, 1});
+  expect_values(eval("f32[3]", rep + "%y = scatter %d, %i, %u {axis = 0, max} : f32[3]\nreturn %y"), F32({3}), {1, 3, 1});
+  expect_values(eval("f32[3]", rep + "%y = scatter %d, %i, %u {axis = 0, min} : f32[3]\nreturn %y"), F32({3}), {1, -5, 1});
+}
+
 TEST(InterpreterMovement, PadWithDefaultAndGivenValue) {
   expect_values(eval("f32[4]", "%x = constant {data = [1.0, 2.0]} : f32[2]\n%y = pad %x {low = [1], high = [1]} : f32[4]\nreturn %y"),
                 F32({4}), {0, 1, 2, 0});

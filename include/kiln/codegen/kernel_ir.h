@@ -81,6 +81,10 @@ struct Kernel {
   std::vector<std::shared_ptr<const CustomKernel>> customs;  // the custom kernels it calls
   std::vector<Inst> insts;
   std::vector<Store> stores;
+  /// The points must run one after another in row-major order, by one worker: a point may
+  /// load what an earlier point stored (a scatter that combines, or replaces at a repeated
+  /// index). Schedules walk such a kernel serially, with scalar code.
+  bool in_order = false;
 
   bool has_reduction() const;
   /// The text form: one instruction per line. Without names (the kernel's and its

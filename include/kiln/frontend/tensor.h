@@ -45,6 +45,9 @@ class Number {
 
 enum class GeluApproximation { Erf, Tanh };
 
+/// How Tensor::scatter_reduce combines an update with what is there (PyTorch's names).
+enum class ScatterReduce { Sum, Prod, Amax, Amin };
+
 /// A cheap-to-copy handle to a lazily computed tensor. Copies share the value.
 class Tensor {
  public:
@@ -180,6 +183,16 @@ class Tensor {
   /// NumPy's take along `axis`: shape[:axis] + indices.shape + shape[axis+1:], with gather's
   /// index rules. An embedding lookup is table.take(tokens, 0).
   Tensor take(const Tensor& indices, int64_t axis = 0) const;
+  /// A copy with updates[p] written at p with p[dim] := index[p] (PyTorch's scatter):
+  /// `index` and `updates` share a shape (no longer than self off `dim`), updates have
+  /// self's dtype. Updates apply in row-major order, so a repeated index keeps the last;
+  /// an index outside the axis (after a negative one counts from the end) is dropped.
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& updates) const;
+  /// The same, combining each update with what is there (include_self, in PyTorch's terms).
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& updates, ScatterReduce reduce) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& updates) const {
+    return scatter_reduce(dim, index, updates, ScatterReduce::Sum);
+  }
   /// Pads every axis with low[i] elements before and high[i] after, filled with `value`.
   Tensor pad(const std::vector<int64_t>& low, const std::vector<int64_t>& high, Number value = 0) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,8 @@ struct Node {
   /// Attribute `name` of this node's op; asserts that the op has it.
   const AttrValue& attr(std::string_view name) const;
   AttrValue& attr(std::string_view name);
+  /// A scatter's combining op (add, mul, max or min), or nullopt where it replaces.
+  std::optional<OpKind> scatter_combine() const;
 };
 
 /// A fused kernel: the nodes whose `kernel` names it run as one launch. Its members are

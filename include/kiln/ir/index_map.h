@@ -138,6 +138,9 @@ struct KernelIndexMaps {
   std::vector<std::pair<ValueId, std::vector<IndexMap>>> inputs;
   /// Per kernel output (Graph::kernel_outputs order): where it is written.
   std::vector<std::pair<ValueId, IndexMap>> outputs;
+  /// Inputs read (a gather's data) and outputs written (a scatter's result) at positions
+  /// known only at run time: printed `%x[at run time]`.
+  std::vector<ValueId> at_run_time;
 };
 
 /// The domain of kernel `k` and the maps of its inputs and outputs. The domain is the shape
