@@ -127,6 +127,20 @@ std::vector<int64_t> NodeContext::attr_ints(std::string_view name, std::optional
   return *fallback;
 }
 
+std::vector<double> NodeContext::attr_floats(std::string_view name) const {
+  const auto* a = find(name);
+  if (!a) return {};
+  if (a->type() != ::onnx::AttributeProto::FLOATS) invalid(fmt::format("attribute '{}' must be a list of floats", name));
+  return std::vector<double>(a->floats().begin(), a->floats().end());
+}
+
+std::vector<std::string> NodeContext::attr_strings(std::string_view name) const {
+  const auto* a = find(name);
+  if (!a) return {};
+  if (a->type() != ::onnx::AttributeProto::STRINGS) invalid(fmt::format("attribute '{}' must be a list of strings", name));
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
+}
+
 HostTensor NodeContext::attr_tensor(std::string_view name) const {
   return attr_or<HostTensor>(*this, find(name), name, ::onnx::AttributeProto::TENSOR, "a tensor", std::nullopt,
                              [&](const auto& a) { return tensor_from_proto(a.t(), base_dir_); });

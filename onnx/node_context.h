@@ -52,6 +52,9 @@ class NodeContext {
   std::string attr_string(std::string_view name, std::optional<std::string> fallback = std::nullopt) const;
   std::vector<int64_t> attr_ints(std::string_view name, std::optional<std::vector<int64_t>> fallback = std::nullopt) const;
   std::optional<std::vector<int64_t>> attr_ints_opt(std::string_view name) const;
+  /// Lists of floats and strings; empty where the attribute is absent.
+  std::vector<double> attr_floats(std::string_view name) const;
+  std::vector<std::string> attr_strings(std::string_view name) const;
   HostTensor attr_tensor(std::string_view name) const;
 
   /// A result the op computes while importing (Shape's): a constant in the graph that the

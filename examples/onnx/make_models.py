@@ -14,6 +14,8 @@ Models:
                       Softmax, Erf-based GELU, residual adds
   cnn                 Conv (padded, then strided and grouped), BatchNormalization, Relu,
                       MaxPool, AveragePool, Flatten, Gemm, Softmax over [2, 3, 16, 16] images
+  recurrent           a bidirectional LSTM with peepholes and sequence lengths, then a
+                      reverse GRU (linear_before_reset) over its output, batch-first
 """
 import os
 import sys
@@ -200,6 +202,88 @@ def cnn(out_dir, rng):
     save(out_dir, "cnn", graph, [x], [y.astype(np.float32)])
 
 
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def lstm_ref(x, w, r, b, p, h, c, lengths, reverse):
+    """One direction of ONNX's LSTM (gates i, o, f, c) over x [seq, batch, in]."""
+    hidden = r.shape[1]
+    seq = x.shape[0]
+    y = np.zeros((seq, x.shape[1], hidden), x.dtype)
+    for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+        g = x[t] @ w.T + h @ r.T + b[:4 * hidden] + b[4 * hidden:]
+        gi, go, gf, gc = (g[:, k * hidden:(k + 1) * hidden] for k in range(4))
+        i = sigmoid(gi + p[:hidden] * c)
+        f = sigmoid(gf + p[2 * hidden:] * c)
+        c_new = f * c + i * np.tanh(gc)
+        o = sigmoid(go + p[hidden:2 * hidden] * c_new)
+        h_new = o * np.tanh(c_new)
+        live = (t < lengths)[:, None]
+        h, c = np.where(live, h_new, h), np.where(live, c_new, c)
+        y[t] = np.where(live, h_new, 0)
+    return y, h, c
+
+
+def gru_ref(x, w, r, b, reverse):
+    """One direction of ONNX's GRU (gates z, r, h) with linear_before_reset = 1."""
+    hidden = r.shape[1]
+    h = np.zeros((x.shape[1], hidden), x.dtype)
+    y = np.zeros((x.shape[0], x.shape[1], hidden), x.dtype)
+    for t in (range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])):
+        xw = x[t] @ w.T + b[:3 * hidden]
+        hr = h @ r.T + b[3 * hidden:]
+        z = sigmoid(xw[:, :hidden] + hr[:, :hidden])
+        rs = sigmoid(xw[:, hidden:2 * hidden] + hr[:, hidden:2 * hidden])
+        cand = np.tanh(xw[:, 2 * hidden:] + rs * hr[:, 2 * hidden:])
+        h = (1 - z) * cand + z * h
+        y[t] = h
+    return y, h
+
+
+def recurrent(out_dir, rng):
+    batch, seq, d_in, hidden, g_hidden = 3, 5, 4, 6, 5
+    f = np.float64  # references in double; the model is f32
+    x = rng.standard_normal((batch, seq, d_in)).astype(np.float32)
+    lengths = np.array([5, 3, 1], np.int32)
+    p = {"lw": rng.standard_normal((2, 4 * hidden, d_in)) * 0.5, "lr": rng.standard_normal((2, 4 * hidden, hidden)) * 0.5,
+         "lb": rng.standard_normal((2, 8 * hidden)) * 0.1, "lp": rng.standard_normal((2, 3 * hidden)) * 0.3,
+         "h0": rng.standard_normal((batch, 2, hidden)) * 0.5, "c0": rng.standard_normal((batch, 2, hidden)) * 0.5,
+         "gw": rng.standard_normal((1, 3 * g_hidden, 2 * hidden)) * 0.4,
+         "gr": rng.standard_normal((1, 3 * g_hidden, g_hidden)) * 0.4, "gb": rng.standard_normal((1, 6 * g_hidden)) * 0.1}
+    p = {k: v.astype(np.float32) for k, v in p.items()}
+    mk = helper.make_node
+    nodes = [
+        mk("LSTM", ["x", "lw", "lr", "lb", "lengths", "h0", "c0", "lp"], ["ly", "lh", "lc"], hidden_size=hidden,
+           direction="bidirectional", layout=1, name="lstm"),
+        mk("Reshape", ["ly", "shape"], ["flat"], name="merge_directions"),
+        mk("GRU", ["flat", "gw", "gr", "gb"], ["gy", "gh"], hidden_size=g_hidden, direction="reverse",
+           linear_before_reset=1, layout=1, name="gru"),
+    ]
+    inits = [init(k, v) for k, v in p.items()]
+    inits.append(numpy_helper.from_array(np.array([batch, seq, 2 * hidden], np.int64), "shape"))
+    graph = helper.make_graph(
+        nodes, "recurrent",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, d_in]),
+         helper.make_tensor_value_info("lengths", TensorProto.INT32, [batch])],
+        [helper.make_tensor_value_info("gy", TensorProto.FLOAT, [batch, seq, 1, g_hidden]),
+         helper.make_tensor_value_info("lh", TensorProto.FLOAT, [batch, 2, hidden]),
+         helper.make_tensor_value_info("lc", TensorProto.FLOAT, [batch, 2, hidden])], inits)
+    xs = x.astype(f).transpose(1, 0, 2)
+    ys, hs, cs = [], [], []
+    for d in range(2):
+        y, h, c = lstm_ref(xs, p["lw"][d].astype(f), p["lr"][d].astype(f), p["lb"][d].astype(f), p["lp"][d].astype(f),
+                           p["h0"][:, d].astype(f), p["c0"][:, d].astype(f), lengths, reverse=d == 1)
+        ys.append(y)
+        hs.append(h)
+        cs.append(c)
+    ly = np.stack(ys, 1).transpose(2, 0, 1, 3)  # [batch, seq, 2, hidden]
+    flat = ly.reshape(batch, seq, 2 * hidden).transpose(1, 0, 2)
+    gy, _ = gru_ref(flat, p["gw"][0].astype(f), p["gr"][0].astype(f), p["gb"][0].astype(f), reverse=True)
+    outs = [gy[:, None].transpose(2, 0, 1, 3), np.stack(hs, 1), np.stack(cs, 1)]
+    save(out_dir, "recurrent", graph, [x, lengths], [o.astype(np.float32) for o in outs])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -207,6 +291,7 @@ def main():
     mlp(sys.argv[1], rng)
     transformer_block(sys.argv[1], rng)
     cnn(sys.argv[1], rng)
+    recurrent(sys.argv[1], rng)
 
 
 if __name__ == "__main__":
