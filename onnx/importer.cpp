@@ -24,10 +24,10 @@ namespace {
 
 constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;  // larger known results stay in the graph
 
-// Thrown when an op needs the value of a model input that ImportOptions::input_values
-// gives: the import starts again with that input fixed.
+// Thrown when an op needs a value computed from model inputs that ImportOptions::input_values
+// gives (or one such input itself): the import starts again with those inputs fixed.
 struct NeedsInputValue {
-  std::string name;
+  std::vector<std::string> names;
 };
 
 }  // namespace
@@ -207,7 +207,7 @@ struct Importer {
       NodeContext::Input in;
       in.tensor = args[k];
       in.model_input = arg_inputs[k];
-      if (!in.model_input.empty() && options.input_values.count(in.model_input)) in.fixable = in.model_input;
+      if (!in.model_input.empty() && options.input_values.count(in.model_input)) in.fixable = {in.model_input};
       env[arg_names[k]] = std::move(in);
     }
     for (const auto& [name, value] : known_inits) env[name].value = value;
@@ -231,6 +231,10 @@ struct Importer {
         }
         std::vector<NodeContext::Input*> inputs;
         bool all_known = true;
+        // What fixing would make this node's outputs known: every model input they are
+        // computed from, if each has a given value.
+        std::vector<std::string> fixable;
+        bool fixing_helps = true;
         for (const std::string& name : node.input()) {
           if (name.empty()) {
             inputs.push_back(nullptr);
@@ -240,7 +244,12 @@ struct Importer {
           if (it == env.end()) throw Error(fmt::format("input '{}' is not defined before this node", name));
           inputs.push_back(&it->second);
           all_known = all_known && it->second.value.has_value();
+          if (it->second.value) continue;
+          fixing_helps = fixing_helps && !it->second.fixable.empty();
+          for (const std::string& f : it->second.fixable)
+            if (std::find(fixable.begin(), fixable.end(), f) == fixable.end()) fixable.push_back(f);
         }
+        if (!fixing_helps) fixable.clear();
         while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();
         NodeContext ctx(node, result.opset, inputs, dev, base_dir);
         std::vector<Tensor> outs = row->convert(ctx);
@@ -257,6 +266,7 @@ struct Importer {
             v.value = t.host();  // computed from constants only: on interp, at once
           } else {
             v.tensor = t;
+            v.fixable = fixable;
           }
           env[name] = std::move(v);
         }
@@ -349,6 +359,18 @@ struct Importer {
     }
     Graph traced = trace([&](const std::vector<Tensor>& args) { return run_nodes(args, known, arg_names, arg_inputs); },
                          examples);
+    // Numbers the converters compute with (x * 0.5) trace as launch-time scalars; a model's
+    // numbers are fixed, so they become constants: folded, literals in the kernels, and no
+    // launch arguments (Vulkan fits only a few in its push constants).
+    for (ValueId v = 0; v < traced.size(); ++v) {
+      Node& n = traced.node(v);
+      if (n.op != OpKind::ScalarParam) continue;
+      const Scalar value = n.attr("value").scalar;
+      n.op = OpKind::Constant;
+      n.attrs = Graph::make_attrs(OpKind::Constant);
+      n.attr("value").present = true;
+      n.attr("value").scalar = value;
+    }
     // Name the parameters after the model's inputs and weights.
     std::unordered_map<std::string, int> taken;
     const auto params = traced.inputs();
@@ -404,7 +426,16 @@ Model load(const std::string& path, const ImportOptions& options) {
     try {
       imp.run();
     } catch (const detail::NeedsInputValue& need) {
-      fixed.push_back(need.name);  // once per input: the next run makes it a constant
+      // The next run makes them constants; an input is fixed once, so this ends.
+      bool added = false;
+      for (const std::string& name : need.names)
+        if (std::find(fixed.begin(), fixed.end(), name) == fixed.end()) {
+          fixed.push_back(name);
+          added = true;
+        }
+      if (!added)
+        throw Unsupported(fmt::format("{}: a value kiln needs while importing stays unknown with {} fixed", path,
+                                      fmt::join(need.names, ", ")));
       continue;
     } catch (const Unsupported& e) {
       throw Unsupported(fmt::format("{}: {}", path, e.what()));

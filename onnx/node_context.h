@@ -21,7 +21,9 @@ class NodeContext {
     Tensor tensor;                     // undefined when only `value` exists yet
     std::optional<HostTensor> value;   // known at import time
     std::string model_input;           // the model input this is, or ""
-    std::string fixable;               // the same, when ImportOptions::input_values gives it
+    /// The model inputs it is computed from, when ImportOptions::input_values gives every
+    /// one of them (fixing them makes it known while importing); empty otherwise.
+    std::vector<std::string> fixable;
   };
 
   NodeContext(const ::onnx::NodeProto& node, int64_t opset, std::vector<Input*> inputs, Device device,

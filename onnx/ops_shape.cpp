@@ -1,5 +1,6 @@
 // onnx/ops_shape.cpp - shapes, constants and movement: views of their input in kiln.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -338,6 +339,29 @@ std::vector<Tensor> EyeLike(NodeContext& c) {
   return {diagonal_index(c, s[0], s[1]).eq(c.scalar(static_cast<double>(k), DType::I64)).to(t)};
 }
 
+// HannWindow, HammingWindow and BlackmanWindow: sum_k a_k cos(2 pi k n / N') over n < size,
+// N' = size (periodic) or size - 1 (symmetric), computed in double while importing; the
+// size must be known then (a model input fixed with input_values).
+std::vector<Tensor> cosine_window(NodeContext& c, std::vector<double> a) {
+  const std::vector<int64_t> size = c.ints(0, "size");
+  if (size.size() != 1 || size[0] < 0) c.invalid("its size must be one non-negative integer");
+  const int64_t n = size[0];
+  const DType t = dtype_from_onnx(static_cast<int>(c.attr_int("output_datatype", 1)), "the window's output_datatype");
+  const double denominator = static_cast<double>(c.attr_int("periodic", 1) != 0 ? n : n - 1);
+  HostTensor w(TensorType{t, Shape{n}});
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    for (size_t k = 0; k < a.size(); ++k)
+      v += (k % 2 ? -a[k] : a[k]) * std::cos(2 * M_PI * static_cast<double>(k * static_cast<size_t>(i)) / denominator);
+    if (is_float(t)) w.set_double(i, v);
+    else w.set_int(i, static_cast<int64_t>(v));
+  }
+  return {c.known(std::move(w))};
+}
+std::vector<Tensor> HannWindow(NodeContext& c) { return cosine_window(c, {0.5, 0.5}); }
+std::vector<Tensor> HammingWindow(NodeContext& c) { return cosine_window(c, {25.0 / 46, 21.0 / 46}); }
+std::vector<Tensor> BlackmanWindow(NodeContext& c) { return cosine_window(c, {0.42, 0.5, 0.08}); }
+
 // DepthToSpace and SpaceToDepth: a reshape, a permutation and a reshape.
 std::vector<Tensor> DepthToSpace(NodeContext& c) {
   Tensor x = c.input(0);
@@ -373,6 +397,7 @@ constexpr std::string_view kSplit[] = {"axis", "split"};
 constexpr std::string_view kTrilu[] = {"upper"};
 constexpr std::string_view kEyeLike[] = {"dtype", "k"};
 constexpr std::string_view kBlock[] = {"blocksize", "mode"};
+constexpr std::string_view kWindow[] = {"output_datatype", "periodic"};
 
 }  // namespace
 
@@ -398,6 +423,9 @@ const ConverterRow kShapeRows[] = {
     {"EyeLike", 9, EyeLike, kEyeLike},
     {"DepthToSpace", 1, DepthToSpace, kBlock},
     {"SpaceToDepth", 1, SpaceToDepth, kBlock},
+    {"HannWindow", 17, HannWindow, kWindow},
+    {"HammingWindow", 17, HammingWindow, kWindow},
+    {"BlackmanWindow", 17, BlackmanWindow, kWindow},
 };
 const std::span<const ConverterRow> shape_rows = kShapeRows;
 

@@ -167,6 +167,45 @@ TEST(OnnxImport, AShapeFromAModelInputIsFixedByItsValue) {
   EXPECT_EQ(m.graph.type(m.graph.outputs()[0]).str(), "f32[3,4]");
 }
 
+// A value computed from a model input (shape + 0 -> Reshape) is known once that input's value
+// is given; without it, the error says the value comes from the model's inputs.
+TEST(OnnxImport, AValueComputedFromAFixedInputIsKnown) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {2, 6});
+  b.input("shape", TensorProto::INT64, {2});
+  b.initializer_i64("zeros", {0, 0});
+  b.node("Add", {"shape", "zeros"}, {"target"});
+  b.node("Reshape", {"x", "target"}, {"y"}, "rs");
+  b.output("y");
+  const std::string path = b.save();
+  EXPECT_NE(error_of(path).find("its shape ('target') is computed from the model's inputs at run time"),
+            std::string::npos)
+      << error_of(path);
+  onnx::ImportOptions o;
+  o.input_values["shape"] = HostTensor::from_vector(std::vector<int64_t>{4, 3}, Shape{2});
+  const onnx::Model m = onnx::load(path, o);
+  ASSERT_EQ(m.input_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(m.graph.type(m.graph.outputs()[0]).str(), "f32[4,3]");
+}
+
+// The numbers a converter computes with (GatherND's `index < 0`, `index + extent`) are
+// constants of the imported graph, not launch-time scalars: a model's numbers are fixed, and
+// a fused kernel of many would outgrow Vulkan's push constants.
+TEST(OnnxImport, NumbersAreConstantsNotLaunchScalars) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {2, 3});
+  b.input("i", TensorProto::INT64, {4, 2});
+  b.node("GatherND", {"x", "i"}, {"y"});
+  b.output("y");
+  const onnx::Model m = onnx::load(b.save());
+  bool constants = false;
+  for (const Node& n : m.graph.nodes()) {
+    EXPECT_NE(n.op, OpKind::ScalarParam) << print_graph(m.graph);
+    constants = constants || (n.op == OpKind::Constant && n.attr("value").present);
+  }
+  EXPECT_TRUE(constants) << print_graph(m.graph);
+}
+
 // Shape -> Gather-free arithmetic -> Reshape: values computed while importing.
 TEST(OnnxImport, ShapeComputationsFoldWhileImporting) {
   ModelBuilder b;
