@@ -193,18 +193,18 @@ Tensor clipped(NodeContext& c, const Recurrence& r, const Tensor& x) {
   return x.maximum(c.scalar_like(-*r.clip, x)).minimum(c.scalar_like(*r.clip, x));
 }
 
-std::vector<Tensor> RNN(NodeContext& c) {
-  const Recurrence r = recurrence(c, {"Tanh"});
+// RNN and GRU: one state per direction. `make_step(d)` gives direction d's step, which maps
+// (step s, state h) to the fresh state.
+template <class MakeStep>
+std::vector<Tensor> run_one_state(NodeContext& c, const Recurrence& r, MakeStep make_step) {
   std::vector<Tensor> ys;
   std::vector<std::vector<Tensor>> hs(1);
   for (int64_t d = 0; d < r.dirs; ++d) {
-    const Projections p = project(c, r, d, 1, /*rb_in_x=*/true, nullptr);
+    const auto step = make_step(d);
     Tensor h = initial(c, r, 5, d);
     std::vector<Tensor> y;
     for (int64_t s = 0; s < r.seq; ++s) {
-      const Tensor fresh =
-          activate(c, r.act[static_cast<size_t>(d)][0], clipped(c, r, step_input(r, d, p.xw, s) + h.matmul(p.r)));
-      const Step st = masked(c, r, s, fresh, h);
+      const Step st = masked(c, r, s, step(s, h), h);
       h = st.h;
       y.push_back(st.y);
     }
@@ -214,22 +214,29 @@ std::vector<Tensor> RNN(NodeContext& c) {
   return outputs(r, ys, hs);
 }
 
+std::vector<Tensor> RNN(NodeContext& c) {
+  const Recurrence r = recurrence(c, {"Tanh"});
+  return run_one_state(c, r, [&](int64_t d) {
+    const Projections p = project(c, r, d, 1, /*rb_in_x=*/true, nullptr);
+    const Activation f = r.act[static_cast<size_t>(d)][0];
+    return [&c, &r, p, d, f](int64_t s, const Tensor& h) {
+      return activate(c, f, clipped(c, r, step_input(r, d, p.xw, s) + h.matmul(p.r)));
+    };
+  });
+}
+
 std::vector<Tensor> GRU(NodeContext& c) {
   const Recurrence r = recurrence(c, {"Sigmoid", "Tanh"});
   const bool linear_before_reset = c.attr_int("linear_before_reset", 0) != 0;
   const int64_t H = r.hidden;
-  std::vector<Tensor> ys;
-  std::vector<std::vector<Tensor>> hs(1);
-  for (int64_t d = 0; d < r.dirs; ++d) {
+  return run_one_state(c, r, [&](int64_t d) {
     // z and r take both biases up front; h~ takes Rb inside (before or after the reset).
     Tensor rb;
     const Projections p = project(c, r, d, 3, /*rb_in_x=*/false, &rb);
     const Tensor rb_zr = rb.slice(0, 0, 2 * H), rb_h = rb.slice(0, 2 * H, 3 * H);
     const Tensor rz = p.r.slice(1, 0, 2 * H), rh = p.r.slice(1, 2 * H, 3 * H);
-    const auto& act = r.act[static_cast<size_t>(d)];
-    Tensor h = initial(c, r, 5, d);
-    std::vector<Tensor> y;
-    for (int64_t s = 0; s < r.seq; ++s) {
+    const std::vector<Activation> act = r.act[static_cast<size_t>(d)];
+    return [&c, &r, p, d, H, rb_zr, rb_h, rz, rh, act, linear_before_reset](int64_t s, const Tensor& h) {
       const Tensor x = step_input(r, d, p.xw, s);
       const Tensor zr = h.matmul(rz) + rb_zr + x.slice(1, 0, 2 * H);
       const Tensor z = activate(c, act[0], clipped(c, r, gate(zr, 0, H)));
@@ -237,15 +244,9 @@ std::vector<Tensor> GRU(NodeContext& c) {
       const Tensor hx = gate(x, 2, H);
       const Tensor pre = linear_before_reset ? hx + reset * (h.matmul(rh) + rb_h) : hx + (reset * h).matmul(rh) + rb_h;
       const Tensor candidate = activate(c, act[1], clipped(c, r, pre));
-      const Tensor fresh = (c.scalar_like(1, z) - z) * candidate + z * h;
-      const Step st = masked(c, r, s, fresh, h);
-      h = st.h;
-      y.push_back(st.y);
-    }
-    ys.push_back(in_time_order(r, d, y));
-    hs[0].push_back(h);
-  }
-  return outputs(r, ys, hs);
+      return (c.scalar_like(1, z) - z) * candidate + z * h;
+    };
+  });
 }
 
 std::vector<Tensor> LSTM(NodeContext& c) {
