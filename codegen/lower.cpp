@@ -108,6 +108,9 @@ class KernelBuilder {
   /// Stores `v` where it lives in the domain; false when it does not fit the domain (an
   /// output larger than the domain along some dim).
   bool store(const Graph& g, ValueId v, int32_t plan_buffer);
+  /// Writes scatter `v`'s updates into `plan_buffer` (which holds its data already), at
+  /// every point of the domain (the updates' shape), in order.
+  void scatter(const Graph& g, ValueId v, int32_t plan_buffer);
 
   kir::Kernel finish() {
     kir::remove_dead_instructions(k_);
@@ -161,13 +164,6 @@ class KernelBuilder {
   /// The offset in a tensor of shape `s` of position `p` with `p[axis]` replaced by the
   /// value `index` (a negative one counting from the end), and whether that lies inside.
   std::pair<Ref, Ref> offset_at_index(IndexMap p, size_t axis, Ref index, const Shape& s);
-
- public:
-  /// Writes scatter `v`'s updates into `plan_buffer` (which holds its data already), at
-  /// every point of the domain (the updates' shape), in order.
-  void scatter(const Graph& g, ValueId v, int32_t plan_buffer);
-
- private:
   Ref concat_part(const Graph& g, const Node& n, const IndexMap& p, size_t i);
 
   Lowering& low_;
@@ -397,9 +393,6 @@ std::optional<Ref> KernelBuilder::without_operands(const Graph& g, const Request
                           op_info(n.op).name));
 }
 
-// Pad and concat read an operand only where the position lies inside it: the guard is
-// both the consumer's mask and that condition, built the same way here and in combine()
-// (hash-consing makes the two one instruction).
 // The data is in memory (Lowering::store_gather_data): its offset is the known part of the
 // position plus the index times the axis's stride, and the load is masked where the index,
 // once a negative one counts from the end, falls outside the axis.
@@ -445,6 +438,9 @@ void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
   k_.in_order = true;
 }
 
+// Pad and concat read an operand only where the position lies inside it: the guard is
+// both the consumer's mask and that condition, built the same way here and in combine()
+// (hash-consing makes the two one instruction).
 Ref KernelBuilder::pad_inside(const Graph& g, const Node& n, const IndexMap& p) {
   return in_bounds(operand_index_map(g, n, 0, p, k_.domain), g.type(n.operands[0]).shape);
 }

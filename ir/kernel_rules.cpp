@@ -87,10 +87,12 @@ Status check_kernel_rules(const Graph& g) {
             return fail(u, fmt::format("%{} uses scatter result %{} inside its kernel, where it is complete only once "
                                        "the whole kernel has run",
                                        names[u], names[v]));
-        for (ValueId m : members)
+        for (ValueId m : members) {
           if (g.node(m).info().category == OpCategory::Reduce || g.node(m).op == OpKind::Matmul)
             return fail(m, "a scatter's kernel runs over its updates, one after another: it computes no reduction or "
                            "matmul");
+          if (g.node(m).op == OpKind::Scatter && m != v) return fail(m, "a kernel holds at most one scatter");
+        }
       }
       if (n.info().category != OpCategory::Reduce) continue;
       const Shape& full = g.type(n.operands[0]).shape;
