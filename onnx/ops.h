@@ -17,6 +17,7 @@ extern const std::span<const ConverterRow> resize_rows;       // ops_resize.cpp
 extern const std::span<const ConverterRow> index_rows;        // ops_index.cpp
 extern const std::span<const ConverterRow> recurrent_rows;    // ops_recurrent.cpp
 extern const std::span<const ConverterRow> grid_sample_rows;  // ops_grid_sample.cpp
+extern const std::span<const ConverterRow> signal_rows;       // ops_signal.cpp
 
 inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()}; }
 
