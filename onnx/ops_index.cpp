@@ -99,7 +99,59 @@ std::vector<Tensor> ScatterND(NodeContext& c) {
   return {scatter_with(c, x.reshape({picked, rest}), 0, at, updates.reshape({points, rest})).reshape(dims_of(x.shape()))};
 }
 
+// Each batch entry's first sequence_lens[b] steps in reverse, the rest as they are: a gather
+// along time at lens - 1 - t where t < lens, else t.
+std::vector<Tensor> ReverseSequence(NodeContext& c) {
+  const Tensor x = c.input(0);
+  const int64_t time = c.attr_int("time_axis", 0), batch = c.attr_int("batch_axis", 1), r = x.rank();
+  if (r < 2 || !((time == 0 && batch == 1) || (time == 1 && batch == 0)))
+    c.invalid(fmt::format("time_axis {} and batch_axis {} must be 0 and 1 (in either order) of a rank >= 2 input", time,
+                          batch));
+  const Tensor lens = along_axis(c.input(1).to(DType::I64), batch, r);
+  const Tensor t = positions_along(c, x.size(time), time, r);
+  const Tensor at = where(t < lens, lens - t - 1, t);
+  return {x.gather(time, at.expand(dims_of(x.shape())))};
+}
+
+// MaxPool's values written back at its indices (flat positions in the whole unpooled tensor)
+// into zeros: a scatter. An output_shape larger than the unpooled shape pads it at the end
+// of each dim (the indices keep the unpooled layout).
+std::vector<Tensor> MaxUnpool(NodeContext& c) {
+  const Tensor x = c.input(0), idx = index_input(c, 1);
+  const int64_t r = x.rank(), spatial = r - 2;
+  if (r < 3 || !(idx.shape() == x.shape())) c.invalid("X must be [N, C, ...] and I of its shape");
+  const std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
+  const std::vector<int64_t> strides = c.attr_ints("strides", std::vector<int64_t>(static_cast<size_t>(spatial), 1));
+  const std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * spatial), 0));
+  if (static_cast<int64_t>(kernel.size()) != spatial || static_cast<int64_t>(strides.size()) != spatial ||
+      static_cast<int64_t>(pads.size()) != 2 * spatial)
+    c.invalid("kernel_shape, strides and pads must give every spatial dim");
+  std::vector<int64_t> unpooled{x.size(0), x.size(1)};
+  for (int64_t d = 0; d < spatial; ++d) {
+    const auto k = static_cast<size_t>(d);
+    unpooled.push_back((x.size(d + 2) - 1) * strides[k] - pads[k] - pads[k + static_cast<size_t>(spatial)] + kernel[k]);
+  }
+  int64_t total = 1;
+  for (int64_t d : unpooled) total *= d;
+  const Tensor zeros = kiln::zeros({total}, x.dtype(), c.device());
+  const Tensor y = zeros.scatter(0, idx.reshape({-1}), x.reshape({-1})).reshape(unpooled);
+  if (!c.has_input(2)) return {y};
+  const std::vector<int64_t> out = c.ints(2, "output_shape");
+  std::vector<int64_t> low(static_cast<size_t>(r), 0), high(static_cast<size_t>(r), 0);
+  bool fits = static_cast<int64_t>(out.size()) == r;
+  for (size_t d = 0; fits && d < out.size(); ++d) {
+    high[d] = out[d] - unpooled[d];
+    fits = high[d] >= 0 && (d >= 2 || high[d] == 0);
+  }
+  if (!fits)
+    c.invalid(fmt::format("its output_shape [{}] is not the unpooled shape [{}] or larger in the spatial dims",
+                          fmt::join(out, ", "), fmt::join(unpooled, ", ")));
+  return {y.pad(low, high)};
+}
+
 constexpr std::string_view kAxis[] = {"axis"};
+constexpr std::string_view kReverseSequence[] = {"batch_axis", "time_axis"};
+constexpr std::string_view kMaxUnpool[] = {"kernel_shape", "pads", "strides"};
 constexpr std::string_view kAxisReduction[] = {"axis", "reduction"};
 constexpr std::string_view kReduction[] = {"reduction"};
 constexpr std::string_view kBatchDims[] = {"batch_dims"};
@@ -113,6 +165,8 @@ const ConverterRow kIndexRows[] = {
     {"Scatter", 9, ScatterElements, kAxis},
     {"ScatterElements", 11, ScatterElements, kAxisReduction},
     {"ScatterND", 11, ScatterND, kReduction},
+    {"ReverseSequence", 10, ReverseSequence, kReverseSequence},
+    {"MaxUnpool", 9, MaxUnpool, kMaxUnpool},
 };
 const std::span<const ConverterRow> index_rows = kIndexRows;
 

@@ -27,18 +27,31 @@ std::vector<Tensor> Gemm(NodeContext& c) {
   return {y};
 }
 
+// Inference normalizes with the running statistics. Training (opset 14's training_mode)
+// normalizes with the batch's own (the biased variance over every axis but the channels),
+// and returns the running statistics moved toward them by 1 - momentum.
 std::vector<Tensor> BatchNormalization(NodeContext& c) {
-  if (c.attr_int("training_mode", 0) != 0) c.unsupported("training_mode = 1 is not supported (inference only)");
   if (c.attr_int("spatial", 1) != 1) c.unsupported("spatial = 0 (statistics per element) is not supported");
-  for (int k = 1; k < c.node().output_size(); ++k)
-    if (!c.node().output(k).empty()) c.unsupported("the running statistics outputs (training) are not supported");
+  const bool training = c.attr_int("training_mode", 0) != 0;
+  if (!training)
+    for (int k = 1; k < c.node().output_size(); ++k)
+      if (!c.node().output(k).empty()) c.unsupported("the running statistics outputs need training_mode = 1");
   Tensor x = c.input(0);
   if (x.rank() < 2) c.invalid("its input must be [N, C, ...]");
   const int64_t r = x.rank();
   Tensor scale = along_axis(c.input(1), 1, r), bias = along_axis(c.input(2), 1, r);
-  Tensor mean = along_axis(c.input(3), 1, r), var = along_axis(c.input(4), 1, r);
-  Tensor eps = c.scalar_like(c.attr_float("epsilon", 1e-5), var);
-  return {(x - mean) * (var + eps).rsqrt() * scale + bias};
+  Tensor eps = c.scalar_like(c.attr_float("epsilon", 1e-5), x);
+  if (!training) {
+    Tensor mean = along_axis(c.input(3), 1, r), var = along_axis(c.input(4), 1, r);
+    return {(x - mean) * (var + eps).rsqrt() * scale + bias};
+  }
+  Axes axes{0};
+  for (int64_t d = 2; d < r; ++d) axes.push_back(d);
+  const Tensor mean = x.mean(axes, true), centered = x - mean, var = (centered * centered).mean(axes, true);
+  const Tensor y = centered * (var + eps).rsqrt() * scale + bias;
+  const Tensor m = c.scalar_like(c.attr_float("momentum", 0.9), x), rest = c.scalar_like(1, x) - m;
+  const int64_t channels = x.size(1);
+  return {y, c.input(3) * m + mean.reshape({channels}) * rest, c.input(4) * m + var.reshape({channels}) * rest};
 }
 
 // x normalized over `axes`, (x - mean) / sqrt(var + eps) with the biased variance, as

@@ -90,17 +90,47 @@ Axes window_axes(const Window& w) {
   return axes;
 }
 
+// The Indices output: where in x (flat over the whole tensor, padding not counted; spatial
+// dims row-major, or column-major with storage_order 1) each window's first maximum is.
+Tensor max_indices(NodeContext& c, const Tensor& x, const Window& w, const Tensor& v) {
+  const auto dims = static_cast<int64_t>(w.kernel.size());
+  const int64_t r = x.rank();
+  std::vector<int64_t> flat(v.shape().begin(), v.shape().end() - dims);
+  int64_t window = 1;
+  for (int64_t k : w.kernel) window *= k;
+  flat.push_back(window);
+  const Tensor q = v.reshape(flat).argmax(-1);  // [N, C, o1..on]: the place in the window
+  const bool column_major = c.attr_int("storage_order", 0) != 0;
+  auto k64 = [&](int64_t n) { return c.scalar(static_cast<double>(n), DType::I64); };
+  Tensor spatial = k64(0), inner = k64(1);
+  int64_t after = 1;  // kernel elements after dim d in the window
+  std::vector<Tensor> coord(static_cast<size_t>(dims));
+  for (int64_t d = dims - 1; d >= 0; --d) {
+    const auto dd = static_cast<size_t>(d);
+    const Tensor a = (q / k64(after)).floor().to(DType::I64).remainder(k64(w.kernel[dd]));
+    after *= w.kernel[dd];
+    const Tensor o = positions_along(c, w.out[dd], d + 2, r);
+    coord[dd] = o * k64(w.strides[dd]) + a * k64(w.dilations[dd]) - k64(w.pad_begin[dd]);
+  }
+  for (int64_t j = 0; j < dims; ++j) {  // the fastest dim last (row-major) or first (column-major)
+    const int64_t d = column_major ? j : dims - 1 - j;
+    spatial = spatial + coord[static_cast<size_t>(d)] * inner;
+    inner = inner * k64(x.size(d + 2));
+  }
+  const Tensor nc = positions_along(c, x.size(0), 0, r) * k64(x.size(1)) + positions_along(c, x.size(1), 1, r);
+  return nc * inner + spatial;
+}
+
 std::vector<Tensor> MaxPool(NodeContext& c) {
-  if (c.node().output_size() > 1 && !c.node().output(1).empty())
-    c.unsupported("MaxPool's Indices output is not supported");
-  if (c.attr_int("storage_order", 0) != 0) c.unsupported("storage_order = 1 is not supported");
   Tensor x = c.input(0);
   if (x.rank() < 3 || x.rank() > 5) c.invalid(fmt::format("its input must be [N, C, d1..dn] with n in 1..3, got {}", x.shape().str()));
   const Window w = window_of(c, x.shape());
   Number lowest = is_float(x.dtype()) ? Number(-std::numeric_limits<double>::infinity())
                   : x.dtype() == DType::I32 ? Number(std::numeric_limits<int32_t>::min())
                                             : Number(std::numeric_limits<int64_t>::min());
-  return {windows(x, w, lowest).max(window_axes(w))};
+  const Tensor v = windows(x, w, lowest);
+  if (c.node().output_size() < 2 || c.node().output(1).empty()) return {v.max(window_axes(w))};
+  return {v.max(window_axes(w)), max_indices(c, x, w, v)};
 }
 
 std::vector<Tensor> AveragePool(NodeContext& c) {
