@@ -1,5 +1,5 @@
 // frontend/composite_ops.cpp - composite ops, decomposed into primitives so that fusion sees
-// through them: mean, var, softmax, log_softmax, layer_norm, gelu, silu, linear.
+// through them: mean, var, softmax, log_softmax, sort, topk, layer_norm, gelu, silu, linear.
 #include <cmath>
 #include <numbers>
 
@@ -16,6 +16,8 @@ void require_float(std::string_view fn, const Tensor& x) {
     detail::fail(fn, fmt::format("expects a floating-point tensor, got {} (convert with .to(kiln::DType::F32))",
                                  TensorType{x.dtype(), x.shape()}.str()));
 }
+
+std::vector<int64_t> dims_of_shape(const Tensor& x) { return {x.shape().begin(), x.shape().end()}; }
 
 int64_t count_over(const Tensor& x, const std::vector<int64_t>& axes) {
   int64_t n = 1;
@@ -52,6 +54,44 @@ Tensor Tensor::log_softmax(int64_t dim) const {
   const detail::BakedScalars baked;  // kiln's own constants fold
   const Tensor s = *this - max({dim}, true);
   return s - s.exp().sum({dim}, true).log();
+}
+
+std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
+  detail::require_defined("sort", *this);
+  if (rank() == 0) return {*this, kiln::zeros({}, DType::I64, device())};
+  const detail::BakedScalars baked;  // kiln's own constants fold
+  const int64_t d = detail::normalize_axis("sort", dim, *this);
+  const Tensor x = transpose(d, -1);  // the sorted axis last: [..., n]
+  const int64_t n = x.size(-1);
+  // Element i (rows) against element j (columns): j goes first when it orders before i, or
+  // when it is equal and earlier (stable). NaN orders after every number, equal to NaN.
+  const Tensor xi = x.unsqueeze(-1), xj = x.unsqueeze(-2);
+  Tensor before, same;
+  if (is_float(dtype())) {
+    const Tensor ni = xi.isnan(), nj = xj.isnan();
+    const Tensor after_nan = descending ? nj & ~ni : ni & ~nj;
+    before = (descending ? xj.gt(xi) : xj.lt(xi)) | after_nan;
+    same = xj.eq(xi) | (ni & nj);
+  } else {
+    before = descending ? xj.gt(xi) : xj.lt(xi);
+    same = xj.eq(xi);
+  }
+  const Tensor pos = kiln::arange(n, DType::I64, device());
+  const Tensor earlier = pos.unsqueeze(0).lt(pos.unsqueeze(1));  // [n, n]: j < i
+  const Tensor rank = (before | (same & earlier)).to(DType::I64).sum({-1});
+  const Tensor values = kiln::zeros(x.shape(), dtype(), device()).scatter(-1, rank, x);
+  const Tensor from = kiln::zeros(x.shape(), DType::I64, device()).scatter(-1, rank, pos.expand(dims_of_shape(x)));
+  return {values.transpose(d, -1), from.transpose(d, -1)};
+}
+
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest) const {
+  detail::require_defined("topk", *this);
+  const int64_t d = detail::normalize_axis("topk", dim, *this);
+  if (k < 0 || k > size(d))
+    detail::fail("topk", fmt::format("k = {} is not in [0, {}] for axis {} of {}", k, size(d), d,
+                                     TensorType{dtype(), shape()}.str()));
+  const auto [values, indices] = sort(d, largest);
+  return {values.slice(d, 0, k), indices.slice(d, 0, k)};
 }
 
 Tensor Tensor::silu() const {

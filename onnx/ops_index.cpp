@@ -149,7 +149,19 @@ std::vector<Tensor> MaxUnpool(NodeContext& c) {
   return {y.pad(low, high)};
 }
 
+// TopK: kiln's topk (a stable rank, then a scatter); `sorted` = 0 leaves the order to the
+// implementation, which sorts anyway.
+std::vector<Tensor> TopK(NodeContext& c) {
+  const Tensor x = c.input(0);
+  const std::vector<int64_t> k = c.opset() >= 10 ? c.ints(1, "K") : std::vector<int64_t>{c.attr_int("k")};
+  if (k.size() != 1) c.invalid("its K must hold one value");
+  const auto [values, indices] =
+      x.topk(k[0], normalize_axis(c, c.attr_int("axis", -1), x.rank(), "axis"), c.attr_int("largest", 1) != 0);
+  return {values, indices};
+}
+
 constexpr std::string_view kAxis[] = {"axis"};
+constexpr std::string_view kTopK[] = {"axis", "k", "largest", "sorted"};
 constexpr std::string_view kReverseSequence[] = {"batch_axis", "time_axis"};
 constexpr std::string_view kMaxUnpool[] = {"kernel_shape", "pads", "strides"};
 constexpr std::string_view kAxisReduction[] = {"axis", "reduction"};
@@ -167,6 +179,7 @@ const ConverterRow kIndexRows[] = {
     {"ScatterND", 11, ScatterND, kReduction},
     {"ReverseSequence", 10, ReverseSequence, kReverseSequence},
     {"MaxUnpool", 9, MaxUnpool, kMaxUnpool},
+    {"TopK", 1, TopK, kTopK},
 };
 const std::span<const ConverterRow> index_rows = kIndexRows;
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <thread>
 
@@ -240,6 +241,28 @@ TEST(Frontend, GatherAndTakeReadAtIndices) {
     EXPECT_THAT(e.what(), testing::HasSubstr("indices must be i32 or i64, got f32[1]"));
   }
   EXPECT_THROW(a.gather(1, from_vector<int64_t>({0, 0, 0}, {3, 1})), Error);  // longer off the axis
+}
+
+TEST(Frontend, SortIsStableAndPutsNaNLast) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor a = from_vector<float>({3, nan, 1, 3, -0.5f, 2, 1, 0}, {2, 4});
+  const auto [v, i] = a.sort(1);
+  const std::vector<float> got = v.to_vector<float>();
+  EXPECT_EQ(got[0], 1);
+  EXPECT_EQ(got[1], 3);
+  EXPECT_EQ(got[2], 3);
+  EXPECT_TRUE(std::isnan(got[3]));
+  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{2, 0, 3, 1, 0, 3, 2, 1}));  // ties: lower position first
+  expect_near(v.slice(0, 1, 2).to_vector<float>(), {-0.5f, 0, 1, 2});
+  // Descending puts NaN first; ints sort too; topk keeps the order and the positions.
+  EXPECT_EQ(a.argsort(1, true).to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3, 2, 1, 2, 3, 0}));
+  const Tensor n = from_vector<int32_t>({5, -2, 7, 5, 0}, {5});
+  EXPECT_EQ(n.sort(0).first.to_vector<int32_t>(), (std::vector<int32_t>{-2, 0, 5, 5, 7}));
+  const auto [tv, ti] = n.topk(2);
+  EXPECT_EQ(tv.to_vector<int32_t>(), (std::vector<int32_t>{7, 5}));
+  EXPECT_EQ(ti.to_vector<int64_t>(), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(n.topk(2, 0, false).second.to_vector<int64_t>(), (std::vector<int64_t>{1, 4}));
+  EXPECT_THROW(n.topk(6), Error);
 }
 
 TEST(Frontend, ScatterWritesAndCombinesAtIndices) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/attrs.h"
@@ -157,6 +158,16 @@ class Tensor {
   Tensor var(const Axes& axes = {}, bool keepdim = false, int64_t correction = 1) const;
   Tensor softmax(int64_t dim = -1) const;
   Tensor log_softmax(int64_t dim = -1) const;
+  /// Sorted along `dim`, stably, with the position each element came from (i64): NaN sorts
+  /// after every number (before, descending), as PyTorch's sort. Each element's rank counts
+  /// the elements before it along `dim` (one fused reduction over n x n pairs), then a
+  /// scatter places it: O(n^2) work per row, fine for the rows of TopK and argsort in
+  /// models, not a sort of millions.
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const { return sort(dim, descending).second; }
+  /// The k largest (or smallest) along `dim`, in order, with their positions; ties keep
+  /// the lower position first.
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true) const;
 
   // ---- movement (views: no data is copied) --------------------------------------------
   /// One dim may be -1: inferred from the element count.
