@@ -116,17 +116,14 @@ TEST(OnnxImport, UnsupportedDtypesAndAttributesAreNamed) {
   EXPECT_NE(error_of(path).find("input 'x' has element type UINT8, which kiln does not support"), std::string::npos)
       << error_of(path);
 
+  // An attribute value kiln does not take: BatchNormalization's per-element statistics.
   ModelBuilder c;
-  c.input("x", TensorProto::FLOAT, {1, 1, 4, 4});
-  auto* pool = c.node("MaxPool", {"x"}, {"y"}, "mp");
-  auto* k = pool->add_attribute();
-  k->set_name("kernel_shape");
-  k->set_type(::onnx::AttributeProto::INTS);
-  k->add_ints(2);
-  k->add_ints(2);
-  add_attr_int(pool, "storage_order", 1);
+  c.input("x", TensorProto::FLOAT, {2, 3, 4});
+  for (const char* p : {"s", "b", "m", "v"}) c.initializer(p, {3}, std::vector<float>(3, 1.f));
+  add_attr_int(c.node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}, "bn"), "spatial", 0);
   c.output("y");
-  EXPECT_NE(error_of(c.save()).find("node 'mp' (MaxPool, opset 17): storage_order = 1 is not supported"),
+  EXPECT_NE(error_of(c.save()).find("node 'bn' (BatchNormalization, opset 17): spatial = 0 (statistics per element) "
+                                    "is not supported"),
             std::string::npos)
       << error_of(c.save());
 
