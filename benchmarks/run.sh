@@ -3,7 +3,7 @@
 #   benchmarks/run.sh [--benchmark_filter=REGEX]
 # Repetitions give the median of several runs; the machine is shared and noisy.
 #
-# Then compile latency (kiln_compile_bench), custom kernels (kiln_custom_kernel_bench), and the workload suite (kiln_workload_bench:
+# Then compile latency (kiln_compile_bench), custom kernels (kiln_custom_kernel_bench), gather and scatter (kiln_index_bench), and the workload suite (kiln_workload_bench:
 # W1-W5b and W8, kiln against the peers' hand-written loops and Eigen, one process) $RUNS
 # times (default 3), summarized by benchmarks/summarize_workloads.py; its flags come from
 # $WORKLOAD_ARGS, e.g.
@@ -28,6 +28,8 @@ build-release/bin/kiln_compile_bench
 status=0
 # Custom kernels: a C function fused in kiln's loop against kiln's own ops and a hand loop.
 build-release/bin/kiln_custom_kernel_bench || status=1
+# Gather and scatter: an embedding lookup and its gradient against hand loops.
+build-release/bin/kiln_index_bench || status=1
 
 # RUNS runs of the workload suite (default 3), then the medians and within-run ratios.
 rm -f build-release/workload_bench.*.jsonl

@@ -220,6 +220,16 @@ class Lowering {
     if (n.kernel < 0 && n.info().is_view()) return -1;
     return mp_.buffer_of[v];
   }
+  /// The buffer holding v's elements in v's row-major layout: v's own, or through reshapes
+  /// (which keep the layout) that of what they reshape; -1 when none does.
+  int32_t stored_in_layout(ValueId v) {
+    for (;;) {
+      if (const int32_t b = stored(v); b >= 0) return b;
+      const Node& n = g_.node(v);
+      if (n.op != OpKind::Reshape || n.kernel >= 0) return -1;
+      v = n.operands[0];
+    }
+  }
   int32_t new_buffer(const TensorType& t) {
     LaunchPlan::Buffer buf;
     buf.type = t;
@@ -393,14 +403,15 @@ std::optional<Ref> KernelBuilder::without_operands(const Graph& g, const Request
                           op_info(n.op).name));
 }
 
-// The data is in memory (Lowering::store_gather_data): its offset is the known part of the
-// position plus the index times the axis's stride, and the load is masked where the index,
-// once a negative one counts from the end, falls outside the axis.
+// The data is in memory (Lowering::store_gather_data), in its own layout or in that of what
+// it reshapes: its offset is the known part of the position plus the index times the axis's
+// stride, and the load is masked where the index, once a negative one counts from the end,
+// falls outside the axis.
 Ref KernelBuilder::gathered(const Graph& g, const Node& n, const Request& at, Ref index) {
   const ValueId data = n.operands[0];
   const TensorType& dt = g.type(data);
   const auto axis = static_cast<size_t>(n.attr("axis").i);
-  const int32_t b = low_.stored(data);
+  const int32_t b = low_.stored_in_layout(data);
   if (b < 0)
     throw Error(fmt::format("kernel @{}: gather data %{} is not in memory", k_.name, low_.name(data)));
   const auto [offset, inside] = offset_at_index(operand_index_map(g, n, 0, at.p, k_.domain), axis, index, dt.shape);
@@ -704,8 +715,8 @@ void Lowering::store_gather_data(int32_t k) {
   for (ValueId v : index_.members[static_cast<size_t>(k)]) {
     if (g_.node(v).op != OpKind::Gather) continue;
     const ValueId data = g_.node(v).operands[0];
-    if (stored(data) >= 0) continue;
-    // A view, a splat or a source, computed into a buffer of its own first.
+    if (stored_in_layout(data) >= 0) continue;  // an embedding table reshaped for take() is read in place
+    // Another view, a splat or a source, computed into a buffer of its own first.
     const int32_t b = new_buffer(g_.type(data));
     copy_kernel(data, b, g_.type(data).dtype);
     override_[data] = b;
