@@ -3,7 +3,8 @@
 #   benchmarks/run.sh [--benchmark_filter=REGEX]
 # Repetitions give the median of several runs; the machine is shared and noisy.
 #
-# Then compile latency (kiln_compile_bench), custom kernels (kiln_custom_kernel_bench), gather and scatter (kiln_index_bench), and the workload suite (kiln_workload_bench:
+# Then compile latency (kiln_compile_bench), custom kernels (kiln_custom_kernel_bench),
+# gather and scatter (kiln_index_bench), and the workload suite (kiln_workload_bench:
 # W1-W5b and W8, kiln against the peers' hand-written loops and Eigen, one process) $RUNS
 # times (default 3), summarized by benchmarks/summarize_workloads.py; its flags come from
 # $WORKLOAD_ARGS, e.g.
