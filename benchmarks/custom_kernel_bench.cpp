@@ -14,6 +14,8 @@
 #include <kiln/kiln.h>
 #include <omp.h>
 
+#include "timing.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,16 +41,8 @@ const char* kSoftplus = R"(#ifdef __OPENCL_C_VERSION__
 #endif
 float softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); })";
 
-double seconds(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using kiln::bench::median;
+using kiln::bench::seconds;
 
 }  // namespace
 

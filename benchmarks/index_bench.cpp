@@ -16,6 +16,8 @@
 #include <kiln/kiln.h>
 #include <omp.h>
 
+#include "timing.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,16 +29,8 @@
 
 namespace {
 
-double seconds(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using kiln::bench::median;
+using kiln::bench::seconds;
 
 }  // namespace
 
