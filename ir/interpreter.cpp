@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <fmt/format.h>
 
 #include "kiln/ir/custom_kernel.h"
@@ -332,6 +333,14 @@ Wide eval_reduce(const Node& n, const Wide& x) {
   return out;
 }
 
+// Index `j` into an axis of `extent` as gather and scatter read it: a negative one counts from
+// the end; nullopt outside.
+std::optional<int64_t> index_along(int64_t j, int64_t extent) {
+  if (j < 0) j += extent;
+  if (j < 0 || j >= extent) return std::nullopt;
+  return j;
+}
+
 Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
   const Wide& x = *args[0];
   const Strides xs = x.type.shape.strides();
@@ -393,10 +402,9 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       const auto axis = static_cast<size_t>(n.attr("axis").i);
       const int64_t extent = x.type.shape[static_cast<int>(axis)];
       for_each_index(index.type.shape, [&](auto idx, int64_t flat) {
-        int64_t j = index.i[static_cast<size_t>(flat)];
-        if (j < 0) j += extent;
-        if (j < 0 || j >= extent) return;  // reads 0
-        idx[axis] = j;
+        const std::optional<int64_t> j = index_along(index.i[static_cast<size_t>(flat)], extent);
+        if (!j) return;  // reads 0
+        idx[axis] = *j;
         const auto from = static_cast<size_t>(dot(idx, xs, rank));
         if (out.is_f()) out.f[static_cast<size_t>(flat)] = x.f[from];
         else out.i[static_cast<size_t>(flat)] = x.i[from];
@@ -411,10 +419,9 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       const std::optional<OpKind> combine = n.scatter_combine();
       for_each_index(index.type.shape, [&](auto idx, int64_t flat) {
         const auto k = static_cast<size_t>(flat);
-        int64_t j = index.i[k];
-        if (j < 0) j += extent;
-        if (j < 0 || j >= extent) return;  // dropped
-        idx[axis] = j;
+        const std::optional<int64_t> j = index_along(index.i[k], extent);
+        if (!j) return;  // dropped
+        idx[axis] = *j;
         const auto to = static_cast<size_t>(dot(idx, xs, rank));
         if (out.is_f())
           out.f[to] = combine ? scalar::store_float(n.type.dtype, scalar::binary_float(*combine, out.f[to], updates.f[k]))

@@ -369,36 +369,35 @@ Expected<TensorType> rule_concat(const TypeRuleInput& in) {
   return TensorType{dtype, out};
 }
 
-Expected<TensorType> rule_gather(const TypeRuleInput& in) {
+// What gather and scatter share: indices of i32 or i64, of the data's rank, no longer than
+// the data off the axis they index along (`moved`: "gathered", "scattered").
+Status require_indexing(const TypeRuleInput& in, std::string_view moved) {
   const TensorType &data = in.operands[0], &index = in.operands[1];
   const int64_t axis = attr(in, "axis").i;
-  KILN_REQUIRE(index.dtype == DType::I32 || index.dtype == DType::I64, "'gather' indices must be i32 or i64, got {}",
-               index.str());
-  KILN_REQUIRE(data.shape.rank() == index.shape.rank(), "'gather' indices {} and data {} must have the same rank",
-               index.str(), data.str());
-  KILN_REQUIRE(0 <= axis && axis < data.shape.rank(), "'gather' axis {} is not an axis of {}", axis, data.str());
+  KILN_REQUIRE(index.dtype == DType::I32 || index.dtype == DType::I64, "{} indices must be i32 or i64, got {}",
+               quoted(in.op), index.str());
+  KILN_REQUIRE(data.shape.rank() == index.shape.rank(), "{} indices {} and data {} must have the same rank",
+               quoted(in.op), index.str(), data.str());
+  KILN_REQUIRE(0 <= axis && axis < data.shape.rank(), "{} axis {} is not an axis of {}", quoted(in.op), axis,
+               data.str());
   for (int d = 0; d < data.shape.rank(); ++d)
     KILN_REQUIRE(d == axis || index.shape[d] <= data.shape[d],
-                 "'gather' indices {} are longer than data {} on axis {}, which is not the gathered axis {}",
-                 index.str(), data.str(), d, axis);
-  return TensorType{data.dtype, index.shape};
+                 "{} indices {} are longer than data {} on axis {}, which is not the {} axis {}", quoted(in.op),
+                 index.str(), data.str(), d, moved, axis);
+  return Status::ok();
+}
+
+Expected<TensorType> rule_gather(const TypeRuleInput& in) {
+  KILN_TRY(require_indexing(in, "gathered"));
+  return TensorType{in.operands[0].dtype, in.operands[1].shape};
 }
 
 Expected<TensorType> rule_scatter(const TypeRuleInput& in) {
+  KILN_TRY(require_indexing(in, "scattered"));
   const TensorType &data = in.operands[0], &index = in.operands[1], &updates = in.operands[2];
-  const int64_t axis = attr(in, "axis").i;
-  KILN_REQUIRE(index.dtype == DType::I32 || index.dtype == DType::I64, "'scatter' indices must be i32 or i64, got {}",
-               index.str());
-  KILN_REQUIRE(data.shape.rank() == index.shape.rank(), "'scatter' indices {} and data {} must have the same rank",
-               index.str(), data.str());
   KILN_REQUIRE(updates.shape == index.shape && updates.dtype == data.dtype,
                "'scatter' updates {} must have the indices' shape {} and the data's dtype {}", updates.str(),
                index.shape.str(), dtype_name(data.dtype));
-  KILN_REQUIRE(0 <= axis && axis < data.shape.rank(), "'scatter' axis {} is not an axis of {}", axis, data.str());
-  for (int d = 0; d < data.shape.rank(); ++d)
-    KILN_REQUIRE(d == axis || index.shape[d] <= data.shape[d],
-                 "'scatter' indices {} are longer than data {} on axis {}, which is not the scattered axis {}",
-                 index.str(), data.str(), d, axis);
   int combines = 0;
   for (const char* c : {"add", "mul", "max", "min"}) combines += attr(in, c).present ? 1 : 0;
   KILN_REQUIRE(combines <= 1, "'scatter' takes at most one of add, mul, max and min");
