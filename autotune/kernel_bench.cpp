@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/host_tensor.h"
 #include "kiln/support/error.h"
 
 namespace kiln::autotune {
@@ -49,7 +50,29 @@ void fill(std::string& bytes, FastRng& rng) {
   if (n > 0) std::memcpy(bytes.data(), v.data(), n * sizeof(T));
 }
 
-template <typename T>
+// Storage types (dtype.h): the same values as their compute type's fill would give.
+void fill_storage(std::string& bytes, const TensorType& type, FastRng& rng) {
+  HostTensor t(type);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const uint64_t r = rng.next();
+    if (is_float(type.dtype)) t.set_double(i, static_cast<double>(r >> 11) * 0x1.0p-52 - 1.0);
+    else t.set_int(i, is_unsigned(type.dtype) ? static_cast<int64_t>(r >> 60) : static_cast<int64_t>(r >> 60) - 8);
+  }
+  if (t.nbytes()) std::memcpy(bytes.data(), t.data(), t.nbytes());
+}
+
+std::string as_f32(const std::string& bytes, const TensorType& type) {
+  HostTensor t = HostTensor::uninitialized(type);
+  if (t.nbytes()) std::memcpy(t.data(), bytes.data(), t.nbytes());
+  std::string out(static_cast<size_t>(t.numel()) * sizeof(float), '\0');
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const auto v = static_cast<float>(t.get_double(i));
+    std::memcpy(out.data() + static_cast<size_t>(i) * sizeof(float), &v, sizeof v);
+  }
+  return out;
+}
+
+template <class T>
 std::optional<std::string> compare_floats(const std::string& want, const std::string& got, size_t buffer, double rel,
                                           double abs) {
   const size_t n = want.size() / sizeof(T);
@@ -89,6 +112,7 @@ KernelBench::KernelBench(Backend& backend, const kir::Kernel& k, uint64_t seed) 
       case DType::I64: fill<int64_t>(bytes, rng); break;
       case DType::F32: fill<float>(bytes, rng); break;
       case DType::F64: fill<double>(bytes, rng); break;
+      default: fill_storage(bytes, p.type, rng); break;
     }
     working_set += static_cast<int64_t>(bytes.size());
     initial_.push_back(std::move(bytes));
@@ -170,6 +194,10 @@ std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vect
     switch (k.buffers[b].type.dtype) {
       case DType::F32: diff = compare_floats<float>(want[out], got[out], b, 1e-3, 1e-4); break;
       case DType::F64: diff = compare_floats<double>(want[out], got[out], b, 1e-9, 1e-12); break;
+      case DType::F16:
+      case DType::BF16:  // a rounding of f32 results: one unit in the last place apart is the same
+        diff = compare_floats<float>(as_f32(want[out], k.buffers[b].type), as_f32(got[out], k.buffers[b].type), b, 1e-2, 1e-3);
+        break;
       default:
         if (want[out] != got[out]) {
           size_t i = 0;

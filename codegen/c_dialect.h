@@ -28,8 +28,12 @@ class CDialect {
 
   /// The type of a value held in a variable (bool: the language's boolean).
   virtual std::string type(DType t) const = 0;
-  /// The type of an element in a buffer (bool: one byte).
+  /// The type of an element in a buffer (bool: one byte; f16 and bf16: their 16 bits, as
+  /// an unsigned integer).
   virtual std::string memory_type(DType t) const = 0;
+  /// The bits of f32 `x` as a 32-bit unsigned integer, and back.
+  virtual std::string f32_bits(std::string_view x) const = 0;
+  virtual std::string bits_f32(std::string_view x) const = 0;
   /// The unsigned integer type of the same width as `t` (I32 or I64).
   virtual std::string unsigned_type(DType t) const = 0;
   /// `expr` (an integer of `from`'s width) with its bits read as `to` (same width).

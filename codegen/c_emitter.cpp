@@ -114,6 +114,8 @@ class CEmitter {
 
   // Reductions.
   DType acc_type(const Inst& r) const;
+  std::string from_memory(std::string x, DType t);
+  std::string to_memory(std::string x, DType t);
   DType arg_value_type(const Inst& r) const {  // what an arg reduction compares
     const DType t = k_.insts[static_cast<size_t>(r.args[0])].type;
     return t == DType::Bool ? DType::I32 : t;
@@ -364,6 +366,17 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Le: return fmt::format("({} <= {})", a[0], a[1]);
     case OpKind::Gt: return fmt::format("({} > {})", a[0], a[1]);
     case OpKind::Ge: return fmt::format("({} >= {})", a[0], a[1]);
+    case OpKind::Shl:
+    case OpKind::Shr: {
+      // A count outside [0, bits) shifts every bit out (C's shift would be undefined); left
+      // shifts on unsigned bits, as a negative value's would be undefined too.
+      const std::string out =
+          fmt::format("({1} < {0} || {1} >= {2})", zero, a[1], d_.int_literal(at == DType::I32 ? 32 : 64, at));
+      if (op == OpKind::Shl)
+        return fmt::format("({} ? {} : {})", out, zero,
+                           d_.bitcast(fmt::format("({} << {})", d_.bitcast(a[0], at, true), a[1]), at, false));
+      return fmt::format("({0} ? ({1} < {2} ? {3} : {2}) : ({1} >> {4}))", out, a[0], zero, d_.int_literal(-1, at), a[1]);
+    }
     case OpKind::And: return fmt::format("({} && {})", a[0], a[1]);
     case OpKind::Or: return fmt::format("({} || {})", a[0], a[1]);
     case OpKind::Where: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
@@ -371,6 +384,29 @@ std::string CEmitter::op_expr(const Inst& in) {
     default: break;
   }
   throw Error(fmt::format("{} codegen: no lowering for op '{}' on {}", "c-like", op_info(op).name, dtype_name(in.type)));
+}
+
+// Storage types (dtype.h): a buffer element in its compute type, and back. f16 and bf16 are
+// held as their bits (no device needs half arithmetic), converted by helpers that round as
+// the interpreter does.
+std::string CEmitter::from_memory(std::string x, DType t) {
+  const std::string u32 = d_.unsigned_type(DType::I32);
+  switch (t) {
+    case DType::Bool: return fmt::format("({} != 0)", x);
+    case DType::F16:
+      helpers_.insert("f16");
+      return fmt::format("kiln_f16_to_f32({})", d_.convert(x, u32));
+    case DType::BF16: return d_.bits_f32(fmt::format("({} << 16)", d_.convert(x, u32)));
+    default: return is_compute_dtype(t) ? x : d_.convert(x, d_.type(compute_dtype(t)));
+  }
+}
+
+std::string CEmitter::to_memory(std::string x, DType t) {
+  switch (t) {
+    case DType::F16: helpers_.insert("f16"); return d_.convert(fmt::format("kiln_f32_to_f16({})", x), d_.memory_type(t));
+    case DType::BF16: helpers_.insert("bf16"); return d_.convert(fmt::format("kiln_f32_to_bf16({})", x), d_.memory_type(t));
+    default: return t == DType::Bool || !is_compute_dtype(t) ? d_.convert(x, d_.memory_type(t)) : x;
+  }
 }
 
 std::string CEmitter::expr(Ref r) {
@@ -388,8 +424,7 @@ std::string CEmitter::expr(Ref r) {
     }
     case Code::Load: {
       if (is_replaced(in)) return replacement_;
-      std::string x = d_.element(in.buffer, v(in.args[0]));
-      if (in.type == DType::Bool) x = fmt::format("({} != 0)", x);
+      std::string x = from_memory(d_.element(in.buffer, v(in.args[0])), k_.buffers[static_cast<size_t>(in.buffer)].type.dtype);
       if (in.args.size() > 1) {  // read only where the mask holds: the position may be outside
         x = fmt::format("({} ? {} : {})", v(in.args[1]), x, d_.zero_value(in.type, false));
       }
@@ -402,6 +437,10 @@ std::string CEmitter::expr(Ref r) {
       }
       return op_expr(in);
     case Code::Cast: return cast_expr(v(in.args[0]), k_.insts[static_cast<size_t>(in.args[0])].type, in.type);
+    case Code::Narrow: {
+      const auto t = static_cast<DType>(in.imm);
+      return from_memory(to_memory(v(in.args[0]), t), t);
+    }
     case Code::IndexDiv: return fmt::format("({} / {})", position(in.args[0]), idx_literal(in.imm));
     case Code::IndexMod: return fmt::format("({} % {})", position(in.args[0]), idx_literal(in.imm));
     case Code::Rand:
@@ -644,9 +683,7 @@ void CEmitter::combine_in_subgroups(Scope& point, const std::vector<Ref>& reds) 
 
 void CEmitter::emit_stores(Scope& point) {
   auto store_line = [&](Scope& s, const Store& st) {
-    std::string value = v(st.value);
-    if (k_.insts[static_cast<size_t>(st.value)].type == DType::Bool)
-      value = d_.convert(value, d_.memory_type(DType::Bool));
+    const std::string value = to_memory(v(st.value), k_.buffers[static_cast<size_t>(st.buffer)].type.dtype);
     std::string text = fmt::format("{} = {};", d_.element(st.buffer, v(st.offset)), value);
     if (st.guard != kNoRef) text = fmt::format("if ({}) {}", v(st.guard), text);
     line(s, text);
@@ -724,6 +761,56 @@ std::string remainder_helper(const std::string& h, const std::string& q, const C
       d_.bitcast("(ua % ub)", t, false), floor_mod ? fmt::format("if (r != {0} && (r < {0}) != (b < {0})) r = r + b;", zero) : "");
 }
 
+// f32 to f16 or bf16 bits, to nearest even (scalar::f16_bits), and f16 bits to f32, in 32-bit
+// unsigned arithmetic only: no device needs half-precision support.
+std::string small_float_helpers(const std::string& h, const std::string& q, const CDialect& d_) {
+  const std::string u = d_.unsigned_type(DType::I32), f = d_.type(DType::F32), let = d_.let();
+  if (h == "bf16") {
+    // A NaN keeps its top bits, made quiet so that no payload rounds to infinity.
+    return fmt::format(
+        "{0}{1} kiln_f32_to_bf16({2} x) {{\n"
+        "  {3}{1} b = {4};\n"
+        "  if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16) | 0x40u;\n"
+        "  return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;\n"
+        "}}\n",
+        q, u, f, let, d_.f32_bits("x"));
+  }
+  return fmt::format(
+      "{0}{1} kiln_f32_to_f16({2} x) {{\n"
+      "  {1} b = {3};\n"
+      "  {4}{1} sign = (b >> 16) & 0x8000u;\n"
+      "  {4}{1} a = b & 0x7fffffffu;\n"
+      "  if (a > 0x7f800000u) return sign | 0x7e00u;\n"
+      "  if (a >= 0x477ff000u) return sign | 0x7c00u;\n"  // 65520 and up round to infinity
+      "  {1} q, rest, midway;\n"
+      "  if (a < 0x38800000u) {{\n"  // below 2^-14: a multiple of 2^-24 (zero below 2^-25)
+      "    {4}{1} e = a >> 23;\n"
+      "    if (e < 102u) return sign;\n"
+      "    {4}{1} m = (a & 0x7fffffu) | 0x800000u;\n"
+      "    {4}{1} shift = 126u - e;\n"
+      "    q = m >> shift; rest = m & ((1u << shift) - 1u); midway = 1u << (shift - 1u);\n"
+      "  }} else {{\n"
+      "    {4}{1} r = a - 0x38000000u;\n"  // the exponent rebiased from 127 to 15
+      "    q = r >> 13; rest = r & 0x1fffu; midway = 0x1000u;\n"
+      "  }}\n"
+      "  if (rest > midway || (rest == midway && (q & 1u) != 0u)) q += 1u;\n"
+      "  return sign | q;\n"
+      "}}\n"
+      "{0}{2} kiln_f16_to_f32({1} h) {{\n"
+      "  {4}{1} sign = (h & 0x8000u) << 16;\n"
+      "  {4}{1} e = (h >> 10) & 0x1fu;\n"
+      "  {4}{1} m = h & 0x3ffu;\n"
+      "  if (e == 0x1fu) return {5};\n"
+      "  if (e == 0u) {{\n"
+      "    {4}{2} v = {6} * {7};\n"
+      "    return sign != 0u ? -v : v;\n"
+      "  }}\n"
+      "  return {8};\n"
+      "}}\n",
+      q, u, f, d_.f32_bits("x"), let, d_.bits_f32("(sign | 0x7f800000u | (m << 13))"), d_.convert("m", f),
+      d_.float_literal(0x1p-24, DType::F32), d_.bits_f32("(sign | ((e + 112u) << 23) | (m << 13))"));
+}
+
 // The helper functions named in `helpers`, each once.
 std::string helper_functions(const std::set<std::string>& helpers, const CDialect& d_) {
   const std::string q = d_.helper_qualifier().empty() ? "" : d_.helper_qualifier() + " ";
@@ -765,6 +852,8 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
           uone, uzero, dtype_name(t));
     } else if (h.starts_with("mod_") || h.starts_with("fmod_")) {
       out += remainder_helper(h, q, d_);
+    } else if (h == "f16" || h == "bf16") {
+      out += small_float_helpers(h, q, d_);
     } else if (h.starts_with("kiln_")) {
       out += d_.helper(h);
     }
@@ -877,6 +966,10 @@ std::string entry_with_locals(const CDialect& dialect, std::string_view header, 
 }
 
 void check_dtypes(const Kernel& k, const Capabilities& caps, const DeviceNames& names) {
+  for (const BufferParam& b : k.buffers)
+    if (dtype_size(b.type.dtype) == 2 && !caps.storage16)
+      throw Error(fmt::format("kernel @{}: %{} of type {} cannot live on {}: the device has no {}", k.name, b.name,
+                              b.type.str(), names.device, names.storage16_feature));
   for (const Inst& in : k.insts) {
     const bool f64 = in.type == DType::F64, i64 = in.type == DType::I64;
     if ((f64 && !caps.fp64) || (i64 && !caps.int64)) {

@@ -180,6 +180,8 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
     for (Inst& in : shifted.insts)
       if (in.code == Code::Load) in.buffer += 3;
     for (Store& st : shifted.stores) st.buffer += 3;
+    // A, B and C in front, so that a buffer's position names its type as the signature does.
+    shifted.buffers.insert(shifted.buffers.begin(), 3, BufferParam{"", TensorType{t, g_.batch}, false});
     const int replaced = epilogue_->product_param >= 0 ? epilogue_->product_param + 3 : -1;
     point = emit_c_point(shifted, caps_, d_, helpers, 3, replaced, "product");
   }

@@ -288,10 +288,26 @@ class GlslDialect final : public CDialect {
       case DType::I64: return "int64_t";
       case DType::F32: return "float";
       case DType::F64: return "double";
+      default: break;
     }
-    return "?";
+    KILN_ASSERT(false, "Kernel IR computes in the compute types only");
   }
-  std::string memory_type(DType t) const override { return t == DType::Bool ? "uint8_t" : type(t); }
+  std::string memory_type(DType t) const override {
+    switch (t) {
+      case DType::Bool:
+      case DType::U8: return "uint8_t";
+      case DType::I8: return "int8_t";
+      case DType::I16: return "int16_t";
+      case DType::U16:
+      case DType::F16:
+      case DType::BF16: return "uint16_t";
+      case DType::U32: return "uint";
+      case DType::U64: return "uint64_t";
+      default: return type(t);
+    }
+  }
+  std::string f32_bits(std::string_view x) const override { return fmt::format("floatBitsToUint({})", x); }
+  std::string bits_f32(std::string_view x) const override { return fmt::format("uintBitsToFloat({})", x); }
   std::string unsigned_type(DType t) const override { return t == DType::I32 ? "uint" : "uint64_t"; }
   std::string bitcast(std::string_view expr, DType t, bool to_unsigned) const override {
     return fmt::format("{}({})", to_unsigned ? unsigned_type(t) : type(t), expr);
@@ -455,11 +471,13 @@ class GlslDialect final : public CDialect {
   std::string prologue(std::span<const Kernel* const> kernels, bool, bool subgroups) const override {
     std::string names;
     for (const Kernel* k : kernels) names += fmt::format(" @{}", k->name);
-    // 8-bit storage for bool buffers, 64-bit integers for positions and i64; doubles are core.
+    // 8-bit storage for bool, i8 and u8 buffers, 16-bit storage for i16, u16, f16 and bf16,
+    // 64-bit integers for positions and i64; doubles are core.
     return fmt::format(
         "#version 450\n"
         "#extension GL_EXT_shader_explicit_arithmetic_types : require\n"
         "#extension GL_EXT_shader_8bit_storage : require\n"
+        "#extension GL_EXT_shader_16bit_storage : require\n"
         "{}"
         "// kiln kernel{}\n"
         "layout(local_size_x_id = 0) in;\n",

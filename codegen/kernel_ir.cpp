@@ -58,6 +58,7 @@ std::string Kernel::str(bool names) const {
                    : fmt::format("{} {}", op_info(in.op).name, args_str(in));
         break;
       case Code::Cast: body = fmt::format("cast {}", args_str(in)); break;
+      case Code::Narrow: body = fmt::format("narrow {} {}", dtype_name(static_cast<DType>(in.imm)), args_str(in)); break;
       case Code::IndexDiv: body = fmt::format("floordiv {}, {}", ref(in.args[0]), in.imm); break;
       case Code::IndexMod: body = fmt::format("mod {}, {}", ref(in.args[0]), in.imm); break;
       case Code::Rand: body = fmt::format("rand {} {{seed = {}}}", ref(in.args[0]), in.imm); break;

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/host_tensor.h"
 #include "kiln/ir/index_map.h"
 #include "kiln/ir/scalar_semantics.h"
 #include "kiln/ir/text.h"
@@ -30,21 +31,15 @@ using kir::Inst;
 using kir::Ref;
 
 std::vector<std::byte> constant_bytes(const Node& n) {
-  const TensorType& t = n.type;
-  std::vector<std::byte> out(static_cast<size_t>(t.bytes()));
+  HostTensor t = HostTensor::uninitialized(n.type);  // every element written below
   const auto& data = *n.attr("data").scalars;
-  const size_t es = dtype_size(t.dtype);
   for (size_t k = 0; k < data.size(); ++k) {
-    const Scalar s = data[k].cast_to(t.dtype);
-    std::byte* p = out.data() + k * es;
-    switch (t.dtype) {
-      case DType::Bool: *p = static_cast<std::byte>(s.as_int() != 0); break;
-      case DType::I32: { const auto v = static_cast<int32_t>(s.as_int()); std::memcpy(p, &v, 4); break; }
-      case DType::I64: { const int64_t v = s.as_int(); std::memcpy(p, &v, 8); break; }
-      case DType::F32: { const auto v = static_cast<float>(s.as_double()); std::memcpy(p, &v, 4); break; }
-      case DType::F64: { const double v = s.as_double(); std::memcpy(p, &v, 8); break; }
-    }
+    const Scalar s = data[k].cast_to(t.dtype());
+    if (is_float(t.dtype())) t.set_double(static_cast<int64_t>(k), s.as_double());
+    else t.set_int(static_cast<int64_t>(k), s.as_int());
   }
+  std::vector<std::byte> out(t.nbytes());
+  if (!out.empty()) std::memcpy(out.data(), t.data(), out.size());
   return out;
 }
 
@@ -80,8 +75,37 @@ class KernelBuilder {
   Ref floordiv(Ref a, int64_t n) { return n == 1 ? a : add_inst({Code::IndexDiv, OpKind::Add, DType::I64, {a}, -1, n, {}}); }
   Ref mod(Ref a, int64_t n) { return add_inst({Code::IndexMod, OpKind::Add, DType::I64, {a}, -1, n, {}}); }
 
-  Ref konst(Scalar s, DType t) { return add_inst({Code::Const, OpKind::Add, t, {}, -1, 0, s.cast_to(t)}); }
-  Ref op(OpKind o, DType t, std::vector<Ref> args) { return add_inst({Code::Op, o, t, std::move(args), -1, 0, {}}); }
+  // Storage types (dtype.h) live in their compute type here. known_ records the values known
+  // to lie in a storage type's range already (loads, constants, narrows), so that a cast to
+  // that type adds nothing.
+  Ref konst(Scalar s, DType t) {
+    return known(add_inst({Code::Const, OpKind::Add, compute_dtype(t), {}, -1, 0, s.cast_to(t)}), t);
+  }
+  /// Op `o` giving graph type `t`. On a narrow integer type the result wraps into it; f16
+  /// and bf16 results keep f32's precision until a cast or a store rounds them (docs/ir.md).
+  Ref op(OpKind o, DType t, std::vector<Ref> args) {
+    const DType c = compute_dtype(t);
+    const Ref r = add_inst({Code::Op, o, c, std::move(args), -1, 0, {}});
+    if (c == t) return r;
+    if (o == OpKind::Where || o == OpKind::Max || o == OpKind::Min) return known(r, t);  // picks an operand
+    return is_float(t) ? r : narrow(r, t);
+  }
+  Ref load(int32_t param, DType t, std::vector<Ref> args) {
+    return known(add_inst({Code::Load, OpKind::Add, compute_dtype(t), std::move(args), param, 0, {}}), t);
+  }
+  /// `a` (in compute type) wrapped or rounded into storage type `t`.
+  Ref narrow(Ref a, DType t) {
+    if (is_compute_dtype(t) || known_type(a) == t) return a;
+    return known(add_inst({Code::Narrow, OpKind::Cast, compute_dtype(t), {a}, -1, static_cast<int64_t>(t), {}}), t);
+  }
+  Ref known(Ref r, DType t) {
+    if (!is_compute_dtype(t)) known_[r] = t;
+    return r;
+  }
+  DType known_type(Ref r) const {
+    const auto it = known_.find(r);
+    return it == known_.end() ? type(r) : it->second;
+  }
   Ref custom_call(const Node& n, const std::vector<Ref>& x) {
     const std::shared_ptr<const CustomKernel>& c = n.attrs[0].custom;
     auto it = std::find_if(k_.customs.begin(), k_.customs.end(), [&](const auto& k) { return k->digest == c->digest; });
@@ -91,9 +115,15 @@ class KernelBuilder {
     for (size_t i = 0; i < x.size(); ++i) args.push_back(cast(x[i], c->signature.params[i]));
     return add_inst({Code::Op, OpKind::Custom, n.type.dtype, std::move(args), -1, index, {}});
   }
+  /// `a` converted to `t` with the semantics of the cast op.
   Ref cast(Ref a, DType t) {
-    if (type(a) == t) return a;
-    return add_inst({Code::Cast, OpKind::Cast, t, {a}, -1, 0, {}});
+    if (known_type(a) == t) return a;
+    const DType c = compute_dtype(t);
+    Ref r = type(a) == c ? a : add_inst({Code::Cast, OpKind::Cast, c, {a}, -1, 0, {}});
+    if (is_float(type(a)) && is_integer(t) && c != t)  // floats saturate at the narrow type's limits
+      r = op(OpKind::Min, c, {op(OpKind::Max, c, {r, konst(Scalar::from_int(int_min(t)), c)}),
+                              konst(Scalar::from_int(int_max(t)), c)});
+    return narrow(r, t);
   }
   Ref both(Ref a, Ref b) {  // logical and of two optional masks
     if (a == kir::kNoRef) return b;
@@ -133,9 +163,10 @@ class KernelBuilder {
     while (a < scalar_bindings_.size() && scalar_bindings_[a] != slot) ++a;
     if (a == scalar_bindings_.size()) {
       scalar_bindings_.push_back(static_cast<int32_t>(slot));
-      k_.scalars.push_back(t);
+      k_.scalars.push_back(compute_dtype(t));
     }
-    return add_inst({Code::Arg, OpKind::Add, t, {}, -1, static_cast<int64_t>(a), {}});
+    const Ref r = add_inst({Code::Arg, OpKind::Add, compute_dtype(t), {}, -1, static_cast<int64_t>(a), {}});
+    return is_float(t) ? narrow(r, t) : known(r, t);  // integers fit (the type rules check)
   }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
 
@@ -145,6 +176,7 @@ class KernelBuilder {
     return in.code == Code::Const && in.literal.is_int() && in.literal.as_int() == c;
   }
   Ref add_inst(Inst in);
+  std::unordered_map<Ref, DType> known_;
   Ref offset_of(const IndexMap& p, const Shape& s);
   Ref in_bounds(const IndexMap& q, const Shape& s);
   // One value at one position under one mask: the unit value_at() memoizes.
@@ -376,16 +408,17 @@ std::optional<Ref> KernelBuilder::without_operands(const Graph& g, const Request
     const int32_t b = low_.stored(at.v);
     if (b >= 0) {
       const int32_t param = param_for(b, low_.name(at.v), n.type, false);
-      Inst in{Code::Load, OpKind::Add, t, {offset_of(at.p, n.type.shape)}, param, 0, {}};
-      if (at.mask != kir::kNoRef) in.args.push_back(at.mask);
-      return add_inst(std::move(in));
+      std::vector<Ref> args{offset_of(at.p, n.type.shape)};
+      if (at.mask != kir::kNoRef) args.push_back(at.mask);
+      return load(param, t, std::move(args));
     }
   }
   if (n.info().category != OpCategory::Source) return std::nullopt;
   if (n.op == OpKind::Constant) return konst(n.attr("value").scalar, t);
   if (n.op == OpKind::ScalarParam) return scalar_arg(n.attr("slot").i, t);
   const Ref flat = offset_of(at.p, n.type.shape);
-  if (n.op == OpKind::Rand) return add_inst({Code::Rand, OpKind::Rand, t, {flat}, -1, n.attr("seed").i, {}});
+  if (n.op == OpKind::Rand)
+    return narrow(add_inst({Code::Rand, OpKind::Rand, compute_dtype(t), {flat}, -1, n.attr("seed").i, {}}), t);
   if (n.op == OpKind::Arange) {
     const Scalar start = n.attr("start").scalar, step = n.attr("step").scalar;
     if (is_float(t)) {
@@ -416,7 +449,7 @@ Ref KernelBuilder::gathered(const Graph& g, const Node& n, const Request& at, Re
     throw Error(fmt::format("kernel @{}: gather data %{} is not in memory", k_.name, low_.name(data)));
   const auto [offset, inside] = offset_at_index(operand_index_map(g, n, 0, at.p, k_.domain), axis, index, dt.shape);
   const int32_t param = param_for(b, low_.name(data), dt, false);
-  return add_inst({Code::Load, OpKind::Add, dt.dtype, {offset, both(at.mask, inside)}, param, 0, {}});
+  return load(param, dt.dtype, {offset, both(at.mask, inside)});
 }
 
 std::pair<Ref, Ref> KernelBuilder::offset_at_index(IndexMap p, size_t axis, Ref index, const Shape& s) {
@@ -442,7 +475,7 @@ void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
   const int32_t param = param_for(plan_buffer, low_.name(v), n.type, true);
   Ref value = update;
   if (const std::optional<OpKind> combine = n.scatter_combine()) {
-    const Ref there = add_inst({Code::Load, OpKind::Add, n.type.dtype, {offset, inside}, param, 0, {}});
+    const Ref there = load(param, n.type.dtype, {offset, inside});
     value = op(*combine, n.type.dtype, {there, update});
   }
   k_.stores.push_back({param, offset, value, inside});
@@ -498,13 +531,16 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
       return op(n.op, t, {cast(x[0], d), cast(x[1], d)});
     }
     case OpCategory::Reduce: {
-      Inst in{Code::Reduce, n.op, t, {}, -1, 0, {}};
+      // Sums and products of narrow integers are i64 (the type rules), so only f16 and bf16
+      // reduce in another type than their own: f32, rounded when stored.
+      Inst in{Code::Reduce, n.op, compute_dtype(t), {}, -1, 0, {}};
       if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) {
         in.args = {x[0], dim(static_cast<int>(n.attr("axes").ints[0]))};
       } else {
         in.args = {cast(x[0], t)};
       }
-      return add_inst(std::move(in));
+      const Ref r = add_inst(std::move(in));
+      return n.op == OpKind::ReduceMax || n.op == OpKind::ReduceMin ? known(r, t) : r;
     }
     case OpCategory::Movement: {
       if (n.op == OpKind::Pad) {
@@ -673,7 +709,7 @@ bool KernelBuilder::store(const Graph& g, ValueId v, int32_t plan_buffer) {
   Ref inside = kir::kNoRef;
   for (const auto& [d, extent] : bounds) inside = both(inside, op(OpKind::Lt, DType::Bool, {dim(d), constant(extent)}));
   Ref value = value_at(g, v, p, inside);
-  value = cast(value, g.type(v).dtype);
+  value = cast(value, compute_dtype(g.type(v).dtype));  // the store wraps or rounds into the buffer's type
   const Ref offset = offset_of(p, g.type(v).shape);
   const int32_t param = param_for(plan_buffer, low_.name(v), g.type(v), true);
   // A value that does not vary along some dims is stored once, where they are 0; reduced

@@ -18,10 +18,26 @@ class OpenClDialect final : public CDialect {
       case DType::I64: return "long";
       case DType::F32: return "float";
       case DType::F64: return "double";
+      default: break;
     }
-    return "?";
+    KILN_ASSERT(false, "Kernel IR computes in the compute types only");
   }
-  std::string memory_type(DType t) const override { return t == DType::Bool ? "uchar" : type(t); }
+  std::string memory_type(DType t) const override {
+    switch (t) {
+      case DType::Bool:
+      case DType::U8: return "uchar";
+      case DType::I8: return "char";
+      case DType::I16: return "short";
+      case DType::U16:
+      case DType::F16:
+      case DType::BF16: return "ushort";
+      case DType::U32: return "uint";
+      case DType::U64: return "ulong";
+      default: return type(t);
+    }
+  }
+  std::string f32_bits(std::string_view x) const override { return fmt::format("as_uint({})", x); }
+  std::string bits_f32(std::string_view x) const override { return fmt::format("as_float({})", x); }
   std::string unsigned_type(DType t) const override { return t == DType::I32 ? "uint" : "ulong"; }
   std::string bitcast(std::string_view expr, DType t, bool to_unsigned) const override {
     const std::string target = to_unsigned ? unsigned_type(t) : type(t);

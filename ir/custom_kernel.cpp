@@ -88,7 +88,9 @@ class SignatureParser {
     return t;
   }
   bool dtype(DType& out) {
-    const auto t = tok_.kind == Tok::Ident ? parse_dtype(tok_.text) : std::nullopt;
+    // Only the compute types: the C signature's parameters are the kernel's registers.
+    auto t = tok_.kind == Tok::Ident ? parse_dtype(tok_.text) : std::nullopt;
+    if (t && !is_compute_dtype(*t)) t.reset();
     if (!t) {
       fail("an element type (bool, i32, i64, f32, f64)");
       return false;

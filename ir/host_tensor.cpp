@@ -65,23 +65,33 @@ void store(std::byte* p, int64_t i, T v) {
 
 double HostTensor::get_double(int64_t i) const {
   switch (dtype()) {
+    case DType::F16: return scalar::f16_value(load<uint16_t>(data(), i));
+    case DType::BF16: return scalar::bf16_value(load<uint16_t>(data(), i));
     case DType::F32: return load<float>(data(), i);
     case DType::F64: return load<double>(data(), i);
-    default: return static_cast<double>(get_int(i));
+    default: return scalar::int_to_float(dtype(), get_int(i));
   }
 }
 
 int64_t HostTensor::get_int(int64_t i) const {
   switch (dtype()) {
     case DType::Bool: return load<uint8_t>(data(), i) != 0;
+    case DType::I8: return load<int8_t>(data(), i);
+    case DType::I16: return load<int16_t>(data(), i);
     case DType::I32: return load<int32_t>(data(), i);
     case DType::I64: return load<int64_t>(data(), i);
+    case DType::U8: return load<uint8_t>(data(), i);
+    case DType::U16: return load<uint16_t>(data(), i);
+    case DType::U32: return load<uint32_t>(data(), i);
+    case DType::U64: return static_cast<int64_t>(load<uint64_t>(data(), i));
     default: return scalar::float_to_int(DType::I64, get_double(i));
   }
 }
 
 void HostTensor::set_double(int64_t i, double v) {
   switch (dtype()) {
+    case DType::F16: store<uint16_t>(data(), i, scalar::f16_bits(v)); return;
+    case DType::BF16: store<uint16_t>(data(), i, scalar::bf16_bits(v)); return;
     case DType::F32: store<float>(data(), i, static_cast<float>(v)); return;
     case DType::F64: store<double>(data(), i, v); return;
     default: set_int(i, scalar::float_to_int(dtype(), v)); return;
@@ -89,10 +99,17 @@ void HostTensor::set_double(int64_t i, double v) {
 }
 
 void HostTensor::set_int(int64_t i, int64_t v) {
+  const int64_t w = scalar::store_int(dtype(), v);
   switch (dtype()) {
-    case DType::Bool: store<uint8_t>(data(), i, v != 0); return;
-    case DType::I32: store<int32_t>(data(), i, static_cast<int32_t>(scalar::store_int(DType::I32, v))); return;
-    case DType::I64: store<int64_t>(data(), i, v); return;
+    case DType::Bool:
+    case DType::U8: store<uint8_t>(data(), i, static_cast<uint8_t>(w)); return;
+    case DType::I8: store<int8_t>(data(), i, static_cast<int8_t>(w)); return;
+    case DType::I16: store<int16_t>(data(), i, static_cast<int16_t>(w)); return;
+    case DType::U16: store<uint16_t>(data(), i, static_cast<uint16_t>(w)); return;
+    case DType::I32: store<int32_t>(data(), i, static_cast<int32_t>(w)); return;
+    case DType::U32: store<uint32_t>(data(), i, static_cast<uint32_t>(w)); return;
+    case DType::I64:
+    case DType::U64: store<int64_t>(data(), i, w); return;
     default: set_double(i, static_cast<double>(v)); return;
   }
 }

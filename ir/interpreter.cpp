@@ -90,7 +90,7 @@ Wide convert(const Wide& v, DType t) {
   Wide out = make_wide(TensorType{t, v.type.shape});
   const auto n = static_cast<size_t>(v.numel());
   for (size_t k = 0; k < n; ++k) {
-    if (out.is_f()) out.f[k] = scalar::store_float(t, v.is_f() ? v.f[k] : static_cast<double>(v.i[k]));
+    if (out.is_f()) out.f[k] = scalar::store_float(t, v.is_f() ? v.f[k] : scalar::int_to_float(v.type.dtype, v.i[k]));
     else out.i[k] = v.is_f() ? scalar::float_to_int(t, v.f[k]) : scalar::store_int(t, v.i[k]);
   }
   return out;
@@ -154,6 +154,7 @@ std::vector<std::byte> to_storage(const Wide& w, DType t) {
         break;
       }
       case DType::F64: std::memcpy(p, &w.f[k], sizeof(double)); break;
+      default: KILN_ASSERT(false, "custom kernels take compute types only (custom_kernel.cpp)");
     }
   }
   return out;
@@ -189,6 +190,7 @@ Wide eval_custom(const Node& n, const std::vector<const Wide*>& args) {
         break;
       }
       case DType::F64: std::memcpy(&out.f[e], result.data() + 8 * e, 8); break;
+      default: KILN_ASSERT(false, "custom kernels return compute types only (custom_kernel.cpp)");
     }
   }
   return out;

@@ -264,7 +264,7 @@ bool Parser::parse_type(TensorType& out) {
   const Token name = take();
   const auto dtype = parse_dtype(name.text);
   if (!dtype)
-    return fail(name.loc, fmt::format("unknown element type '{}' (expected bool, i32, i64, f32 or f64)", name.text));
+    return fail(name.loc, fmt::format("unknown element type '{}' (expected bool, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32 or f64)", name.text));
   out.dtype = *dtype;
   out.shape = Shape();
   if (!expect(Tok::LBracket, "'[' after the element type")) return false;

@@ -6,28 +6,87 @@
 
 namespace kiln::scalar {
 
+namespace {
+
+// IEEE binary16 (mantissa 10 bits, bias 15) and bfloat16 (mantissa 7 bits, bias 127): both
+// 16 bits with the sign on top, so one encoder serves both. Rounds once, from double, to
+// nearest even, as NumPy's float16 conversion does.
+uint16_t encode_small_float(double v, int mant, int bias) {
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const auto inf = static_cast<uint16_t>(((1 << (15 - mant)) - 1) << mant);
+  if (std::isnan(v)) return static_cast<uint16_t>(sign | inf | (1 << (mant - 1)));
+  const double a = std::fabs(v);
+  if (std::isinf(a)) return sign | inf;
+  const int emin = 1 - bias;
+  if (a < std::ldexp(1.0, emin))  // subnormal: a multiple of 2^(emin - mant); 2^mant is the least normal
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(a, mant - emin))));
+  int e = 0;
+  std::frexp(a, &e);
+  int exponent = e - 1;
+  double q = std::nearbyint(std::ldexp(a, mant - exponent));  // in [2^mant, 2^(mant+1)]
+  if (q == std::ldexp(1.0, mant + 1)) {
+    q /= 2;
+    ++exponent;
+  }
+  if (exponent > bias) return sign | inf;
+  return static_cast<uint16_t>(sign | ((exponent + bias) << mant) | (static_cast<int>(q) - (1 << mant)));
+}
+
+double decode_small_float(uint16_t b, int mant, int bias) {
+  const double sign = (b & 0x8000) ? -1.0 : 1.0;
+  const int emask = (1 << (15 - mant)) - 1;
+  const int e = (b >> mant) & emask, f = b & ((1 << mant) - 1);
+  if (e == emask) return f ? NAN : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(f, 1 - bias - mant);
+  return sign * std::ldexp(f + (1 << mant), e - bias - mant);
+}
+
+}  // namespace
+
+uint16_t f16_bits(double v) { return encode_small_float(v, 10, 15); }
+double f16_value(uint16_t bits) { return decode_small_float(bits, 10, 15); }
+uint16_t bf16_bits(double v) { return encode_small_float(v, 7, 127); }
+double bf16_value(uint16_t bits) { return decode_small_float(bits, 7, 127); }
+
 double store_float(DType t, double v) {
-  return t == DType::F32 ? static_cast<double>(static_cast<float>(v)) : v;
+  switch (t) {
+    case DType::F32: return static_cast<double>(static_cast<float>(v));
+    case DType::F16: return f16_value(f16_bits(v));
+    case DType::BF16: return bf16_value(bf16_bits(v));
+    default: return v;
+  }
 }
 
 int64_t store_int(DType t, int64_t v) {
+  const auto u = static_cast<uint64_t>(v);
   switch (t) {
     case DType::Bool: return v != 0;
-    case DType::I32: return static_cast<int32_t>(static_cast<uint32_t>(v));
-    default: return v;
+    case DType::I8: return static_cast<int8_t>(static_cast<uint8_t>(u));
+    case DType::I16: return static_cast<int16_t>(static_cast<uint16_t>(u));
+    case DType::I32: return static_cast<int32_t>(static_cast<uint32_t>(u));
+    case DType::U8: return static_cast<uint8_t>(u);
+    case DType::U16: return static_cast<uint16_t>(u);
+    case DType::U32: return static_cast<uint32_t>(u);
+    default: return v;  // i64, and u64's bits
   }
 }
 
 int64_t float_to_int(DType t, double v) {
   if (t == DType::Bool) return v != 0;  // NaN != 0 is true, as in C and NumPy
   if (std::isnan(v)) return 0;
-  const double lo = t == DType::I32 ? -2147483648.0 : -9223372036854775808.0;
-  const double hi = t == DType::I32 ? 2147483647.0 : 9223372036854775807.0;
-  if (v <= lo) return t == DType::I32 ? std::numeric_limits<int32_t>::min()
-                                      : std::numeric_limits<int64_t>::min();
-  if (v >= hi) return t == DType::I32 ? std::numeric_limits<int32_t>::max()
-                                      : std::numeric_limits<int64_t>::max();
+  if (t == DType::U64) {
+    if (v <= 0) return 0;
+    if (v >= 18446744073709551616.0) return -1;  // all bits set: the u64 maximum
+    return static_cast<int64_t>(static_cast<uint64_t>(v));
+  }
+  const auto lo = static_cast<double>(int_min(t)), hi = static_cast<double>(int_max(t));
+  if (v <= lo) return int_min(t);
+  if (v >= hi) return int_max(t);  // for i64, 2^63 and above: hi is 2^63 as a double
   return static_cast<int64_t>(v);  // truncates toward zero
+}
+
+double int_to_float(DType from, int64_t v) {
+  return from == DType::U64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
 }
 
 double unary_float(OpKind op, double x) {
@@ -136,6 +195,9 @@ int64_t binary_int(OpKind op, int64_t a, int64_t b) {
     }
     case OpKind::Max: return a > b ? a : b;
     case OpKind::Min: return a < b ? a : b;
+    // A count outside [0, 64) shifts every bit out; the result's type then wraps what is left.
+    case OpKind::Shl: return b < 0 || b >= 64 ? 0 : static_cast<int64_t>(ua << b);
+    case OpKind::Shr: return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b;
     case OpKind::And: return (a != 0) && (b != 0);
     case OpKind::Or: return (a != 0) || (b != 0);
     default: break;

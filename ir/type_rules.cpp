@@ -62,6 +62,30 @@ Status require_numeric_result(const TypeRuleInput& in, DType promoted) {
                           quoted(in.op), join_types(in.operands, " and ")));
 }
 
+// u64 is held as its bits in 64-bit signed registers (compute_dtype), where the ops whose
+// result depends on the sign would read values from 2^63 up as negative: those are refused
+// rather than computed wrong. So is every implicit conversion of u64 to another type.
+Status refuse_u64(const TypeRuleInput& in, DType result) {
+  const bool sign_agnostic = in.op == OpKind::Add || in.op == OpKind::Sub || in.op == OpKind::Mul ||
+                             in.op == OpKind::Neg || in.op == OpKind::Shl || in.op == OpKind::Eq ||
+                             in.op == OpKind::Ne || in.op == OpKind::Where || in.op == OpKind::ReduceSum ||
+                             in.op == OpKind::ReduceProd;
+  for (size_t i = in.op == OpKind::Where ? 1 : 0; i < in.operands.size(); ++i) {
+    const DType t = in.operands[i].dtype;
+    if (t != DType::U64) continue;
+    if (!sign_agnostic)
+      return fail(fmt::format("{} on u64 is not supported: kiln computes u64 in 64-bit signed registers, where it "
+                              "would read values from 2^63 up as negative (cast to i64 or f64 first)",
+                              quoted(in.op)));
+    const bool compare = in.op == OpKind::Eq || in.op == OpKind::Ne;
+    if (compare ? promote(in.operands[0].dtype, in.operands[1].dtype) != DType::U64 : result != DType::U64)
+      return fail(fmt::format("{} of {} would convert u64 to {}, which kiln does not support (cast explicitly)",
+                              quoted(in.op), join_types(in.operands, " and "),
+                              dtype_name(compare ? promote(in.operands[0].dtype, in.operands[1].dtype) : result)));
+  }
+  return Status::ok();
+}
+
 // A scalar attribute written for an element of `t`: integers need integral values.
 Status check_scalar_fits(const TypeRuleInput& in, const Scalar& s, DType t, std::string_view what) {
   if (is_float(t)) return Status::ok();
@@ -132,6 +156,7 @@ Expected<TensorType> rule_scalar_param(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_unary_numeric(const TypeRuleInput& in) {
   KILN_TRY(require_numeric(in));
+  KILN_TRY(refuse_u64(in, in.operands[0].dtype));
   return in.operands[0];
 }
 
@@ -158,12 +183,16 @@ Expected<TensorType> rule_cast(const TypeRuleInput& in) {
   const TensorType& from = in.operands[0];
   KILN_REQUIRE(from.shape == in.declared->shape, "'cast' changes the element type only, not the shape: {} to {}",
                                from.str(), in.declared->str());
+  KILN_REQUIRE(from.dtype != DType::U64 || !is_float(in.declared->dtype),
+               "'cast' from u64 to {} is not supported: kiln computes u64 in 64-bit signed registers (cast to i64 "
+               "first if the values are below 2^63)", dtype_name(in.declared->dtype));
   return *in.declared;
 }
 
 Expected<TensorType> rule_arith(const TypeRuleInput& in) {
   const DType dtype = promote(in.operands[0].dtype, in.operands[1].dtype);
   KILN_TRY(require_numeric_result(in, dtype));
+  KILN_TRY(refuse_u64(in, in.op == OpKind::Div || in.op == OpKind::Atan2 ? DType::F64 : dtype));
   auto shape = broadcast_all(in);
   if (!shape) return shape.error();
   return TensorType{dtype, *shape};
@@ -175,7 +204,20 @@ Expected<TensorType> rule_div(const TypeRuleInput& in) {
   return t;
 }
 
+Expected<TensorType> rule_shift(const TypeRuleInput& in) {
+  for (const TensorType& t : in.operands)
+    KILN_REQUIRE(is_integer(t.dtype), "{} shifts integers, got {}", quoted(in.op), join_types(in.operands, " and "));
+  const DType dtype = promote(in.operands[0].dtype, in.operands[1].dtype);
+  KILN_REQUIRE(is_integer(dtype), "{} of {} would promote to {}: shift counts and values must promote to an integer "
+               "type", quoted(in.op), join_types(in.operands, " and "), dtype_name(dtype));
+  KILN_TRY(refuse_u64(in, dtype));
+  auto shape = broadcast_all(in);
+  if (!shape) return shape.error();
+  return TensorType{dtype, *shape};
+}
+
 Expected<TensorType> rule_compare(const TypeRuleInput& in) {
+  KILN_TRY(refuse_u64(in, DType::Bool));
   auto shape = broadcast_all(in);
   if (!shape) return shape.error();
   return TensorType{DType::Bool, *shape};
@@ -191,6 +233,7 @@ Expected<TensorType> rule_logic(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_where(const TypeRuleInput& in) {
   KILN_REQUIRE(is_bool(in.operands[0].dtype), "'where' condition must be bool, got {}", in.operands[0].str());
+  KILN_TRY(refuse_u64(in, promote(in.operands[1].dtype, in.operands[2].dtype)));
   auto shape = broadcast_all(in);
   if (!shape) return shape.error();
   return TensorType{promote(in.operands[1].dtype, in.operands[2].dtype), *shape};
@@ -231,9 +274,12 @@ Expected<TensorType> rule_reduce(const TypeRuleInput& in) {
     if (!reduced) out.push_back(x.shape[d]);
     else if (keepdim) out.push_back(1);
   }
+  // Sums and products of integers narrower than 64 bits are i64, as NumPy's (whose unsigned
+  // sums are u64; every such sum fits in i64 as well).
   DType dtype = x.dtype;
   if (is_arg) dtype = DType::I64;
-  else if (!needs_element && (is_bool(x.dtype) || x.dtype == DType::I32)) dtype = DType::I64;
+  else if (!needs_element && (is_bool(x.dtype) || (is_integer(x.dtype) && dtype_size(x.dtype) < 8))) dtype = DType::I64;
+  KILN_TRY(refuse_u64(in, dtype));
   return TensorType{dtype, out};
 }
 
@@ -402,12 +448,17 @@ Expected<TensorType> rule_scatter(const TypeRuleInput& in) {
   for (const char* c : {"add", "mul", "max", "min"}) combines += attr(in, c).present ? 1 : 0;
   KILN_REQUIRE(combines <= 1, "'scatter' takes at most one of add, mul, max and min");
   KILN_REQUIRE(combines == 0 || is_numeric(data.dtype), "'scatter' combines numbers, not {}", data.str());
+  KILN_REQUIRE(data.dtype != DType::U64 || !(attr(in, "max").present || attr(in, "min").present),
+               "'scatter' max and min on u64 are not supported: kiln computes u64 in 64-bit signed registers");
   return data;
 }
 
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));
+  KILN_REQUIRE(is_compute_dtype(promote(a.dtype, b.dtype)),
+               "'matmul' of {} and {} is not supported: it multiplies {}, {}, {} and {} (cast the operands to {} first)",
+               a.str(), b.str(), "i32", "i64", "f32", "f64", dtype_name(compute_dtype(promote(a.dtype, b.dtype))));
   KILN_REQUIRE(a.shape.rank() >= 2 && b.shape.rank() >= 2, "'matmul' needs operands of rank 2 or more, got {} and {}", a.str(), b.str());
   const int ra = a.shape.rank(), rb = b.shape.rank();
   KILN_REQUIRE(a.shape[ra - 1] == b.shape[rb - 2], "'matmul' contracting dims differ: {} and {} ({} vs {})", a.str(),

@@ -136,11 +136,13 @@ const Rule kRules[] = {
      return in.op == OpKind::Exp ? c.if_same_type(in.operands[0]) : std::nullopt; }},
   {OpKind::Cast, false, "cast(x) to x's own type -> x", [](const Ctx& c) -> Replacement {
      return c.if_same_type(c.operands[0]); }},
-  {OpKind::Cast, false, "cast(cast(x, T1), T2) -> cast(x, T2) when x -> T1 loses nothing", [](const Ctx& c) -> Replacement {
+  {OpKind::Cast, false, "cast(cast(x, T1), T2) -> cast(x, T2) when x -> T1 loses nothing (and, for an integer x through a float T1 into an integer T2, x -> T2 neither: the float saturates where a direct cast wraps)", [](const Ctx& c) -> Replacement {
      const Node& in = c.def(c.operands[0]);
      if (in.op != OpKind::Cast) return std::nullopt;
      const ValueId x = in.operands[0];
-     if (!lossless(c.def(x).type.dtype, in.type.dtype)) return std::nullopt;
+     const DType from = c.def(x).type.dtype, to = c.node.type.dtype;
+     if (!lossless(from, in.type.dtype)) return std::nullopt;
+     if (is_integer(from) && is_float(in.type.dtype) && is_integer(to) && !lossless(from, to)) return std::nullopt;
      if (c.same_type(x)) return x;
      return c.make(OpKind::Cast, {x}, Graph::make_attrs(OpKind::Cast)); }},
   {OpKind::Reshape, false, "reshape(x) to x's shape -> x; reshape(reshape(x)) -> reshape(x)", [](const Ctx& c) -> Replacement {

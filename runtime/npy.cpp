@@ -14,10 +14,18 @@ constexpr char kMagic[] = "\x93NUMPY";
 std::string_view descr_of(DType t) {
   switch (t) {
     case DType::Bool: return "|b1";
+    case DType::I8: return "|i1";
+    case DType::I16: return "<i2";
     case DType::I32: return "<i4";
     case DType::I64: return "<i8";
+    case DType::U8: return "|u1";
+    case DType::U16: return "<u2";
+    case DType::U32: return "<u4";
+    case DType::U64: return "<u8";
+    case DType::F16: return "<f2";
     case DType::F32: return "<f4";
     case DType::F64: return "<f8";
+    case DType::BF16: break;  // NumPy has no bfloat16
   }
   return "";
 }
@@ -70,10 +78,10 @@ HostTensor read_npy(const std::string& path) {
   descr = descr.substr(1, descr.size() - 2);  // strip quotes
   std::optional<DType> dtype;
   for (DType t : kAllDTypes)
-    if (descr == descr_of(t) || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == descr_of(t).substr(1)))
+    if (!descr_of(t).empty() && (descr == descr_of(t) || (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == descr_of(t).substr(1))))
       dtype = t;
   if (!dtype)
-    throw fail(fmt::format("unsupported dtype '{}' (kiln reads <f4, <f8, <i4, <i8 and |b1)", descr));
+    throw fail(fmt::format("unsupported dtype '{}' (kiln reads little-endian f2, f4, f8, i1-i8, u1-u8 and b1)", descr));
   if (dict_value(header, "fortran_order") != "False")
     throw fail("Fortran-order arrays are not supported; save with numpy.ascontiguousarray");
 
@@ -110,6 +118,8 @@ HostTensor read_npy(const std::string& path) {
 }
 
 void write_npy(const std::string& path, const HostTensor& t) {
+  if (descr_of(t.dtype()).empty())
+    throw Error(fmt::format("{}: NumPy has no {} arrays (cast to f32 first)", path, dtype_name(t.dtype())));
   const auto dims = t.shape().dims();
   const std::string shape = dims.size() == 1 ? fmt::format("({},)", dims[0])
                                              : fmt::format("({})", fmt::join(dims, ", "));

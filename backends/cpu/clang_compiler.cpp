@@ -73,8 +73,9 @@ llvm::Type* llvm_type_of(DType t, llvm::LLVMContext& ctx) {
     case DType::I64: return llvm::Type::getInt64Ty(ctx);
     case DType::F32: return llvm::Type::getFloatTy(ctx);
     case DType::F64: return llvm::Type::getDoubleTy(ctx);
+    default: break;
   }
-  return nullptr;
+  KILN_ASSERT(false, "custom kernels take the compute types only (dtype.h)");
 }
 
 // The function must take and give exactly the signature's types: a mismatch would reinterpret

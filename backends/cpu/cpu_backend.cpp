@@ -26,6 +26,7 @@ void store_scalar(const Scalar& v, DType t, std::byte* out) {
     case DType::I32: return put(static_cast<int32_t>(v.as_int()));
     case DType::I64: return put(v.as_int());
     case DType::Bool: return put(static_cast<uint8_t>(v.as_int() != 0));
+    default: KILN_ASSERT(false, "kernels take scalars of the compute types only (dtype.h)");
   }
 }
 

@@ -153,7 +153,7 @@ void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
       return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), fn, rows_done);
     case DType::I64:
       return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), fn, rows_done);
-    case DType::Bool: break;
+    default: break;
   }
   throw Error("matmul of bool tensors is not supported on the cpu device");
 }

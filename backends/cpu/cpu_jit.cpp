@@ -312,8 +312,9 @@ std::shared_ptr<const CpuKernel> Jit::custom_host_function(const CustomKernel& k
         case DType::I64: return b.getInt64Ty();
         case DType::F32: return b.getFloatTy();
         case DType::F64: return b.getDoubleTy();
+        default: break;
       }
-      return nullptr;
+      KILN_ASSERT(false, "custom kernels take the compute types only (dtype.h)");
     };
     std::vector<llvm::Value*> args;
     for (size_t j = 0; j < n; ++j) {

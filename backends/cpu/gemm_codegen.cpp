@@ -29,7 +29,7 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
     case DType::F64: elem = b.getDoubleTy(); break;
     case DType::I32: elem = b.getInt32Ty(); break;
     case DType::I64: elem = b.getInt64Ty(); break;
-    case DType::Bool: throw Error("matmul of bool tensors is not supported on the cpu device");
+    default: throw Error("matmul of " + std::string(dtype_name(t)) + " tensors is not supported on the cpu device");
   }
   const bool is_fp = is_float(t);
   const int vecs = s.nr / s.vector_width;

@@ -88,10 +88,30 @@ class KernelEmitter {
       case DType::I64: return b_.getInt64Ty();
       case DType::F32: return b_.getFloatTy();
       case DType::F64: return b_.getDoubleTy();
+      default: break;
     }
-    return nullptr;
+    KILN_ASSERT(false, "Kernel IR computes in the compute types only");
   }
-  llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
+  // A buffer element: storage types (dtype.h) in their own width; bool as a byte.
+  llvm::Type* mem_type(DType t) {
+    switch (t) {
+      case DType::Bool:
+      case DType::I8:
+      case DType::U8: return b_.getInt8Ty();
+      case DType::I16:
+      case DType::U16:
+      case DType::BF16: return b_.getInt16Ty();
+      case DType::F16: return b_.getHalfTy();
+      case DType::U32: return b_.getInt32Ty();
+      case DType::U64: return b_.getInt64Ty();
+      default: return reg_type(t);
+    }
+  }
+  /// `v`, elements of buffer type `t`, in t's compute type (and back): vectors lane-wise.
+  Value* from_memory(Value* v, DType t);
+  Value* to_memory(Value* v, DType t);
+  /// The Kernel IR's narrow: `v` (compute type) wrapped or rounded into storage type `t`.
+  Value* emit_narrow(Value* v, DType t);
   llvm::Type* vec_type(llvm::Type* t, unsigned w) { return w == 1 ? t : llvm::FixedVectorType::get(t, w); }
   // f32 products accumulate in f64 (their range). f32 sums too, except where each
   // accumulator lane adds at most Schedule::f32_run values: those add in f32 (short blocks, then the
@@ -266,6 +286,61 @@ class KernelEmitter {
 };
 
 // ---------------------------------------------------------------------------------------
+// Storage types
+
+namespace {
+// `scalar` with the vector shape of `like`.
+llvm::Type* shaped_like(llvm::Type* scalar, llvm::Value* like) {
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(like->getType())) return llvm::FixedVectorType::get(scalar, vt->getNumElements());
+  return scalar;
+}
+}  // namespace
+
+Value* KernelEmitter::from_memory(Value* v, DType t) {
+  llvm::Type* reg = shaped_like(reg_type(compute_dtype(t)), v);
+  switch (t) {
+    case DType::Bool: return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    case DType::I8:
+    case DType::I16: return b_.CreateSExt(v, reg);
+    case DType::U8:
+    case DType::U16:
+    case DType::U32: return b_.CreateZExt(v, reg);
+    case DType::F16: return b_.CreateFPExt(v, reg);
+    case DType::BF16:  // the high half of an f32
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, shaped_like(b_.getInt32Ty(), v)), 16), reg);
+    default: return v;  // u64 keeps its bits in i64
+  }
+}
+
+Value* KernelEmitter::to_memory(Value* v, DType t) {
+  llvm::Type* mt = shaped_like(mem_type(t), v);
+  switch (t) {
+    case DType::Bool: return b_.CreateZExt(v, mt);
+    case DType::I8:
+    case DType::I16:
+    case DType::U8:
+    case DType::U16:
+    case DType::U32: return b_.CreateTrunc(v, mt);
+    case DType::F16: return b_.CreateFPTrunc(v, mt);  // to nearest even
+    case DType::BF16: {
+      // To nearest even: add 0x7fff plus the kept part's lowest bit, then drop the low half;
+      // a NaN keeps its top bits, made quiet so that no payload rounds to infinity.
+      llvm::Type* i32 = shaped_like(b_.getInt32Ty(), v);
+      auto k = [&](uint32_t c) { return llvm::ConstantInt::get(i32, c); };
+      Value* u = b_.CreateBitCast(v, i32);
+      Value* lsb = b_.CreateAnd(b_.CreateLShr(u, k(16)), k(1));
+      Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(k(0x7fff), lsb)), k(16));
+      Value* nan = b_.CreateICmpUGT(b_.CreateAnd(u, k(0x7fffffff)), k(0x7f800000));
+      Value* quiet = b_.CreateOr(b_.CreateLShr(u, k(16)), k(0x40));
+      return b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), mt);
+    }
+    default: return v;
+  }
+}
+
+Value* KernelEmitter::emit_narrow(Value* v, DType t) { return from_memory(to_memory(v, t), t); }
+
+// ---------------------------------------------------------------------------------------
 // Instructions
 
 Value* KernelEmitter::emit_cast(Value* x, DType from, DType to) {
@@ -397,6 +472,14 @@ Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Va
       return f ? b_.CreateFCmpOGE(a[0], a[1]) : at == DType::Bool ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
     case OpKind::And: return b_.CreateAnd(a[0], a[1]);
     case OpKind::Or: return b_.CreateOr(a[0], a[1]);
+    case OpKind::Shl:
+    case OpKind::Shr: {
+      // A count outside [0, bits) shifts every bit out (LLVM's shift would be poison).
+      const unsigned bits = ty->getScalarSizeInBits();
+      Value* out = b_.CreateICmpUGE(a[1], llvm::ConstantInt::get(ty, bits));
+      if (op == OpKind::Shl) return b_.CreateSelect(out, llvm::Constant::getNullValue(ty), b_.CreateShl(a[0], a[1]));
+      return b_.CreateSelect(out, b_.CreateAShr(a[0], llvm::ConstantInt::get(ty, bits - 1)), b_.CreateAShr(a[0], a[1]));
+    }
     case OpKind::Where: return b_.CreateSelect(a[0], a[1], a[2]);
     default: break;
   }
@@ -528,12 +611,11 @@ Value* KernelEmitter::emit_rand(Value* index, int64_t seed, DType t) {
 Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
   const Val off = get(c, in.args[0]);
   const bool masked = in.args.size() > 1;
-  llvm::Type* mt = mem_type(in.type);
+  const DType bt = k_.buffers[static_cast<size_t>(in.buffer)].type.dtype;
+  llvm::Type* mt = mem_type(bt);
   Value* base = bufs_[static_cast<size_t>(in.buffer)];
-  const llvm::Align align(in.type == DType::Bool ? 1 : dtype_size(in.type));
-  auto to_reg = [&](Value* v) {
-    return in.type == DType::Bool ? b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType())) : v;
-  };
+  const llvm::Align align(dtype_size(bt));
+  auto to_reg = [&](Value* v) { return from_memory(v, bt); };
   if (off.kind == Val::Uniform && (!masked || get(c, in.args[1]).kind == Val::Uniform)) {
     if (!masked) return {to_reg(b_.CreateAlignedLoad(mt, b_.CreateGEP(mt, base, off.v), align)), Val::Uniform};
     // Read only when the mask holds: the position may be outside the buffer.
@@ -624,6 +706,7 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
       return {emit_op(in.op, in.type, at, vals), kind};
     }
     case Code::Cast: return {emit_cast(vals[0], k_.insts[static_cast<size_t>(in.args[0])].type, in.type), kind};
+    case Code::Narrow: return {emit_narrow(vals[0], static_cast<DType>(in.imm)), kind};
     case Code::IndexDiv: return {b_.CreateUDiv(vals[0], llvm::ConstantInt::get(vals[0]->getType(), static_cast<uint64_t>(in.imm))), kind};
     case Code::IndexMod: return {b_.CreateURem(vals[0], llvm::ConstantInt::get(vals[0]->getType(), static_cast<uint64_t>(in.imm))), kind};
     case Code::Rand: return {emit_rand(vals[0], in.imm, in.type), kind};
@@ -692,15 +775,15 @@ Val KernelEmitter::row_cached(Ctx& c, Ref r) {
 }
 
 void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
-  const DType t = k_.insts[static_cast<size_t>(s.value)].type;
+  const DType t = k_.buffers[static_cast<size_t>(s.buffer)].type.dtype;
   llvm::Type* mt = mem_type(t);
-  const llvm::Align align(t == DType::Bool ? 1 : dtype_size(t));
+  const llvm::Align align(dtype_size(t));
   Value* base = bufs_[static_cast<size_t>(s.buffer)];
   const Val off = get(c, s.offset);
   const Val val = get(c, s.value);
   std::optional<Val> guard;
   if (s.guard != kir::kNoRef) guard = get(c, s.guard);
-  auto to_mem = [&](Value* v) { return t == DType::Bool ? b_.CreateZExt(v, vec_type(mt, c.w == 1 || !v->getType()->isVectorTy() ? 1 : c.w)) : v; };
+  auto to_mem = [&](Value* v) { return to_memory(v, t); };
   const bool all_uniform = off.kind == Val::Uniform && val.kind == Val::Uniform && (!guard || guard->kind == Val::Uniform);
   if (c.w == 1 || all_uniform) {
     // (In a vector loop, lanes that agree on value, offset and guard store once.)

@@ -399,6 +399,7 @@ class OpenClBackend final : public Backend {
       case DType::I32: return set(static_cast<cl_int>(v.as_int()));
       case DType::I64: return set(static_cast<cl_long>(v.as_int()));
       case DType::Bool: return set(static_cast<cl_uchar>(v.as_int() != 0));
+      default: KILN_ASSERT(false, "kernels take scalars of the compute types only (dtype.h)");
     }
   }
 

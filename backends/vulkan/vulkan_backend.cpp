@@ -206,7 +206,8 @@ class VulkanBackend final : public Backend {
     caps_.emulated_work_groups = info_.type == "cpu";
     caps_.cores = caps_.emulated_work_groups ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : 64;
     caps_.exact_math = false;  // the driver's math, with Vulkan's precision rules
-    names_ = {fmt::format("vulkan:{} ({})", index, info_.name), "shaderFloat64", "shaderInt64"};
+    names_ = {fmt::format("vulkan:{} ({})", index, info_.name), "shaderFloat64", "shaderInt64",
+              "storageBuffer16BitAccess and shaderInt16"};
     fingerprint_ = fmt::format("vulkan|{}|{}|{}|{}|api {}|uuid {}|{:04x}:{:04x}|kiln {} codegen {}", info_.name,
                                info_.driver_name, info_.driver_info, info_.driver_version, info_.api_version, info_.uuid,
                                info_.vendor_id, info_.device_id, KILN_VERSION_STRING, KILN_CODEGEN_ID);
@@ -312,7 +313,9 @@ class VulkanBackend final : public Backend {
   void make_device(uint32_t family) {
     auto have = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     auto have12 = vk_struct<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+    auto have11 = vk_struct<VkPhysicalDeviceVulkan11Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
     have.pNext = &have12;
+    have12.pNext = &have11;
     vkGetPhysicalDeviceFeatures2(physical_, &have);
     // What the GLSL dialect's shaders use: 8-bit storage and arithmetic for bool buffers,
     // 64-bit types where the device has them.
@@ -323,8 +326,15 @@ class VulkanBackend final : public Backend {
     auto want12 = vk_struct<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
     want12.storageBuffer8BitAccess = VK_TRUE;
     want12.shaderInt8 = VK_TRUE;
+    // 16-bit storage and arithmetic for i16, u16, f16 and bf16 buffers, where the device has
+    // them (check_dtypes refuses those buffers elsewhere).
+    auto want11 = vk_struct<VkPhysicalDeviceVulkan11Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
+    caps_.storage16 = have11.storageBuffer16BitAccess && have.features.shaderInt16;
+    want11.storageBuffer16BitAccess = caps_.storage16 ? VK_TRUE : VK_FALSE;
+    want12.pNext = &want11;
     auto want = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     want.pNext = &want12;
+    want.features.shaderInt16 = caps_.storage16 ? VK_TRUE : VK_FALSE;
     want.features.shaderFloat64 = have.features.shaderFloat64;
     want.features.shaderInt64 = have.features.shaderInt64;
     const float priority = 1.0f;
@@ -661,6 +671,7 @@ class VulkanBackend final : public Backend {
       case DType::I32: return put(static_cast<int32_t>(v.as_int()));
       case DType::I64: return put(static_cast<int64_t>(v.as_int()));
       case DType::Bool: return put(static_cast<uint32_t>(v.as_int() != 0));
+      default: KILN_ASSERT(false, "kernels take scalars of the compute types only (dtype.h)");
     }
   }
 

@@ -19,11 +19,11 @@ std::vector<HostTensor> one(std::vector<float> v) {
 TEST(Oracle, CancellationIsJudgedByItsTerms) {
   const auto want = one({0.0f, 0.0f});
   const auto got = one({-5.960464477539063e-08f, 0.0f});
-  EXPECT_EQ(test::compare_outputs(want, got, {test::Precision::Approximate}, {1.0}, true), "");
+  EXPECT_EQ(test::compare_outputs(want, got, {test::Precision::Approximate}, {1.0}, 2e-4), "");
   // Terms as small as the result: the same difference is a failure.
-  EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Approximate}, {0.0}, true), "");
+  EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Approximate}, {0.0}, 2e-4), "");
   // An exact output never gets a tolerance.
-  EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Exact}, {1.0}, true), "");
+  EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Exact}, {1.0}, 2e-4), "");
 }
 
 // A sum of 1024 f32 terms (W6's matmul) is off by more units of its terms' magnitude than a
@@ -31,8 +31,8 @@ TEST(Oracle, CancellationIsJudgedByItsTerms) {
 TEST(Oracle, DeepSumsGetAToleranceInProportion) {
   const auto want = one({0.0142841637134552f});
   const auto got = one({0.014270186424255371f});  // cpu W6, element 127766
-  EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Approximate}, {30.0}, true, 16), "");
-  EXPECT_EQ(test::compare_outputs(want, got, {test::Precision::Approximate}, {30.0}, true, 1024), "");
+  EXPECT_NE(test::compare_outputs(want, got, {test::Precision::Approximate}, {30.0}, 2e-4, 16), "");
+  EXPECT_EQ(test::compare_outputs(want, got, {test::Precision::Approximate}, {30.0}, 2e-4, 1024), "");
   const Graph g = parse_graph(R"(graph @g(%a: f32[4,1024], %b: f32[1024,8]) -> f32[4] {
   %c = matmul %a, %b : f32[4,8]
   %s = reduce_sum %c {axes = [1]} : f32[4]

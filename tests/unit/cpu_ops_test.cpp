@@ -232,7 +232,10 @@ bool close(const HostTensor& want, const HostTensor& got, int64_t k, const Tol& 
   if (!is_float(want.dtype())) return want.get_int(k) == got.get_int(k);
   const double w = want.get_double(k), g = got.get_double(k);
   if (std::isnan(w) || std::isnan(g)) return std::isnan(w) && std::isnan(g);
-  if (want.dtype() == DType::F32 && g == 0 && std::fabs(w) < 0x1p-126 && flushes_f32_subnormals()) return true;
+  // (bf16's subnormals are f32's.)
+  if ((want.dtype() == DType::F32 || want.dtype() == DType::BF16) && g == 0 && std::fabs(w) < 0x1p-126 &&
+      flushes_f32_subnormals())
+    return true;
   const size_t es = dtype_size(want.dtype());
   if (std::memcmp(want.data() + k * es, got.data() + k * es, es) == 0)
     return true;  // bits, so -0.0 != 0.0
@@ -573,6 +576,27 @@ TEST(CpuCast, I64ToF32RoundsThroughF64) {
   EXPECT_EQ(got[3], 0x1p63f);
 }
 
+TEST(CpuCast, StorageTypesToAndFromEveryType) {
+  // Narrow integers wrap, floats saturate into them; f16 and bf16 round to nearest even
+  // (large values to infinity); u64 converts to and from integers only (docs/ir.md, 3.1).
+  const char* types[] = {"bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "f16", "bf16", "f32", "f64"};
+  for (const char* to : types) {
+    std::vector<Row> rows;
+    for (const char* from : types) rows.push_back({std::string("cast %") + from});
+    std::string params;
+    for (const char* from : types) params += fmt::format("{}%{}: {}[37]", params.empty() ? "" : ", ", from, from);
+    expect_rows(params, to + std::string("[37]"), rows);
+  }
+  const char* ints[] = {"bool", "i8", "i32", "i64", "u8", "u32", "u64"};
+  for (const char* to : ints) {
+    std::vector<Row> rows;
+    for (const char* from : ints) rows.push_back({std::string("cast %") + from});
+    std::string params;
+    for (const char* from : ints) params += fmt::format("{}%{}: {}[37]", params.empty() ? "" : ", ", from, from);
+    expect_rows(params, to + std::string("[37]"), rows);
+  }
+}
+
 // ---- binary ------------------------------------------------------------------------------
 
 
@@ -592,6 +616,60 @@ TEST(CpuBinary, ArithmeticOnEveryTypeAndSize) {
       const std::string type = t + s;
       expect_rows(fmt::format("%a: {0}, %b: {0}", type), type,
                   arith_rows("%a", "%b", is_float(*parse_dtype(t))));
+    }
+}
+
+TEST(CpuBinary, StorageTypesWrapAfterEveryOp) {
+  // Each op's result wraps into its type before the next op reads it: a kernel computes i8
+  // ... u32 in a wider register (dtype.h, compute_dtype) and narrows after each op.
+  for (const char* t : {"i8", "i16", "u8", "u16", "u32"})
+    for (const std::string& s : {std::string("[7]"), std::string("[100]")}) {
+      const std::string type = t + s;
+      std::vector<Row> rows = arith_rows("%a", "%b", false);
+      for (const char* op : {"mod", "fmod", "shl", "shr"}) rows.push_back({fmt::format("{} %a, %c", op)});
+      rows.push_back({"neg %a"});
+      rows.push_back({"abs %a"});
+      rows.push_back({"sign %a"});
+      rows.push_back({"pow %a, %c"});
+      expect_rows(fmt::format("%a: {0}, %b: {0}, %c: {0}", type), type, rows, {Data::General, Data::General, Data::Exponent});
+      // Chains: the wrap before a division, a remainder, a comparison and a shift.
+      expect_same(fmt::format("graph @chain(%a: {0}, %b: {0}, %c: {0}) -> (f64{1}, {0}, bool{1}, {0}) {{\n"
+                              "  %s = add %a, %b : {0}\n  %p = mul %s, %a : {0}\n"
+                              "  %d = div %p, %c : f64{1}\n  %m = mod %p, %c : {0}\n"
+                              "  %l = lt %s, %b : bool{1}\n  %h = shr %p, %c : {0}\n"
+                              "  return %d, %m, %l, %h\n}}\n",
+                              type, s),
+                  {Data::General, Data::General, Data::Exponent});
+    }
+  // u64: the ops that read its bits as any integer does.
+  for (const std::string& s : {std::string("[7]"), std::string("[100]")})
+    expect_rows("%a: u64" + s + ", %b: u64" + s, "u64" + s,
+                {{"add %a, %b"}, {"sub %a, %b"}, {"mul %a, %b"}, {"neg %a"}, {"shl %a, %b"}}, {Data::General, Data::Exponent});
+}
+
+TEST(CpuBinary, ShiftsOfEveryIntegerWidth) {
+  for (const char* t : {"i32", "i64"})
+    for (const std::string& s : kShapes)
+      expect_rows(fmt::format("%a: {0}{1}, %b: {0}{1}", t, s), t + s, {{"shl %a, %b"}, {"shr %a, %b"}, {"shr %b, %a"}},
+                  {Data::General, Data::Exponent});
+}
+
+TEST(CpuBinary, HalfFloatsRoundWhereStored) {
+  // One op per row: computed in f32 and rounded once when stored, which equals the
+  // interpreter's rounding of the exact result for these ops (their f32 results round
+  // exactly to the nearest f16 or bf16).
+  for (const char* t : {"f16", "bf16"})
+    for (const std::string& s : {std::string("[7]"), std::string("[100]")}) {
+      const std::string type = t + s;
+      std::vector<Row> rows = arith_rows("%a", "%b", false);
+      for (const char* op : {"neg %a", "abs %a", "relu %a", "floor %a", "round %a", "sign %a", "fmod %a, %b"})
+        rows.push_back({op});
+      expect_rows(fmt::format("%a: {0}, %b: {0}", type), type, rows);
+      expect_rows(fmt::format("%a: {0}, %b: {0}", type), "bool" + s, {{"lt %a, %b"}, {"eq %a, %b"}, {"isnan %a"}, {"isinf %b"}});
+      expect_same(fmt::format("graph @sum(%a: {0}[5,37]) -> ({0}[5], i64[5]) {{\n"
+                              "  %s = reduce_sum %a {{axes = [1]}} : {0}[5]\n  %m = argmax %a {{axes = [1]}} : i64[5]\n"
+                              "  return %s, %m\n}}\n", t),
+                  {Data::Unit}, Tol{0, 1e-2, 37});
     }
 }
 

@@ -399,6 +399,60 @@ TEST(InterpreterOps, RemaindersTakeTheDivisorsOrTheDividendsSign) {
   EXPECT_TRUE(std::signbit(eval("f64[8]", fab + "%y = fmod %a, %b : f64[8]\nreturn %y").get_double(4)));
 }
 
+TEST(InterpreterOps, ShiftsWrapIntoTheResultType) {
+  const std::string ab = "%a = constant {data = [1, 200, -128, -1, 5, 5, -7, 3]} : i16[8]\n"
+                         "%b = constant {data = [3, 1, 1, 15, 16, -1, 1, 64]} : i16[8]\n";
+  expect_ints(eval("i16[8]", ab + "%y = shl %a, %b : i16[8]\nreturn %y"), {DType::I16, {8}}, {8, 400, -256, -32768, 0, 0, -14, 0});
+  expect_ints(eval("i16[8]", ab + "%y = shr %a, %b : i16[8]\nreturn %y"), {DType::I16, {8}}, {0, 100, -64, -1, 0, 0, -4, 0});
+  // Unsigned values are never negative: shr shifts in zeros.
+  const std::string u = "%a = constant {data = [255, 128, 1]} : u8[3]\n%b = constant {data = [1, 7, 8]} : u8[3]\n";
+  expect_ints(eval("u8[3]", u + "%y = shl %a, %b : u8[3]\nreturn %y"), {DType::U8, {3}}, {254, 0, 0});
+  expect_ints(eval("u8[3]", u + "%y = shr %a, %b : u8[3]\nreturn %y"), {DType::U8, {3}}, {127, 1, 0});
+}
+
+TEST(InterpreterOps, StorageTypesWrapAndRoundAfterEveryOp) {
+  // u8 wraps modulo 256 after the add, before the mod sees it: (200 + 100) mod 7 = 44 mod 7.
+  const std::string u = "%a = constant {data = [200, 255, 0]} : u8[3]\n%b = constant {data = [100, 1, 255]} : u8[3]\n"
+                        "%c = constant {value = 7} : u8[3]\n";
+  expect_ints(eval("u8[3]", u + "%s = add %a, %b : u8[3]\n%y = mod %s, %c : u8[3]\nreturn %y"), {DType::U8, {3}},
+              {44 % 7, 0, 255 % 7});
+  expect_ints(eval("u8[3]", u + "%y = sub %c, %a : u8[3]\nreturn %y"), {DType::U8, {3}}, {63, 8, 7});
+  // i8 wraps into [-128, 127]; abs of the minimum is the minimum.
+  expect_ints(eval("i8[3]", "%a = constant {data = [100, -128, 127]} : i8[3]\n%s = add %a, %a : i8[3]\n"
+                            "%y = abs %s : i8[3]\nreturn %y"),
+              {DType::I8, {3}}, {56, 0, 2});
+  // Casts wrap between integers and saturate from floats.
+  expect_ints(eval("u8[4]", "%a = constant {data = [-1, 256, 300.5, -5.5]} : f64[4]\n%y = cast %a : u8[4]\nreturn %y"),
+              {DType::U8, {4}}, {0, 255, 255, 0});
+  expect_ints(eval("u16[2]", "%a = constant {data = [-1, 65537]} : i32[2]\n%y = cast %a : u16[2]\nreturn %y"),
+              {DType::U16, {2}}, {65535, 1});
+  // u32 holds what i32 cannot; u64 keeps its bits.
+  expect_ints(eval("u32[1]", "%a = constant {value = 4294967295} : u32[1]\n%b = constant {value = 1} : u32[1]\n"
+                             "%y = add %a, %b : u32[1]\nreturn %y"),
+              {DType::U32, {1}}, {0});
+  expect_ints(eval("u64[1]", "%a = constant {value = 9223372036854775807} : u64[1]\n%b = constant {value = 2} : u64[1]\n"
+                             "%y = mul %a, %b : u64[1]\nreturn %y"),
+              {DType::U64, {1}}, {-2});  // 2^64 - 2, as its bits
+  // f16 rounds to nearest even after the op: 2048 + 1 is a tie between 2048 and 2050.
+  expect_values(eval("f16[3]", "%a = constant {data = [2048, 0.1, 65504]} : f16[3]\n"
+                               "%b = constant {data = [1, 0, 65504]} : f16[3]\n%y = add %a, %b : f16[3]\nreturn %y"),
+                {DType::F16, {3}}, {2048, 0.0999755859375, kInf});
+  expect_values(eval("bf16[2]", "%a = constant {data = [1, 3.14159]} : f32[2]\n%y = cast %a : bf16[2]\nreturn %y"),
+                {DType::BF16, {2}}, {1, 3.140625});
+  // Sums of narrow integers are i64; an f16 sum is f16.
+  expect_ints(eval("i64[]", "%a = constant {data = [255, 255, 255]} : u8[3]\n%y = reduce_sum %a {axes = [0]} : i64[]\nreturn %y"),
+              I64({}), {765});
+}
+
+TEST(InterpreterOps, StorageTypesPromoteAsNumPy) {
+  expect_ints(eval("i16[1]", "%a = constant {value = 200} : u8[1]\n%b = constant {value = -1} : i8[1]\n"
+                             "%y = add %a, %b : i16[1]\nreturn %y"),
+              {DType::I16, {1}}, {199});
+  expect_values(eval("f16[1]", "%a = constant {value = 3} : u8[1]\n%b = constant {value = 0.5} : f16[1]\n"
+                               "%y = mul %a, %b : f16[1]\nreturn %y"),
+                {DType::F16, {1}}, {1.5});
+}
+
 TEST(InterpreterMovement, SliceWithNegativeStepsWalksDown) {
   const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
   // Both axes reversed: stop = -1 reaches index 0.

@@ -110,7 +110,7 @@ TEST(TextParser, DiagnosticsCarryFileLineAndColumn) {
        "t.kir:3:3: error: value '%y' is defined twice (first at line 2, column 3)"},
       {"graph @f(%x: f32[2]) -> f32[2] {\n  return %x\n", "t.kir:3:1: error: expected '}' after 'return', found end of file"},
       {"graph @f(%x: q8[2]) -> f32[2] {\n  return %x\n}",
-       "t.kir:1:14: error: unknown element type 'q8' (expected bool, i32, i64, f32 or f64)"},
+       "t.kir:1:14: error: unknown element type 'q8' (expected bool, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32 or f64)"},
   };
   for (const BadInput& c : cases) {
     auto g = parse_graph(c.text, "t.kir");

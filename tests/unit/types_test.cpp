@@ -8,7 +8,9 @@ namespace {
 
 TEST(DType, NamesRoundTrip) {
   for (DType t : kAllDTypes) EXPECT_EQ(parse_dtype(dtype_name(t)), t);
-  EXPECT_FALSE(parse_dtype("f16").has_value());
+  EXPECT_FALSE(parse_dtype("f8").has_value());
+  EXPECT_EQ(parse_dtype("bf16"), DType::BF16);
+  EXPECT_EQ(dtype_size(DType::U16), 2u);
   EXPECT_EQ(dtype_size(DType::Bool), 1u);
   EXPECT_EQ(dtype_size(DType::F64), 8u);
 }

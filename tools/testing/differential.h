@@ -30,12 +30,14 @@ std::vector<Precision> precision(const Graph& g, bool exact_math = true);
 std::vector<double> magnitudes(const Graph& g, const std::vector<HostTensor>& inputs);
 
 /// "" when `got` matches `want` at each output's precision (floats of Approximate outputs
-/// within a relative tolerance of the value plus a fraction of `magnitude`, tighter when
-/// `has_f32` is false, looser past 64 terms in the longest sum, `depth`; non-floats always
-/// exact).
+/// within relative tolerance `rtol` (float_tolerance) of the value plus a fraction of
+/// `magnitude`, looser past 64 terms in the longest sum, `depth`; non-floats always exact).
 std::string compare_outputs(const std::vector<HostTensor>& want, const std::vector<HostTensor>& got,
                             const std::vector<Precision>& precision, const std::vector<double>& magnitude,
-                            bool has_f32, int64_t depth = 1);
+                            double rtol, int64_t depth = 1);
+/// The relative tolerance of `g`'s approximate outputs: its least precise float type's
+/// (an f64 output may be computed from f32 values).
+double float_tolerance(const Graph& g);
 /// The most terms any sum of `g` adds: a reduction's reduced elements, a matmul's depth.
 int64_t longest_sum(const Graph& g);
 

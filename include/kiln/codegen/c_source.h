@@ -77,10 +77,11 @@ struct DeviceNames {
   std::string device;       // "opencl:0 (pthread-skylake...)"
   std::string f64_feature;  // "cl_khr_fp64", "shaderFloat64"
   std::string i64_feature;
+  std::string storage16_feature = "16-bit storage buffers";
 };
 /// Throws kiln::Error naming the kernel, the op, the dtype and the missing feature when `k`
-/// computes a value of a dtype `caps` lacks (f64, i64): an error at compile time, never a
-/// wrong answer.
+/// computes a value of a dtype `caps` lacks (f64, i64), or has a buffer of 16-bit elements on
+/// a device without them: an error at compile time, never a wrong answer.
 void check_dtypes(const Kernel& k, const Capabilities& caps, const DeviceNames& names);
 /// The same for a matmul of `dtype`.
 void check_matmul_dtype(DType dtype, const Capabilities& caps, const DeviceNames& names);

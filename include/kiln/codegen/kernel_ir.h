@@ -8,6 +8,10 @@
 //     their rows cooperatively when the domain has reduced dims.
 // Instructions are in SSA form and ordered so that arguments come first. Every conversion
 // is explicit (a `cast`), so a backend never applies promotion rules of its own.
+// Instructions compute in the compute types only (bool, i32, i64, f32, f64: dtype.h); a
+// buffer of a storage type (u8, f16, ...) is converted by the load that reads it and the
+// store that writes it, and a `narrow` wraps a value into a storage type where the graph's
+// semantics ask for it.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,9 @@ enum class Code : uint8_t {
              // where takes (bool, type, type); custom calls Kernel::customs[imm] on
              // arguments of its parameters' types
   Cast,      // args[0] converted to `type` with the semantics of the cast op
+  Narrow,    // args[0], of compute type `type`, wrapped into storage type `imm` (a DType):
+             // an integer keeps that type's low bits (sign-extended for i8 and i16), an f32
+             // rounds to f16 or bf16 (to nearest even); the result is of `type` again
   IndexDiv,  // i64 args[0] floordiv imm (args[0] >= 0, imm > 0)
   IndexMod,  // i64 args[0] mod imm (args[0] >= 0, imm > 0)
   Rand,      // `type`: the rand op's element at flat index args[0] (i64) of seed `imm`
@@ -53,7 +60,7 @@ struct Inst {
   DType type = DType::F32;
   std::vector<Ref> args;
   int32_t buffer = -1;  // Load
-  int64_t imm = 0;      // Dim, IndexDiv, IndexMod, Rand, Arg, Op custom
+  int64_t imm = 0;      // Dim, IndexDiv, IndexMod, Rand, Arg, Op custom, Narrow
   Scalar literal;       // Const
 };
 

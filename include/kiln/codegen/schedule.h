@@ -19,6 +19,7 @@ namespace kiln {
 struct Capabilities {
   bool fp64 = true;
   bool int64 = true;
+  bool storage16 = true;      // buffers of 16-bit elements (i16, u16, f16, bf16)
   bool local_memory = false;  // work-group shared memory (tree reductions)
   int subgroup_size = 1;      // lanes that run in lockstep and can shuffle (1: none)
   int64_t max_work_group = 1;

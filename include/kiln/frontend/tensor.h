@@ -133,6 +133,11 @@ class Tensor {
   /// dividend's (fmod, C's). An integer remainder by 0 is 0; a float one is NaN.
   Tensor remainder(const Tensor& divisor) const;
   Tensor fmod(const Tensor& divisor) const;
+  /// Bit shifts of integers (PyTorch's bitwise_left_shift / bitwise_right_shift): the left
+  /// shift wraps into the result type; the right shift fills in a negative value's sign. A
+  /// count outside [0, bits) shifts every bit out.
+  Tensor shift_left(const Tensor& count) const;
+  Tensor shift_right(const Tensor& count) const;
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
   Tensor eq(const Tensor& other) const;

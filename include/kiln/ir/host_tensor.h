@@ -52,8 +52,8 @@ class HostTensor {
   void set_double(int64_t i, double v);
   void set_int(int64_t i, int64_t v);
 
-  /// Copies a typed vector in; T must match the dtype (float=f32, double=f64, int32_t,
-  /// int64_t, bool).
+  /// Copies a typed vector in; T must match the dtype (float=f32, double=f64, int8_t=i8 ...
+  /// uint64_t=u64, bool).
   template <class T>
   static HostTensor from_vector(const std::vector<T>& values, Shape shape);
   template <class T>
@@ -74,8 +74,15 @@ DType HostTensor::dtype_of() {
   else if constexpr (std::is_same_v<T, double>) return DType::F64;
   else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
   else if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
+  else if constexpr (std::is_same_v<T, int8_t>) return DType::I8;
+  else if constexpr (std::is_same_v<T, int16_t>) return DType::I16;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::U8;
+  else if constexpr (std::is_same_v<T, uint16_t>) return DType::U16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return DType::U32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return DType::U64;
   else {
-    static_assert(std::is_same_v<T, bool>, "HostTensor holds float, double, int32_t, int64_t or bool");
+    static_assert(std::is_same_v<T, bool>, "HostTensor holds float, double, the fixed-width integers or bool "
+                                           "(f16 and bf16 through set_double and get_double)");
     return DType::Bool;
   }
 }

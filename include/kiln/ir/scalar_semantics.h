@@ -13,13 +13,23 @@
 
 namespace kiln::scalar {
 
-/// A double-domain value as stored in an element of float type `t` (f32 rounds).
+/// A double-domain value as stored in an element of float type `t` (f32, f16 and bf16 round
+/// to nearest even).
 double store_float(DType t, double v);
-/// An int64-domain value as stored in an element of integer or bool type `t`.
+/// An int64-domain value as stored in an element of integer or bool type `t`: narrow types
+/// wrap (u8 keeps the low 8 bits); u64 is held as its bits.
 int64_t store_int(DType t, int64_t v);
 /// Float to integer or bool conversion (the `cast` op): truncates toward zero, saturates
 /// at the type's limits, NaN becomes 0; to bool: v != 0 (so NaN is true).
 int64_t float_to_int(DType t, double v);
+/// An int64-domain value of integer type `from` as a double (u64's bits read unsigned).
+double int_to_float(DType from, int64_t v);
+
+/// The bits of binary16 (f16) and bfloat16 (bf16) nearest to `v` (ties to even), and back.
+uint16_t f16_bits(double v);
+double f16_value(uint16_t bits);
+uint16_t bf16_bits(double v);
+double bf16_value(uint16_t bits);
 
 /// Unary ops in the double domain (every unary op but `not`).
 double unary_float(OpKind op, double x);
@@ -31,7 +41,8 @@ int64_t unary_int(OpKind op, int64_t x);
 /// mod is NumPy's remainder: fmod's result moved into the divisor's sign by adding it, a zero
 /// given the divisor's sign.
 double binary_float(OpKind op, double a, double b);
-/// add sub mul pow mod fmod max min and/or in the int64 domain; wraps on overflow. pow with a
+/// add sub mul pow mod fmod max min shl shr and/or in the int64 domain; wraps on overflow.
+/// shr is arithmetic (the value's sign fills in; unsigned values are non-negative here). pow with a
 /// negative exponent gives 0 unless the base is 1 or -1 (NumPy raises instead); a remainder
 /// by 0 is 0 (NumPy's, with its warning left out).
 int64_t binary_int(OpKind op, int64_t a, int64_t b);
