@@ -18,6 +18,7 @@ extern const std::span<const ConverterRow> index_rows;        // ops_index.cpp
 extern const std::span<const ConverterRow> recurrent_rows;    // ops_recurrent.cpp
 extern const std::span<const ConverterRow> grid_sample_rows;  // ops_grid_sample.cpp
 extern const std::span<const ConverterRow> signal_rows;       // ops_signal.cpp
+extern const std::span<const ConverterRow> quant_rows;        // ops_quant.cpp
 
 inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()}; }
 
@@ -30,5 +31,8 @@ Tensor along_axis(const Tensor& v, int64_t axis, int64_t rank);
 /// 0, 1, ..., n - 1 along `axis` of a rank-`rank` tensor: compared with indices, a one-hot
 /// mask (OneHot, Hardmax, the losses' class weights).
 Tensor positions_along(NodeContext& c, int64_t n, int64_t axis, int64_t rank);
+/// `scaled` (f32) rounded half to even, plus `zero_point`, saturated into u8 or i8 `to`:
+/// QuantizeLinear's last step (ops_quant.cpp).
+Tensor quantize(NodeContext& c, const Tensor& scaled, const Tensor& zero_point, DType to);
 
 }  // namespace kiln::onnx::detail

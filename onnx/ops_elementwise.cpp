@@ -229,6 +229,17 @@ std::vector<Tensor> Mod(NodeContext& c) {
   return {fmod ? a.fmod(b) : a.remainder(b)};
 }
 
+std::vector<Tensor> BitShift(NodeContext& c) {
+  Tensor a = c.input(0), b = c.input(1);
+  same_dtype(c, a, b);
+  if (!is_unsigned(a.dtype()))
+    c.invalid(fmt::format("BitShift takes unsigned integers, got {}", dtype_name(a.dtype())));
+  const std::string direction = c.attr_string("direction", "");
+  if (direction == "LEFT") return {a.shift_left(b)};
+  if (direction == "RIGHT") return {a.shift_right(b)};
+  c.invalid(fmt::format("direction must be LEFT or RIGHT, got '{}'", direction));
+}
+
 std::vector<Tensor> Where(NodeContext& c) {
   Tensor a = c.input(1), b = c.input(2);
   same_dtype(c, a, b);
@@ -266,6 +277,7 @@ constexpr std::string_view kClip[] = {"min", "max"};
 constexpr std::string_view kIsInf[] = {"detect_positive", "detect_negative"};
 constexpr std::string_view kCast[] = {"to"};
 constexpr std::string_view kMod[] = {"fmod"};
+constexpr std::string_view kBitShift[] = {"direction"};
 constexpr std::string_view kLegacyBroadcast[] = {"broadcast", "axis", "consumed_inputs"};
 constexpr std::string_view kConsumed[] = {"consumed_inputs"};
 constexpr std::string_view kDropout[] = {"seed", "ratio", "is_test"};
@@ -332,6 +344,7 @@ const ConverterRow kElementwiseRows[] = {
     {"Sum", 1, variadic<2>, kConsumed},
     {"Mean", 1, variadic<3>, kConsumed},
     {"Mod", 10, Mod, kMod},
+    {"BitShift", 11, BitShift, kBitShift},
     {"Where", 9, Where, {}},
     {"Cast", 6, Cast, kCast},
     {"CastLike", 15, CastLike, {}},

@@ -125,9 +125,7 @@ std::vector<Tensor> MaxPool(NodeContext& c) {
   Tensor x = c.input(0);
   if (x.rank() < 3 || x.rank() > 5) c.invalid(fmt::format("its input must be [N, C, d1..dn] with n in 1..3, got {}", x.shape().str()));
   const Window w = window_of(c, x.shape());
-  Number lowest = is_float(x.dtype()) ? Number(-std::numeric_limits<double>::infinity())
-                  : x.dtype() == DType::I32 ? Number(std::numeric_limits<int32_t>::min())
-                                            : Number(std::numeric_limits<int64_t>::min());
+  const Number lowest = is_float(x.dtype()) ? Number(-std::numeric_limits<double>::infinity()) : Number(int_min(x.dtype()));
   const Tensor v = windows(x, w, lowest);
   if (c.node().output_size() < 2 || c.node().output(1).empty()) return {v.max(window_axes(w))};
   return {v.max(window_axes(w)), max_indices(c, x, w, v)};
@@ -198,6 +196,43 @@ std::vector<Tensor> Conv(NodeContext& c) {
     c.invalid("kernel_shape differs from W's spatial dims");
   const Window win = window_of(c, x.shape(), kernel);
   return {add_bias(c, convolve(c, x, w, win, c.attr_int("group", 1)))};
+}
+
+// Quantized convolutions: X and W less their zero points (W's per output channel), convolved
+// in i32, exactly. Padding pads the centered values with 0, so with the zero point itself.
+Tensor centered_conv(NodeContext& c, size_t xi, size_t x_zero, size_t wi, size_t w_zero) {
+  Tensor x = c.input(xi), w = c.input(wi);
+  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
+    c.invalid(fmt::format("X {} and W {} must be [N, C, d1..dn] and [M, C/group, k1..kn] with n in 1..3", x.shape().str(),
+                          w.shape().str()));
+  for (const Tensor& t : {x, w})
+    if (t.dtype() != DType::U8 && t.dtype() != DType::I8)
+      c.unsupported(fmt::format("{} operands of type {} are not supported (uint8 or int8)", c.node().op_type(),
+                                dtype_name(t.dtype())));
+  Tensor xc = x.to(DType::I32), wc = w.to(DType::I32);
+  if (c.has_input(x_zero)) xc = xc - c.input(x_zero).reshape({}).to(DType::I32);
+  if (c.has_input(w_zero)) {
+    const Tensor z = c.input(w_zero);
+    wc = wc - (z.numel() == 1 ? z.reshape({}) : along_axis(z, 0, w.rank())).to(DType::I32);
+  }
+  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  if (auto given = c.attr_ints_opt("kernel_shape"); given && *given != kernel)
+    c.invalid("kernel_shape differs from W's spatial dims");
+  return convolve(c, xc, wc, window_of(c, x.shape(), kernel), c.attr_int("group", 1)).to(DType::I32);
+}
+
+std::vector<Tensor> ConvInteger(NodeContext& c) { return {centered_conv(c, 0, 2, 1, 3)}; }
+
+// y = quantize(conv(X - x_zero, W - w_zero) + B, x_scale * w_scale / y_scale, y_zero).
+std::vector<Tensor> QLinearConv(NodeContext& c) {
+  Tensor acc = centered_conv(c, 0, 2, 3, 5);
+  if (c.has_input(8)) acc = acc + along_axis(c.input(8).to(DType::I32), 1, acc.rank());
+  const Tensor w_scale = c.input(4);
+  const Tensor scale = c.input(1).reshape({}) *
+                       (w_scale.numel() == 1 ? w_scale.reshape({}) : along_axis(w_scale, 1, acc.rank())) /
+                       c.input(6).reshape({});
+  const Tensor zero = c.input(7);
+  return {quantize(c, acc.to(DType::F32) * scale, zero.reshape({}), zero.dtype())};
 }
 
 // The gradient of a convolution with respect to its input: each input element spreads over
@@ -326,6 +361,8 @@ const ConverterRow kPoolRows[] = {
     {"MaxPool", 1, MaxPool, kMaxPool},
     {"AveragePool", 1, AveragePool, kAveragePool},
     {"Conv", 1, Conv, kConv},
+    {"ConvInteger", 10, ConvInteger, kConv},
+    {"QLinearConv", 10, QLinearConv, kConv},
     {"LRN", 1, LRN, kLrn},
     {"ConvTranspose", 1, ConvTranspose, kConvTranspose},
 };

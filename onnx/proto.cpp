@@ -28,19 +28,6 @@ std::string read_bytes(const std::string& path, int64_t offset = 0, int64_t leng
 }
 
 // Little-endian raw bytes of `n` elements of width `from_size`, widened or copied into `out`.
-template <class From>
-void put_raw(HostTensor& out, const std::string& raw) {
-  const int64_t n = out.numel();
-  if (raw.size() != static_cast<size_t>(n) * sizeof(From))
-    throw Error(fmt::format("raw_data holds {} bytes for {} elements of {} bytes", raw.size(), n, sizeof(From)));
-  for (int64_t i = 0; i < n; ++i) {
-    From v;
-    std::memcpy(&v, raw.data() + i * static_cast<int64_t>(sizeof(From)), sizeof(From));
-    if constexpr (std::is_floating_point_v<From>) out.set_double(i, static_cast<double>(v));
-    else out.set_int(i, static_cast<int64_t>(v));
-  }
-}
-
 template <class Field, class Set>
 void put_field(HostTensor& out, const Field& field, Set set) {
   if (field.size() != out.numel())
@@ -63,10 +50,18 @@ DType dtype_from_onnx(int elem_type, const std::string& what) {
     case P::INT32: return DType::I32;
     case P::INT64: return DType::I64;
     case P::BOOL: return DType::Bool;
+    case P::FLOAT16: return DType::F16;
+    case P::BFLOAT16: return DType::BF16;
+    case P::INT8: return DType::I8;
+    case P::INT16: return DType::I16;
+    case P::UINT8: return DType::U8;
+    case P::UINT16: return DType::U16;
+    case P::UINT32: return DType::U32;
+    case P::UINT64: return DType::U64;
     default: break;
   }
-  throw Unsupported(fmt::format("{} has element type {}, which kiln does not support (it has float, double, "
-                                "int32, int64 and bool)",
+  throw Unsupported(fmt::format("{} has element type {}, which kiln does not support (it has the float, double, "
+                                "float16, bfloat16, signed and unsigned integer and bool tensors)",
                                 what, elem_type_name(elem_type)));
 }
 
@@ -100,14 +95,11 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
     } else if (has_raw) {
       raw = t.raw_data();
     }
-    if (has_raw) {
-      switch (dtype) {
-        case DType::F32: put_raw<float>(out, raw); break;
-        case DType::F64: put_raw<double>(out, raw); break;
-        case DType::I32: put_raw<int32_t>(out, raw); break;
-        case DType::I64: put_raw<int64_t>(out, raw); break;
-        case DType::Bool: put_raw<uint8_t>(out, raw); break;
-      }
+    if (has_raw) {  // little-endian elements, as HostTensor holds them
+      if (raw.size() != out.nbytes())
+        throw Error(fmt::format("raw_data holds {} bytes for {} elements of {} bytes", raw.size(), out.numel(),
+                                dtype_size(dtype)));
+      if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
       if (dtype == DType::Bool)
         for (int64_t i = 0; i < out.numel(); ++i) out.set_int(i, out.get_int(i) != 0);
       return out;
@@ -116,8 +108,20 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
       case DType::F32: put_field(out, t.float_data(), [&](int64_t i, float v) { out.set_double(i, v); }); break;
       case DType::F64: put_field(out, t.double_data(), [&](int64_t i, double v) { out.set_double(i, v); }); break;
       case DType::I64: put_field(out, t.int64_data(), [&](int64_t i, int64_t v) { out.set_int(i, v); }); break;
-      case DType::I32:  // int32 and bool are stored in int32_data
-      case DType::Bool: put_field(out, t.int32_data(), [&](int64_t i, int32_t v) { out.set_int(i, dtype == DType::Bool ? v != 0 : v); }); break;
+      case DType::U32:
+      case DType::U64:
+        put_field(out, t.uint64_data(), [&](int64_t i, uint64_t v) { out.set_int(i, static_cast<int64_t>(v)); });
+        break;
+      case DType::F16:
+      case DType::BF16:  // their bits, in int32_data
+        put_field(out, t.int32_data(), [&](int64_t i, int32_t v) {
+          const auto bits = static_cast<uint16_t>(v);
+          std::memcpy(out.data() + 2 * i, &bits, 2);
+        });
+        break;
+      default:  // bool and the narrow integers are stored in int32_data
+        put_field(out, t.int32_data(), [&](int64_t i, int32_t v) { out.set_int(i, dtype == DType::Bool ? v != 0 : v); });
+        break;
     }
   } catch (const Unsupported&) {
     throw;
