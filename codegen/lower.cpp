@@ -141,6 +141,9 @@ class KernelBuilder {
   /// Writes scatter `v`'s updates into `plan_buffer` (which holds its data already), at
   /// every point of the domain (the updates' shape), in order.
   void scatter(const Graph& g, ValueId v, int32_t plan_buffer);
+  /// Writes cumsum `v` into `plan_buffer` at every point of the domain (its shape), in order:
+  /// each point adds its operand to the sum stored one step before along the axis.
+  void cumsum(const Graph& g, ValueId v, int32_t plan_buffer);
 
   kir::Kernel finish() {
     kir::remove_dead_instructions(k_);
@@ -277,8 +280,9 @@ class Lowering {
   /// positions known only at run time, so it cannot be recomputed there.
   void store_gather_data(int32_t k);
   void lower_matmul_region(int32_t k, ValueId mm);
-  /// The data copied into the result, then one kernel over the updates, in order.
-  void lower_scatter_region(int32_t k, ValueId sc);
+  /// A region around a scatter or cumsum (trait::InOrder): one kernel that walks its points
+  /// in order (a scatter's data copied into its result first).
+  void lower_in_order_region(int32_t k, ValueId w);
   void add_kernel(KernelBuilder& b) {
     LaunchPlan::Step step;
     step.kernel = static_cast<int32_t>(plan_.kernels.size());
@@ -482,6 +486,25 @@ void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
   k_.in_order = true;
 }
 
+void KernelBuilder::cumsum(const Graph& g, ValueId v, int32_t plan_buffer) {
+  const Node& n = g.node(v);
+  const Shape& s = n.type.shape;
+  const auto axis = static_cast<int>(n.attr("axis").i);
+  IndexMap p;
+  for (int d = 0; d < s.rank(); ++d) p.push_back(IndexExpr::dim(d, s[d]));
+  const Ref x = cast(value_at(g, n.operands[0], p, kir::kNoRef), n.type.dtype);
+  const int32_t param = param_for(plan_buffer, low_.name(v), n.type, true);
+  const Ref offset = offset_of(p, s);
+  // The sum one step before along the axis; at its start, none: the operand itself (not
+  // 0 + x, which would turn -0.0 into 0.0).
+  const Ref after_first = op(OpKind::Gt, DType::Bool, {dim(axis), constant(0)});
+  const Ref before = op(OpKind::Sub, DType::I64, {offset, constant(s.strides()[static_cast<size_t>(axis)])});
+  const Ref added = op(OpKind::Add, n.type.dtype, {load(param, n.type.dtype, {before, after_first}), x});
+  const Ref sum = op(OpKind::Where, n.type.dtype, {after_first, added, x});
+  k_.stores.push_back({param, offset, cast(sum, compute_dtype(n.type.dtype)), kir::kNoRef});
+  k_.in_order = true;
+}
+
 // Pad and concat read an operand only where the position lies inside it: the guard is
 // both the consumer's mask and that condition, built the same way here and in combine()
 // (hash-consing makes the two one instruction).
@@ -505,8 +528,9 @@ std::vector<KernelBuilder::Request> KernelBuilder::operand_requests(const Graph&
                             op_info(n.op).name));
   std::vector<Request> out;
   if (n.op == OpKind::Gather) return {{n.operands[1], at.p, at.mask}};  // the data: gathered()
-  if (n.op == OpKind::Scatter)  // written by its own kernel (scatter())
-    throw Error(fmt::format("kernel @{}: cannot compute %{} (scatter) inside the kernel", k_.name, low_.name(at.v)));
+  if (n.info().has(trait::InOrder))  // written by its own kernel (scatter(), cumsum())
+    throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(at.v),
+                            n.info().name));
   for (size_t i = 0; i < n.operands.size(); ++i) {
     Ref m = at.mask;
     if (n.op == OpKind::Pad) m = both(m, pad_inside(g, n, at.p));
@@ -759,24 +783,28 @@ void Lowering::store_gather_data(int32_t k) {
   }
 }
 
-void Lowering::lower_scatter_region(int32_t k, ValueId sc) {
+// A scatter over its updates' positions, after its data is copied into the result; a cumsum
+// over its own. Either walks them in order, in one kernel.
+void Lowering::lower_in_order_region(int32_t k, ValueId w) {
   const auto ki = static_cast<size_t>(k);
-  const Node& n = g_.node(sc);
-  const int32_t out = mp_.buffer_of[sc] >= 0 ? mp_.buffer_of[sc] : new_buffer(n.type);
-  override_[sc] = out;
+  const Node& n = g_.node(w);
+  const bool scatter = n.op == OpKind::Scatter;
+  const int32_t out = mp_.buffer_of[w] >= 0 ? mp_.buffer_of[w] : new_buffer(n.type);
+  override_[w] = out;
   // The data first, unless it already lives in the result's buffer (reused in place).
-  if (stored(n.operands[0]) != out) copy_kernel(n.operands[0], out, n.type.dtype);
-  const Shape& domain = g_.type(n.operands[2]).shape;
+  if (scatter && stored(n.operands[0]) != out) copy_kernel(n.operands[0], out, n.type.dtype);
+  const Shape& domain = scatter ? g_.type(n.operands[2]).shape : n.type.shape;
   if (domain.numel() == 0) return;
   std::vector<bool> member(g_.size(), false);
-  for (ValueId v : index_.members[ki]) member[v] = v != sc;
+  for (ValueId v : index_.members[ki]) member[v] = v != w;
   KernelBuilder b(*this, g_.kernels()[ki].name, domain, std::vector<bool>(static_cast<size_t>(domain.rank()), false),
                   member);
-  // Other outputs of the region (an update also returned) are stored beside the scatter.
+  // Other outputs of the region (an update, an operand also returned) are stored beside.
   std::vector<ValueId> apart;
   for (ValueId v : index_.outputs[ki])
-    if (v != sc && !b.store(g_, v, mp_.buffer_of[v])) apart.push_back(v);
-  b.scatter(g_, sc, out);
+    if (v != w && !b.store(g_, v, mp_.buffer_of[v])) apart.push_back(v);
+  if (scatter) b.scatter(g_, w, out);
+  else b.cumsum(g_, w, out);
   add_kernel(b);
   for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
 }
@@ -786,7 +814,7 @@ void Lowering::lower_region(int32_t k) {
   store_gather_data(k);
   for (ValueId v : index_.members[ki]) {
     if (g_.node(v).op == OpKind::Matmul) return lower_matmul_region(k, v);
-    if (g_.node(v).op == OpKind::Scatter) return lower_scatter_region(k, v);
+    if (g_.node(v).info().has(trait::InOrder)) return lower_in_order_region(k, v);
   }
   const std::vector<ValueId>& outputs = index_.outputs[ki];
   if (outputs.empty()) return;

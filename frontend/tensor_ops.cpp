@@ -401,6 +401,22 @@ Tensor Tensor::flip(const Axes& dims) const {
   return out;
 }
 
+// One cumsum op; reverse and exclusive are views around it (a flip; a shift by one).
+Tensor Tensor::cumsum(int64_t dim, bool exclusive, bool reverse) const {
+  detail::require_defined("cumsum", *this);
+  const int64_t axis = detail::normalize_axis("cumsum", dim, *this);
+  Tensor x = reverse ? flip({axis}) : *this;
+  Attrs a = Graph::make_attrs(OpKind::Cumsum);
+  detail::attr_slot(a, OpKind::Cumsum, "axis").i = axis;
+  Tensor sums = record("cumsum", OpKind::Cumsum, {&x}, std::move(a));
+  if (exclusive) {
+    std::vector<int64_t> low(static_cast<size_t>(rank()), 0), high(low);
+    low[static_cast<size_t>(axis)] = 1;
+    sums = sums.pad(low, high, 0).slice(axis, 0, size(axis));
+  }
+  return reverse ? sums.flip({axis}) : sums;
+}
+
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
   detail::require_defined("gather", *this);
   detail::require_defined("gather", index);

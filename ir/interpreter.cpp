@@ -434,6 +434,22 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       });
       return out;
     }
+    case OpKind::Cumsum: {
+      const Wide v = convert(x, n.type.dtype);
+      Wide out = make_wide(n.type);
+      const auto axis = static_cast<size_t>(n.attr("axis").i);
+      const int64_t before = xs[axis];  // the flat distance to the previous sum
+      for_each_index(x.type.shape, [&](const auto& idx, int64_t flat) {
+        const auto k = static_cast<size_t>(flat);
+        const bool first = idx[axis] == 0;
+        if (out.is_f())
+          out.f[k] = first ? v.f[k] : scalar::store_float(n.type.dtype, out.f[k - static_cast<size_t>(before)] + v.f[k]);
+        else
+          out.i[k] = first ? v.i[k]
+                           : scalar::store_int(n.type.dtype, scalar::binary_int(OpKind::Add, out.i[k - static_cast<size_t>(before)], v.i[k]));
+      });
+      return out;
+    }
     case OpKind::Concat: {
       Wide out = make_wide(n.type);
       const auto axis = static_cast<size_t>(n.attr("axis").i);

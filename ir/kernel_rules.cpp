@@ -77,21 +77,23 @@ Status check_kernel_rules(const Graph& g) {
         return fail(v, fmt::format("gather data %{} is computed inside the kernel; gather reads its data from memory, "
                                    "at positions known only at run time",
                                    names[n.operands[0]]));
-      if (n.op == OpKind::Scatter) {
-        if (in_kernel(n.operands[0]))
-          return fail(v, fmt::format("scatter data %{} is computed inside the kernel; scatter copies its data into its "
-                                     "result before its kernel runs",
-                                     names[n.operands[0]]));
+      if (n.op == OpKind::Scatter && in_kernel(n.operands[0]))
+        return fail(v, fmt::format("scatter data %{} is computed inside the kernel; scatter copies its data into its "
+                                   "result before its kernel runs",
+                                   names[n.operands[0]]));
+      if (n.info().has(trait::InOrder)) {  // scatter, cumsum
+        const std::string_view op = n.info().name;
         for (ValueId u : users[v])
           if (in_kernel(u))
-            return fail(u, fmt::format("%{} uses scatter result %{} inside its kernel, where it is complete only once "
+            return fail(u, fmt::format("%{} uses {} result %{} inside its kernel, where it is complete only once "
                                        "the whole kernel has run",
-                                       names[u], names[v]));
+                                       names[u], op, names[v]));
         for (ValueId m : members) {
           if (g.node(m).info().category == OpCategory::Reduce || g.node(m).op == OpKind::Matmul)
-            return fail(m, "a scatter's kernel runs over its updates, one after another: it computes no reduction or "
-                           "matmul");
-          if (g.node(m).op == OpKind::Scatter && m != v) return fail(m, "a kernel holds at most one scatter");
+            return fail(m, fmt::format("a {}'s kernel walks its points one after another: it computes no reduction "
+                                       "or matmul", op));
+          if (g.node(m).info().has(trait::InOrder) && m != v)
+            return fail(m, "a kernel holds at most one scatter or cumsum");
         }
       }
       if (n.info().category != OpCategory::Reduce) continue;

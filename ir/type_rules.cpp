@@ -453,6 +453,14 @@ Expected<TensorType> rule_scatter(const TypeRuleInput& in) {
   return data;
 }
 
+Expected<TensorType> rule_cumsum(const TypeRuleInput& in) {
+  const TensorType& x = in.operands[0];
+  const int64_t axis = attr(in, "axis").i;
+  KILN_REQUIRE(axis >= 0 && axis < x.shape.rank(), "'cumsum' axis {} is out of range for {}", axis, x.str());
+  const bool widen = is_bool(x.dtype) || (is_integer(x.dtype) && dtype_size(x.dtype) < 8);
+  return TensorType{widen ? DType::I64 : x.dtype, x.shape};
+}
+
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));

@@ -69,20 +69,16 @@ std::vector<Tensor> arg_reduce(NodeContext& c) {
   return {where(hit, idx, c.scalar(-1, DType::I64)).max({axis}, keep)};
 }
 
-// The running sum along an axis, as a product with a triangular 0/1 matrix: O(n^2) on that
-// axis (kiln has no scan op yet), exact for integers, reassociated for floats.
+// kiln's cumsum, in the input's type (kiln sums narrow integers in i64; the cast back wraps
+// as a sum in the narrow type would).
 std::vector<Tensor> CumSum(NodeContext& c) {
   Tensor x = c.input(0);
   const auto axis_v = c.ints(1, "axis");
   if (axis_v.size() != 1) c.invalid("its axis must hold one value");
   const int64_t axis = normalize_axis(c, axis_v[0], x.rank(), "axis");
   const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
-  const int64_t n = x.size(axis);
-  // m[j][i] = 1 when input j adds into output i.
-  const Tensor j = positions_along(c, n, 0, 2), i = positions_along(c, n, 1, 2);
-  Tensor take = reverse ? (exclusive ? j.gt(i) : j.ge(i)) : (exclusive ? j.lt(i) : j.le(i));
-  const Tensor moved = x.transpose(axis, -1);
-  return {moved.matmul(take.to(x.dtype())).transpose(axis, -1)};
+  const Tensor sums = x.cumsum(axis, exclusive, reverse);
+  return {sums.dtype() == x.dtype() ? sums : sums.to(x.dtype())};
 }
 
 // Before opset 13 the softmax family works on the input seen as 2-D: dims before `axis`

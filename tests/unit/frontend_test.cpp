@@ -265,6 +265,18 @@ TEST(Frontend, SortIsStableAndPutsNaNLast) {
   EXPECT_THROW(n.topk(6), Error);
 }
 
+TEST(Frontend, CumsumInclusiveExclusiveAndReversed) {
+  const Tensor a = from_vector<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(a.cumsum(1).dtype(), DType::I64);  // as NumPy's
+  EXPECT_EQ(a.cumsum(1).to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(a.cumsum(-1, true).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 3, 0, 4, 9}));
+  EXPECT_EQ(a.cumsum(1, false, true).to_vector<int64_t>(), (std::vector<int64_t>{6, 5, 3, 15, 11, 6}));
+  EXPECT_EQ(a.cumsum(1, true, true).to_vector<int64_t>(), (std::vector<int64_t>{5, 3, 0, 11, 6, 0}));
+  EXPECT_EQ(a.cumsum(0).to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 5, 7, 9}));
+  expect_near(from_vector<float>({0.5f, 0.25f, 1}, {3}).cumsum(0).to_vector<float>(), {0.5f, 0.75f, 1.75f});
+  EXPECT_THROW(a.cumsum(2), Error);
+}
+
 TEST(Frontend, ScatterWritesAndCombinesAtIndices) {
   const Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor i = from_vector<int64_t>({2, 2, 0, 9}, {2, 2});  // 9: outside, dropped

@@ -453,6 +453,23 @@ TEST(InterpreterOps, StorageTypesPromoteAsNumPy) {
                 {DType::F16, {1}}, {1.5});
 }
 
+TEST(InterpreterMovement, CumsumSumsAlongTheAxisInOrder) {
+  expect_ints(eval("i64[2,3]", "%x = constant {data = [1, 2, 3, 4, 5, 6]} : i32[2,3]\n"
+                               "%y = cumsum %x {axis = 1} : i64[2,3]\nreturn %y"),
+              I64({2, 3}), {1, 3, 6, 4, 9, 15});
+  expect_ints(eval("i64[2,3]", "%x = constant {data = [1, 2, 3, 4, 5, 6]} : i32[2,3]\n"
+                               "%y = cumsum %x {axis = 0} : i64[2,3]\nreturn %y"),
+              I64({2, 3}), {1, 2, 3, 5, 7, 9});
+  // Each sum rounds as it is made: 2^24 + 1 + 1 in f32 stays 2^24 (the order's result).
+  expect_values(eval("f32[3]", "%x = constant {data = [16777216.0, 1.0, 1.0]} : f32[3]\n"
+                               "%y = cumsum %x {axis = 0} : f32[3]\nreturn %y"),
+                F32({3}), {16777216.0, 16777216.0, 16777216.0});
+  // u64 sums wrap as its bits.
+  expect_ints(eval("u64[2]", "%x = constant {data = [9223372036854775807, 3]} : u64[2]\n"
+                             "%y = cumsum %x {axis = 0} : u64[2]\nreturn %y"),
+              {DType::U64, {2}}, {INT64_MAX, INT64_MIN + 2});
+}
+
 TEST(InterpreterMovement, SliceWithNegativeStepsWalksDown) {
   const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
   // Both axes reversed: stop = -1 reaches index 0.

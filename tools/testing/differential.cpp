@@ -122,6 +122,8 @@ int64_t longest_sum(const Graph& g) {
     if (n.op == OpKind::Matmul) {
       const Shape& a = g.type(n.operands[0]).shape;
       depth = std::max(depth, a[a.rank() - 1]);
+    } else if (n.op == OpKind::Cumsum) {
+      depth = std::max(depth, n.type.shape[static_cast<int>(n.attr("axis").i)]);
     } else if (op_info(n.op).category == OpCategory::Reduce && n.type.shape.numel() > 0) {
       depth = std::max(depth, g.type(n.operands[0]).shape.numel() / n.type.shape.numel());
     }

@@ -152,8 +152,14 @@ class Generator {
         }
         break;
       }
-      case 6: {  // reductions
+      case 6: {  // reductions, and now and then a running sum
         if (tx.shape.rank() == 0) break;
+        if (opt_.scans && chance(0.15)) {
+          Attrs a = Graph::make_attrs(OpKind::Cumsum);
+          set(a, OpKind::Cumsum, "axis").i = pick(0, tx.shape.rank() - 1);
+          add(OpKind::Cumsum, {x}, std::move(a));
+          break;
+        }
         const OpKind reduce[] = {OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin,
                                  OpKind::ArgMax, OpKind::ArgMin};
         const OpKind op = reduce[pick(0, 5)];

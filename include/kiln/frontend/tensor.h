@@ -187,6 +187,10 @@ class Tensor {
   Tensor slice(int64_t dim, int64_t start, int64_t stop, int64_t step = 1) const;
   /// The elements along each of `dims` in reverse order (a view; empty `dims`: every axis).
   Tensor flip(const Axes& dims = {}) const;
+  /// Running sums along `dim` (NumPy's and PyTorch's cumsum; bool and integers narrower than
+  /// 64 bits sum in i64): each element adds to the sum before it, in order. `exclusive`
+  /// leaves each element out of its own sum (the first is 0); `reverse` sums from the end.
+  Tensor cumsum(int64_t dim, bool exclusive = false, bool reverse = false) const;
   /// Every window of `size` elements along `dim`, windows `step` apart and their elements
   /// `dilation` apart, as a new last axis (PyTorch's unfold): [.., n, ..] becomes
   /// [.., (n - (size - 1) * dilation - 1) / step + 1, .., size]. A view: windows overlap

@@ -40,6 +40,10 @@ inline constexpr uint32_t Expensive = 1u << 7;    // transcendental: worth compu
 inline constexpr uint32_t VectorMath = 1u << 8;   // f32 has kiln's own vectorizable approximation
 inline constexpr uint32_t ArgReduce = 1u << 9;    // a reduction to a position (argmax, argmin)
 inline constexpr uint32_t Predicate = 1u << 10;   // a unary test of its operand, giving bool
+inline constexpr uint32_t InOrder = 1u << 11;     // its kernel walks its points one after another,
+                                                  // each reading what earlier ones stored
+                                                  // (Kernel::in_order): its result is complete
+                                                  // only once the whole kernel has run
 }  // namespace trait
 
 /// What a type rule sees: the operand types, the attributes and, for ops whose result
