@@ -81,14 +81,14 @@ class KernelBuilder {
   Ref konst(Scalar s, DType t) {
     return known(add_inst({Code::Const, OpKind::Add, compute_dtype(t), {}, -1, 0, s.cast_to(t)}), t);
   }
-  /// Op `o` giving graph type `t`. On a narrow integer type the result wraps into it; f16
-  /// and bf16 results keep f32's precision until a cast or a store rounds them (docs/ir.md).
+  /// Op `o` giving graph type `t`. On a storage type the result wraps (integers) or rounds
+  /// (f16, bf16) into it, as the interpreter stores every op's result (docs/ir.md, 3.1).
   Ref op(OpKind o, DType t, std::vector<Ref> args) {
     const DType c = compute_dtype(t);
     const Ref r = add_inst({Code::Op, o, c, std::move(args), -1, 0, {}});
     if (c == t) return r;
     if (o == OpKind::Where || o == OpKind::Max || o == OpKind::Min) return known(r, t);  // picks an operand
-    return is_float(t) ? r : narrow(r, t);
+    return narrow(r, t);
   }
   Ref load(int32_t param, DType t, std::vector<Ref> args) {
     return known(add_inst({Code::Load, OpKind::Add, compute_dtype(t), std::move(args), param, 0, {}}), t);
@@ -556,7 +556,7 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
     }
     case OpCategory::Reduce: {
       // Sums and products of narrow integers are i64 (the type rules), so only f16 and bf16
-      // reduce in another type than their own: f32, rounded when stored.
+      // reduce in another type than their own: f32, rounded once at the end.
       Inst in{Code::Reduce, n.op, compute_dtype(t), {}, -1, 0, {}};
       if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) {
         in.args = {x[0], dim(static_cast<int>(n.attr("axes").ints[0]))};
@@ -564,7 +564,7 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
         in.args = {cast(x[0], t)};
       }
       const Ref r = add_inst(std::move(in));
-      return n.op == OpKind::ReduceMax || n.op == OpKind::ReduceMin ? known(r, t) : r;
+      return n.op == OpKind::ReduceMax || n.op == OpKind::ReduceMin ? known(r, t) : narrow(r, t);
     }
     case OpCategory::Movement: {
       if (n.op == OpKind::Pad) {

@@ -77,6 +77,7 @@ HostTarget detect_host() {
     feats.push_back((f.second ? "+" : "-") + f.first().str());
     if (f.second && f.first() == "avx512f") avx512 = true;
     if (f.second && f.first() == "avx2") avx2 = true;
+    if (f.second && f.first() == "f16c") t.f16c = true;
   }
   std::sort(feats.begin(), feats.end());
   for (size_t i = 0; i < feats.size(); ++i) t.features += (i ? "," : "") + feats[i];
@@ -139,7 +140,7 @@ struct Jit::Impl {
 
   std::unique_ptr<llvm::Module> build(const kir::Kernel& k, const kir::Schedule& s, const std::string& sym,
                                       llvm::LLVMContext& ctx) {
-    return finish(emit_kernel(k, s, sym, ctx));
+    return finish(emit_kernel(k, s, sym, ctx, target.f16c));
   }
 
   // The host's triple, data layout, CPU and features on every function of `m`.

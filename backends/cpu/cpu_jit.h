@@ -29,6 +29,7 @@ struct HostTarget {
   std::string cpu;        // "znver4"
   std::string features;   // "+avx2,+avx512f,..."
   int vector_bytes = 16;  // widest vector register used: 64 (AVX-512), 32 (AVX2) or 16
+  bool f16c = false;      // x86's vector f32 <-> f16 conversions
   /// "x86_64-pc-linux-gnu znver4 (64-byte vectors)"
   std::string describe() const;
 };

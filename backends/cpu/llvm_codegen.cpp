@@ -24,6 +24,7 @@
 #include <llvm/IR/CFG.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -55,9 +56,10 @@ bool is_arg_reduce(OpKind op) { return op_info(op).has(trait::ArgReduce); }
 
 class KernelEmitter {
  public:
-  KernelEmitter(const kir::Kernel& k, const kir::Schedule& schedule, llvm::LLVMContext& ctx, llvm::Module& m)
+  KernelEmitter(const kir::Kernel& k, const kir::Schedule& schedule, llvm::LLVMContext& ctx, llvm::Module& m,
+                bool f16c)
       : k_(k), ctx_(ctx), m_(m), b_(ctx), deps_(kir::dim_dependence(k)), stage_(kir::reduction_stage(k)),
-        sched_(schedule) {
+        sched_(schedule), f16c_(f16c) {
     for (const Inst& in : k.insts)
       if (in.code == Code::Reduce) num_stages_ = std::max(num_stages_, stage_[&in - k.insts.data()]);
     seen_.assign(k.insts.size(), 0);
@@ -100,8 +102,8 @@ class KernelEmitter {
       case DType::U8: return b_.getInt8Ty();
       case DType::I16:
       case DType::U16:
+      case DType::F16:  // bits: LLVM's own half arithmetic and conversions do not vectorize here
       case DType::BF16: return b_.getInt16Ty();
-      case DType::F16: return b_.getHalfTy();
       case DType::U32: return b_.getInt32Ty();
       case DType::U64: return b_.getInt64Ty();
       default: return reg_type(t);
@@ -112,6 +114,11 @@ class KernelEmitter {
   Value* to_memory(Value* v, DType t);
   /// The Kernel IR's narrow: `v` (compute type) wrapped or rounded into storage type `t`.
   Value* emit_narrow(Value* v, DType t);
+  /// f32 `v` as the bits of the nearest f16 (ties to even), in i32; and f16 bits (i16) as
+  /// the f32 of the same value.
+  Value* f32_to_f16_bits(Value* v);
+  Value* f16_bits_to_f32(Value* bits);
+  Value* f16c_convert(Value* v);
   llvm::Type* vec_type(llvm::Type* t, unsigned w) { return w == 1 ? t : llvm::FixedVectorType::get(t, w); }
   // f32 products accumulate in f64 (their range). f32 sums too, except where each
   // accumulator lane adds at most Schedule::f32_run values: those add in f32 (short blocks, then the
@@ -276,6 +283,7 @@ class KernelEmitter {
   bool long_runs_ = true;
   bool wide_sums_ = false;  // emitting case A's f64 fallback pass
   kir::Schedule sched_;
+  bool f16c_ = false;
   int rank_ = 0;
   int lane_dim_ = -1;
   llvm::Function* fn_ = nullptr;
@@ -305,7 +313,7 @@ Value* KernelEmitter::from_memory(Value* v, DType t) {
     case DType::U8:
     case DType::U16:
     case DType::U32: return b_.CreateZExt(v, reg);
-    case DType::F16: return b_.CreateFPExt(v, reg);
+    case DType::F16: return f16_bits_to_f32(v);
     case DType::BF16:  // the high half of an f32
       return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, shaped_like(b_.getInt32Ty(), v)), 16), reg);
     default: return v;  // u64 keeps its bits in i64
@@ -321,7 +329,7 @@ Value* KernelEmitter::to_memory(Value* v, DType t) {
     case DType::U8:
     case DType::U16:
     case DType::U32: return b_.CreateTrunc(v, mt);
-    case DType::F16: return b_.CreateFPTrunc(v, mt);  // to nearest even
+    case DType::F16: return b_.CreateTrunc(f32_to_f16_bits(v), mt);
     case DType::BF16: {
       // To nearest even: add 0x7fff plus the kept part's lowest bit, then drop the low half;
       // a NaN keeps its top bits, made quiet so that no payload rounds to infinity.
@@ -339,6 +347,80 @@ Value* KernelEmitter::to_memory(Value* v, DType t) {
 }
 
 Value* KernelEmitter::emit_narrow(Value* v, DType t) { return from_memory(to_memory(v, t), t); }
+
+// f16 in integer and f32 arithmetic, which vectorizes: LLVM 19 splits a vector fptrunc to
+// half into one conversion per lane on x86 without AVX512-FP16, and InstCombine moves
+// compares and selects into half, where they do the same (measured: the f16 kernel 2.3x
+// slower than the f32 one it halves the bytes of). Fabian Giesen's float_to_half_fast3_rtne
+// and half_to_float.
+Value* KernelEmitter::f32_to_f16_bits(Value* v) {
+  if (f16c_) return f16c_convert(v);
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), v);
+  auto k = [&](uint32_t c) { return llvm::ConstantInt::get(i32, c); };
+  Value* u = b_.CreateBitCast(v, i32);
+  Value* sign = b_.CreateAnd(u, k(0x80000000u));
+  Value* a = b_.CreateXor(u, sign);
+  // From 2^16 up: infinity, or a quiet NaN.
+  Value* big = b_.CreateSelect(b_.CreateICmpUGT(a, k(0x7f800000u)), k(0x7e00u), k(0x7c00u));
+  // Below 2^-14: adding 0.5 rounds |v| to a multiple of 2^-24 (0.5's unit in the last place),
+  // the f16 subnormals' grid; the bits past 0.5's are the result.
+  constexpr uint32_t half_bits = 126u << 23;
+  Value* half = b_.CreateBitCast(k(half_bits), v->getType());
+  Value* tiny = b_.CreateSub(b_.CreateBitCast(b_.CreateFAdd(b_.CreateBitCast(a, v->getType()), half), i32), k(half_bits));
+  // Normal: the exponent rebiased from 127 to 15, the mantissa rounded to nearest even at bit 13.
+  Value* odd = b_.CreateAnd(b_.CreateLShr(a, k(13)), k(1));
+  Value* normal = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(a, k(((15u - 127u) << 23) + 0xfffu)), odd), k(13));
+  Value* bits = b_.CreateSelect(b_.CreateICmpUGE(a, k(143u << 23)), big,
+                                b_.CreateSelect(b_.CreateICmpULT(a, k(113u << 23)), tiny, normal));
+  return b_.CreateOr(bits, b_.CreateLShr(sign, k(16)));
+}
+
+// vcvtps2ph (rounding to nearest even) on each 8 lanes of `v`, zero-extended to i32; the lanes
+// past `v`'s are poison and dropped.
+Value* KernelEmitter::f16c_convert(Value* v) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType());
+  const unsigned w = vt ? vt->getNumElements() : 1;
+  Value* vec = vt ? v : b_.CreateInsertElement(llvm::PoisonValue::get(llvm::FixedVectorType::get(v->getType(), 1)), v, uint64_t{0});
+  std::vector<Value*> parts;
+  for (unsigned c = 0; c < (w + 7) / 8; ++c) {
+    std::vector<int> lanes(8);
+    for (unsigned i = 0; i < 8; ++i) lanes[i] = c * 8 + i < w ? static_cast<int>(c * 8 + i) : -1;
+    parts.push_back(b_.CreateIntrinsic(llvm::Intrinsic::x86_vcvtps2ph_256, {}, {b_.CreateShuffleVector(vec, lanes), b_.getInt32(0)}));
+  }
+  while (parts.size() > 1) {  // concatenated pairwise (vector widths are powers of two)
+    if (parts.size() % 2) parts.push_back(llvm::PoisonValue::get(parts.back()->getType()));
+    std::vector<Value*> joined;
+    for (size_t c = 0; c < parts.size(); c += 2) {
+      const auto n = static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[c]->getType())->getNumElements());
+      std::vector<int> lanes(static_cast<size_t>(2 * n));
+      for (int i = 0; i < 2 * n; ++i) lanes[static_cast<size_t>(i)] = i;
+      joined.push_back(b_.CreateShuffleVector(parts[c], parts[c + 1], lanes));
+    }
+    parts = std::move(joined);
+  }
+  Value* all = parts[0];
+  std::vector<int> keep(w);
+  for (unsigned i = 0; i < w; ++i) keep[i] = static_cast<int>(i);
+  Value* bits = b_.CreateZExt(b_.CreateShuffleVector(all, keep), llvm::FixedVectorType::get(b_.getInt32Ty(), w));
+  return vt ? bits : b_.CreateExtractElement(bits, uint64_t{0});
+}
+
+Value* KernelEmitter::f16_bits_to_f32(Value* bits) {
+  llvm::Type* i32 = shaped_like(b_.getInt32Ty(), bits);
+  llvm::Type* f32 = shaped_like(b_.getFloatTy(), bits);
+  auto k = [&](uint32_t c) { return llvm::ConstantInt::get(i32, c); };
+  Value* h = b_.CreateZExt(bits, i32);
+  Value* shifted = b_.CreateShl(b_.CreateAnd(h, k(0x7fffu)), k(13));  // exponent and mantissa
+  Value* exp = b_.CreateAnd(shifted, k(0x7c00u << 13));
+  Value* rebiased = b_.CreateAdd(shifted, k((127u - 15u) << 23));
+  // Infinity and NaN: the exponent's top value; zero and subnormals: renormalized through f32.
+  Value* special = b_.CreateAdd(rebiased, k((128u - 16u) << 23));
+  Value* magic = b_.CreateBitCast(k(113u << 23), f32);
+  Value* small = b_.CreateBitCast(b_.CreateFSub(b_.CreateBitCast(b_.CreateAdd(rebiased, k(1u << 23)), f32), magic), i32);
+  Value* u = b_.CreateSelect(b_.CreateICmpEQ(exp, k(0x7c00u << 13)), special,
+                             b_.CreateSelect(b_.CreateICmpEQ(exp, k(0)), small, rebiased));
+  return b_.CreateBitCast(b_.CreateOr(u, b_.CreateShl(b_.CreateAnd(h, k(0x8000u)), k(16))), f32);
+}
 
 // ---------------------------------------------------------------------------------------
 // Instructions
@@ -1359,7 +1441,7 @@ void KernelEmitter::emit(const std::string& name) {
 }  // namespace
 
 std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const kir::Schedule& schedule,
-                                          const std::string& fn_name, llvm::LLVMContext& ctx) {
+                                          const std::string& fn_name, llvm::LLVMContext& ctx, bool f16c) {
   auto m = std::make_unique<llvm::Module>(fn_name, ctx);
   std::vector<llvm::Function*> customs;
   for (size_t c = 0; c < k.customs.size(); ++c) {
@@ -1370,7 +1452,7 @@ std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const kir::Sched
     customs.push_back(m->getFunction(symbol));
     customs.back()->setLinkage(llvm::GlobalValue::InternalLinkage);
   }
-  KernelEmitter emitter(k, schedule, ctx, *m);
+  KernelEmitter emitter(k, schedule, ctx, *m, f16c);
   emitter.use_customs(std::move(customs));
   emitter.emit(fn_name);
   std::string err;

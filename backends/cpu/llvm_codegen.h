@@ -15,7 +15,8 @@ namespace kiln::cpu {
 
 /// Emits `k` as function `fn_name` (with KernelFn's signature, kernel_abi.h) into a new module, walking
 /// the domain as `schedule` says (vector width, accumulator chains, unroll, tiles, row cache).
+/// `f16c`: the host converts f32 to f16 in vector registers (x86's F16C).
 std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const kir::Schedule& schedule,
-                                          const std::string& fn_name, llvm::LLVMContext& ctx);
+                                          const std::string& fn_name, llvm::LLVMContext& ctx, bool f16c);
 
 }  // namespace kiln::cpu

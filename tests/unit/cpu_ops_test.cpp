@@ -654,10 +654,9 @@ TEST(CpuBinary, ShiftsOfEveryIntegerWidth) {
                   {Data::General, Data::Exponent});
 }
 
-TEST(CpuBinary, HalfFloatsRoundWhereStored) {
-  // One op per row: computed in f32 and rounded once when stored, which equals the
-  // interpreter's rounding of the exact result for these ops (their f32 results round
-  // exactly to the nearest f16 or bf16).
+TEST(CpuBinary, HalfFloatsRoundAfterEveryOp) {
+  // Computed in f32 and rounded after each op, which equals the interpreter's rounding of
+  // the exact result for these ops (f32 holds their f16 and bf16 results closely enough).
   for (const char* t : {"f16", "bf16"})
     for (const std::string& s : {std::string("[7]"), std::string("[100]")}) {
       const std::string type = t + s;
@@ -666,6 +665,11 @@ TEST(CpuBinary, HalfFloatsRoundWhereStored) {
         rows.push_back({op});
       expect_rows(fmt::format("%a: {0}, %b: {0}", type), type, rows);
       expect_rows(fmt::format("%a: {0}, %b: {0}", type), "bool" + s, {{"lt %a, %b"}, {"eq %a, %b"}, {"isnan %a"}, {"isinf %b"}});
+      // A chain rounds at every step, bit for bit.
+      expect_same(fmt::format("graph @chain(%a: {0}, %b: {0}) -> {0} {{\n"
+                              "  %m = mul %a, %b : {0}\n  %s = add %m, %a : {0}\n  %d = div %s, %b : {0}\n"
+                              "  %r = relu %d : {0}\n  return %r\n}}\n",
+                              type));
       expect_same(fmt::format("graph @sum(%a: {0}[5,37]) -> ({0}[5], i64[5]) {{\n"
                               "  %s = reduce_sum %a {{axes = [1]}} : {0}[5]\n  %m = argmax %a {{axes = [1]}} : i64[5]\n"
                               "  return %s, %m\n}}\n", t),

@@ -27,12 +27,6 @@ std::vector<Precision> precision(const Graph& g, bool exact_math) {
     // A device's own libm (OpenCL, Vulkan) rounds its functions differently from the host's.
     if (!exact_math && n.info().has(trait::Expensive) && is_float(n.type.dtype)) x = std::max(x, Precision::Approximate);
     if ((n.op == OpKind::ReduceSum || n.op == OpKind::ReduceProd) && float_in) x = std::max(x, Precision::Approximate);
-    // f16 and bf16 results keep f32 precision inside a kernel, where the interpreter rounds
-    // each (docs/ir.md, 3.1): only a cast to them, a view and a pick are exact.
-    const bool half = n.type.dtype == DType::F16 || n.type.dtype == DType::BF16;
-    if (half && n.op != OpKind::Cast && n.op != OpKind::Where && n.op != OpKind::Max && n.op != OpKind::Min &&
-        n.info().category != OpCategory::Movement && n.info().category != OpCategory::Source)
-      x = std::max(x, Precision::Approximate);
     if (n.op == OpKind::Matmul && float_in) x = std::max(x, Precision::Approximate);
     // An op that amplifies a rounding difference without bound: a step (floor, a compare
     // and so where's condition, a cast to an integer, argmax), a pole (1/x and rsqrt at a

@@ -13,8 +13,8 @@ namespace kiln {
 ///
 /// The five "compute" types (bool, i32, i64, f32, f64) are the ones a kernel computes in. The
 /// others are storage types: a kernel loads them into their compute type (compute_dtype),
-/// computes there and converts back where a value is cast to or stored as one, so
-/// narrow integers wrap exactly as the interpreter's do. See docs/ir.md, "Element types".
+/// computes there and wraps or rounds every result back into the storage type, so its values
+/// are the interpreter's bit for bit. See docs/ir.md, 3.1.
 enum class DType : uint8_t { Bool, I32, I64, F32, F64, F16, BF16, I8, I16, U8, U16, U32, U64 };
 
 inline constexpr DType kAllDTypes[] = {DType::Bool, DType::I8,  DType::I16, DType::I32, DType::I64,
