@@ -104,6 +104,12 @@ template Tensor from_vector<double>(std::vector<double>, Shape, Device);
 template Tensor from_vector<int32_t>(std::vector<int32_t>, Shape, Device);
 template Tensor from_vector<int64_t>(std::vector<int64_t>, Shape, Device);
 template Tensor from_vector<bool>(std::vector<bool>, Shape, Device);
+template Tensor from_vector<int8_t>(std::vector<int8_t>, Shape, Device);
+template Tensor from_vector<int16_t>(std::vector<int16_t>, Shape, Device);
+template Tensor from_vector<uint8_t>(std::vector<uint8_t>, Shape, Device);
+template Tensor from_vector<uint16_t>(std::vector<uint16_t>, Shape, Device);
+template Tensor from_vector<uint32_t>(std::vector<uint32_t>, Shape, Device);
+template Tensor from_vector<uint64_t>(std::vector<uint64_t>, Shape, Device);
 
 namespace {
 Tensor source(std::string_view fn, OpKind op, const TensorType& type, Device device, Attrs attrs) {

@@ -75,7 +75,8 @@ class Tensor {
   /// True once the value has been computed (by eval or by any sync that needed it).
   bool is_evaluated() const;
   /// The elements in row-major order. T must match dtype(): float (f32), double (f64),
-  /// int32_t (i32), int64_t (i64), bool (bool).
+  /// int8_t (i8) ... uint64_t (u64), bool (bool); f16 and bf16 have no C++ type here:
+  /// convert with to(DType::F32) first.
   template <class T>
   std::vector<T> to_vector() const {
     return host().to_vector<T>();
