@@ -102,8 +102,16 @@ int main(int argc, char** argv) try {
   for (const Case& c : cases) {
     const std::function<void()>& hand = c.hand;
     kiln::Tensor y_custom, y_ops;
-    auto run_custom = [&] { y_custom = (c.custom(x * 2.0f + b) - x).eval(); };
-    auto run_ops = [&] { y_ops = (c.ops(x * 2.0f + b) - x).eval(); };
+    // Named before eval(): the statement's temporaries (x * 2 + b, f of it) would be alive
+    // during eval() and stored too, as values a tensor still refers to.
+    auto run_custom = [&] {
+      kiln::Tensor y = c.custom(x * 2.0f + b) - x;
+      y_custom = y.eval();
+    };
+    auto run_ops = [&] {
+      kiln::Tensor y = c.ops(x * 2.0f + b) - x;
+      y_ops = y.eval();
+    };
     run_custom(), run_ops(), hand();  // compiles, warms the caches
     const std::vector<float> got_custom = y_custom.to_vector<float>(), got_ops = y_ops.to_vector<float>();
     std::vector<double> tc, to, th;

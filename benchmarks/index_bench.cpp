@@ -84,7 +84,11 @@ int main(int argc, char** argv) try {
   };
   kiln::Tensor y_add, y_emb, y_grad;
   auto kiln_add = [&] { y_add = (pos_t + pos_t).eval(); };
-  auto kiln_embedding = [&] { y_emb = (table_t.take(ids_t, 0) + pos_t).eval(); };
+  // Named before eval(): the take() temporary would be alive during eval() and stored too.
+  auto kiln_embedding = [&] {
+    kiln::Tensor e = table_t.take(ids_t, 0) + pos_t;
+    y_emb = e.eval();
+  };
   const kiln::Tensor zeros = kiln::zeros({vocab, dim}, kiln::DType::F32, d);
   const kiln::Tensor at = ids_t.reshape({tokens, 1}).expand({tokens, dim});
   auto kiln_scatter = [&] { y_grad = zeros.scatter_add(0, at, pos_t).eval(); };
