@@ -90,6 +90,14 @@ class KernelBuilder {
     if (o == OpKind::Where || o == OpKind::Max || o == OpKind::Min) return known(r, t);  // picks an operand
     return narrow(r, t);
   }
+  /// u64's order as int64's: the top bit flipped (scalar::u64_order_key), an involution.
+  Ref u64_key(Ref a) { return op(OpKind::Add, DType::I64, {a, constant(INT64_MIN)}); }
+  /// Max or min `o` of `a` and `b` (of type `t`), in u64's order where `t` is u64.
+  Ref extreme(OpKind o, DType t, Ref a, Ref b) {
+    if (t != DType::U64) return op(o, t, {a, b});
+    const Ref less = op(OpKind::Lt, DType::Bool, {u64_key(a), u64_key(b)});
+    return op(OpKind::Where, t, o == OpKind::Max ? std::vector<Ref>{less, b, a} : std::vector<Ref>{less, a, b});
+  }
   Ref load(int32_t param, DType t, std::vector<Ref> args) {
     return known(add_inst({Code::Load, OpKind::Add, compute_dtype(t), std::move(args), param, 0, {}}), t);
   }
@@ -480,7 +488,8 @@ void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
   Ref value = update;
   if (const std::optional<OpKind> combine = n.scatter_combine()) {
     const Ref there = load(param, n.type.dtype, {offset, inside});
-    value = op(*combine, n.type.dtype, {there, update});
+    value = *combine == OpKind::Max || *combine == OpKind::Min ? extreme(*combine, n.type.dtype, there, update)
+                                                               : op(*combine, n.type.dtype, {there, update});
   }
   k_.stores.push_back({param, offset, value, inside});
   k_.in_order = true;
@@ -549,8 +558,17 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
       if (n.op == OpKind::Custom) return custom_call(n, x);
       if (n.op == OpKind::Where) return op(OpKind::Where, t, {cast(x[0], DType::Bool), cast(x[1], t), cast(x[2], t)});
       if (n.info().has(trait::Predicate)) return op(n.op, t, {x[0]});  // a float, as it is
-      if (x.size() == 1) return op(n.op, t, {cast(x[0], t)});
+      if (x.size() == 1) {
+        if (t == DType::U64 && (n.op == OpKind::Abs || n.op == OpKind::Relu)) return cast(x[0], t);  // never negative
+        if (t == DType::U64 && n.op == OpKind::Sign)
+          return cast(op(OpKind::Ne, DType::Bool, {cast(x[0], t), konst(Scalar::from_int(0), t)}), t);
+        return op(n.op, t, {cast(x[0], t)});
+      }
       const bool compare = t == DType::Bool && n.op != OpKind::And && n.op != OpKind::Or;
+      const bool ordering = n.op == OpKind::Lt || n.op == OpKind::Le || n.op == OpKind::Gt || n.op == OpKind::Ge;
+      if (ordering && promote(g.type(n.operands[0]).dtype, g.type(n.operands[1]).dtype) == DType::U64)
+        return op(n.op, t, {u64_key(cast(x[0], DType::U64)), u64_key(cast(x[1], DType::U64))});
+      if (n.op == OpKind::Max || n.op == OpKind::Min) return extreme(n.op, t, cast(x[0], t), cast(x[1], t));
       const DType d = compare ? promote(type(x[0]), type(x[1])) : t;
       return op(n.op, t, {cast(x[0], d), cast(x[1], d)});
     }
@@ -558,13 +576,17 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
       // Sums and products of narrow integers are i64 (the type rules), so only f16 and bf16
       // reduce in another type than their own: f32, rounded once at the end.
       Inst in{Code::Reduce, n.op, compute_dtype(t), {}, -1, 0, {}};
-      if (n.op == OpKind::ArgMax || n.op == OpKind::ArgMin) {
-        in.args = {x[0], dim(static_cast<int>(n.attr("axes").ints[0]))};
+      const bool arg = n.op == OpKind::ArgMax || n.op == OpKind::ArgMin;
+      const bool extremum = arg || n.op == OpKind::ReduceMax || n.op == OpKind::ReduceMin;
+      const bool u64 = extremum && g.type(n.operands[0]).dtype == DType::U64;  // reduced in u64's order
+      if (arg) {
+        in.args = {u64 ? u64_key(cast(x[0], DType::U64)) : x[0], dim(static_cast<int>(n.attr("axes").ints[0]))};
       } else {
-        in.args = {cast(x[0], t)};
+        in.args = {u64 ? u64_key(cast(x[0], t)) : cast(x[0], t)};
       }
       const Ref r = add_inst(std::move(in));
-      return n.op == OpKind::ReduceMax || n.op == OpKind::ReduceMin ? known(r, t) : narrow(r, t);
+      if (u64 && !arg) return known(u64_key(r), t);
+      return extremum ? known(r, t) : narrow(r, t);
     }
     case OpCategory::Movement: {
       if (n.op == OpKind::Pad) {

@@ -211,8 +211,10 @@ Wide eval_elementwise(const Node& n, const std::vector<const Wide*>& args) {
   }
   if (n.operands.size() == 1) {
     const Wide a = operand_as(*args[0], rt.shape, rt.dtype);
+    const bool u64 = rt.dtype == DType::U64;  // never negative: abs and relu keep it, sign is 0 or 1
     for (size_t k = 0; k < numel; ++k) {
       if (out.is_f()) out.f[k] = scalar::store_float(rt.dtype, scalar::unary_float(op, a.f[k]));
+      else if (u64 && op != OpKind::Neg) out.i[k] = op == OpKind::Sign ? a.i[k] != 0 : a.i[k];
       else out.i[k] = scalar::store_int(rt.dtype, scalar::unary_int(op, a.i[k]));
     }
     return out;
@@ -231,6 +233,13 @@ Wide eval_elementwise(const Node& n, const std::vector<const Wide*>& args) {
   const DType domain = is_compare ? promote(args[0]->type.dtype, args[1]->type.dtype) : rt.dtype;
   const Wide a = operand_as(*args[0], rt.shape, domain), b = operand_as(*args[1], rt.shape, domain);
   const bool fd = is_float(domain);
+  if (domain == DType::U64 && (is_compare || op == OpKind::Max || op == OpKind::Min)) {  // in u64's order
+    for (size_t k = 0; k < numel; ++k) {
+      const int64_t x = scalar::u64_order_key(a.i[k]), y = scalar::u64_order_key(b.i[k]);
+      out.i[k] = is_compare ? scalar::compare_int(op, x, y) : scalar::u64_order_key(scalar::binary_int(op, x, y));
+    }
+    return out;
+  }
   for (size_t k = 0; k < numel; ++k) {
     if (is_compare) out.i[k] = fd ? scalar::compare_float(op, a.f[k], b.f[k]) : scalar::compare_int(op, a.i[k], b.i[k]);
     else if (fd) out.f[k] = scalar::store_float(rt.dtype, scalar::binary_float(op, a.f[k], b.f[k]));
@@ -318,7 +327,9 @@ Wide eval_reduce(const Node& n, const Wide& x) {
       if (!is_arg && v == 0 && b == 0 && std::signbit(v) != std::signbit(b))
         better = is_max ? std::signbit(b) : std::signbit(v);
     } else {
-      better = is_max ? x.i[k] > ibest[o] : x.i[k] < ibest[o];
+      const bool u64 = x.type.dtype == DType::U64;  // in u64's order
+      const int64_t v = u64 ? scalar::u64_order_key(x.i[k]) : x.i[k], b = u64 ? scalar::u64_order_key(ibest[o]) : ibest[o];
+      better = is_max ? v > b : v < b;
     }
     if (better) {
       seen[o] = true;
@@ -428,6 +439,9 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
         if (out.is_f())
           out.f[to] = combine ? scalar::store_float(n.type.dtype, scalar::binary_float(*combine, out.f[to], updates.f[k]))
                               : updates.f[k];
+        else if (combine && n.type.dtype == DType::U64 && (*combine == OpKind::Max || *combine == OpKind::Min))
+          out.i[to] = scalar::u64_order_key(
+              scalar::binary_int(*combine, scalar::u64_order_key(out.i[to]), scalar::u64_order_key(updates.i[k])));
         else
           out.i[to] = combine ? scalar::store_int(n.type.dtype, scalar::binary_int(*combine, out.i[to], updates.i[k]))
                               : updates.i[k];

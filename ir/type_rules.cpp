@@ -62,14 +62,19 @@ Status require_numeric_result(const TypeRuleInput& in, DType promoted) {
                           quoted(in.op), join_types(in.operands, " and ")));
 }
 
-// u64 is held as its bits in 64-bit signed registers (compute_dtype), where the ops whose
-// result depends on the sign would read values from 2^63 up as negative: those are refused
-// rather than computed wrong. So is every implicit conversion of u64 to another type.
+// u64 is held as its bits in 64-bit signed registers (compute_dtype). The ops that read
+// those bits as any integer does work, and so does its order (compares, max, min and their
+// reductions, on keys with the top bit flipped: scalar::u64_order_key); division,
+// remainders, powers, right shifts and conversions to floats would read values from 2^63 up
+// as negative, so they are refused rather than computed wrong. So is every implicit
+// conversion of u64 to another type.
 Status refuse_u64(const TypeRuleInput& in, DType result) {
-  const bool sign_agnostic = in.op == OpKind::Add || in.op == OpKind::Sub || in.op == OpKind::Mul ||
-                             in.op == OpKind::Neg || in.op == OpKind::Shl || in.op == OpKind::Eq ||
-                             in.op == OpKind::Ne || in.op == OpKind::Where || in.op == OpKind::ReduceSum ||
-                             in.op == OpKind::ReduceProd;
+  static constexpr OpKind kWorks[] = {OpKind::Add,  OpKind::Sub,  OpKind::Mul,       OpKind::Neg,        OpKind::Shl,
+                                      OpKind::Eq,   OpKind::Ne,   OpKind::Lt,        OpKind::Le,         OpKind::Gt,
+                                      OpKind::Ge,   OpKind::Max,  OpKind::Min,       OpKind::Abs,        OpKind::Relu,
+                                      OpKind::Sign, OpKind::Where, OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax,
+                                      OpKind::ReduceMin, OpKind::ArgMax, OpKind::ArgMin};
+  const bool sign_agnostic = std::find(std::begin(kWorks), std::end(kWorks), in.op) != std::end(kWorks);
   for (size_t i = in.op == OpKind::Where ? 1 : 0; i < in.operands.size(); ++i) {
     const DType t = in.operands[i].dtype;
     if (t != DType::U64) continue;
@@ -77,7 +82,9 @@ Status refuse_u64(const TypeRuleInput& in, DType result) {
       return fail(fmt::format("{} on u64 is not supported: kiln computes u64 in 64-bit signed registers, where it "
                               "would read values from 2^63 up as negative (cast to i64 or f64 first)",
                               quoted(in.op)));
-    const bool compare = in.op == OpKind::Eq || in.op == OpKind::Ne;
+    if (in.op == OpKind::ArgMax || in.op == OpKind::ArgMin) continue;  // a position, not a conversion
+    const bool compare = in.op == OpKind::Eq || in.op == OpKind::Ne || in.op == OpKind::Lt || in.op == OpKind::Le ||
+                         in.op == OpKind::Gt || in.op == OpKind::Ge;
     if (compare ? promote(in.operands[0].dtype, in.operands[1].dtype) != DType::U64 : result != DType::U64)
       return fail(fmt::format("{} of {} would convert u64 to {}, which kiln does not support (cast explicitly)",
                               quoted(in.op), join_types(in.operands, " and "),
@@ -448,8 +455,6 @@ Expected<TensorType> rule_scatter(const TypeRuleInput& in) {
   for (const char* c : {"add", "mul", "max", "min"}) combines += attr(in, c).present ? 1 : 0;
   KILN_REQUIRE(combines <= 1, "'scatter' takes at most one of add, mul, max and min");
   KILN_REQUIRE(combines == 0 || is_numeric(data.dtype), "'scatter' combines numbers, not {}", data.str());
-  KILN_REQUIRE(data.dtype != DType::U64 || !(attr(in, "max").present || attr(in, "min").present),
-               "'scatter' max and min on u64 are not supported: kiln computes u64 in 64-bit signed registers");
   return data;
 }
 

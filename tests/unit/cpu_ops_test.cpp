@@ -641,10 +641,19 @@ TEST(CpuBinary, StorageTypesWrapAfterEveryOp) {
                               type, s),
                   {Data::General, Data::General, Data::Exponent});
     }
-  // u64: the ops that read its bits as any integer does.
-  for (const std::string& s : {std::string("[7]"), std::string("[100]")})
+  // u64: the ops that read its bits as any integer does, and its order (values from 2^63 up
+  // are the largest, not negative).
+  for (const std::string& s : {std::string("[7]"), std::string("[100]")}) {
     expect_rows("%a: u64" + s + ", %b: u64" + s, "u64" + s,
-                {{"add %a, %b"}, {"sub %a, %b"}, {"mul %a, %b"}, {"neg %a"}, {"shl %a, %b"}}, {Data::General, Data::Exponent});
+                {{"add %a, %b"}, {"sub %a, %b"}, {"mul %a, %b"}, {"neg %a"}, {"shl %a, %b"}, {"max %a, %b"},
+                 {"min %a, %b"}, {"abs %a"}, {"relu %a"}, {"sign %a"}},
+                {Data::General, Data::Exponent});
+    expect_rows("%a: u64" + s + ", %b: u64" + s, "bool" + s, {{"lt %a, %b"}, {"le %a, %b"}, {"gt %a, %b"}, {"ge %b, %a"}});
+  }
+  expect_same("graph @r(%a: u64[5,37]) -> (u64[5], u64[37], i64[5], i64[37]) {\n"
+              "  %x = reduce_max %a {axes = [1]} : u64[5]\n  %n = reduce_min %a {axes = [0]} : u64[37]\n"
+              "  %i = argmax %a {axes = [1]} : i64[5]\n  %j = argmin %a {axes = [0]} : i64[37]\n"
+              "  return %x, %n, %i, %j\n}\n");
 }
 
 TEST(CpuBinary, ShiftsOfEveryIntegerWidth) {

@@ -433,6 +433,12 @@ TEST(InterpreterOps, StorageTypesWrapAndRoundAfterEveryOp) {
   expect_ints(eval("u64[1]", "%a = constant {value = 9223372036854775807} : u64[1]\n%b = constant {value = 2} : u64[1]\n"
                              "%y = mul %a, %b : u64[1]\nreturn %y"),
               {DType::U64, {1}}, {-2});  // 2^64 - 2, as its bits
+  // u64 orders its values from 0 to 2^64 - 1: its bits 2^63 and up are not negative.
+  const std::string big = "%a = constant {data = [-1, 5, -9223372036854775808]} : u64[3]\n"
+                          "%b = constant {data = [7, 9223372036854775807, 3]} : u64[3]\n";
+  expect_ints(eval("u64[3]", big + "%y = max %a, %b : u64[3]\nreturn %y"), {DType::U64, {3}}, {-1, INT64_MAX, INT64_MIN});
+  expect_ints(eval("bool[3]", big + "%y = lt %a, %b : bool[3]\nreturn %y"), B({3}), {0, 1, 0});
+  expect_ints(eval("i64[]", big + "%y = argmax %a {axes = [0]} : i64[]\nreturn %y"), I64({}), {0});
   // f16 rounds to nearest even after the op: 2048 + 1 is a tie between 2048 and 2050.
   expect_values(eval("f16[3]", "%a = constant {data = [2048, 0.1, 65504]} : f16[3]\n"
                                "%b = constant {data = [1, 0, 65504]} : f16[3]\n%y = add %a, %b : f16[3]\nreturn %y"),

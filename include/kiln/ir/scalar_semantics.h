@@ -24,6 +24,11 @@ int64_t store_int(DType t, int64_t v);
 int64_t float_to_int(DType t, double v);
 /// An int64-domain value of integer type `from` as a double (u64's bits read unsigned).
 double int_to_float(DType from, int64_t v);
+/// u64 is held as its bits in an int64: its order is int64's with the top bit flipped, so
+/// compares, max and min of u64 are int64's on these keys (an involution).
+inline int64_t u64_order_key(int64_t bits) {
+  return static_cast<int64_t>(static_cast<uint64_t>(bits) ^ (uint64_t{1} << 63));
+}
 
 /// The bits of binary16 (f16) and bfloat16 (bf16) nearest to `v` (ties to even), and back.
 uint16_t f16_bits(double v);
