@@ -69,16 +69,16 @@ Status require_numeric_result(const TypeRuleInput& in, DType promoted) {
 // as negative, so they are refused rather than computed wrong. So is every implicit
 // conversion of u64 to another type.
 Status refuse_u64(const TypeRuleInput& in, DType result) {
-  static constexpr OpKind kWorks[] = {OpKind::Add,  OpKind::Sub,  OpKind::Mul,       OpKind::Neg,        OpKind::Shl,
-                                      OpKind::Eq,   OpKind::Ne,   OpKind::Lt,        OpKind::Le,         OpKind::Gt,
-                                      OpKind::Ge,   OpKind::Max,  OpKind::Min,       OpKind::Abs,        OpKind::Relu,
-                                      OpKind::Sign, OpKind::Where, OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax,
-                                      OpKind::ReduceMin, OpKind::ArgMax, OpKind::ArgMin};
-  const bool sign_agnostic = std::find(std::begin(kWorks), std::end(kWorks), in.op) != std::end(kWorks);
+  static constexpr OpKind kWorks[] = {
+      OpKind::Add,       OpKind::Sub,        OpKind::Mul,       OpKind::Neg,       OpKind::Shl,    OpKind::Where,
+      OpKind::Concat,    OpKind::Eq,         OpKind::Ne,        OpKind::Lt,        OpKind::Le,     OpKind::Gt,
+      OpKind::Ge,        OpKind::Max,        OpKind::Min,       OpKind::Abs,       OpKind::Relu,   OpKind::Sign,
+      OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ArgMax, OpKind::ArgMin};
+  const bool works = std::find(std::begin(kWorks), std::end(kWorks), in.op) != std::end(kWorks);
   for (size_t i = in.op == OpKind::Where ? 1 : 0; i < in.operands.size(); ++i) {
     const DType t = in.operands[i].dtype;
     if (t != DType::U64) continue;
-    if (!sign_agnostic)
+    if (!works)
       return fail(fmt::format("{} on u64 is not supported: kiln computes u64 in 64-bit signed registers, where it "
                               "would read values from 2^63 up as negative (cast to i64 or f64 first)",
                               quoted(in.op)));
@@ -419,6 +419,7 @@ Expected<TensorType> rule_concat(const TypeRuleInput& in) {
       return fail(fmt::format("'concat' of {} overflows int64 on axis {}", join_types(in.operands, " and "), axis));
     dtype = promote(dtype, t.dtype);
   }
+  KILN_TRY(refuse_u64(in, dtype));
   return TensorType{dtype, out};
 }
 

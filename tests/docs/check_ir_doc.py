@@ -254,6 +254,8 @@ MESSAGES = [
      "'cumsum' axis 2 is out of range for f32[2,3]"),
     ('m.kir', G('(%x: f32[4], %n: i32[4]) -> f32[4]', '  %y = shl %x, %n : f32[4]\n  return %y'),
      "'shl' shifts integers, got f32[4] and i32[4]"),
+    ('m.kir', G('(%x: u64[2], %y: i32[2]) -> f64[4]', '  %c = concat %x, %y {axis = 0} : f64[4]\n  return %c'),
+     "'concat' of u64[2] and i32[2] would convert u64 to f64, which kiln does not support (cast explicitly)"),
     ('m.kir', G('(%x: u64[2], %y: u64[2]) -> u64[2]', '  %m = mod %x, %y : u64[2]\n  return %m'),
      "'mod' on u64 is not supported: kiln computes u64 in 64-bit signed registers, where it would read values from 2^63 up as negative (cast to i64 or f64 first)"),
     ('m.kir', G('(%x: i32[2]) -> bool[2]', '  %y = isnan %x : bool[2]\n  return %y'),

@@ -47,9 +47,9 @@ int64_t unary_int(OpKind op, int64_t x);
 /// given the divisor's sign.
 double binary_float(OpKind op, double a, double b);
 /// add sub mul pow mod fmod max min shl shr and/or in the int64 domain; wraps on overflow.
-/// shr is arithmetic (the value's sign fills in; unsigned values are non-negative here). pow with a
-/// negative exponent gives 0 unless the base is 1 or -1 (NumPy raises instead); a remainder
-/// by 0 is 0 (NumPy's, with its warning left out).
+/// shr is arithmetic (the value's sign fills in; unsigned values are non-negative here). pow
+/// with a negative exponent gives 0 unless the base is 1 or -1 (NumPy raises instead); a
+/// remainder by 0 is 0 (NumPy's, with its warning left out).
 int64_t binary_int(OpKind op, int64_t a, int64_t b);
 
 /// The predicates of a float (isnan, isinf).
