@@ -74,11 +74,10 @@ Status refuse_u64(const TypeRuleInput& in, DType result) {
       OpKind::Concat,    OpKind::Eq,         OpKind::Ne,        OpKind::Lt,        OpKind::Le,     OpKind::Gt,
       OpKind::Ge,        OpKind::Max,        OpKind::Min,       OpKind::Abs,       OpKind::Relu,   OpKind::Sign,
       OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ArgMax, OpKind::ArgMin};
-  const bool works = std::find(std::begin(kWorks), std::end(kWorks), in.op) != std::end(kWorks);
   for (size_t i = in.op == OpKind::Where ? 1 : 0; i < in.operands.size(); ++i) {
     const DType t = in.operands[i].dtype;
-    if (t != DType::U64) continue;
-    if (!works)
+    if (t != DType::U64) continue;  // the common case: no search on the recording path
+    if (std::find(std::begin(kWorks), std::end(kWorks), in.op) == std::end(kWorks))
       return fail(fmt::format("{} on u64 is not supported: kiln computes u64 in 64-bit signed registers, where it "
                               "would read values from 2^63 up as negative (cast to i64 or f64 first)",
                               quoted(in.op)));

@@ -31,8 +31,14 @@ Tensor along_axis(const Tensor& v, int64_t axis, int64_t rank);
 /// 0, 1, ..., n - 1 along `axis` of a rank-`rank` tensor: compared with indices, a one-hot
 /// mask (OneHot, Hardmax, the losses' class weights).
 Tensor positions_along(NodeContext& c, int64_t n, int64_t axis, int64_t rank);
+// Quantization (ops_quant.cpp; the quantized convolutions use them in ops_pool.cpp).
 /// `scaled` (f32) rounded half to even, plus `zero_point`, saturated into u8 or i8 `to`:
-/// QuantizeLinear's last step (ops_quant.cpp).
+/// QuantizeLinear's last step.
 Tensor quantize(NodeContext& c, const Tensor& scaled, const Tensor& zero_point, DType to);
+/// A scale or zero point: a scalar, or one per slice along `axis` of a rank-`rank` tensor
+/// (laid along that axis for broadcasting).
+Tensor per_axis(NodeContext& c, const Tensor& v, int64_t axis, int64_t rank, std::string_view what);
+/// onnx::Unsupported naming `what` unless `t` is u8 or i8.
+void require_quantized(NodeContext& c, DType t, std::string_view what);
 
 }  // namespace kiln::onnx::detail

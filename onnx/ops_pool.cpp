@@ -185,40 +185,35 @@ Tensor add_bias(NodeContext& c, const Tensor& y) {
   return c.has_input(2) ? y + along_axis(c.input(2), 1, y.rank()) : y;
 }
 
-std::vector<Tensor> Conv(NodeContext& c) {
-  Tensor x = c.input(0), w = c.input(1);
+// The window of a convolution of X by W: their ranks checked, the kernel W's spatial dims.
+Window conv_window(NodeContext& c, const Tensor& x, const Tensor& w) {
   if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
     c.invalid(fmt::format("X {} and W {} must be [N, C, d1..dn] and [M, C/group, k1..kn] with n in 1..3", x.shape().str(),
                           w.shape().str()));
-  if (!is_float(x.dtype()) || w.dtype() != x.dtype()) c.invalid("X and W must be float or double, of one type");
   std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
   if (auto given = c.attr_ints_opt("kernel_shape"); given && *given != kernel)
     c.invalid("kernel_shape differs from W's spatial dims");
-  const Window win = window_of(c, x.shape(), kernel);
+  return window_of(c, x.shape(), kernel);
+}
+
+std::vector<Tensor> Conv(NodeContext& c) {
+  Tensor x = c.input(0), w = c.input(1);
+  const Window win = conv_window(c, x, w);
+  if (!is_float(x.dtype()) || w.dtype() != x.dtype()) c.invalid("X and W must be float or double, of one type");
   return {add_bias(c, convolve(c, x, w, win, c.attr_int("group", 1)))};
 }
 
 // Quantized convolutions: X and W less their zero points (W's per output channel), convolved
 // in i32, exactly. Padding pads the centered values with 0, so with the zero point itself.
 Tensor centered_conv(NodeContext& c, size_t xi, size_t x_zero, size_t wi, size_t w_zero) {
-  Tensor x = c.input(xi), w = c.input(wi);
-  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
-    c.invalid(fmt::format("X {} and W {} must be [N, C, d1..dn] and [M, C/group, k1..kn] with n in 1..3", x.shape().str(),
-                          w.shape().str()));
-  for (const Tensor& t : {x, w})
-    if (t.dtype() != DType::U8 && t.dtype() != DType::I8)
-      c.unsupported(fmt::format("{} operands of type {} are not supported (uint8 or int8)", c.node().op_type(),
-                                dtype_name(t.dtype())));
+  const Tensor x = c.input(xi), w = c.input(wi);
+  const Window win = conv_window(c, x, w);
+  require_quantized(c, x.dtype(), "X");
+  require_quantized(c, w.dtype(), "W");
   Tensor xc = x.to(DType::I32), wc = w.to(DType::I32);
   if (c.has_input(x_zero)) xc = xc - c.input(x_zero).reshape({}).to(DType::I32);
-  if (c.has_input(w_zero)) {
-    const Tensor z = c.input(w_zero);
-    wc = wc - (z.numel() == 1 ? z.reshape({}) : along_axis(z, 0, w.rank())).to(DType::I32);
-  }
-  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  if (auto given = c.attr_ints_opt("kernel_shape"); given && *given != kernel)
-    c.invalid("kernel_shape differs from W's spatial dims");
-  return convolve(c, xc, wc, window_of(c, x.shape(), kernel), c.attr_int("group", 1)).to(DType::I32);
+  if (c.has_input(w_zero)) wc = wc - per_axis(c, c.input(w_zero), 0, w.rank(), "w_zero_point").to(DType::I32);
+  return convolve(c, xc, wc, win, c.attr_int("group", 1)).to(DType::I32);
 }
 
 std::vector<Tensor> ConvInteger(NodeContext& c) { return {centered_conv(c, 0, 2, 1, 3)}; }
@@ -227,10 +222,8 @@ std::vector<Tensor> ConvInteger(NodeContext& c) { return {centered_conv(c, 0, 2,
 std::vector<Tensor> QLinearConv(NodeContext& c) {
   Tensor acc = centered_conv(c, 0, 2, 3, 5);
   if (c.has_input(8)) acc = acc + along_axis(c.input(8).to(DType::I32), 1, acc.rank());
-  const Tensor w_scale = c.input(4);
-  const Tensor scale = c.input(1).reshape({}) *
-                       (w_scale.numel() == 1 ? w_scale.reshape({}) : along_axis(w_scale, 1, acc.rank())) /
-                       c.input(6).reshape({});
+  const Tensor scale =
+      c.input(1).reshape({}) * per_axis(c, c.input(4), 1, acc.rank(), "w_scale") / c.input(6).reshape({});
   const Tensor zero = c.input(7);
   return {quantize(c, acc.to(DType::F32) * scale, zero.reshape({}), zero.dtype())};
 }

@@ -11,18 +11,6 @@
 namespace kiln::onnx::detail {
 namespace {
 
-// A scale or zero point: a scalar, or per slice along `axis` of a rank-`rank` tensor.
-Tensor per_axis(NodeContext& c, const Tensor& v, int64_t axis, int64_t rank, std::string_view what) {
-  if (v.rank() == 0 || (v.rank() == 1 && v.size(0) == 1)) return v.reshape({});
-  if (v.rank() != 1) c.invalid(fmt::format("{} must be a scalar or 1-D, got {}", what, v.shape().str()));
-  return along_axis(v, normalize_axis(c, axis, rank, "axis"), rank);
-}
-
-void require_quantized(NodeContext& c, DType t, std::string_view what) {
-  if (t != DType::U8 && t != DType::I8)
-    c.unsupported(fmt::format("{} of type {} is not supported (quantized values are uint8 or int8)", what, dtype_name(t)));
-}
-
 std::vector<Tensor> QuantizeLinear(NodeContext& c) {
   const Tensor x = c.input(0);
   const int64_t axis = c.attr_int("axis", 1);
@@ -70,10 +58,7 @@ std::vector<Tensor> MatMulInteger(NodeContext& c) {
 
 std::vector<Tensor> QLinearMatMul(NodeContext& c) {
   const Tensor a = c.input(0), b = c.input(3);
-  require_quantized(c, a.dtype(), "a");
-  require_quantized(c, b.dtype(), "b");
-  const Tensor acc = (a.to(DType::I32) - per_axis(c, c.input(2), a.rank() - 2, a.rank(), "a_zero_point").to(DType::I32))
-                         .matmul(b.to(DType::I32) - per_axis(c, c.input(5), b.rank() - 1, b.rank(), "b_zero_point").to(DType::I32));
+  const Tensor acc = centered(c, 0, 2, 2).matmul(centered(c, 3, 5, 1));
   const Tensor scale = per_axis(c, c.input(1), a.rank() - 2, a.rank(), "a_scale") *
                        per_axis(c, c.input(4), b.rank() - 1, b.rank(), "b_scale") / c.input(6);
   const DType to = c.dtype(7);
@@ -85,10 +70,22 @@ constexpr std::string_view kAxis[] = {"axis"};
 
 }  // namespace
 
+Tensor per_axis(NodeContext& c, const Tensor& v, int64_t axis, int64_t rank, std::string_view what) {
+  if (v.rank() == 0 || (v.rank() == 1 && v.size(0) == 1)) return v.reshape({});
+  if (v.rank() != 1) c.invalid(fmt::format("{} must be a scalar or 1-D, got {}", what, v.shape().str()));
+  return along_axis(v, normalize_axis(c, axis, rank, "axis"), rank);
+}
+
+void require_quantized(NodeContext& c, DType t, std::string_view what) {
+  if (t != DType::U8 && t != DType::I8)
+    c.unsupported(fmt::format("{} of type {} is not supported (quantized values are uint8 or int8)", what, dtype_name(t)));
+}
+
 Tensor quantize(NodeContext& c, const Tensor& scaled, const Tensor& zero_point, DType to) {
-  const double lo = to == DType::U8 ? 0 : -128, hi = to == DType::U8 ? 255 : 127;
   const Tensor q = scaled.round() + zero_point.to(DType::F32);
-  return q.maximum(c.scalar(lo, DType::F32)).minimum(c.scalar(hi, DType::F32)).to(to);
+  return q.maximum(c.scalar(static_cast<double>(int_min(to)), DType::F32))
+      .minimum(c.scalar(static_cast<double>(int_max(to)), DType::F32))
+      .to(to);
 }
 
 const ConverterRow kQuantRows[] = {

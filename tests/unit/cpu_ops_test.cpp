@@ -24,6 +24,7 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <span>
 
 #include "kiln/backend/backend.h"
 #include "kiln/runtime/stats.h"
@@ -520,20 +521,24 @@ TEST(CpuUnary, IntegerAndBool) {
 // ---- cast --------------------------------------------------------------------------------
 
 
+/// Every cast between two of `types` on parameters of shape `shape`: one stack per target.
+void expect_casts(std::span<const char* const> types, const std::string& shape) {
+  for (const char* to : types) {
+    std::vector<Row> rows;
+    std::string params;
+    for (const char* from : types) {
+      rows.push_back({std::string("cast %") + from});
+      params += fmt::format("{}%{}: {}{}", params.empty() ? "" : ", ", from, from, shape);
+    }
+    expect_rows(params, to + shape, rows);
+  }
+}
+
 TEST(CpuCast, EveryPairOfTypes) {
   // Float -> int truncates, saturates and maps NaN to 0; int -> int wraps; i64 -> f32 rounds
   // twice, through f64; float -> bool is x != 0 (NaN is true).
   const char* types[] = {"bool", "i32", "i64", "f32", "f64"};
-  for (const char* to : types) {
-    std::vector<Row> rows;
-    for (const char* from : types) rows.push_back({std::string("cast %") + from});
-    for (const std::string& s : {std::string("[100]"), std::string("[7]")}) {
-      std::string params;
-      for (const char* from : types)
-        params += fmt::format("{}%{}: {}{}", params.empty() ? "" : ", ", from, from, s);
-      expect_rows(params, to + s, rows);
-    }
-  }
+  for (const std::string& s : {std::string("[100]"), std::string("[7]")}) expect_casts(types, s);
 }
 
 TEST(CpuCast, SaturationAndNaNExactly) {
@@ -580,21 +585,9 @@ TEST(CpuCast, StorageTypesToAndFromEveryType) {
   // Narrow integers wrap, floats saturate into them; f16 and bf16 round to nearest even
   // (large values to infinity); u64 converts to and from integers only (docs/ir.md, 3.1).
   const char* types[] = {"bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "f16", "bf16", "f32", "f64"};
-  for (const char* to : types) {
-    std::vector<Row> rows;
-    for (const char* from : types) rows.push_back({std::string("cast %") + from});
-    std::string params;
-    for (const char* from : types) params += fmt::format("{}%{}: {}[37]", params.empty() ? "" : ", ", from, from);
-    expect_rows(params, to + std::string("[37]"), rows);
-  }
+  expect_casts(types, "[37]");
   const char* ints[] = {"bool", "i8", "i32", "i64", "u8", "u32", "u64"};
-  for (const char* to : ints) {
-    std::vector<Row> rows;
-    for (const char* from : ints) rows.push_back({std::string("cast %") + from});
-    std::string params;
-    for (const char* from : ints) params += fmt::format("{}%{}: {}[37]", params.empty() ? "" : ", ", from, from);
-    expect_rows(params, to + std::string("[37]"), rows);
-  }
+  expect_casts(ints, "[37]");
 }
 
 // ---- binary ------------------------------------------------------------------------------
