@@ -6,12 +6,15 @@
 //   scatter_add the same rows summed back into a zeroed [vocab, dim] table at the tokens
 //               (an embedding's gradient): kiln's in-order scatter kernel (one worker) after
 //               the copy of its data, against a serial loop
+//   argsort     the positions that sort each of --rows rows of --row-len floats (a TopK over
+//               a classifier's logits): kiln's bitonic network, against an OpenMP loop of
+//               std::stable_sort over rows; checked exactly (both are stable)
 // Medians of --reps runs in one process, in alternation; results are checked against the
 // loops (the sums exactly: both add in token order). The loops write into arrays that stay
 // allocated, while each eval() makes a new result: the `add` row (no gather) shows what that
 // costs at the embedding's size.
 //
-//   kiln_index_bench [--vocab V] [--dim D] [--tokens T] [--reps R] [--device D]
+//   kiln_index_bench [--vocab V] [--dim D] [--tokens T] [--rows N] [--row-len L] [--reps R] [--device D]
 #include <fmt/format.h>
 #include <kiln/kiln.h>
 #include <omp.h>
@@ -35,7 +38,7 @@ using kiln::bench::seconds;
 }  // namespace
 
 int main(int argc, char** argv) try {
-  long vocab = 32000, dim = 512, tokens = 8192;
+  long vocab = 32000, dim = 512, tokens = 8192, rows = 4096, row_len = 1000;
   int reps = 9;
   std::string device = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -43,6 +46,8 @@ int main(int argc, char** argv) try {
     if (a == "--vocab") vocab = std::atol(argv[i + 1]);
     else if (a == "--dim") dim = std::atol(argv[i + 1]);
     else if (a == "--tokens") tokens = std::atol(argv[i + 1]);
+    else if (a == "--rows") rows = std::atol(argv[i + 1]);
+    else if (a == "--row-len") row_len = std::atol(argv[i + 1]);
     else if (a == "--reps") reps = std::atoi(argv[i + 1]);
     else if (a == "--device") device = argv[i + 1];
     else throw kiln::Error("unknown flag " + a);
@@ -82,7 +87,21 @@ int main(int argc, char** argv) try {
       for (long j = 0; j < dim; ++j) row[j] += p[j];
     }
   };
-  kiln::Tensor y_add, y_emb, y_grad;
+  std::vector<float> logits(static_cast<size_t>(rows * row_len));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 2654435761u) % 100003) * 1e-3f;
+  std::vector<int64_t> order(logits.size());
+  auto hand_argsort = [&] {
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; ++r) {
+      int64_t* o = order.data() + r * row_len;
+      const float* x = logits.data() + r * row_len;
+      for (long j = 0; j < row_len; ++j) o[j] = j;
+      std::stable_sort(o, o + row_len, [&](int64_t a, int64_t b) { return x[a] < x[b]; });
+    }
+  };
+  const kiln::Tensor logits_t = kiln::from_vector(logits, {rows, row_len}, d);
+  kiln::Tensor y_add, y_emb, y_grad, y_sort;
+  auto kiln_argsort = [&] { y_sort = logits_t.argsort(1).eval(); };
   auto kiln_add = [&] { y_add = (pos_t + pos_t).eval(); };
   // Named before eval(): the take() temporary would be alive during eval() and stored too.
   auto kiln_embedding = [&] {
@@ -103,7 +122,8 @@ int main(int argc, char** argv) try {
       {"add (no gather: what eval() costs)", kiln_add, hand_add, 3.0 * static_cast<double>(tokens) * row_bytes},
       {"embedding", kiln_embedding, hand_embedding, 3.0 * static_cast<double>(tokens) * row_bytes},
       {"scatter_add", kiln_scatter, hand_scatter,
-       static_cast<double>(vocab) * row_bytes + 3.0 * static_cast<double>(tokens) * row_bytes}};
+       static_cast<double>(vocab) * row_bytes + 3.0 * static_cast<double>(tokens) * row_bytes},
+      {"argsort", kiln_argsort, hand_argsort, 12.0 * static_cast<double>(rows * row_len)}};
   std::printf("| case | vocab x dim, tokens | kiln (%s) | hand loop | kiln / hand | kiln GB/s | hand GB/s |\n", device.c_str());
   std::printf("|---|---|---|---|---|---|---|\n");
   int status = 0;
@@ -115,6 +135,16 @@ int main(int argc, char** argv) try {
       th.push_back(seconds(c.hand));
     }
     const std::string name = c.name;
+    if (name == "argsort") {
+      if (y_sort.to_vector<int64_t>() != order) {
+        std::fprintf(stderr, "argsort: the positions differ from std::stable_sort's\n");
+        status = 1;
+      }
+      const double mk = median(tk), mh = median(th);
+      std::printf("| %s | %ld rows of %ld | %.2f ms | %.2f ms | %.2fx | %.1f | %.1f |\n", c.name, rows, row_len, mk * 1e3,
+                  mh * 1e3, mk / mh, c.bytes / mk * 1e-9, c.bytes / mh * 1e-9);
+      continue;
+    }
     const std::vector<float> got = (name == "embedding" ? y_emb : name == "scatter_add" ? y_grad : y_add).to_vector<float>();
     const float* want = name == "embedding" ? emb.get() : name == "scatter_add" ? grad.get() : sum.get();
     for (size_t i = 0; i < got.size(); ++i)
@@ -128,7 +158,7 @@ int main(int argc, char** argv) try {
     std::printf("| %s | %ld x %ld, %ld | %.2f ms | %.2f ms | %.2fx | %.1f | %.1f |\n", c.name, vocab, dim, tokens,
                 mk * 1e3, mh * 1e3, mk / mh, c.bytes / mk * 1e-9, c.bytes / mh * 1e-9);
   }
-  std::printf("\n(hand loops: embedding on %d threads, scatter_add serial as kiln's; kiln's times are eval().)\n",
+  std::printf("\n(hand loops: embedding and argsort on %d threads, scatter_add serial as kiln's; kiln's times are eval().)\n",
               omp_get_max_threads());
   return status;
 } catch (const std::exception& e) {

@@ -43,6 +43,12 @@ std::vector<std::byte> constant_bytes(const Node& n) {
   return out;
 }
 
+IndexMap identity_map(const Shape& s) {
+  IndexMap p;
+  for (int d = 0; d < s.rank(); ++d) p.push_back(IndexExpr::dim(d, s[d]));
+  return p;
+}
+
 class Lowering;
 
 // Builds one kernel.
@@ -152,6 +158,19 @@ class KernelBuilder {
   /// Writes cumsum `v` into `plan_buffer` at every point of the domain (its shape), in order:
   /// each point adds its operand to the sum stored one step before along the axis.
   void cumsum(const Graph& g, ValueId v, int32_t plan_buffer);
+  // An argsort's sorting network (Lowering::lower_argsort_region) works on lanes padded to
+  // a power of two, `width`: a key buffer and a position buffer of shape [lanes, width].
+  static Shape lanes_shape(const Graph& g, const Node& n);
+  /// Over [the operand's other dims..., width]: each lane's keys (argsort `v`'s operand;
+  /// padding past its `len` elements reads nothing) and their positions 0, 1, ...
+  void sort_lanes(const Graph& g, ValueId v, int32_t keys, int32_t positions);
+  /// Over [lanes, width / 2]: one stage of a bitonic network of argsort `v`, compare-exchange
+  /// of the pairs (i, i + 2^$0), ascending where bit $1 of i is 0. The stage is a launch's
+  /// pair of fixed scalars, so one kernel serves every stage, and any pair is safe: a
+  /// partner outside the lane exchanges nothing.
+  void sort_stage(const Graph& g, ValueId v, int32_t keys, int32_t positions);
+  /// Over argsort `v`'s shape: the positions the network sorted, written as its result.
+  void sorted_positions(const Graph& g, ValueId v, int32_t positions, int32_t plan_buffer);
 
   kir::Kernel finish() {
     kir::remove_dead_instructions(k_);
@@ -170,6 +189,7 @@ class KernelBuilder {
   const std::vector<int32_t>& scalar_bindings() const { return scalar_bindings_; }
   /// The kernel's scalar argument bound to launch slot `slot` (added on first use).
   Ref scalar_arg(int64_t slot, DType t) {
+    KILN_ASSERT(fixed_args_ == 0, "a kernel's slot-bound scalar arguments come before its fixed ones");
     size_t a = 0;
     while (a < scalar_bindings_.size() && scalar_bindings_[a] != slot) ++a;
     if (a == scalar_bindings_.size()) {
@@ -179,9 +199,21 @@ class KernelBuilder {
     const Ref r = add_inst({Code::Arg, OpKind::Add, compute_dtype(t), {}, -1, static_cast<int64_t>(a), {}});
     return is_float(t) ? narrow(r, t) : known(r, t);  // integers fit (the type rules check)
   }
+  /// A scalar argument of type `t` whose value each step launching the kernel fixes
+  /// (LaunchPlan::Step::fixed_scalars), after those bound to launch slots.
+  Ref fixed_arg(DType t) {
+    const auto a = static_cast<int64_t>(k_.scalars.size());
+    k_.scalars.push_back(t);
+    ++fixed_args_;
+    return add_inst({Code::Arg, OpKind::Add, t, {}, -1, a, {}});
+  }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
 
  private:
+  /// Whether key `ka` at lane position `ia` sorts before key `kb` at `ib` in argsort `n`'s
+  /// order (keys in their compute type): padding (positions from `len` up) after every
+  /// element, NaN after every number (before, descending), ties by position.
+  Ref sorts_before(const Graph& g, const Node& n, Ref ka, Ref ia, Ref kb, Ref ib);
   bool is_const(Ref r, int64_t c) const {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
     return in.code == Code::Const && in.literal.is_int() && in.literal.as_int() == c;
@@ -214,6 +246,7 @@ class KernelBuilder {
   kir::Kernel k_;
   std::vector<int32_t> bindings_;  // kernel buffer -> plan buffer
   std::vector<int32_t> scalar_bindings_;  // kernel scalar argument -> launch slot
+  int fixed_args_ = 0;
   std::unordered_map<std::string, Ref> cse_;
   std::unordered_map<std::string, Ref> memo_;
   std::unordered_map<ValueId, std::optional<IndexMap>> natural_;
@@ -291,6 +324,11 @@ class Lowering {
   /// A region around a scatter or cumsum (trait::InOrder): one kernel that walks its points
   /// in order (a scatter's data copied into its result first).
   void lower_in_order_region(int32_t k, ValueId w);
+  /// A region around an argsort: a kernel that lays out its operand's lanes, padded to a
+  /// power of two, with their positions; a bitonic sorting network over them, one launch
+  /// of one kernel per stage (log2(width) * (log2(width) + 1) / 2 launches, O(n log^2 n)
+  /// work, every pair of a stage in parallel); a kernel writing the sorted positions.
+  void lower_argsort_region(int32_t k, ValueId w);
   void add_kernel(KernelBuilder& b) {
     LaunchPlan::Step step;
     step.kernel = static_cast<int32_t>(plan_.kernels.size());
@@ -478,9 +516,7 @@ std::pair<Ref, Ref> KernelBuilder::offset_at_index(IndexMap p, size_t axis, Ref 
 
 void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
   const Node& n = g.node(v);
-  const Shape& us = g.type(n.operands[2]).shape;
-  IndexMap p;
-  for (int d = 0; d < us.rank(); ++d) p.push_back(IndexExpr::dim(d, us[d]));
+  const IndexMap p = identity_map(g.type(n.operands[2]).shape);
   const Ref index = value_at(g, n.operands[1], p, kir::kNoRef);
   const Ref update = cast(value_at(g, n.operands[2], p, kir::kNoRef), n.type.dtype);
   const auto [offset, inside] = offset_at_index(p, static_cast<size_t>(n.attr("axis").i), index, n.type.shape);
@@ -499,8 +535,7 @@ void KernelBuilder::cumsum(const Graph& g, ValueId v, int32_t plan_buffer) {
   const Node& n = g.node(v);
   const Shape& s = n.type.shape;
   const auto axis = static_cast<int>(n.attr("axis").i);
-  IndexMap p;
-  for (int d = 0; d < s.rank(); ++d) p.push_back(IndexExpr::dim(d, s[d]));
+  const IndexMap p = identity_map(s);
   const Ref x = cast(value_at(g, n.operands[0], p, kir::kNoRef), n.type.dtype);
   const int32_t param = param_for(plan_buffer, low_.name(v), n.type, true);
   const Ref offset = offset_of(p, s);
@@ -512,6 +547,103 @@ void KernelBuilder::cumsum(const Graph& g, ValueId v, int32_t plan_buffer) {
   const Ref sum = op(OpKind::Where, n.type.dtype, {after_first, added, x});
   k_.stores.push_back({param, offset, cast(sum, compute_dtype(n.type.dtype)), kir::kNoRef});
   k_.in_order = true;
+}
+
+Shape KernelBuilder::lanes_shape(const Graph& g, const Node& n) {
+  const Shape& s = g.type(n.operands[0]).shape;
+  const int64_t len = s[static_cast<int>(n.attr("axis").i)];
+  return Shape{s.numel() / len, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(len)))};
+}
+
+Ref KernelBuilder::sorts_before(const Graph& g, const Node& n, Ref ka, Ref ia, Ref kb, Ref ib) {
+  const DType t = g.type(n.operands[0]).dtype;
+  const bool descending = n.attr("descending").present;
+  const int64_t len = g.type(n.operands[0]).shape[static_cast<int>(n.attr("axis").i)];
+  constexpr DType B = DType::Bool;
+  auto logic = [&](OpKind o, Ref a, Ref b) { return op(o, B, {a, b}); };
+  auto negate = [&](Ref a) { return op(OpKind::Not, B, {a}); };
+  if (t == DType::Bool) ka = cast(ka, DType::I32), kb = cast(kb, DType::I32);  // ordered as 0 and 1
+  if (t == DType::U64) ka = u64_key(ka), kb = u64_key(kb);
+  const OpKind order = descending ? OpKind::Gt : OpKind::Lt;
+  Ref key_before = op(order, B, {ka, kb});
+  Ref key_same = op(OpKind::Eq, B, {ka, kb});
+  if (is_float(t)) {
+    const Ref nan_a = op(OpKind::IsNan, B, {ka}), nan_b = op(OpKind::IsNan, B, {kb});
+    key_before = logic(OpKind::Or, key_before,
+                       descending ? logic(OpKind::And, nan_a, negate(nan_b)) : logic(OpKind::And, negate(nan_a), nan_b));
+    key_same = logic(OpKind::Or, key_same, logic(OpKind::And, nan_a, nan_b));
+  }
+  const Ref earlier = op(OpKind::Lt, B, {ia, ib});
+  const Ref real_a = op(OpKind::Lt, B, {ia, constant(len)});
+  const Ref pad_b = op(OpKind::Ge, B, {ib, constant(len)});
+  const Ref among_real = logic(OpKind::Or, key_before, logic(OpKind::And, key_same, earlier));
+  return op(OpKind::Where, B, {real_a, logic(OpKind::Or, pad_b, among_real), logic(OpKind::And, pad_b, earlier)});
+}
+
+void KernelBuilder::sort_lanes(const Graph& g, ValueId v, int32_t keys, int32_t positions) {
+  const Node& n = g.node(v);
+  const TensorType& xt = g.type(n.operands[0]);
+  const auto axis = static_cast<int>(n.attr("axis").i);
+  const int last = xt.shape.rank() - 1;
+  const int64_t len = xt.shape[axis];
+  const Shape lanes = lanes_shape(g, n);
+  // The domain is the operand's shape with the axis moved last and padded to the width.
+  IndexMap p;
+  for (int d = 0, j = 0; d < xt.shape.rank(); ++d)
+    p.push_back(d == axis ? IndexExpr::dim(last, lanes[1]) : IndexExpr::dim(j++, xt.shape[d]));
+  const Ref at = dim(last);
+  const Ref real = lanes[1] == len ? kir::kNoRef : op(OpKind::Lt, DType::Bool, {at, constant(len)});
+  const Ref key = value_at(g, n.operands[0], p, real);
+  const Ref offset = offset_of(identity_map(k_.domain), k_.domain);
+  k_.stores.push_back({param_for(keys, low_.name(v) + ".keys", {xt.dtype, lanes}, true), offset, key, kir::kNoRef});
+  k_.stores.push_back({param_for(positions, low_.name(v) + ".positions", {DType::I64, lanes}, true), offset, at, kir::kNoRef});
+}
+
+void KernelBuilder::sort_stage(const Graph& g, ValueId v, int32_t keys, int32_t positions) {
+  const Node& n = g.node(v);
+  const DType t = g.type(n.operands[0]).dtype;
+  const int64_t width = lanes_shape(g, n)[1];
+  constexpr DType I = DType::I64;
+  const Ref log_distance = fixed_arg(I), log_block = fixed_arg(I);
+  auto shl = [&](Ref a, Ref c) { return op(OpKind::Shl, I, {a, c}); };
+  auto shr = [&](Ref a, Ref c) { return op(OpKind::Shr, I, {a, c}); };
+  // Pair p joins i = p + (p with its low log_distance bits cleared) and i + 2^log_distance.
+  const Ref pair = dim(1);
+  const Ref i = add(pair, shl(shr(pair, log_distance), log_distance));
+  const Ref l = add(i, shl(constant(1), log_distance));
+  const Ref inside = op(OpKind::And, DType::Bool,
+                        {op(OpKind::Ge, DType::Bool, {l, constant(0)}), op(OpKind::Lt, DType::Bool, {l, constant(width)})});
+  const Ref block = shr(i, log_block);
+  const Ref descending_block = op(OpKind::Ne, DType::Bool, {op(OpKind::Sub, I, {block, shl(shr(block, constant(1)), constant(1))}), constant(0)});
+  const Ref base = mul(dim(0), width);
+  const Ref at_i = add(base, i), at_l = add(base, l);
+  const int32_t kp = param_for(keys, low_.name(v) + ".keys", {t, lanes_shape(g, n)}, true);
+  const int32_t pp = param_for(positions, low_.name(v) + ".positions", {I, lanes_shape(g, n)}, true);
+  const Ref ki = load(kp, t, {at_i, inside}), pi = load(pp, I, {at_i, inside});
+  const Ref kl = load(kp, t, {at_l, inside}), pl = load(pp, I, {at_l, inside});
+  // The order is strict and total (a lane's positions differ), so the pair is out of order
+  // where i sorts first in a descending block, or second in an ascending one.
+  const Ref i_first = sorts_before(g, n, ki, pi, kl, pl);
+  const Ref swap = op(OpKind::Where, DType::Bool, {descending_block, i_first, op(OpKind::Not, DType::Bool, {i_first})});
+  const Ref guard = both(inside, swap);
+  k_.stores.push_back({kp, at_i, kl, guard});
+  k_.stores.push_back({pp, at_i, pl, guard});
+  k_.stores.push_back({kp, at_l, ki, guard});
+  k_.stores.push_back({pp, at_l, pi, guard});
+}
+
+void KernelBuilder::sorted_positions(const Graph& g, ValueId v, int32_t positions, int32_t plan_buffer) {
+  const Node& n = g.node(v);
+  const Shape& s = n.type.shape;
+  const auto axis = static_cast<int>(n.attr("axis").i);
+  const Shape lanes = lanes_shape(g, n);
+  // The lane is the position's other dims, row-major; along it, the position on the axis.
+  IndexExpr lane = IndexExpr::constant(0);
+  for (int d = 0; d < s.rank(); ++d)
+    if (d != axis) lane = lane * s[d] + IndexExpr::dim(d, s[d]);
+  const Ref from = offset_of({lane, IndexExpr::dim(axis, s[axis])}, lanes);
+  const Ref position = load(param_for(positions, low_.name(v) + ".positions", {DType::I64, lanes}, false), DType::I64, {from});
+  k_.stores.push_back({param_for(plan_buffer, low_.name(v), n.type, true), offset_of(identity_map(s), s), position, kir::kNoRef});
 }
 
 // Pad and concat read an operand only where the position lies inside it: the guard is
@@ -537,7 +669,7 @@ std::vector<KernelBuilder::Request> KernelBuilder::operand_requests(const Graph&
                             op_info(n.op).name));
   std::vector<Request> out;
   if (n.op == OpKind::Gather) return {{n.operands[1], at.p, at.mask}};  // the data: gathered()
-  if (n.info().has(trait::InOrder))  // written by its own kernel (scatter(), cumsum())
+  if (n.info().has(trait::WholeResult))  // written by kernels of its own (scatter(), cumsum(), argsort)
     throw Error(fmt::format("kernel @{}: cannot compute %{} ({}) inside the kernel", k_.name, low_.name(at.v),
                             n.info().name));
   for (size_t i = 0; i < n.operands.size(); ++i) {
@@ -831,12 +963,58 @@ void Lowering::lower_in_order_region(int32_t k, ValueId w) {
   for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
 }
 
+void Lowering::lower_argsort_region(int32_t k, ValueId w) {
+  const auto ki = static_cast<size_t>(k);
+  const Node& n = g_.node(w);
+  const int32_t out = mp_.buffer_of[w] >= 0 ? mp_.buffer_of[w] : new_buffer(n.type);
+  override_[w] = out;
+  std::vector<bool> member(g_.size(), false);
+  for (ValueId v : index_.members[ki]) member[v] = v != w;
+  const std::string& name = g_.kernels()[ki].name;
+  const TensorType& xt = g_.type(n.operands[0]);
+  if (xt.shape.numel() > 0) {
+    Shape domain;  // the operand's shape, the axis last and padded to the width
+    const auto axis = static_cast<int>(n.attr("axis").i);
+    for (int d = 0; d < xt.shape.rank(); ++d)
+      if (d != axis) domain.push_back(xt.shape[d]);
+    const Shape lanes = KernelBuilder::lanes_shape(g_, n);
+    const int64_t width = lanes[1];
+    domain.push_back(width);
+    const int32_t keys = new_buffer({xt.dtype, lanes}), positions = new_buffer({DType::I64, lanes});
+    KernelBuilder first(*this, name, domain, std::vector<bool>(static_cast<size_t>(domain.rank()), false), member);
+    first.sort_lanes(g_, w, keys, positions);
+    add_kernel(first);
+    if (width > 1) {
+      const Shape pairs{lanes[0], width / 2};
+      KernelBuilder stage(*this, name + "_stage", pairs, {false, false}, std::vector<bool>(g_.size(), false));
+      stage.sort_stage(g_, w, keys, positions);
+      add_kernel(stage);
+      const LaunchPlan::Step launch = plan_.steps.back();
+      plan_.steps.pop_back();
+      const int log_width = std::countr_zero(static_cast<uint64_t>(width));
+      for (int block = 1; block <= log_width; ++block)  // sorted runs of 2^block, from runs of half that
+        for (int distance = block - 1; distance >= 0; --distance) {
+          plan_.steps.push_back(launch);
+          plan_.steps.back().fixed_scalars = {Scalar::from_int(distance), Scalar::from_int(block)};
+        }
+    }
+    KernelBuilder last(*this, name + "_positions", n.type.shape,
+                       std::vector<bool>(static_cast<size_t>(n.type.shape.rank()), false), std::vector<bool>(g_.size(), false));
+    last.sorted_positions(g_, w, positions, out);
+    add_kernel(last);
+  }
+  // Other outputs of the region (the operand, also returned) are stored beside.
+  for (ValueId v : index_.outputs[ki])
+    if (v != w) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
+}
+
 void Lowering::lower_region(int32_t k) {
   const auto ki = static_cast<size_t>(k);
   store_gather_data(k);
   for (ValueId v : index_.members[ki]) {
     if (g_.node(v).op == OpKind::Matmul) return lower_matmul_region(k, v);
     if (g_.node(v).info().has(trait::InOrder)) return lower_in_order_region(k, v);
+    if (g_.node(v).op == OpKind::Argsort) return lower_argsort_region(k, v);
   }
   const std::vector<ValueId>& outputs = index_.outputs[ki];
   if (outputs.empty()) return;
@@ -910,9 +1088,7 @@ void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool
   const Shape& s = g_.type(v).shape;
   KernelBuilder b(*this, fmt::format("copy_{}", name(v)), s, std::vector<bool>(static_cast<size_t>(s.rank()), false),
                   std::move(member));
-  IndexMap p;
-  for (int d = 0; d < s.rank(); ++d) p.push_back(IndexExpr::dim(d, s[d]));
-  Ref x = b.cast(b.value_at(g_, v, p, kir::kNoRef), as);
+  Ref x = b.cast(b.value_at(g_, v, identity_map(s), kir::kNoRef), as);
   // Written as the identity over v's own shape.
   Ref off = b.constant(0);
   const auto strides = s.strides();
@@ -1065,6 +1241,9 @@ std::string LaunchPlan::str() const {
       std::string binds;
       for (size_t i = 0; i < s.bindings.size(); ++i) binds += fmt::format("{}#{}=buf{}", i ? ", " : "", i, s.bindings[i]);
       for (size_t i = 0; i < s.scalar_bindings.size(); ++i) binds += fmt::format("{}${}=slot{}", binds.empty() ? "" : ", ", i, s.scalar_bindings[i]);
+      for (size_t i = 0; i < s.fixed_scalars.size(); ++i)
+        binds += fmt::format("{}${}={}", binds.empty() ? "" : ", ", s.scalar_bindings.size() + i,
+                             format_scalar(s.fixed_scalars[i], s.fixed_scalars[i].is_int() ? DType::I64 : DType::F64));
       out += fmt::format("  @{}({})\n", kernels[static_cast<size_t>(s.kernel)].name, binds);
     } else {
       out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", s.gemm.c, s.gemm.a, s.gemm.b,

@@ -201,6 +201,7 @@ class KernelEngine final : public Engine {
         KILN_ASSERT(static_cast<size_t>(slot) < scalars.size(), "a kernel's scalar slot is bound by the graph");
         args.push_back(scalars[static_cast<size_t>(slot)]);
       }
+      args.insert(args.end(), step.fixed_scalars.begin(), step.fixed_scalars.end());
     };
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       const LaunchPlan::Step& step = plan.steps[s];

@@ -17,8 +17,6 @@ void require_float(std::string_view fn, const Tensor& x) {
                                  TensorType{x.dtype(), x.shape()}.str()));
 }
 
-std::vector<int64_t> dims_of_shape(const Tensor& x) { return {x.shape().begin(), x.shape().end()}; }
-
 int64_t count_over(const Tensor& x, const std::vector<int64_t>& axes) {
   int64_t n = 1;
   for (int64_t a : axes) n *= x.shape()[static_cast<int>(a)];
@@ -59,29 +57,9 @@ Tensor Tensor::log_softmax(int64_t dim) const {
 std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
   detail::require_defined("sort", *this);
   if (rank() == 0) return {*this, kiln::zeros({}, DType::I64, device())};
-  const detail::BakedScalars baked;  // kiln's own constants fold
   const int64_t d = detail::normalize_axis("sort", dim, *this);
-  const Tensor x = transpose(d, -1);  // the sorted axis last: [..., n]
-  const int64_t n = x.size(-1);
-  // Element i (rows) against element j (columns): j goes first when it orders before i, or
-  // when it is equal and earlier (stable). NaN orders after every number, equal to NaN.
-  const Tensor xi = x.unsqueeze(-1), xj = x.unsqueeze(-2);
-  Tensor before, same;
-  if (is_float(dtype())) {
-    const Tensor ni = xi.isnan(), nj = xj.isnan();
-    const Tensor after_nan = descending ? nj & ~ni : ni & ~nj;
-    before = (descending ? xj.gt(xi) : xj.lt(xi)) | after_nan;
-    same = xj.eq(xi) | (ni & nj);
-  } else {
-    before = descending ? xj.gt(xi) : xj.lt(xi);
-    same = xj.eq(xi);
-  }
-  const Tensor pos = kiln::arange(n, DType::I64, device());
-  const Tensor earlier = pos.unsqueeze(0).lt(pos.unsqueeze(1));  // [n, n]: j < i
-  const Tensor rank = (before | (same & earlier)).to(DType::I64).sum({-1});
-  const Tensor values = kiln::zeros(x.shape(), dtype(), device()).scatter(-1, rank, x);
-  const Tensor from = kiln::zeros(x.shape(), DType::I64, device()).scatter(-1, rank, pos.expand(dims_of_shape(x)));
-  return {values.transpose(d, -1), from.transpose(d, -1)};
+  const Tensor from = argsort(d, descending);
+  return {gather(d, from), from};
 }
 
 std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest) const {

@@ -417,6 +417,16 @@ Tensor Tensor::cumsum(int64_t dim, bool exclusive, bool reverse) const {
   return reverse ? sums.flip({axis}) : sums;
 }
 
+Tensor Tensor::argsort(int64_t dim, bool descending) const {
+  detail::require_defined("argsort", *this);
+  if (rank() == 0) return kiln::zeros({}, DType::I64, device());
+  const int64_t axis = detail::normalize_axis("argsort", dim, *this);
+  Attrs a = Graph::make_attrs(OpKind::Argsort);
+  detail::attr_slot(a, OpKind::Argsort, "axis").i = axis;
+  detail::attr_slot(a, OpKind::Argsort, "descending").present = descending;
+  return record("argsort", OpKind::Argsort, {this}, std::move(a));
+}
+
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
   detail::require_defined("gather", *this);
   detail::require_defined("gather", index);

@@ -464,6 +464,35 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       });
       return out;
     }
+    case OpKind::Argsort: {
+      Wide out = make_wide(n.type);
+      const auto axis = static_cast<size_t>(n.attr("axis").i);
+      const bool descending = n.attr("descending").present;
+      const int64_t len = x.type.shape[static_cast<int>(axis)];
+      const int64_t step = xs[axis];
+      // Whether the element at flat offset a orders before the one at b (NaN after every
+      // number, or before with `descending`; u64 by its order key).
+      auto before = [&](int64_t a, int64_t b) {
+        const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+        if (x.is_f()) {
+          const double va = x.f[ua], vb = x.f[ub];
+          if (std::isnan(va) || std::isnan(vb)) return descending ? std::isnan(va) && !std::isnan(vb)
+                                                                  : !std::isnan(va) && std::isnan(vb);
+          return descending ? va > vb : va < vb;
+        }
+        int64_t va = x.i[ua], vb = x.i[ub];
+        if (x.type.dtype == DType::U64) va = scalar::u64_order_key(va), vb = scalar::u64_order_key(vb);
+        return descending ? va > vb : va < vb;
+      };
+      std::vector<int64_t> lane(static_cast<size_t>(len));
+      for_each_index(x.type.shape, [&](const auto& idx, int64_t flat) {
+        if (idx[axis] != 0) return;  // once per lane, from its first element
+        for (int64_t j = 0; j < len; ++j) lane[static_cast<size_t>(j)] = j;
+        std::stable_sort(lane.begin(), lane.end(), [&](int64_t a, int64_t b) { return before(flat + a * step, flat + b * step); });
+        for (int64_t r = 0; r < len; ++r) out.i[static_cast<size_t>(flat + r * step)] = lane[static_cast<size_t>(r)];
+      });
+      return out;
+    }
     case OpKind::Concat: {
       Wide out = make_wide(n.type);
       const auto axis = static_cast<size_t>(n.attr("axis").i);

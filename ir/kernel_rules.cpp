@@ -81,7 +81,7 @@ Status check_kernel_rules(const Graph& g) {
         return fail(v, fmt::format("scatter data %{} is computed inside the kernel; scatter copies its data into its "
                                    "result before its kernel runs",
                                    names[n.operands[0]]));
-      if (n.info().has(trait::InOrder)) {  // scatter, cumsum
+      if (n.info().has(trait::WholeResult)) {  // scatter, cumsum, argsort
         const std::string_view op = n.info().name;
         for (ValueId u : users[v])
           if (in_kernel(u))
@@ -90,10 +90,9 @@ Status check_kernel_rules(const Graph& g) {
                                        names[u], op, names[v]));
         for (ValueId m : members) {
           if (g.node(m).info().category == OpCategory::Reduce || g.node(m).op == OpKind::Matmul)
-            return fail(m, fmt::format("a {}'s kernel walks its points one after another: it computes no reduction "
-                                       "or matmul", op));
-          if (g.node(m).info().has(trait::InOrder) && m != v)
-            return fail(m, "a kernel holds at most one scatter or cumsum");
+            return fail(m, fmt::format("the kernel of {} %{} computes no reduction or matmul", op, names[v]));
+          if (g.node(m).info().has(trait::WholeResult) && m != v)
+            return fail(m, "a kernel holds at most one scatter, cumsum or argsort");
         }
       }
       if (n.info().category != OpCategory::Reduce) continue;

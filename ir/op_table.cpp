@@ -26,6 +26,7 @@ constexpr std::array PadAttrs{AttrSpec{"low", K::Ints, true}, AttrSpec{"high", K
 constexpr std::array ConcatAttrs{AttrSpec{"axis", K::Int, true}};
 constexpr std::array GatherAttrs{AttrSpec{"axis", K::Int, true}};
 constexpr std::array CumsumAttrs{AttrSpec{"axis", K::Int, true}};
+constexpr std::array ArgsortAttrs{AttrSpec{"axis", K::Int, true}, AttrSpec{"descending", K::Flag, false}};
 constexpr std::array ScatterAttrs{AttrSpec{"axis", K::Int, true}, AttrSpec{"add", K::Flag, false},
                                   AttrSpec{"mul", K::Flag, false}, AttrSpec{"max", K::Flag, false},
                                   AttrSpec{"min", K::Flag, false}};

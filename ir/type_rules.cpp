@@ -466,6 +466,13 @@ Expected<TensorType> rule_cumsum(const TypeRuleInput& in) {
   return TensorType{widen ? DType::I64 : x.dtype, x.shape};
 }
 
+Expected<TensorType> rule_argsort(const TypeRuleInput& in) {
+  const TensorType& x = in.operands[0];
+  const int64_t axis = attr(in, "axis").i;
+  KILN_REQUIRE(axis >= 0 && axis < x.shape.rank(), "'argsort' axis {} is out of range for {}", axis, x.str());
+  return TensorType{DType::I64, x.shape};
+}
+
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));

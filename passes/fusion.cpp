@@ -17,7 +17,8 @@
 //   - a scatter's kernel runs over its updates, which fuse (with its indices) as elementwise
 //     ops do; its result is complete only once the whole kernel has run, so no consumer
 //     joins it, and its data is copied into the result first. A cumsum likewise (both walk
-//     their points in order: trait InOrder), over its operand's points.
+//     their points in order: trait InOrder), over its operand's points, and an argsort,
+//     whose sorting network runs as several launches (all three: trait WholeResult).
 // Otherwise the operation starts a kernel of its own, whose note says why. Sources
 // (constants, rand, arange) and parameters stay outside kernels, which read them. A value
 // that several kernels need is stored once, or recomputed in each when the policy allows and
@@ -43,7 +44,7 @@ struct Kernel {
   std::vector<int64_t> reduce_axes;
   Shape reduce_input;
   bool has_matmul = false;
-  bool in_order = false;  // holds a scatter or cumsum (trait::InOrder)
+  bool whole = false;  // holds a scatter, cumsum or argsort (trait::WholeResult)
   int64_t members = 0;
   std::vector<std::string> notes;
 };
@@ -197,7 +198,7 @@ class Planner {
       for (ValueId o : n.operands) matmul_operand_.insert(o);
     if (n.op == OpKind::Gather)
       from_memory_.emplace(n.operands[0], "gather reads its data from memory, at positions known only at run time");
-    if (n.info().has(trait::InOrder)) kern.in_order = true;
+    if (n.info().has(trait::WholeResult)) kern.whole = true;
     if (n.op == OpKind::Scatter)
       from_memory_.emplace(n.operands[0], "scatter copies its data into its result before its kernel runs");
   }
@@ -216,8 +217,11 @@ class Planner {
       why = it->second;
       return false;
     }
-    if (n.info().has(trait::InOrder)) {
-      why = fmt::format("a {}'s result is complete only once its whole kernel has run", n.info().name);
+    if (n.info().has(trait::WholeResult)) {
+      const std::string_view name = n.info().name;
+      why = fmt::format("{} {}'s result is complete only once its {} has run",
+                        std::string_view("aeiou").find(name[0]) == std::string_view::npos ? "a" : "an", name,
+                        n.info().has(trait::InOrder) ? "whole kernel" : "last kernel");
       return false;
     }
     if (is_view(n)) return true;  // an index map, free in any kernel
@@ -230,8 +234,8 @@ class Planner {
       why = "concat writes its operands side by side: it is a kernel of its own";
       return false;
     }
-    if (kern.in_order && (cat == OpCategory::Reduce || n.op == OpKind::Matmul)) {
-      why = "a scatter's or cumsum's kernel walks its points one after another: it computes no reduction or matmul";
+    if (kern.whole && (cat == OpCategory::Reduce || n.op == OpKind::Matmul)) {
+      why = "a scatter's, cumsum's or argsort's kernel computes no reduction or matmul";
       return false;
     }
     if (cat == OpCategory::Reduce) {

@@ -252,6 +252,8 @@ MESSAGES = [
      "'scatter' combines numbers, not bool[2]"),
     ('m.kir', G('(%x: f32[2,3]) -> f32[2,3]', '  %y = cumsum %x {axis = 2} : f32[2,3]\n  return %y'),
      "'cumsum' axis 2 is out of range for f32[2,3]"),
+    ('m.kir', G('(%x: f32[2,3]) -> i64[2,3]', '  %y = argsort %x {axis = 2} : i64[2,3]\n  return %y'),
+     "'argsort' axis 2 is out of range for f32[2,3]"),
     ('m.kir', G('(%x: f32[4], %n: i32[4]) -> f32[4]', '  %y = shl %x, %n : f32[4]\n  return %y'),
      "'shl' shifts integers, got f32[4] and i32[4]"),
     ('m.kir', G('(%x: u64[2], %y: i32[2]) -> f64[4]', '  %c = concat %x, %y {axis = 0} : f64[4]\n  return %c'),

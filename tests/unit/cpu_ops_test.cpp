@@ -1273,6 +1273,41 @@ TEST(CpuMovement, CumsumWalksItsAxisInOrder) {
       "  return %c\n}\n");
 }
 
+TEST(CpuMovement, ArgsortSortsEveryLaneStably) {
+  // Every axis of a 3-D operand computed in the kernel (abs of a permute), lanes of 5, 37
+  // and 3 (padded to 8, 64, 4), both directions; special values (NaN, infinities, signed
+  // zeros) and ties; the result read by a later kernel (the sorted values, a gather).
+  for (int axis : {0, 1, 2})
+    for (const char* direction : {"", ", descending"}) {
+      const std::string text = fmt::format(
+          "graph @s(%x: f32[37,5,3], %t: f32[5,37,3]) -> (i64[5,37,3], f32[5,37,3], i64[5,37,3]) {{\n"
+          "  %p = permute %x {{perm = [1, 0, 2]}} : f32[5,37,3]\n"
+          "  %e = abs %p : f32[5,37,3]\n"
+          "  %a = argsort %e {{axis = {0}{1}}} : i64[5,37,3]\n"
+          "  %v = gather %e, %a {{axis = {0}}} : f32[5,37,3]\n"
+          "  %b = argsort %t {{axis = {0}{1}}} : i64[5,37,3]\n"
+          "  return %a, %v, %b\n}}\n",
+          axis, direction);
+      expect_same(text, {Data::Smooth, Data::Exponent});
+    }
+  // Every other dtype, ties everywhere (integers drawn from 17 values), u64 in its order
+  // (values from 2^63 up the largest), bool as 0 and 1; a lane of one and a power of two.
+  for (const char* t : {"i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "bf16", "f64", "bool"})
+    for (const std::string& s : {std::string("[3,100]"), std::string("[64,1]"), std::string("[2,64]")}) {
+      const std::string text = fmt::format(
+          "graph @s(%x: {0}{1}) -> (i64{1}, i64{1}) {{\n"
+          "  %a = argsort %x {{axis = 1}} : i64{1}\n"
+          "  %d = argsort %x {{axis = 0, descending}} : i64{1}\n"
+          "  return %a, %d\n}}\n",
+          t, s);
+      const Graph g = parse_or_fail(text);
+      std::vector<HostTensor> in = inputs_for(g, {Data::General});
+      if (is_integer(in[0].dtype()) && in[0].dtype() != DType::U64) in = {indices(in[0].dtype(), g.type(g.inputs()[0]).shape, 7, 31)};
+      SCOPED_TRACE(text);
+      expect_same(text, in);
+    }
+}
+
 TEST(CpuMovement, ConcatOfMixedTypes) {
   expect_same(
       "graph @c(%a: i32[5,3], %b: f32[5,37], %d: f64[5,1], %e: bool[5,2]) -> (f64[5,43], "

@@ -476,6 +476,22 @@ TEST(InterpreterMovement, CumsumSumsAlongTheAxisInOrder) {
               {DType::U64, {2}}, {INT64_MAX, INT64_MIN + 2});
 }
 
+TEST(InterpreterMovement, ArgsortIsStableWithNanLast) {
+  const std::string x = "%x = constant {data = [3, nan, 1, 3, -0.0, 0.0, nan, -1]} : f32[2,4]\n";
+  expect_ints(eval("i64[2,4]", x + "%y = argsort %x {axis = 1} : i64[2,4]\nreturn %y"), I64({2, 4}),
+              {2, 0, 3, 1, 3, 0, 1, 2});
+  // Descending: NaN first; equal elements (3 and 3, -0.0 and 0.0) still in their order.
+  expect_ints(eval("i64[2,4]", x + "%y = argsort %x {axis = 1, descending} : i64[2,4]\nreturn %y"), I64({2, 4}),
+              {1, 0, 3, 2, 2, 0, 1, 3});
+  expect_ints(eval("i64[2,3]", "%x = constant {data = [5, 1, 7, 2, 1, 9]} : i32[2,3]\n"
+                               "%y = argsort %x {axis = 0} : i64[2,3]\nreturn %y"),
+              I64({2, 3}), {1, 0, 0, 0, 1, 1});
+  // u64 in its order: 2^63 + 1 (written as its i64 bits) is the largest.
+  expect_ints(eval("i64[3]", "%x = constant {data = [-9223372036854775807, 7, 0]} : u64[3]\n"
+                             "%y = argsort %x {axis = 0} : i64[3]\nreturn %y"),
+              I64({3}), {2, 1, 0});
+}
+
 TEST(InterpreterMovement, SliceWithNegativeStepsWalksDown) {
   const std::string base = std::string(kIota6) + "%r = reshape %x : i32[2,3]\n";
   // Both axes reversed: stop = -1 reaches index 0.

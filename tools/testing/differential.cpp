@@ -29,12 +29,12 @@ std::vector<Precision> precision(const Graph& g, bool exact_math) {
     if ((n.op == OpKind::ReduceSum || n.op == OpKind::ReduceProd) && float_in) x = std::max(x, Precision::Approximate);
     if (n.op == OpKind::Matmul && float_in) x = std::max(x, Precision::Approximate);
     // An op that amplifies a rounding difference without bound: a step (floor, a compare
-    // and so where's condition, a cast to an integer, argmax), a pole (1/x and rsqrt at a
+    // and so where's condition, a cast to an integer, argmax, argsort), a pole (1/x and rsqrt at a
     // zero whose sign differs, log near 0, pow), or a periodic function of a large argument.
     const bool amplifies =
         n.op == OpKind::Floor || n.op == OpKind::Ceil || n.op == OpKind::Rsqrt || n.op == OpKind::Div ||
         n.op == OpKind::Log || n.op == OpKind::Pow || n.op == OpKind::Sin || n.op == OpKind::Cos ||
-        n.info().has(trait::ArgReduce) ||
+        n.info().has(trait::ArgReduce) || n.op == OpKind::Argsort ||
         (n.info().category == OpCategory::Elementwise && n.type.dtype == DType::Bool) ||
         (n.op == OpKind::Cast && !is_float(n.type.dtype));
     if (amplifies && x == Precision::Approximate) x = Precision::Unbounded;

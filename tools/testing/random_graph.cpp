@@ -152,12 +152,16 @@ class Generator {
         }
         break;
       }
-      case 6: {  // reductions, and now and then a running sum
+      case 6: {  // reductions, and now and then a running sum or a sort
         if (tx.shape.rank() == 0) break;
         if (opt_.scans && chance(0.15)) {
-          Attrs a = Graph::make_attrs(OpKind::Cumsum);
-          set(a, OpKind::Cumsum, "axis").i = pick(0, tx.shape.rank() - 1);
-          add(OpKind::Cumsum, {x}, std::move(a));
+          // The graphs that drew a cumsum here draw an argsort half the time; the rest are
+          // as they were.
+          const OpKind op = chance(0.5) ? OpKind::Argsort : OpKind::Cumsum;
+          Attrs a = Graph::make_attrs(op);
+          set(a, op, "axis").i = pick(0, tx.shape.rank() - 1);
+          if (op == OpKind::Argsort && chance(0.5)) set(a, op, "descending");
+          add(op, {x}, std::move(a));
           break;
         }
         const OpKind reduce[] = {OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin,

@@ -22,8 +22,9 @@ struct RandomGraphOptions {
   /// exp, log, tanh, sin, cos, sigmoid, erf and pow on f64 values; false casts such operands
   /// to f32 first (for devices without them: GLSL has no f64 versions).
   bool f64_math = true;
-  /// Now and then a cumsum where a reduction would be drawn (false keeps the draws of the
-  /// graphs made before cumsum existed: the large-graph test counts the paths they reach).
+  /// Now and then a cumsum or an argsort where a reduction would be drawn (false keeps the
+  /// draws of the graphs made before cumsum existed: the large-graph test counts the paths
+  /// they reach).
   bool scans = true;
 };
 

@@ -50,6 +50,9 @@ struct LaunchPlan {
     int32_t kernel = -1;            // a launch of kernels[kernel], or -1 for `gemm`
     std::vector<int32_t> bindings;  // kernel buffer param -> plan buffer
     std::vector<int32_t> scalar_bindings;  // kernel scalar argument -> launch slot
+    /// The kernel's scalar arguments after those bound to launch slots, fixed by the plan:
+    /// one kernel launched once per stage of a sorting network, each with its stage.
+    std::vector<Scalar> fixed_scalars;
     Gemm gemm;
   };
 

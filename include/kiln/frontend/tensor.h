@@ -164,15 +164,14 @@ class Tensor {
   Tensor var(const Axes& axes = {}, bool keepdim = false, int64_t correction = 1) const;
   Tensor softmax(int64_t dim = -1) const;
   Tensor log_softmax(int64_t dim = -1) const;
-  /// Sorted along `dim`, stably, with the position each element came from (i64): NaN sorts
-  /// after every number (before, descending), as PyTorch's sort. Each element's rank counts
-  /// the elements before it along `dim` (one fused reduction over n x n pairs), then a
-  /// scatter places it: O(n^2) work per row, fine for the rows of TopK and argsort in
-  /// models, not a sort of millions.
+  /// The positions (i64) that sort each lane along `dim`, stably: NaN after every number
+  /// (before, descending), as PyTorch's argsort(stable=True). One argsort op: a bitonic
+  /// sorting network on every device, O(n log^2 n) work per lane.
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  /// Sorted along `dim`, with the position each element came from: argsort, then a gather.
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
-  Tensor argsort(int64_t dim = -1, bool descending = false) const { return sort(dim, descending).second; }
   /// The k largest (or smallest) along `dim`, in order, with their positions; ties keep
-  /// the lower position first.
+  /// the lower position first. The first k of sort's.
   std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true) const;
 
   // ---- movement (views: no data is copied) --------------------------------------------

@@ -42,8 +42,11 @@ inline constexpr uint32_t ArgReduce = 1u << 9;    // a reduction to a position (
 inline constexpr uint32_t Predicate = 1u << 10;   // a unary test of its operand, giving bool
 inline constexpr uint32_t InOrder = 1u << 11;     // its kernel walks its points one after another,
                                                   // each reading what earlier ones stored
-                                                  // (Kernel::in_order): its result is complete
-                                                  // only once the whole kernel has run
+                                                  // (Kernel::in_order)
+inline constexpr uint32_t WholeResult = 1u << 12; // its result is complete only once its
+                                                  // kernel (or kernels) ran to the end: no
+                                                  // user shares its kernel, and that kernel
+                                                  // computes no reduction or matmul
 }  // namespace trait
 
 /// What a type rule sees: the operand types, the attributes and, for ops whose result
