@@ -441,8 +441,14 @@ std::string CEmitter::expr(Ref r) {
       const auto t = static_cast<DType>(in.imm);
       return from_memory(to_memory(v(in.args[0]), t), t);
     }
-    case Code::IndexDiv: return fmt::format("({} / {})", position(in.args[0]), idx_literal(in.imm));
-    case Code::IndexMod: return fmt::format("({} % {})", position(in.args[0]), idx_literal(in.imm));
+    case Code::IndexDiv:
+    case Code::IndexMod: {
+      // Computed in the index type; a value that is not only a position (a data value too)
+      // is an i64 variable, widened as every i32 is (widen_i32: an implicit conversion is
+      // the pattern lavapipe folds wrong; kiln fuzz seed 5312 on vulkan:0).
+      const std::string x = fmt::format("({} {} {})", position(in.args[0]), in.code == Code::IndexDiv ? '/' : '%', idx_literal(in.imm));
+      return idx_ == DType::I32 && !index_[static_cast<size_t>(r)] ? d_.widen_i32(x) : x;
+    }
     case Code::Rand:
       helpers_.insert(fmt::format("rand_{}", dtype_name(in.type)));
       return fmt::format("kiln_rand_{}({}, {}u)", dtype_name(in.type), v(in.args[0]), scalar::rand_key(in.imm));

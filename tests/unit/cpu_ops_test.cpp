@@ -1319,6 +1319,17 @@ TEST(CpuMovement, ConcatOfMixedTypes) {
       "  return %x, %y, %z\n}\n");
 }
 
+TEST(CpuMovement, PaddedI64ReadThroughAReshape) {
+  // kiln fuzz seed 5312: on vulkan:0 the rows inside the pad came out 0 (lavapipe folded the
+  // compare of a position widened implicitly from int; c_emitter.cpp widens it explicitly).
+  expect_same(
+      "graph @p(%x: i64[2,2]) -> i64[20] {\n"
+      "  %y = pad %x {low = [1, 0], high = [2, 0]} : i64[5,2]\n"
+      "  %z = expand %y : i64[2,5,2]\n"
+      "  %r = reshape %z : i64[20]\n"
+      "  return %r\n}\n");
+}
+
 TEST(CpuMovement, ReturnedViewsAreMaterialized) {
   expect_same(
       "graph @v(%x: i64[5,37]) -> (i64[37,5], i64[2,12], i64[5,38], i64[3,5,37], i64[185]) {\n"
