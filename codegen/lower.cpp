@@ -132,6 +132,8 @@ class KernelBuilder {
   /// `a` converted to `t` with the semantics of the cast op.
   Ref cast(Ref a, DType t) {
     if (known_type(a) == t) return a;
+    if (known_type(a) == DType::U64 && is_float(t)) return cast(u64_to_f64(a), t);  // rounded once, as the interpreter
+    if (t == DType::U64 && is_float(type(a))) return float_to_u64(a);
     const DType c = compute_dtype(t);
     Ref r = type(a) == c ? a : add_inst({Code::Cast, OpKind::Cast, c, {a}, -1, 0, {}});
     if (is_float(type(a)) && is_integer(t) && c != t)  // floats saturate at the narrow type's limits
@@ -139,6 +141,14 @@ class KernelBuilder {
                               konst(Scalar::from_int(int_max(t)), c)});
     return narrow(r, t);
   }
+  // u64 where int64's arithmetic would read values from 2^63 up (the negative int64s) wrong,
+  // built from int64 ops: docs/ir.md, 3.1.
+  /// A u64 converted to f64, rounded to nearest even.
+  Ref u64_to_f64(Ref a);
+  /// A float converted to u64: truncated, NaN and below 0 to 0, from 2^64 up to 2^64 - 1.
+  Ref float_to_u64(Ref a);
+  /// mod (or fmod: the same for unsigned values) or shr of two u64s.
+  Ref u64_binary(OpKind o, Ref a, Ref b);
   Ref both(Ref a, Ref b) {  // logical and of two optional masks
     if (a == kir::kNoRef) return b;
     if (b == kir::kNoRef) return a;
@@ -549,6 +559,60 @@ void KernelBuilder::cumsum(const Graph& g, ValueId v, int32_t plan_buffer) {
   k_.in_order = true;
 }
 
+Ref KernelBuilder::u64_to_f64(Ref a) {
+  constexpr DType I = DType::I64, B = DType::Bool;
+  const Ref one = constant(1);
+  auto low_bit = [&](Ref x) { return op(OpKind::Sub, I, {x, op(OpKind::Shl, I, {op(OpKind::Shr, I, {x, one}), one})}); };
+  // From 2^63 up (negative as int64): half of it, with the bit shifted out kept as a sticky
+  // bit (half | low: round to odd), converts exactly rounded; doubled, it is the conversion.
+  const Ref half = op(OpKind::Add, I, {op(OpKind::Shr, I, {a, one}), constant(INT64_MIN)});  // a >> 1, unsigned
+  const Ref low = low_bit(a);
+  const Ref sticky = op(OpKind::Where, I, {op(OpKind::Eq, B, {low_bit(half), constant(0)}), op(OpKind::Add, I, {half, low}), half});
+  const Ref doubled = op(OpKind::Mul, DType::F64,
+                         {add_inst({Code::Cast, OpKind::Cast, DType::F64, {sticky}, -1, 0, {}}), konst(Scalar::from_float(2.0), DType::F64)});
+  const Ref direct = add_inst({Code::Cast, OpKind::Cast, DType::F64, {a}, -1, 0, {}});
+  return op(OpKind::Where, DType::F64, {op(OpKind::Lt, B, {a, constant(0)}), doubled, direct});
+}
+
+Ref KernelBuilder::float_to_u64(Ref a) {
+  constexpr DType F = DType::F64, I = DType::I64, B = DType::Bool;
+  const Ref x = cast(a, F);  // exact
+  const Ref half_range = konst(Scalar::from_float(0x1p63), F);
+  auto at_least = [&](double bound) { return op(OpKind::Ge, B, {x, konst(Scalar::from_float(bound), F)}); };
+  // From 2^63 up: what is above 2^63 converts as int64 does, and the top bit is set.
+  const Ref high = op(OpKind::Add, I, {cast(op(OpKind::Sub, F, {x, half_range}), I), constant(INT64_MIN)});
+  Ref r = op(OpKind::Where, I, {op(OpKind::Gt, B, {x, konst(Scalar::from_float(0.0), F)}), cast(x, I), constant(0)});
+  r = op(OpKind::Where, I, {at_least(0x1p63), high, r});
+  return known(op(OpKind::Where, I, {at_least(0x1p64), constant(-1), r}), DType::U64);
+}
+
+Ref KernelBuilder::u64_binary(OpKind o, Ref a, Ref b) {
+  constexpr DType I = DType::I64, B = DType::Bool;
+  const Ref zero = constant(0), one = constant(1);
+  auto less = [&](Ref x, Ref y) { return op(OpKind::Lt, B, {u64_key(x), u64_key(y)}); };
+  if (o == OpKind::Shr) {
+    // An arithmetic shift of a value from 2^63 up fills the top b bits with ones: less those.
+    const Ref shifted = op(OpKind::Shr, I, {a, b});
+    const Ref ones = op(OpKind::Shl, I, {constant(-1), op(OpKind::Sub, I, {constant(64), b})});
+    const Ref inside = op(OpKind::And, B, {op(OpKind::Ge, B, {b, zero}), op(OpKind::Lt, B, {b, constant(64)})});
+    const Ref from_top = op(OpKind::Where, I, {inside, op(OpKind::Sub, I, {shifted, ones}), zero});
+    return known(op(OpKind::Where, I, {op(OpKind::Ge, B, {a, zero}), shifted, from_top}), DType::U64);
+  }
+  // Both below 2^63: int64's remainder (by 0: 0). A divisor from 2^63 up goes into a once at
+  // most. A dividend from 2^63 up: 2 (a / 2 mod b) + a's low bit is below 2b, so b is
+  // subtracted once at most.
+  const Ref half = op(OpKind::Add, I, {op(OpKind::Shr, I, {a, one}), constant(INT64_MIN)});
+  const Ref low = op(OpKind::Sub, I, {a, op(OpKind::Shl, I, {op(OpKind::Shr, I, {a, one}), one})});
+  const Ref m = op(OpKind::Mod, I, {half, b});
+  const Ref twice = op(OpKind::Add, I, {op(OpKind::Add, I, {m, m}), low});
+  const Ref big_a = op(OpKind::Where, I, {less(twice, b), twice, op(OpKind::Sub, I, {twice, b})});
+  const Ref big_b = op(OpKind::Where, I, {less(a, b), a, op(OpKind::Sub, I, {a, b})});
+  const Ref small = op(OpKind::Mod, I, {a, b});
+  Ref r = op(OpKind::Where, I, {op(OpKind::Eq, B, {b, zero}), zero, big_a});
+  r = op(OpKind::Where, I, {op(OpKind::Ge, B, {a, zero}), small, r});
+  return known(op(OpKind::Where, I, {op(OpKind::Lt, B, {b, zero}), big_b, r}), DType::U64);
+}
+
 Shape KernelBuilder::lanes_shape(const Graph& g, const Node& n) {
   const Shape& s = g.type(n.operands[0]).shape;
   const int64_t len = s[static_cast<int>(n.attr("axis").i)];
@@ -701,6 +765,8 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
       if (ordering && promote(g.type(n.operands[0]).dtype, g.type(n.operands[1]).dtype) == DType::U64)
         return op(n.op, t, {u64_key(cast(x[0], DType::U64)), u64_key(cast(x[1], DType::U64))});
       if (n.op == OpKind::Max || n.op == OpKind::Min) return extreme(n.op, t, cast(x[0], t), cast(x[1], t));
+      if (t == DType::U64 && (n.op == OpKind::Mod || n.op == OpKind::Fmod || n.op == OpKind::Shr))
+        return u64_binary(n.op, cast(x[0], t), cast(x[1], t));
       const DType d = compare ? promote(type(x[0]), type(x[1])) : t;
       return op(n.op, t, {cast(x[0], d), cast(x[1], d)});
     }

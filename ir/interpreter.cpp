@@ -240,6 +240,10 @@ Wide eval_elementwise(const Node& n, const std::vector<const Wide*>& args) {
     }
     return out;
   }
+  if (domain == DType::U64 && (op == OpKind::Mod || op == OpKind::Fmod || op == OpKind::Shr)) {
+    for (size_t k = 0; k < numel; ++k) out.i[k] = scalar::binary_u64(op, a.i[k], b.i[k]);
+    return out;
+  }
   for (size_t k = 0; k < numel; ++k) {
     if (is_compare) out.i[k] = fd ? scalar::compare_float(op, a.f[k], b.f[k]) : scalar::compare_int(op, a.i[k], b.i[k]);
     else if (fd) out.f[k] = scalar::store_float(rt.dtype, scalar::binary_float(op, a.f[k], b.f[k]));

@@ -85,6 +85,16 @@ int64_t float_to_int(DType t, double v) {
   return static_cast<int64_t>(v);  // truncates toward zero
 }
 
+int64_t binary_u64(OpKind op, int64_t a, int64_t b) {
+  const auto x = static_cast<uint64_t>(a), y = static_cast<uint64_t>(b);
+  switch (op) {
+    case OpKind::Mod:
+    case OpKind::Fmod: return y == 0 ? 0 : static_cast<int64_t>(x % y);  // by 0: 0, as every integer
+    case OpKind::Shr: return y >= 64 ? 0 : static_cast<int64_t>(x >> y);
+    default: KILN_ASSERT(false, "binary_u64: an op whose u64 result is int64's");
+  }
+}
+
 double int_to_float(DType from, int64_t v) {
   return from == DType::U64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
 }

@@ -63,31 +63,34 @@ Status require_numeric_result(const TypeRuleInput& in, DType promoted) {
 }
 
 // u64 is held as its bits in 64-bit signed registers (compute_dtype). The ops that read
-// those bits as any integer does work, and so does its order (compares, max, min and their
-// reductions, on keys with the top bit flipped: scalar::u64_order_key); division,
-// remainders, powers, right shifts and conversions to floats would read values from 2^63 up
-// as negative, so they are refused rather than computed wrong. So is every implicit
-// conversion of u64 to another type.
+// those bits as any integer does work; so do its order (compares, max, min and their
+// reductions, on keys with the top bit flipped: scalar::u64_order_key), its remainders and
+// right shifts (scalar::binary_u64, built from int64 ops by lowering), and its conversion to
+// a float, exactly rounded, wherever an op computes in one (as the cast op does). An integer
+// power of u64 would read exponents from 2^63 up as negative, so it is refused rather than
+// computed wrong.
 Status refuse_u64(const TypeRuleInput& in, DType result) {
   static constexpr OpKind kWorks[] = {
-      OpKind::Add,       OpKind::Sub,        OpKind::Mul,       OpKind::Neg,       OpKind::Shl,    OpKind::Where,
-      OpKind::Concat,    OpKind::Eq,         OpKind::Ne,        OpKind::Lt,        OpKind::Le,     OpKind::Gt,
-      OpKind::Ge,        OpKind::Max,        OpKind::Min,       OpKind::Abs,       OpKind::Relu,   OpKind::Sign,
-      OpKind::ReduceSum, OpKind::ReduceProd, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ArgMax, OpKind::ArgMin};
+      OpKind::Add,       OpKind::Sub,        OpKind::Mul,       OpKind::Neg,       OpKind::Shl,    OpKind::Shr,
+      OpKind::Mod,       OpKind::Fmod,       OpKind::Where,     OpKind::Concat,    OpKind::Eq,     OpKind::Ne,
+      OpKind::Lt,        OpKind::Le,         OpKind::Gt,        OpKind::Ge,        OpKind::Max,    OpKind::Min,
+      OpKind::Abs,       OpKind::Relu,       OpKind::Sign,      OpKind::ReduceSum, OpKind::ReduceProd,
+      OpKind::ReduceMax, OpKind::ReduceMin,  OpKind::ArgMax,    OpKind::ArgMin};
   for (size_t i = in.op == OpKind::Where ? 1 : 0; i < in.operands.size(); ++i) {
     const DType t = in.operands[i].dtype;
     if (t != DType::U64) continue;  // the common case: no search on the recording path
+    const bool compare = in.op == OpKind::Eq || in.op == OpKind::Ne || in.op == OpKind::Lt || in.op == OpKind::Le ||
+                         in.op == OpKind::Gt || in.op == OpKind::Ge;
+    const DType domain = compare ? promote(in.operands[0].dtype, in.operands[1].dtype) : result;
+    if (is_float(domain)) continue;  // converted to the float first
     if (std::find(std::begin(kWorks), std::end(kWorks), in.op) == std::end(kWorks))
       return fail(fmt::format("{} on u64 is not supported: kiln computes u64 in 64-bit signed registers, where it "
                               "would read values from 2^63 up as negative (cast to i64 or f64 first)",
                               quoted(in.op)));
     if (in.op == OpKind::ArgMax || in.op == OpKind::ArgMin) continue;  // a position, not a conversion
-    const bool compare = in.op == OpKind::Eq || in.op == OpKind::Ne || in.op == OpKind::Lt || in.op == OpKind::Le ||
-                         in.op == OpKind::Gt || in.op == OpKind::Ge;
-    if (compare ? promote(in.operands[0].dtype, in.operands[1].dtype) != DType::U64 : result != DType::U64)
+    if (domain != DType::U64)
       return fail(fmt::format("{} of {} would convert u64 to {}, which kiln does not support (cast explicitly)",
-                              quoted(in.op), join_types(in.operands, " and "),
-                              dtype_name(compare ? promote(in.operands[0].dtype, in.operands[1].dtype) : result)));
+                              quoted(in.op), join_types(in.operands, " and "), dtype_name(domain)));
   }
   return Status::ok();
 }
@@ -189,9 +192,6 @@ Expected<TensorType> rule_cast(const TypeRuleInput& in) {
   const TensorType& from = in.operands[0];
   KILN_REQUIRE(from.shape == in.declared->shape, "'cast' changes the element type only, not the shape: {} to {}",
                                from.str(), in.declared->str());
-  KILN_REQUIRE(from.dtype != DType::U64 || !is_float(in.declared->dtype),
-               "'cast' from u64 to {} is not supported: kiln computes u64 in 64-bit signed registers (cast to i64 "
-               "first if the values are below 2^63)", dtype_name(in.declared->dtype));
   return *in.declared;
 }
 

@@ -583,11 +583,9 @@ TEST(CpuCast, I64ToF32RoundsThroughF64) {
 
 TEST(CpuCast, StorageTypesToAndFromEveryType) {
   // Narrow integers wrap, floats saturate into them; f16 and bf16 round to nearest even
-  // (large values to infinity); u64 converts to and from integers only (docs/ir.md, 3.1).
-  const char* types[] = {"bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "f16", "bf16", "f32", "f64"};
+  // (large values to infinity); u64 to a float rounds once to f64 (to f32 through it, as i64).
+  const char* types[] = {"bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64"};
   expect_casts(types, "[37]");
-  const char* ints[] = {"bool", "i8", "i32", "i64", "u8", "u32", "u64"};
-  expect_casts(ints, "[37]");
 }
 
 // ---- binary ------------------------------------------------------------------------------
@@ -642,7 +640,23 @@ TEST(CpuBinary, StorageTypesWrapAfterEveryOp) {
                  {"min %a, %b"}, {"abs %a"}, {"relu %a"}, {"sign %a"}},
                 {Data::General, Data::Exponent});
     expect_rows("%a: u64" + s + ", %b: u64" + s, "bool" + s, {{"lt %a, %b"}, {"le %a, %b"}, {"gt %a, %b"}, {"ge %b, %a"}});
+    // Remainders and right shifts, built from int64 ops where a value is from 2^63 up; true
+    // division and mixed compares through f64.
+    expect_rows("%a: u64" + s + ", %b: u64" + s, "u64" + s,
+                {{"mod %a, %b"}, {"fmod %a, %b"}, {"mod %b, %a"}, {"shr %a, %b"}, {"shr %b, %a"}},
+                {Data::General, Data::Exponent});
+    expect_rows("%a: u64" + s + ", %b: u64" + s + ", %c: f32" + s, "f64" + s,
+                {{"div %a, %b"}, {"div %b, %a"}, {"add %a, %c"}, {"atan2 %a, %c", kInverseTrig}},
+                {Data::General, Data::Exponent});
   }
+  // The edges: 2^64 - 1, 2^63 and its neighbours, 0 (written as int64 bits).
+  expect_same("graph @e(%a: u64[9], %b: u64[9]) -> (u64[9], u64[9], f64[9], f32[9]) {\n"
+              "  %m = mod %a, %b : u64[9]\n  %s = shr %a, %b : u64[9]\n"
+              "  %f = cast %a : f64[9]\n  %g = cast %a : f32[9]\n  return %m, %s, %f, %g\n}\n",
+              {HostTensor::from_vector<uint64_t>({~0ull, 1ull << 63, (1ull << 63) + 1, (1ull << 63) - 1, 0, ~0ull, 12345,
+                                                  (1ull << 63) + 3, (1ull << 53) + 1},
+                                                 {9}),
+               HostTensor::from_vector<uint64_t>({3, 7, (1ull << 63) + 5, 1ull << 63, 5, ~0ull, 0, 64, 63}, {9})});
   expect_same("graph @r(%a: u64[5,37]) -> (u64[5], u64[37], i64[5], i64[37]) {\n"
               "  %x = reduce_max %a {axes = [1]} : u64[5]\n  %n = reduce_min %a {axes = [0]} : u64[37]\n"
               "  %i = argmax %a {axes = [1]} : i64[5]\n  %j = argmin %a {axes = [0]} : i64[37]\n"

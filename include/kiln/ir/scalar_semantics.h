@@ -29,6 +29,9 @@ double int_to_float(DType from, int64_t v);
 inline int64_t u64_order_key(int64_t bits) {
   return static_cast<int64_t>(static_cast<uint64_t>(bits) ^ (uint64_t{1} << 63));
 }
+/// The u64 ops that read values from 2^63 up differently from int64 (mod and fmod, equal
+/// for unsigned values, and shr), on u64 bits held in int64s.
+int64_t binary_u64(OpKind op, int64_t a, int64_t b);
 
 /// The bits of binary16 (f16) and bfloat16 (bf16) nearest to `v` (ties to even), and back.
 uint16_t f16_bits(double v);
