@@ -492,7 +492,11 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       for_each_index(x.type.shape, [&](const auto& idx, int64_t flat) {
         if (idx[axis] != 0) return;  // once per lane, from its first element
         for (int64_t j = 0; j < len; ++j) lane[static_cast<size_t>(j)] = j;
-        std::stable_sort(lane.begin(), lane.end(), [&](int64_t a, int64_t b) { return before(flat + a * step, flat + b * step); });
+        // Stable: ties by position (std::stable_sort's buffer is deprecated in libstdc++ 12).
+        std::sort(lane.begin(), lane.end(), [&](int64_t a, int64_t b) {
+          const int64_t pa = flat + a * step, pb = flat + b * step;
+          return before(pa, pb) || (!before(pb, pa) && a < b);
+        });
         for (int64_t r = 0; r < len; ++r) out.i[static_cast<size_t>(flat + r * step)] = lane[static_cast<size_t>(r)];
       });
       return out;
