@@ -149,6 +149,13 @@ class KernelBuilder {
   Ref float_to_u64(Ref a);
   /// mod (or fmod: the same for unsigned values) or shr of two u64s.
   Ref u64_binary(OpKind o, Ref a, Ref b);
+  /// u64 `a` >> 1, for `a` from 2^63 up: the arithmetic shift's top bit flipped back.
+  Ref u64_half(Ref a) { return u64_key(op(OpKind::Shr, DType::I64, {a, constant(1)})); }
+  /// The lowest bit of an int64, 0 or 1 (the IR has shifts, no bitwise and).
+  Ref low_bit(Ref x) {
+    const Ref one = constant(1);
+    return op(OpKind::Sub, DType::I64, {x, op(OpKind::Shl, DType::I64, {op(OpKind::Shr, DType::I64, {x, one}), one})});
+  }
   Ref both(Ref a, Ref b) {  // logical and of two optional masks
     if (a == kir::kNoRef) return b;
     if (b == kir::kNoRef) return a;
@@ -561,17 +568,13 @@ void KernelBuilder::cumsum(const Graph& g, ValueId v, int32_t plan_buffer) {
 
 Ref KernelBuilder::u64_to_f64(Ref a) {
   constexpr DType I = DType::I64, B = DType::Bool;
-  const Ref one = constant(1);
-  auto low_bit = [&](Ref x) { return op(OpKind::Sub, I, {x, op(OpKind::Shl, I, {op(OpKind::Shr, I, {x, one}), one})}); };
+  auto as_f64 = [&](Ref x) { return add_inst({Code::Cast, OpKind::Cast, DType::F64, {x}, -1, 0, {}}); };  // signed
   // From 2^63 up (negative as int64): half of it, with the bit shifted out kept as a sticky
   // bit (half | low: round to odd), converts exactly rounded; doubled, it is the conversion.
-  const Ref half = op(OpKind::Add, I, {op(OpKind::Shr, I, {a, one}), constant(INT64_MIN)});  // a >> 1, unsigned
-  const Ref low = low_bit(a);
-  const Ref sticky = op(OpKind::Where, I, {op(OpKind::Eq, B, {low_bit(half), constant(0)}), op(OpKind::Add, I, {half, low}), half});
-  const Ref doubled = op(OpKind::Mul, DType::F64,
-                         {add_inst({Code::Cast, OpKind::Cast, DType::F64, {sticky}, -1, 0, {}}), konst(Scalar::from_float(2.0), DType::F64)});
-  const Ref direct = add_inst({Code::Cast, OpKind::Cast, DType::F64, {a}, -1, 0, {}});
-  return op(OpKind::Where, DType::F64, {op(OpKind::Lt, B, {a, constant(0)}), doubled, direct});
+  const Ref half = u64_half(a);
+  const Ref sticky = op(OpKind::Where, I, {op(OpKind::Eq, B, {low_bit(half), constant(0)}), op(OpKind::Add, I, {half, low_bit(a)}), half});
+  const Ref doubled = op(OpKind::Mul, DType::F64, {as_f64(sticky), konst(Scalar::from_float(2.0), DType::F64)});
+  return op(OpKind::Where, DType::F64, {op(OpKind::Lt, B, {a, constant(0)}), doubled, as_f64(a)});
 }
 
 Ref KernelBuilder::float_to_u64(Ref a) {
@@ -580,7 +583,7 @@ Ref KernelBuilder::float_to_u64(Ref a) {
   const Ref half_range = konst(Scalar::from_float(0x1p63), F);
   auto at_least = [&](double bound) { return op(OpKind::Ge, B, {x, konst(Scalar::from_float(bound), F)}); };
   // From 2^63 up: what is above 2^63 converts as int64 does, and the top bit is set.
-  const Ref high = op(OpKind::Add, I, {cast(op(OpKind::Sub, F, {x, half_range}), I), constant(INT64_MIN)});
+  const Ref high = u64_key(cast(op(OpKind::Sub, F, {x, half_range}), I));
   Ref r = op(OpKind::Where, I, {op(OpKind::Gt, B, {x, konst(Scalar::from_float(0.0), F)}), cast(x, I), constant(0)});
   r = op(OpKind::Where, I, {at_least(0x1p63), high, r});
   return known(op(OpKind::Where, I, {at_least(0x1p64), constant(-1), r}), DType::U64);
@@ -588,7 +591,7 @@ Ref KernelBuilder::float_to_u64(Ref a) {
 
 Ref KernelBuilder::u64_binary(OpKind o, Ref a, Ref b) {
   constexpr DType I = DType::I64, B = DType::Bool;
-  const Ref zero = constant(0), one = constant(1);
+  const Ref zero = constant(0);
   auto less = [&](Ref x, Ref y) { return op(OpKind::Lt, B, {u64_key(x), u64_key(y)}); };
   if (o == OpKind::Shr) {
     // An arithmetic shift of a value from 2^63 up fills the top b bits with ones: less those.
@@ -601,10 +604,8 @@ Ref KernelBuilder::u64_binary(OpKind o, Ref a, Ref b) {
   // Both below 2^63: int64's remainder (by 0: 0). A divisor from 2^63 up goes into a once at
   // most. A dividend from 2^63 up: 2 (a / 2 mod b) + a's low bit is below 2b, so b is
   // subtracted once at most.
-  const Ref half = op(OpKind::Add, I, {op(OpKind::Shr, I, {a, one}), constant(INT64_MIN)});
-  const Ref low = op(OpKind::Sub, I, {a, op(OpKind::Shl, I, {op(OpKind::Shr, I, {a, one}), one})});
-  const Ref m = op(OpKind::Mod, I, {half, b});
-  const Ref twice = op(OpKind::Add, I, {op(OpKind::Add, I, {m, m}), low});
+  const Ref m = op(OpKind::Mod, I, {u64_half(a), b});
+  const Ref twice = op(OpKind::Add, I, {op(OpKind::Add, I, {m, m}), low_bit(a)});
   const Ref big_a = op(OpKind::Where, I, {less(twice, b), twice, op(OpKind::Sub, I, {twice, b})});
   const Ref big_b = op(OpKind::Where, I, {less(a, b), a, op(OpKind::Sub, I, {a, b})});
   const Ref small = op(OpKind::Mod, I, {a, b});
@@ -666,7 +667,8 @@ void KernelBuilder::sort_lanes(const Graph& g, ValueId v, int32_t keys, int32_t 
 void KernelBuilder::sort_stage(const Graph& g, ValueId v, int32_t keys, int32_t positions) {
   const Node& n = g.node(v);
   const DType t = g.type(n.operands[0]).dtype;
-  const int64_t width = lanes_shape(g, n)[1];
+  const Shape lanes = lanes_shape(g, n);
+  const int64_t width = lanes[1];
   constexpr DType I = DType::I64;
   const Ref log_distance = fixed_arg(I), log_block = fixed_arg(I);
   auto shl = [&](Ref a, Ref c) { return op(OpKind::Shl, I, {a, c}); };
@@ -681,8 +683,8 @@ void KernelBuilder::sort_stage(const Graph& g, ValueId v, int32_t keys, int32_t 
   const Ref descending_block = op(OpKind::Ne, DType::Bool, {op(OpKind::Sub, I, {block, shl(shr(block, constant(1)), constant(1))}), constant(0)});
   const Ref base = mul(dim(0), width);
   const Ref at_i = add(base, i), at_l = add(base, l);
-  const int32_t kp = param_for(keys, low_.name(v) + ".keys", {t, lanes_shape(g, n)}, true);
-  const int32_t pp = param_for(positions, low_.name(v) + ".positions", {I, lanes_shape(g, n)}, true);
+  const int32_t kp = param_for(keys, low_.name(v) + ".keys", {t, lanes}, true);
+  const int32_t pp = param_for(positions, low_.name(v) + ".positions", {I, lanes}, true);
   const Ref ki = load(kp, t, {at_i, inside}), pi = load(pp, I, {at_i, inside});
   const Ref kl = load(kp, t, {at_l, inside}), pl = load(pp, I, {at_l, inside});
   // The order is strict and total (a lane's positions differ), so the pair is out of order

@@ -43,8 +43,9 @@ inline bool is_numeric(DType t) { return !is_bool(t); }
 
 /// The type a kernel holds a value of `t` in: f16 and bf16 compute in f32; i8, i16, u8 and
 /// u16 in i32; u32 in i64; u64 keeps its bits in i64 (its order is computed on keys,
-/// scalar::u64_order_key; division, remainders, right shifts and float conversions are
-/// refused on it: type_rules.cpp). The compute types map to themselves.
+/// scalar::u64_order_key; its remainders, right shifts and float conversions are built from
+/// int64 ops by lowering; an integer pow of u64 is refused: type_rules.cpp). The compute
+/// types map to themselves.
 DType compute_dtype(DType t);
 inline bool is_compute_dtype(DType t) { return compute_dtype(t) == t; }
 
