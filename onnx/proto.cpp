@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -33,6 +34,18 @@ void put_field(HostTensor& out, const Field& field, Set set) {
   if (field.size() != out.numel())
     throw Error(fmt::format("holds {} values for {} elements", field.size(), out.numel()));
   for (int64_t i = 0; i < out.numel(); ++i) set(i, field.Get(static_cast<int>(i)));
+}
+
+// How many values `t` holds in the repeated field that elements of `dtype` are read from.
+int64_t typed_values(const ::onnx::TensorProto& t, DType dtype) {
+  switch (dtype) {
+    case DType::F32: return t.float_data_size();
+    case DType::F64: return t.double_data_size();
+    case DType::I64: return t.int64_data_size();
+    case DType::U32:
+    case DType::U64: return t.uint64_data_size();
+    default: return t.int32_data_size();  // f16 and bf16 bits, bool and the narrow integers
+  }
 }
 
 }  // namespace
@@ -74,7 +87,12 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
     if (d < 0) throw Error(fmt::format("{} has a negative dimension", what));
   const TensorType type{dtype, Shape(dims)};
   if (!checked_bytes(type)) throw Error(fmt::format("{} of {} is too large", what, type.str()));
-  HostTensor out(type);
+  // The tensor is allocated only once its data is known to fill it: dims that disagree with
+  // the data are an error, not an allocation of whatever size they say (a protobuf of
+  // another message type parses as a TensorProto with garbage dims; on a machine that
+  // overcommits memory, the 1.5 TB tensor it named was allocated and filled, and the
+  // kernel killed the process).
+  std::optional<HostTensor> allocated;
   try {
     std::string raw;
     bool has_raw = t.has_raw_data();
@@ -96,14 +114,18 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
       raw = t.raw_data();
     }
     if (has_raw) {  // little-endian elements, as HostTensor holds them
-      if (raw.size() != out.nbytes())
-        throw Error(fmt::format("raw_data holds {} bytes for {} elements of {} bytes", raw.size(), out.numel(),
+      if (static_cast<int64_t>(raw.size()) != *checked_bytes(type))
+        throw Error(fmt::format("raw_data holds {} bytes for {} elements of {} bytes", raw.size(), type.shape.numel(),
                                 dtype_size(dtype)));
+      HostTensor& out = allocated.emplace(type);
       if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
       if (dtype == DType::Bool)
         for (int64_t i = 0; i < out.numel(); ++i) out.set_int(i, out.get_int(i) != 0);
       return out;
     }
+    if (const int64_t values = typed_values(t, dtype); values != type.shape.numel())
+      throw Error(fmt::format("holds {} values for {} elements", values, type.shape.numel()));
+    HostTensor& out = allocated.emplace(type);
     switch (dtype) {
       case DType::F32: put_field(out, t.float_data(), [&](int64_t i, float v) { out.set_double(i, v); }); break;
       case DType::F64: put_field(out, t.double_data(), [&](int64_t i, double v) { out.set_double(i, v); }); break;
@@ -128,7 +150,7 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
   } catch (const std::exception& e) {
     throw Error(fmt::format("{} ({}): {}", what, type.str(), e.what()));
   }
-  return out;
+  return std::move(*allocated);
 }
 
 ::onnx::ModelProto read_model_file(const std::string& path) {

@@ -1,5 +1,6 @@
 // tests/unit/onnx_import_test.cpp - the ONNX importer: its errors, options and weights.
 // Models are built here with the protobuf classes; ONNX's own tests run in tests/onnx.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -287,6 +288,34 @@ TEST(OnnxImport, ExternalDataIsReadBesideTheModel) {
 
   t->mutable_external_data(0)->set_value("../outside.bin");
   EXPECT_NE(error_of(b.save("escape.onnx")).find("is outside the model's folder"), std::string::npos);
+}
+
+TEST(OnnxImport, DimsThatTheDataDoesNotFillAreAnErrorBeforeAnyAllocation) {
+  // An OptionalProto read as a TensorProto gave these dims and no data: 1.5 TB that a machine
+  // which overcommits memory allocated and filled until the kernel killed the process.
+  const fs::path dir = fs::temp_directory_path() / "kiln_onnx_import_test";
+  fs::create_directories(dir);
+  auto read = [&](const TensorProto& t) {
+    const std::string path = (dir / "tensor.pb").string();
+    {
+      std::ofstream out(path, std::ios::binary);
+      t.SerializeToOstream(&out);
+    }
+    auto r = onnx::read_tensor_file(path);
+    return r ? std::string("read") : r.error().message;
+  };
+  TensorProto t;
+  t.set_data_type(TensorProto::INT8);
+  for (int64_t d : {111, 112, 116, 95, 105, 110}) t.add_dims(d);
+  EXPECT_THAT(read(t), testing::HasSubstr("holds 0 values for 1582357392000 elements"));
+  t.set_raw_data(std::string(16, '\0'));
+  EXPECT_THAT(read(t), testing::HasSubstr("raw_data holds 16 bytes for 1582357392000 elements"));
+  t.clear_raw_data();
+  t.clear_dims();
+  t.add_dims(2);
+  t.add_int32_data(7);
+  t.add_int32_data(-3);
+  EXPECT_EQ(read(t), "read");
 }
 
 TEST(OnnxImport, SoftmaxFollowsItsOpset) {
