@@ -24,6 +24,7 @@
 #include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
@@ -32,9 +33,10 @@
 
 #include "kiln/backend/cpu.h"
 #include "kiln/support/error.h"
+#include "opencl_c_base_header.h"
 
 #ifndef KILN_CLANG_RESOURCE_DIR
-#error "KILN_CLANG_RESOURCE_DIR (Clang's headers: stddef.h, opencl-c-base.h) comes from CMake"
+#error "KILN_CLANG_RESOURCE_DIR (Clang's headers: stddef.h...) comes from CMake"
 #endif
 
 namespace kiln::cpu {
@@ -224,6 +226,14 @@ std::string compile(const CustomKernel& k, const std::vector<std::pair<std::stri
   CollectDiagnostics diagnostics;
   clang::CompilerInstance ci;
   ci.createDiagnostics(&diagnostics, /*ShouldOwnClient=*/false);
+  if (k.language == CustomLanguage::OpenCLC) {
+    // opencl-c-base.h from kiln itself, over whatever the disk has (opencl_c_base_header.h).
+    auto files = llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(llvm::vfs::getRealFileSystem());
+    auto memory = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
+    memory->addFile(resource + "/include/opencl-c-base.h", 0, llvm::MemoryBuffer::getMemBuffer(opencl_c_base_header()));
+    files->pushOverlay(memory);
+    ci.createFileManager(files);
+  }
   auto fail = [&](std::string_view what) {
     std::string text;
     for (const std::string& l : diagnostics.lines) text += "\n" + l;
