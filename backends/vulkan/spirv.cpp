@@ -46,7 +46,9 @@ std::vector<uint32_t> compile_glsl(std::string_view source, std::string_view nam
   return {r.cbegin(), r.cend()};
 }
 
-std::vector<uint32_t> preserve_signed_zero_inf_nan(std::span<const uint32_t> spirv) {
+std::vector<uint32_t> with_float_controls(std::span<const uint32_t> spirv, const FloatControls& controls) {
+  if (!controls.signed_zero_inf_nan && !controls.f32_subnormals && !controls.f64_subnormals)
+    return {spirv.begin(), spirv.end()};
   // Through SPIR-V assembly: glslang's GL_EXT_spirv_intrinsics keeps one execution mode per
   // opcode, and f32 and f64 need one each.
   spvtools::SpirvTools tools(kTargetEnv);
@@ -59,18 +61,25 @@ std::vector<uint32_t> preserve_signed_zero_inf_nan(std::span<const uint32_t> spi
     throw Error("vulkan: a compute module without an entry point or memory model");
   const size_t id = entry + std::string_view("OpEntryPoint GLCompute ").size();
   const std::string main = text.substr(id, text.find(' ', id) - id);
-  std::string modes = fmt::format("OpExecutionMode {} SignedZeroInfNanPreserve 32\n", main);
-  if (text.find("OpCapability Float64") != std::string::npos)
-    modes += fmt::format("OpExecutionMode {} SignedZeroInfNanPreserve 64\n", main);
+  const bool doubles = text.find("OpCapability Float64") != std::string::npos;
+  std::string modes, capabilities;
+  auto add = [&](const char* mode, bool f32, bool f64) {
+    if (!f32 && !(f64 && doubles)) return;
+    capabilities += fmt::format("OpCapability {}\n", mode);
+    if (f32) modes += fmt::format("OpExecutionMode {} {} 32\n", main, mode);
+    if (f64 && doubles) modes += fmt::format("OpExecutionMode {} {} 64\n", main, mode);
+  };
+  add("SignedZeroInfNanPreserve", controls.signed_zero_inf_nan, controls.signed_zero_inf_nan);
+  add("DenormPreserve", controls.f32_subnormals, controls.f64_subnormals);
+  if (modes.empty()) return {spirv.begin(), spirv.end()};
   // The module's sections in order: capabilities, extensions, imports, the memory model,
   // entry points, execution modes. Inserted from the last section back, so that the
   // positions found stay valid.
   const size_t import = text.find("OpExtInstImport");
   const size_t imports = import < memory_model ? text.rfind('\n', import) + 1 : memory_model;
-  const size_t capabilities = text.find("OpCapability");
   text.insert(text.find('\n', entry) + 1, modes);
   text.insert(imports, "OpExtension \"SPV_KHR_float_controls\"\n");
-  text.insert(capabilities, "OpCapability SignedZeroInfNanPreserve\n");
+  text.insert(text.find("OpCapability"), capabilities);
   std::vector<uint32_t> out;
   if (!tools.Assemble(text, &out)) throw Error("vulkan: SPIRV-Tools could not assemble the module with float controls");
   return out;

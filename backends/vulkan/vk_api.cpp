@@ -236,6 +236,8 @@ std::vector<FoundDevice> enumerate() {
     i.int64 = features.shaderInt64;
     i.signed_zero_inf_nan =
         floats.shaderSignedZeroInfNanPreserveFloat32 && (!i.fp64 || floats.shaderSignedZeroInfNanPreserveFloat64);
+    i.f32_subnormals = floats.shaderDenormPreserveFloat32;
+    i.f64_subnormals = i.fp64 && floats.shaderDenormPreserveFloat64;
     out.push_back(std::move(d));
   }
   return out;

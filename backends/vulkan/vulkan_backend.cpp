@@ -473,12 +473,15 @@ class VulkanBackend final : public Backend {
     return compiled;
   }
 
-  // The module this device runs for `glsl`: signed zeros, infinities and NaN kept where the
-  // device can (lavapipe otherwise gave 0.0 for 0.0 * -0.0), and then not run through
-  // spirv-opt, whose folding ignores that (x + 0.0 -> x); the driver optimizes it.
+  // The module this device runs for `glsl`: signed zeros, infinities, NaN and subnormals
+  // kept where the device can (lavapipe otherwise gave 0.0 for 0.0 * -0.0; NVIDIA's driver
+  // flushes f32 subnormals). A module that keeps signed zeros is not run through spirv-opt,
+  // whose folding ignores that (x + 0.0 -> x); the driver optimizes it.
   std::vector<uint32_t> to_spirv(const std::string& glsl, const std::string& name) const {
-    if (!info_.signed_zero_inf_nan) return compile_glsl(glsl, name);
-    return preserve_signed_zero_inf_nan(compile_glsl(glsl, name, /*optimize=*/false));
+    const FloatControls controls{.signed_zero_inf_nan = info_.signed_zero_inf_nan,
+                                 .f32_subnormals = info_.f32_subnormals,
+                                 .f64_subnormals = info_.f64_subnormals};
+    return with_float_controls(compile_glsl(glsl, name, /*optimize=*/!controls.signed_zero_inf_nan), controls);
   }
 
   // SPIR-V of disk entry `key`, or empty (an entry that is not SPIR-V is removed, with a

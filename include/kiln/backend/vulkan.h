@@ -44,8 +44,14 @@ struct VulkanDeviceInfo {
   bool fp64 = false;
   bool int64 = false;
   /// shaderSignedZeroInfNanPreserveFloat32 (and Float64 where fp64): kiln's shaders then keep
-  /// -0.0, infinities and NaN as IEEE 754 does (preserve_signed_zero_inf_nan).
+  /// -0.0, infinities and NaN as IEEE 754 does (with_float_controls).
   bool signed_zero_inf_nan = false;
+  /// shaderDenormPreserveFloat32 / Float64: kiln's shaders then keep subnormals of that width.
+  /// Where the device cannot, it may flush them to zero, and not only in results: NVIDIA's
+  /// driver by default compares a subnormal as zero but copies it unchanged, so sign(x) of
+  /// one gave x.
+  bool f32_subnormals = false;
+  bool f64_subnormals = false;
 };
 
 /// Every Vulkan device this process can use (empty when no driver is installed). The first
@@ -76,11 +82,20 @@ Capabilities reference_capabilities();
 /// naming `name`:line) and the source on failure.
 std::vector<uint32_t> compile_glsl(std::string_view source, std::string_view name, bool optimize = true);
 
-/// `spirv` with the execution mode SignedZeroInfNanPreserve (SPV_KHR_float_controls) for
-/// f32, and for f64 where the module uses doubles: without it a driver may treat -0.0 as 0.0
-/// and infinities and NaN as it likes (lavapipe: -1.0 / 0.0 gave a subnormal, 0.0 * -0.0
-/// gave 0.0). A device must report shaderSignedZeroInfNanPreserveFloat32/64 to take it.
-std::vector<uint32_t> preserve_signed_zero_inf_nan(std::span<const uint32_t> spirv);
+/// The IEEE 754 behaviour a module asks its driver for (SPV_KHR_float_controls). Each mode
+/// applies to f32, and to f64 where the module uses doubles; a device must report the
+/// matching shader*Preserve* property to take it (VulkanDeviceInfo).
+struct FloatControls {
+  /// SignedZeroInfNanPreserve: without it a driver may treat -0.0 as 0.0 and infinities and
+  /// NaN as it likes (lavapipe: -1.0 / 0.0 gave a subnormal, 0.0 * -0.0 gave 0.0).
+  bool signed_zero_inf_nan = false;
+  /// DenormPreserve 32 / 64: without it a driver may flush subnormals to zero.
+  bool f32_subnormals = false;
+  bool f64_subnormals = false;
+};
+
+/// `spirv` with the execution modes `controls` asks for, and their capabilities.
+std::vector<uint32_t> with_float_controls(std::span<const uint32_t> spirv, const FloatControls& controls);
 
 /// SPIRV-Tools' validator (Vulkan 1.1 rules): "" when `spirv` is valid, else its messages.
 std::string validate_spirv(std::span<const uint32_t> spirv);
