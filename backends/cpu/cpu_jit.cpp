@@ -112,12 +112,7 @@ struct Jit::Impl {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     target = detect_host();
-    std::string err;
-    const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, err);
-    if (!t) throw Error("LLVM has no target for " + target.triple + ": " + err);
-    llvm::TargetOptions options;  // no fast-math: results must match the interpreter
-    tm.reset(t->createTargetMachine(target.triple, target.cpu, target.features, options, llvm::Reloc::PIC_,
-                                    std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+    tm = make_target_machine();
     auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
     jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(), "creating the JIT");
     const char prefix = jit->getDataLayout().getGlobalPrefix();
@@ -129,6 +124,41 @@ struct Jit::Impl {
     if (auto e = jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
       throw Error("LLVM: defining runtime symbols: " + take(std::move(e)));
     fingerprint = environment();
+  }
+
+  std::unique_ptr<llvm::TargetMachine> make_target_machine() const {
+    std::string err;
+    const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, err);
+    if (!t) throw Error("LLVM has no target for " + target.triple + ": " + err);
+    llvm::TargetOptions options;  // no fast-math: results must match the interpreter
+    return std::unique_ptr<llvm::TargetMachine>(t->createTargetMachine(
+        target.triple, target.cpu, target.features, options, llvm::Reloc::PIC_, std::nullopt,
+        llvm::CodeGenOptLevel::Aggressive));
+  }
+
+  // The target machine of the calling thread's compiles. A TargetMachine caches subtargets
+  // per function as it goes and is not safe to share between threads compiling at once.
+  llvm::TargetMachine& thread_target_machine() const {
+    thread_local std::unique_ptr<llvm::TargetMachine> mine;
+    if (!mine) mine = make_target_machine();
+    return *mine;
+  }
+
+  // The kernel under `key` if a holder still uses it (refreshed in the LRU), else null. The
+  // caller holds the mutex.
+  std::shared_ptr<const CpuKernel> find_alive(const std::string& key, const std::string& canonical,
+                                              const std::string& what) {
+    auto it = alive.find(key);
+    if (it == alive.end()) return nullptr;
+    if (it->second.canonical != canonical)
+      throw Error(fmt::format("internal error: kernel cache key collision on {} ({})", key, what));
+    if (std::shared_ptr<const CpuKernel> held = it->second.kernel.lock()) {
+      runtime_counters().kernel_memory_hits++;
+      runtime_counters().kernel_evictions += recent.put(key, held);
+      return held;
+    }
+    unlink_dead(it);
+    return nullptr;
   }
 
   // Everything the machine code depends on besides the kernel and its schedule.
@@ -171,20 +201,20 @@ struct Jit::Impl {
     llvm::LLVMContext ctx;
     quiet_remarks(ctx);
     auto m = make(ctx);
-    if (what != Text::Ir) optimize(*m);
-    if (what == Text::Assembly) return emit_file(*m, llvm::CodeGenFileType::AssemblyFile);
+    if (what != Text::Ir) optimize(*m, *tm);
+    if (what == Text::Assembly) return emit_file(*m, *tm, llvm::CodeGenFileType::AssemblyFile);
     std::string out;
     llvm::raw_string_ostream os(out);
     m->print(os, nullptr);
     return out;
   }
 
-  void optimize(llvm::Module& m) {
+  static void optimize(llvm::Module& m, llvm::TargetMachine& machine) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(tm.get());
+    llvm::PassBuilder pb(&machine);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
@@ -193,11 +223,11 @@ struct Jit::Impl {
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
   }
 
-  std::string emit_file(llvm::Module& m, llvm::CodeGenFileType type) {
+  static std::string emit_file(llvm::Module& m, llvm::TargetMachine& machine, llvm::CodeGenFileType type) {
     llvm::SmallVector<char, 0> buffer;
     llvm::raw_svector_ostream os(buffer);
     llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, os, nullptr, type)) throw Error("LLVM: the target cannot emit this file type");
+    if (machine.addPassesToEmitFile(pm, os, nullptr, type)) throw Error("LLVM: the target cannot emit this file type");
     pm.run(m);
     return std::string(buffer.data(), buffer.size());
   }
@@ -340,46 +370,54 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
                                            const std::vector<DType>& scalar_types, const ModuleBuilder& build) {
   Impl& im = *impl_;
   const std::string key = hash_text(canonical).hex();
-  std::lock_guard lock(im.mutex);
-  if (auto it = im.alive.find(key); it != im.alive.end()) {
-    if (it->second.canonical != canonical)
-      throw Error(fmt::format("internal error: kernel cache key collision on {} ({})", key, what));
-    if (std::shared_ptr<const CpuKernel> held = it->second.kernel.lock()) {
-      runtime_counters().kernel_memory_hits++;
-      runtime_counters().kernel_evictions += im.recent.put(key, held);
-      return held;
-    }
-    im.unlink_dead(it);
-  }
   const std::string sym = "kiln_" + key;
-  if (std::optional<std::string> object = im.disk.load(key, canonical)) {
-    try {
-      return im.link(scalar_types, key, canonical, sym, *object);
-    } catch (const Error& e) {
-      // An entry that verifies but does not link (another LLVM wrote it, a damaged object
-      // with a valid checksum) is stale like any other: removed, rebuilt below.
-      runtime_counters().kernel_disk_rejected++;
-      warn_once(im.disk.path_of(key).string(), fmt::format("disk cache entry {} does not link ({}); removing it, the "
-                                                           "kernel will be rebuilt", im.disk.path_of(key).string(), e.what()));
-      im.disk.remove(key);
+  {
+    std::lock_guard lock(im.mutex);
+    if (std::shared_ptr<const CpuKernel> held = im.find_alive(key, canonical, what)) return held;
+    if (std::optional<std::string> object = im.disk.load(key, canonical)) {
+      try {
+        return im.link(scalar_types, key, canonical, sym, *object);
+      } catch (const Error& e) {
+        // An entry that verifies but does not link (another LLVM wrote it, a damaged object
+        // with a valid checksum) is stale like any other: removed, rebuilt below.
+        runtime_counters().kernel_disk_rejected++;
+        warn_once(im.disk.path_of(key).string(), fmt::format("disk cache entry {} does not link ({}); removing it, the "
+                                                             "kernel will be rebuilt", im.disk.path_of(key).string(), e.what()));
+        im.disk.remove(key);
+      }
     }
   }
   check_compile_allowed(what);
+  // LLVM runs outside the lock, in a context and a target machine of this thread's own, so
+  // that threads compile at once (the autotuner's --jobs); only linking is serial.
   const auto start = std::chrono::steady_clock::now();
-  llvm::LLVMContext ctx;
-  quiet_remarks(ctx);
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
+  };
+  int64_t build_ns = 0, optimize_ns = 0;
   std::string object;
   {
+    llvm::LLVMContext ctx;
+    quiet_remarks(ctx);
+    llvm::TargetMachine& machine = im.thread_target_machine();
     auto m = build(sym, ctx);
-    im.optimize(*m);
-    object = im.emit_file(*m, llvm::CodeGenFileType::ObjectFile);
+    build_ns = since(start);
+    Impl::optimize(*m, machine);
+    optimize_ns = since(start) - build_ns;
+    object = Impl::emit_file(*m, machine, llvm::CodeGenFileType::ObjectFile);
   }
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  const auto ns = since(start);
   RuntimeCounters& c = runtime_counters();
   c.llvm_compiles++;
   c.kernels_compiled++;
   c.compile_ns += static_cast<uint64_t>(ns);
-  log_line("compile", fmt::format("{} ({}): {:.2f} ms, {} bytes of object code", what, key, ns / 1e6, object.size()));
+  log_line("compile", fmt::format("{} ({}): {:.2f} ms (IR {:.2f}, optimization {:.2f}, code generation {:.2f}), {} bytes "
+                                  "of object code",
+                                  what, key, ns / 1e6, build_ns / 1e6, optimize_ns / 1e6, (ns - build_ns - optimize_ns) / 1e6,
+                                  object.size()));
+  std::lock_guard lock(im.mutex);
+  // Another thread may have compiled the same kernel meanwhile: the first one linked is kept.
+  if (std::shared_ptr<const CpuKernel> held = im.find_alive(key, canonical, what)) return held;
   im.disk.store(key, canonical, object);
   return im.link(scalar_types, key, canonical, sym, object);
 }

@@ -1,0 +1,75 @@
+// The cpu JIT compiles on several threads at once (the autotuner's `--jobs`): LLVM runs
+// outside the JIT's lock, each thread's kernels are right, and threads that race on one
+// kernel end up sharing the one that was linked first.
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "kiln/backend/cpu.h"
+#include "kiln/engine/compile.h"
+#include "kiln/runtime/stats.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+// A row-wise kernel whose constant `c` makes it a kernel no cache holds yet.
+std::string graph_text(const std::string& c) {
+  return fmt::format(
+      "graph @g(%x: f32[9,300]) -> f32[9,300] {{\n"
+      "  %c = constant {{value = {}}} : f32[]\n"
+      "  %y = mul %x, %c : f32[9,300]\n"
+      "  %m = reduce_max %y {{axes = [1], keepdim}} : f32[9,1]\n"
+      "  %d = sub %y, %m : f32[9,300]\n"
+      "  %e = exp %d : f32[9,300]\n"
+      "  return %e\n}}\n",
+      c);
+}
+
+TEST(CpuJit, ThreadsCompileAtOnceAndShareTheKernelTheyRaceOn) {
+  Backend& backend = cpu_backend();
+  constexpr int kKernels = 4, kThreads = 2 * kKernels;
+  std::vector<Graph> graphs;
+  std::vector<LaunchPlan> plans;
+  for (int i = 0; i < kKernels; ++i) {
+    // The process id in the constant: a kernel of an earlier run is not on disk.
+    graphs.push_back(test::parse_or_fail(graph_text(fmt::format("1.{}{}", ::getpid(), i))));
+    plans.push_back(compile_graph(backend.capabilities(), backend.extra_passes(), graphs.back()).plan);
+    ASSERT_EQ(plans.back().kernels.size(), 1u);
+  }
+  const uint64_t compiles_before = runtime_counters().llvm_compiles;
+  std::vector<std::shared_ptr<const CompiledKernel>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const LaunchPlan& p = plans[t % kKernels];
+      got[t] = backend.compile(p.kernels[0], p.schedules[0]);
+    });
+  for (std::thread& t : threads) t.join();
+  const uint64_t compiles = runtime_counters().llvm_compiles - compiles_before;
+  EXPECT_GE(compiles, static_cast<uint64_t>(kKernels));
+  EXPECT_LE(compiles, static_cast<uint64_t>(kThreads));  // a race compiles twice, links once
+  for (int t = 0; t < kKernels; ++t) {
+    ASSERT_NE(got[t], nullptr);
+    EXPECT_EQ(got[t].get(), got[t + kKernels].get()) << "kernel " << t;
+  }
+  // The kernels the threads made are the ones these graphs now run with.
+  std::vector<float> x(9 * 300);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 37 % 101) - 50) / 16.0f;
+  const std::vector<HostTensor> in{HostTensor::from_vector<float>(x, {9, 300})};
+  for (const Graph& g : graphs) {
+    const uint64_t before = runtime_counters().llvm_compiles;
+    const HostTensor want = interpret(g, in).at(0), have = test::run_cpu(g, in).at(0);
+    EXPECT_EQ(runtime_counters().llvm_compiles, before);
+    const std::vector<float> w = want.to_vector<float>(), h = have.to_vector<float>();
+    for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(h[i], w[i], 2e-6 * std::max(1.0f, std::fabs(w[i]))) << i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
