@@ -97,7 +97,7 @@ struct Jit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   DiskCache disk{DiskCache::default_root(), "cpu"};
   std::string fingerprint;
-  std::recursive_mutex mutex;  // LLVM compilation, the JIT's symbol table, the maps below
+  std::recursive_mutex mutex;  // the JIT's symbol table, the maps below, the disk cache (LLVM compiles outside it)
   struct Alive {
     std::string canonical;  // compared on every hit: a collision never runs the wrong code
     std::weak_ptr<const CpuKernel> kernel;
