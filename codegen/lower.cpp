@@ -680,7 +680,7 @@ void KernelBuilder::sort_stage(const Graph& g, ValueId v, int32_t keys, int32_t 
   const Ref inside = op(OpKind::And, DType::Bool,
                         {op(OpKind::Ge, DType::Bool, {l, constant(0)}), op(OpKind::Lt, DType::Bool, {l, constant(width)})});
   const Ref block = shr(i, log_block);
-  const Ref descending_block = op(OpKind::Ne, DType::Bool, {op(OpKind::Sub, I, {block, shl(shr(block, constant(1)), constant(1))}), constant(0)});
+  const Ref descending_block = op(OpKind::Ne, DType::Bool, {low_bit(block), constant(0)});
   const Ref base = mul(dim(0), width);
   const Ref at_i = add(base, i), at_l = add(base, l);
   const int32_t kp = param_for(keys, low_.name(v) + ".keys", {t, lanes}, true);

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -28,24 +27,15 @@ std::string read_bytes(const std::string& path, int64_t offset = 0, int64_t leng
   return bytes;
 }
 
-// Little-endian raw bytes of `n` elements of width `from_size`, widened or copied into `out`.
+// A tensor of `type` from the repeated field `field`, each value put by `set(out, i, value)`.
+// The field's size is checked before anything is allocated (tensor_from_proto).
 template <class Field, class Set>
-void put_field(HostTensor& out, const Field& field, Set set) {
-  if (field.size() != out.numel())
-    throw Error(fmt::format("holds {} values for {} elements", field.size(), out.numel()));
-  for (int64_t i = 0; i < out.numel(); ++i) set(i, field.Get(static_cast<int>(i)));
-}
-
-// How many values `t` holds in the repeated field that elements of `dtype` are read from.
-int64_t typed_values(const ::onnx::TensorProto& t, DType dtype) {
-  switch (dtype) {
-    case DType::F32: return t.float_data_size();
-    case DType::F64: return t.double_data_size();
-    case DType::I64: return t.int64_data_size();
-    case DType::U32:
-    case DType::U64: return t.uint64_data_size();
-    default: return t.int32_data_size();  // f16 and bf16 bits, bool and the narrow integers
-  }
+HostTensor from_field(const TensorType& type, const Field& field, Set set) {
+  const int64_t n = type.shape.numel();
+  if (field.size() != n) throw Error(fmt::format("holds {} values for {} elements", field.size(), n));
+  HostTensor out(type);
+  for (int64_t i = 0; i < n; ++i) set(out, i, field.Get(static_cast<int>(i)));
+  return out;
 }
 
 }  // namespace
@@ -92,7 +82,6 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
   // another message type parses as a TensorProto with garbage dims; on a machine that
   // overcommits memory, the 1.5 TB tensor it named was allocated and filled, and the
   // kernel killed the process).
-  std::optional<HostTensor> allocated;
   try {
     std::string raw;
     bool has_raw = t.has_raw_data();
@@ -117,40 +106,39 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
       if (static_cast<int64_t>(raw.size()) != *checked_bytes(type))
         throw Error(fmt::format("raw_data holds {} bytes for {} elements of {} bytes", raw.size(), type.shape.numel(),
                                 dtype_size(dtype)));
-      HostTensor& out = allocated.emplace(type);
+      HostTensor out(type);
       if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
       if (dtype == DType::Bool)
         for (int64_t i = 0; i < out.numel(); ++i) out.set_int(i, out.get_int(i) != 0);
       return out;
     }
-    if (const int64_t values = typed_values(t, dtype); values != type.shape.numel())
-      throw Error(fmt::format("holds {} values for {} elements", values, type.shape.numel()));
-    HostTensor& out = allocated.emplace(type);
     switch (dtype) {
-      case DType::F32: put_field(out, t.float_data(), [&](int64_t i, float v) { out.set_double(i, v); }); break;
-      case DType::F64: put_field(out, t.double_data(), [&](int64_t i, double v) { out.set_double(i, v); }); break;
-      case DType::I64: put_field(out, t.int64_data(), [&](int64_t i, int64_t v) { out.set_int(i, v); }); break;
+      case DType::F32:
+        return from_field(type, t.float_data(), [](HostTensor& o, int64_t i, float v) { o.set_double(i, v); });
+      case DType::F64:
+        return from_field(type, t.double_data(), [](HostTensor& o, int64_t i, double v) { o.set_double(i, v); });
+      case DType::I64:
+        return from_field(type, t.int64_data(), [](HostTensor& o, int64_t i, int64_t v) { o.set_int(i, v); });
       case DType::U32:
       case DType::U64:
-        put_field(out, t.uint64_data(), [&](int64_t i, uint64_t v) { out.set_int(i, static_cast<int64_t>(v)); });
-        break;
+        return from_field(type, t.uint64_data(),
+                          [](HostTensor& o, int64_t i, uint64_t v) { o.set_int(i, static_cast<int64_t>(v)); });
       case DType::F16:
       case DType::BF16:  // their bits, in int32_data
-        put_field(out, t.int32_data(), [&](int64_t i, int32_t v) {
+        return from_field(type, t.int32_data(), [](HostTensor& o, int64_t i, int32_t v) {
           const auto bits = static_cast<uint16_t>(v);
-          std::memcpy(out.data() + 2 * i, &bits, 2);
+          std::memcpy(o.data() + 2 * i, &bits, 2);
         });
-        break;
       default:  // bool and the narrow integers are stored in int32_data
-        put_field(out, t.int32_data(), [&](int64_t i, int32_t v) { out.set_int(i, dtype == DType::Bool ? v != 0 : v); });
-        break;
+        return from_field(type, t.int32_data(), [&](HostTensor& o, int64_t i, int32_t v) {
+          o.set_int(i, dtype == DType::Bool ? v != 0 : v);
+        });
     }
   } catch (const Unsupported&) {
     throw;
   } catch (const std::exception& e) {
     throw Error(fmt::format("{} ({}): {}", what, type.str(), e.what()));
   }
-  return std::move(*allocated);
 }
 
 ::onnx::ModelProto read_model_file(const std::string& path) {
