@@ -40,14 +40,22 @@ std::string_view reduction_strategy_name(ReductionStrategy s) {
   return "?";
 }
 
+std::string_view cpu_pipeline_name(CpuPipeline p) {
+  switch (p) {
+    case CpuPipeline::Lean: return "lean";
+    case CpuPipeline::O2: return "o2";
+  }
+  return "?";
+}
+
 std::string Schedule::str() const {
   return fmt::format(
       "schedule {{{}, iterations = {}, elements = {}, tile = {}, vector = {}, accumulators = {}, unroll = {}, "
       "f32_run = {}, row_cache = {}/{}, grain = {}, local = {}, global = {}, per_item = {}, reduction = {}, "
-      "index = {}}}",
+      "index = {}, pipeline = {}}}",
       lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile, vector_width, accumulators, unroll,
       f32_run, row_cache_elements, row_cache_bytes, grain, local_size, global_size, elements_per_item,
-      reduction_strategy_name(reduction), index_bits) +
+      reduction_strategy_name(reduction), index_bits, cpu_pipeline_name(pipeline)) +
          (custom_macros.empty() ? "" : fmt::format(" custom {{{}}}", fmt::join(custom_macros, ", ")));
 }
 

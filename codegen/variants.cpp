@@ -138,6 +138,8 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     add(knobs, "tile", tiles, base.tile);
     if (reduces && has_reduction_of_kind(k, /*arg=*/false)) add(knobs, "unroll", {1, 2, 4, 8}, base.unroll);
   }
+  add(knobs, "pipeline", {static_cast<int64_t>(CpuPipeline::Lean), static_cast<int64_t>(CpuPipeline::O2)},
+      static_cast<int64_t>(base.pipeline));
   if (caps.cores > 1 && base.iterations >= 2) {
     std::vector<int64_t> grains(std::begin(kTaskElements), std::end(kTaskElements));
     grains.push_back(0);  // one task
@@ -178,6 +180,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("accumulators")) s.accumulators = static_cast<int>(*x);
     if (auto x = value_of("unroll")) s.unroll = static_cast<int>(*x);
     if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
+    if (auto x = value_of("pipeline")) s.pipeline = static_cast<CpuPipeline>(*x);
     if (auto x = value_of("tile")) {
       s.tile = *x;
       update_walk(k, s);

@@ -48,6 +48,21 @@ namespace {
 // Bump when generated code changes for the same Kernel IR: old disk entries become stale.
 constexpr int kCodegenVersion = 6;
 
+// CpuPipeline::Lean. kiln's IR arrives vectorized, blocked and with its loops shaped by the
+// schedule: what it needs is its always-inline helpers inlined, SSA and redundancy cleanup,
+// invariant address math hoisted out of the loops, and constant-trip loops (lanes, unrolled
+// accumulator chains) unrolled. O2's vectorizers, inliner heuristics and interprocedural
+// passes find nothing to do and cost half of a kernel's compile time. `no-verify-fixpoint`, as
+// in O2: a textual `instcombine` otherwise aborts the process when one round leaves more to
+// combine (a check for LLVM's own tests; the fuzz smoke test hit it).
+constexpr const char* kLeanPipeline =
+    "always-inline,function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(loop-rotate,licm),"
+    "gvn,loop(loop-unroll-full),instcombine<no-verify-fixpoint>,simplifycfg)";
+
+// The GEMM micro-kernel is one straight-line register tile per K step: written out by its
+// emitter, it gains nothing from O2 but keeps it until measured otherwise.
+constexpr kir::CpuPipeline kGemmPipeline = kir::CpuPipeline::O2;
+
 std::string take(llvm::Error e) { return llvm::toString(std::move(e)); }
 
 template <class T>
@@ -196,12 +211,13 @@ struct Jit::Impl {
 
   // What `kiln codegen` shows of a module (compiles nothing into the JIT).
   enum class Text { Ir, OptimizedIr, Assembly };
-  std::string text(const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>& make, Text what) {
+  std::string text(const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>& make, Text what,
+                   kir::CpuPipeline pipeline) {
     std::lock_guard lock(mutex);
     llvm::LLVMContext ctx;
     quiet_remarks(ctx);
     auto m = make(ctx);
-    if (what != Text::Ir) optimize(*m, *tm);
+    if (what != Text::Ir) optimize(*m, *tm, pipeline);
     if (what == Text::Assembly) return emit_file(*m, *tm, llvm::CodeGenFileType::AssemblyFile);
     std::string out;
     llvm::raw_string_ostream os(out);
@@ -209,7 +225,7 @@ struct Jit::Impl {
     return out;
   }
 
-  static void optimize(llvm::Module& m, llvm::TargetMachine& machine) {
+  static void optimize(llvm::Module& m, llvm::TargetMachine& machine, kir::CpuPipeline pipeline) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -220,7 +236,14 @@ struct Jit::Impl {
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+    if (pipeline == kir::CpuPipeline::O2) {
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+      return;
+    }
+    llvm::ModulePassManager lean;
+    if (llvm::Error e = pb.parsePassPipeline(lean, kLeanPipeline))
+      throw Error("LLVM: the lean pipeline does not parse: " + take(std::move(e)));
+    lean.run(m, mam);
   }
 
   static std::string emit_file(llvm::Module& m, llvm::TargetMachine& machine, llvm::CodeGenFileType type) {
@@ -291,7 +314,7 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
   // Names are left out: the same kernel in another stream, or the same stream written
   // in another order, finds it.
   const std::string canonical = kir::kernel_canonical(k, s, impl_->fingerprint);
-  return code(canonical, "kernel @" + k.name, k.scalars,
+  return code(canonical, "kernel @" + k.name, k.scalars, s.pipeline,
               [&](const std::string& sym, llvm::LLVMContext& ctx) { return impl_->build(k, s, sym, ctx); });
 }
 
@@ -303,7 +326,7 @@ std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& 
   w.bytes(fmt::format("mr {} nr {} vector {}", s.mr, s.nr, s.vector_width));
   w.bytes(impl_->fingerprint);
   const std::string canonical = w.take();
-  return code(canonical, fmt::format("gemm micro-kernel {} {}x{}", dtype_name(t), s.mr, s.nr), {},
+  return code(canonical, fmt::format("gemm micro-kernel {} {}x{}", dtype_name(t), s.mr, s.nr), {}, kGemmPipeline,
               [&](const std::string& sym, llvm::LLVMContext& ctx) {
                 return impl_->finish(emit_gemm_microkernel(s, t, sym, ctx));
               });
@@ -314,7 +337,9 @@ std::shared_ptr<const CpuKernel> Jit::custom_host_function(const CustomKernel& k
   w.bytes("custom kernel host function");
   w.bytes(k.digest);
   w.bytes(impl_->fingerprint);
-  return code(w.take(), "custom kernel @" + k.name + " (host)", {}, [&](const std::string& sym, llvm::LLVMContext& ctx) {
+  // Clang optimized the source already; O2 here inlines it into the loop and vectorizes that.
+  const auto pipeline = kir::CpuPipeline::O2;
+  return code(w.take(), "custom kernel @" + k.name + " (host)", {}, pipeline, [&](const std::string& sym, llvm::LLVMContext& ctx) {
     std::vector<std::pair<std::string, int64_t>> macros;
     for (const CustomTunable& t : k.signature.tunables) macros.emplace_back(t.macro, t.default_value);
     std::unique_ptr<llvm::Module> m = custom_module(custom_bitcode(k, macros), k, sym + ".fn", ctx);
@@ -367,7 +392,8 @@ std::shared_ptr<const CpuKernel> Jit::custom_host_function(const CustomKernel& k
 }
 
 std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const std::string& what,
-                                           const std::vector<DType>& scalar_types, const ModuleBuilder& build) {
+                                           const std::vector<DType>& scalar_types, kir::CpuPipeline pipeline,
+                                           const ModuleBuilder& build) {
   Impl& im = *impl_;
   const std::string key = hash_text(canonical).hex();
   const std::string sym = "kiln_" + key;
@@ -402,7 +428,7 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
     llvm::TargetMachine& machine = im.thread_target_machine();
     auto m = build(sym, ctx);
     build_ns = since(start);
-    Impl::optimize(*m, machine);
+    Impl::optimize(*m, machine, pipeline);
     optimize_ns = since(start) - build_ns;
     object = Impl::emit_file(*m, machine, llvm::CodeGenFileType::ObjectFile);
   }
@@ -424,21 +450,22 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
 
 std::string Jit::llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool optimized) {
   return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build(k, s, "kiln_" + k.name, ctx); },
-                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir);
+                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir, s.pipeline);
 }
 
 std::string Jit::assembly(const kir::Kernel& k, const kir::Schedule& s) {
   return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build(k, s, "kiln_" + k.name, ctx); },
-                     Impl::Text::Assembly);
+                     Impl::Text::Assembly, s.pipeline);
 }
 
 std::string Jit::gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized) {
   return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build_gemm(s, t, ctx); },
-                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir);
+                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir, kGemmPipeline);
 }
 
 std::string Jit::gemm_assembly(const kir::GemmSchedule& s, DType t) {
-  return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build_gemm(s, t, ctx); }, Impl::Text::Assembly);
+  return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build_gemm(s, t, ctx); }, Impl::Text::Assembly,
+                     kGemmPipeline);
 }
 
 }  // namespace kiln::cpu

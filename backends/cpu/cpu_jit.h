@@ -3,8 +3,9 @@
 // A kernel's machine code is found, in order: alive in this process (the LRU of recently
 // used kernels, or an executable that still holds it), in the on-disk cache (an object file,
 // linked into the JIT without running LLVM's optimizer or code generator), or compiled:
-// Kernel IR + schedule -> LLVM IR -> O2 for the host CPU and its features -> object file,
-// written to the disk cache and linked. Code no one holds any more is unlinked.
+// Kernel IR + schedule -> LLVM IR -> the schedule's pass pipeline (Schedule::pipeline) for
+// the host CPU and its features -> object file, written to the disk cache and linked. Code
+// no one holds any more is unlinked.
 #pragma once
 
 #include <functional>
@@ -90,7 +91,8 @@ class Jit {
   /// The machine code `canonical` describes (its hash is the cache key), from the caches or
   /// built by `build` now; `what` names it in logs and errors.
   std::shared_ptr<const CpuKernel> code(const std::string& canonical, const std::string& what,
-                                        const std::vector<DType>& scalar_types, const ModuleBuilder& build);
+                                        const std::vector<DType>& scalar_types, kir::CpuPipeline pipeline,
+                                        const ModuleBuilder& build);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

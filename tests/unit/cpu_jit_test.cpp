@@ -1,6 +1,7 @@
 // The cpu JIT compiles on several threads at once (the autotuner's `--jobs`): LLVM runs
 // outside the JIT's lock, each thread's kernels are right, and threads that race on one
-// kernel end up sharing the one that was linked first.
+// kernel end up sharing the one that was linked first. The schedule's `pipeline` picks the
+// LLVM passes a kernel is compiled with.
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -69,6 +70,33 @@ TEST(CpuJit, ThreadsCompileAtOnceAndShareTheKernelTheyRaceOn) {
     const std::vector<float> w = want.to_vector<float>(), h = have.to_vector<float>();
     for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(h[i], w[i], 2e-6 * std::max(1.0f, std::fabs(w[i]))) << i;
   }
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(CpuJit, TheSchedulesPipelinePicksTheLlvmPasses) {
+  Backend& backend = cpu_backend();
+  const Graph g = test::parse_or_fail(graph_text(fmt::format("2.{}", ::getpid())));
+  const LaunchPlan p = compile_graph(backend.capabilities(), backend.extra_passes(), g).plan;
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const kir::Kernel& k = p.kernels[0];
+  const kir::Schedule& lean = p.schedules[0];
+  ASSERT_EQ(lean.pipeline, kir::CpuPipeline::Lean);  // the default
+  kir::Schedule o2 = lean;
+  o2.pipeline = kir::CpuPipeline::O2;
+  EXPECT_NE(lean.str(), o2.str());  // part of every cache key
+  EXPECT_NE(lean.str().find("pipeline = lean"), std::string::npos) << lean.str();
+  const std::string lean_ir = cpu_kernel_llvm_ir(k, lean), o2_ir = cpu_kernel_llvm_ir(k, o2);
+  EXPECT_NE(lean_ir, o2_ir);
+  // The lean pipeline still inlines the kernel's body and its helpers into the entry point.
+  EXPECT_EQ(count(lean_ir, "\ndefine "), 1u) << lean_ir;
+  EXPECT_EQ(count(cpu_kernel_llvm_ir(k, lean, /*optimized=*/false), "\ndefine "), 2u);
+  const auto lean_code = backend.compile(k, lean), o2_code = backend.compile(k, o2);
+  EXPECT_NE(lean_code.get(), o2_code.get());
 }
 
 }  // namespace

@@ -50,6 +50,17 @@ enum class ReductionStrategy : uint8_t {
 };
 std::string_view reduction_strategy_name(ReductionStrategy s);
 
+/// The LLVM pass pipeline the cpu backend optimizes a kernel with.
+enum class CpuPipeline : uint8_t {
+  /// The passes kiln's IR needs: it is vectorized and blocked by the schedule already, so
+  /// inlining, scalar cleanup, loop-invariant code motion and full unrolling of constant
+  /// loops are what is left to do. Half of O2's compile time.
+  Lean,
+  /// LLVM's O2: also unrolls loops of unknown trip count (a column reduction's rows).
+  O2,
+};
+std::string_view cpu_pipeline_name(CpuPipeline p);
+
 struct Schedule {
   // ---- the walk, derived from the kernel's domain and the knobs below ----
   /// Case A (`lanes_reduce`): the last dim is reduced. An iteration is one kept point; it
@@ -70,6 +81,7 @@ struct Schedule {
   int64_t row_cache_elements = 0;  // case A: rows up to this long cache expensive values...
   int64_t row_cache_bytes = 0;     // ...in at most this many bytes of worker stack
   int64_t grain = 1;        // iterations per task of the parallel split (>= iterations: serial)
+  CpuPipeline pipeline = CpuPipeline::Lean;  // cpu: the LLVM passes the kernel is optimized with
 
   // ---- launch geometry (work-items) for GPU backends ----
   int64_t local_size = 1;          // work-items per work-group
