@@ -24,26 +24,128 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// "k0 over [64, reduce 1000]".
-std::string describe(const kir::Kernel& k) { return k.name + " over " + k.domain_str(); }
-
 // A candidate on its way through compile, check and timing.
 struct Candidate {
   kir::Variant variant;
-  kir::Schedule schedule;
-  std::shared_ptr<const CompiledKernel> compiled;
-  std::string error;
+  std::shared_ptr<const CompiledKernel> compiled;  // kernels; a GEMM step compiles at its first run
+  std::string error;  // why it did not compile
   double compile_ms = 0;
 };
 
-void compile_batch(Backend& backend, const kir::Kernel& k, std::vector<Candidate>& batch, int jobs) {
-  auto one = [&](Candidate& c) {
-    const auto t0 = Clock::now();
+}  // namespace
+
+// What is tuned, seen by tune(), confirm() and choose(): a kernel and the knobs of its
+// schedule, or a GEMM step and the knobs of its blocking.
+class Subject {
+ public:
+  explicit Subject(Backend& backend) : backend_(backend) {}
+  virtual ~Subject() = default;
+  Backend& backend() const { return backend_; }
+  virtual std::string describe() const = 0;
+  virtual std::vector<kir::Variant> singles() const = 0;
+  virtual bool legal(const kir::Variant& v) const = 0;
+  /// Fills c.compiled or c.error; called from several threads at once (`--jobs`).
+  virtual void compile(Candidate& c) const = 0;
+  /// The bytes of what `c` writes, from fresh inputs.
+  virtual std::vector<std::string> outputs(const Candidate& c) = 0;
+  virtual std::optional<std::string> compare(const std::vector<std::string>& want,
+                                             const std::vector<std::string>& got) const = 0;
+  virtual double launch_ns(const Candidate& c) = 0;
+  virtual double median_ns(const Candidate& c, int repeats, double budget_ms) = 0;
+
+ private:
+  Backend& backend_;
+};
+
+namespace {
+
+class KernelSubject final : public Subject {
+ public:
+  KernelSubject(Backend& backend, const kir::Kernel& k, const kir::Schedule& base)
+      : Subject(backend), k_(k), base_(base) {}
+  std::string describe() const override { return k_.name + " over " + k_.domain_str(); }
+  std::vector<kir::Variant> singles() const override {
+    return kir::single_knob_variants(k_, base_, backend().capabilities());
+  }
+  bool legal(const kir::Variant& v) const override {
+    return kir::apply_variant(k_, base_, v, backend().capabilities()).has_value();
+  }
+  void compile(Candidate& c) const override {
     try {
-      c.compiled = backend.compile(k, c.schedule);
+      c.compiled = backend().compile(k_, schedule(c.variant));
     } catch (const std::exception& e) {
       c.error = e.what();
     }
+  }
+  std::vector<std::string> outputs(const Candidate& c) override {
+    return bench().outputs(*c.compiled, schedule(c.variant));
+  }
+  std::optional<std::string> compare(const std::vector<std::string>& want,
+                                     const std::vector<std::string>& got) const override {
+    return compare_outputs(k_, want, got);
+  }
+  double launch_ns(const Candidate& c) override { return bench().launch_ns(*c.compiled, schedule(c.variant)); }
+  double median_ns(const Candidate& c, int repeats, double budget_ms) override {
+    return bench().median_ns(*c.compiled, schedule(c.variant), repeats, budget_ms);
+  }
+
+ private:
+  kir::Schedule schedule(const kir::Variant& v) const {
+    return *kir::apply_variant(k_, base_, v, backend().capabilities());
+  }
+  KernelBench& bench() {
+    if (!bench_) bench_ = std::make_unique<KernelBench>(backend(), k_);
+    return *bench_;
+  }
+  const kir::Kernel& k_;
+  const kir::Schedule& base_;
+  std::unique_ptr<KernelBench> bench_;
+};
+
+// "gemm f32 [8] 128x64 by 64x128": the batch dims, then m x k by k x n.
+std::string describe_gemm(const LaunchPlan::Gemm& g) {
+  return fmt::format("gemm {} {}{}x{} by {}x{}", dtype_name(g.dtype), g.batch.rank() ? g.batch.str() + " " : "", g.m,
+                     g.k, g.k, g.n);
+}
+
+class GemmSubject final : public Subject {
+ public:
+  GemmSubject(Backend& backend, const LaunchPlan::Gemm& g) : Subject(backend), g_(g) {}
+  std::string describe() const override { return describe_gemm(g_); }
+  std::vector<kir::Variant> singles() const override {
+    return kir::single_knob_gemm_variants(g_, g_.schedule, backend().capabilities());
+  }
+  bool legal(const kir::Variant& v) const override {
+    return kir::apply_gemm_variant(g_, g_.schedule, v, backend().capabilities()).has_value();
+  }
+  // Backends compile a GEMM step's code when it first runs: outputs() pays for it.
+  void compile(Candidate&) const override {}
+  std::vector<std::string> outputs(const Candidate& c) override { return {bench().product(blocking(c.variant))}; }
+  std::optional<std::string> compare(const std::vector<std::string>& want,
+                                     const std::vector<std::string>& got) const override {
+    return compare_products(g_.dtype, want.at(0), got.at(0));
+  }
+  double launch_ns(const Candidate& c) override { return bench().launch_ns(blocking(c.variant)); }
+  double median_ns(const Candidate& c, int repeats, double budget_ms) override {
+    return bench().median_ns(blocking(c.variant), repeats, budget_ms);
+  }
+
+ private:
+  kir::GemmSchedule blocking(const kir::Variant& v) const {
+    return *kir::apply_gemm_variant(g_, g_.schedule, v, backend().capabilities());
+  }
+  GemmBench& bench() {
+    if (!bench_) bench_ = std::make_unique<GemmBench>(backend(), g_);
+    return *bench_;
+  }
+  const LaunchPlan::Gemm& g_;
+  std::unique_ptr<GemmBench> bench_;
+};
+
+void compile_batch(const Subject& subject, std::vector<Candidate>& batch, int jobs) {
+  auto one = [&](Candidate& c) {
+    const auto t0 = Clock::now();
+    subject.compile(c);
     c.compile_ms = ms_since(t0);
   };
   if (jobs <= 1 || batch.size() <= 1) {
@@ -82,7 +184,15 @@ std::string Autotuner::device_id(const Backend& backend) {
 }
 
 TuningKey Autotuner::key_for(Backend& backend, const kir::Kernel& k) {
-  TuningKey key{device_id(backend), hash_text(kir::kernel_structure(k)).hex(), kir::shape_bucket(k)};
+  return filed(backend, hash_text(kir::kernel_structure(k)).hex(), kir::shape_bucket(k));
+}
+
+TuningKey Autotuner::gemm_key_for(Backend& backend, const LaunchPlan::Gemm& g) {
+  return filed(backend, hash_text(kir::gemm_structure(g)).hex(), kir::gemm_shape_bucket(g));
+}
+
+TuningKey Autotuner::filed(Backend& backend, std::string structure, std::string bucket) {
+  TuningKey key{device_id(backend), std::move(structure), std::move(bucket)};
   // Once per device and process: every plan compiled asks for keys, and a write costs a
   // transaction.
   bool described = false;
@@ -97,14 +207,19 @@ TuningKey Autotuner::key_for(Backend& backend, const kir::Kernel& k) {
 }
 
 TuneReport Autotuner::choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base) {
-  TuneReport r = choose(key_for(backend, k), backend, k, base);
-  r.description = describe(k);
-  return r;
+  KernelSubject subject(backend, k, base);
+  return choose(key_for(backend, k), subject);
 }
 
-TuneReport Autotuner::choose(const TuningKey& key, Backend& backend, const kir::Kernel& k, const kir::Schedule& base) {
+TuneReport Autotuner::gemm_choice(Backend& backend, const LaunchPlan::Gemm& g) {
+  GemmSubject subject(backend, g);
+  return choose(gemm_key_for(backend, g), subject);
+}
+
+TuneReport Autotuner::choose(const TuningKey& key, const Subject& subject) {
   TuneReport r;
   r.key = key;
+  r.description = subject.describe();
   std::vector<Measurement> rows = db_->measurements(key);
   r.candidates = static_cast<int>(rows.size());
   std::sort(rows.begin(), rows.end(), [](const Measurement& a, const Measurement& b) {
@@ -117,11 +232,10 @@ TuneReport Autotuner::choose(const TuningKey& key, Backend& backend, const kir::
   }
   r.tuned_ns = r.default_ns;
   if (r.default_ns <= 0) return r;
-  const Capabilities& caps = backend.capabilities();
   for (const Measurement& m : rows) {
     if (m.status != Status::Ok || m.median_ns >= r.default_ns * (1 - kMinGain)) break;
     std::optional<kir::Variant> v = kir::Variant::parse(m.variant);
-    if (!v || !kir::apply_variant(k, base, *v, caps)) continue;  // from another kiln, or another shape of the bucket
+    if (!v || !subject.legal(*v)) continue;  // from another kiln, or another shape of the bucket
     r.chosen = std::move(*v);
     r.tuned_ns = m.median_ns;
     break;
@@ -131,14 +245,24 @@ TuneReport Autotuner::choose(const TuningKey& key, Backend& backend, const kir::
 
 TuneReport Autotuner::tune_unless_claimed(Backend& backend, const kir::Kernel& k, const kir::Schedule& base,
                                           const TuneOptions& options) {
-  const TuningKey key = key_for(backend, k);
+  KernelSubject subject(backend, k, base);
+  return tune_unless_claimed(key_for(backend, k), subject, options);
+}
+
+TuneReport Autotuner::tune_gemm_unless_claimed(Backend& backend, const LaunchPlan::Gemm& g,
+                                               const TuneOptions& options) {
+  GemmSubject subject(backend, g);
+  return tune_unless_claimed(gemm_key_for(backend, g), subject, options);
+}
+
+TuneReport Autotuner::tune_unless_claimed(const TuningKey& key, Subject& subject, const TuneOptions& options) {
   if (!db_->claim(key)) {  // another process is tuning it: its rows will be in the database
-    TuneReport r = choice(backend, k, base);
+    TuneReport r = choose(key, subject);
     r.claimed_elsewhere = true;
     return r;
   }
   try {
-    TuneReport r = tune(backend, k, base, options);
+    TuneReport r = tune(key, subject, options);
     db_->release(key);
     return r;
   } catch (...) {
@@ -150,51 +274,74 @@ TuneReport Autotuner::tune_unless_claimed(Backend& backend, const kir::Kernel& k
 kir::Schedule Autotuner::schedule_for(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, Mode mode) {
   if (mode == Mode::Off) return base;
   try {
-    const TuningKey key = key_for(backend, k);
-    if (mode == Mode::On && compile_allowed()) {
-      const std::string id = key.str();
-      bool tune_now = false;
-      {
-        std::lock_guard lock(mutex_);
-        if (tuning_.count(id) != 0) return base;  // another thread is tuning it: no stall
-        tune_now = tuned_.count(id) == 0 && tuning_.insert(id).second;
-      }
-      if (tune_now) {
-        // Tuned once per process, whether it succeeded or not.
-        auto done = [&] {
-          std::lock_guard lock(mutex_);
-          tuning_.erase(id);
-          tuned_.insert(id);
-        };
-        try {
-          tune_unless_claimed(backend, k, base, TuneOptions{});
-        } catch (...) {
-          done();
-          throw;
-        }
-        done();
-      }
-    }
-    const TuneReport r = choose(key, backend, k, base);
-    if (r.chosen.is_default()) return base;
-    return *kir::apply_variant(k, base, r.chosen, backend.capabilities());
+    KernelSubject subject(backend, k, base);
+    const kir::Variant v = variant_for(key_for(backend, k), subject, mode);
+    return v.is_default() ? base : *kir::apply_variant(k, base, v, backend.capabilities());
   } catch (const Error& e) {
     warn_once("autotune", fmt::format("autotuning is off for this process: {}", e.what()));
     return base;
   }
 }
 
+kir::GemmSchedule Autotuner::gemm_schedule_for(Backend& backend, const LaunchPlan::Gemm& g, Mode mode) {
+  if (mode == Mode::Off) return g.schedule;
+  try {
+    GemmSubject subject(backend, g);
+    const kir::Variant v = variant_for(gemm_key_for(backend, g), subject, mode);
+    return v.is_default() ? g.schedule : *kir::apply_gemm_variant(g, g.schedule, v, backend.capabilities());
+  } catch (const Error& e) {
+    warn_once("autotune", fmt::format("autotuning is off for this process: {}", e.what()));
+    return g.schedule;
+  }
+}
+
+kir::Variant Autotuner::variant_for(const TuningKey& key, Subject& subject, Mode mode) {
+  if (mode == Mode::On && compile_allowed()) {
+    const std::string id = key.str();
+    bool tune_now = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (tuning_.count(id) != 0) return {};  // another thread is tuning it: no stall
+      tune_now = tuned_.count(id) == 0 && tuning_.insert(id).second;
+    }
+    if (tune_now) {
+      // Tuned once per process, whether it succeeded or not.
+      auto done = [&] {
+        std::lock_guard lock(mutex_);
+        tuning_.erase(id);
+        tuned_.insert(id);
+      };
+      try {
+        tune_unless_claimed(key, subject, TuneOptions{});
+      } catch (...) {
+        done();
+        throw;
+      }
+      done();
+    }
+  }
+  return choose(key, subject).chosen;
+}
+
 TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuneOptions& options) {
-  const Capabilities& caps = backend.capabilities();
+  KernelSubject subject(backend, k, base);
+  return tune(key_for(backend, k), subject, options);
+}
+
+TuneReport Autotuner::tune_gemm(Backend& backend, const LaunchPlan::Gemm& g, const TuneOptions& options) {
+  GemmSubject subject(backend, g);
+  return tune(gemm_key_for(backend, g), subject, options);
+}
+
+TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOptions& options) {
   if (!db_->problem().empty())
     warn_once("autotune-memory", db_->problem() + ": tuning results last for this process only");
-  const TuningKey key = key_for(backend, k);
-  db_->describe_kernel(key, describe(k));
+  const std::string what = subject.describe();
+  db_->describe_kernel(key, what);
   std::map<std::string, Measurement> rows;
   for (Measurement& m : db_->measurements(key)) rows[m.variant] = std::move(m);
   int measured_now = 0;
 
-  std::unique_ptr<KernelBench> bench;
   std::vector<std::string> reference;
   double default_first_ns = 0;
   const auto timing_start = Clock::now();
@@ -209,26 +356,25 @@ TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Sc
       // Written first: if compiling or running a candidate kills the process, the next
       // process finds the row Running under a dead pid and records it Failed.
       for (const Candidate& c : batch) db_->record(key, {c.variant.str(), Status::Running, 0, 0, "", 0, ""});
-      compile_batch(backend, k, batch, options.jobs);
+      compile_batch(subject, batch, options.jobs);
       for (Candidate& c : batch) {
         Measurement m{c.variant.str(), Status::Failed, 0, c.compile_ms, "", 0, ""};
-        if (!c.compiled) {
+        if (!c.error.empty()) {
           m.detail = "compile: " + c.error;
         } else if (c.compile_ms > options.compile_cap_ms) {
           m.detail = fmt::format("compile took {:.0f} ms, past the cap of {:.0f} ms", c.compile_ms, options.compile_cap_ms);
         } else {
           try {
-            if (!bench) bench = std::make_unique<KernelBench>(backend, k);
-            std::vector<std::string> out = bench->outputs(*c.compiled, c.schedule);
+            std::vector<std::string> out = subject.outputs(c);
             // Not the first run's time: drivers that compile at the first launch (PoCL) count
             // their compiler in it.
-            const double first_ns = bench->launch_ns(*c.compiled, c.schedule);
+            const double first_ns = subject.launch_ns(c);
             if (c.variant.is_default()) {
               reference = std::move(out);
               default_first_ns = first_ns;
               out.clear();
             }
-            std::optional<std::string> diff = c.variant.is_default() ? std::nullopt : compare_outputs(k, reference, out);
+            std::optional<std::string> diff = c.variant.is_default() ? std::nullopt : subject.compare(reference, out);
             if (diff) {
               m.status = Status::Wrong;
               m.detail = *diff;
@@ -236,16 +382,17 @@ TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Sc
               m.detail = fmt::format("a run took {:.1f} ms, {:.0f}x the default's", first_ns / 1e6, first_ns / default_first_ns);
             } else {
               m.status = Status::Ok;
-              m.median_ns = bench->median_ns(*c.compiled, c.schedule, options.repeats, options.budget_ms / 8);
+              m.median_ns = subject.median_ns(c, options.repeats, options.budget_ms / 8);
             }
           } catch (const std::exception& e) {
             m.detail = std::string("run: ") + e.what();
           }
         }
         if (c.variant.is_default() && m.status != Status::Ok)
-          throw Error(fmt::format("autotune: the default schedule of {} fails on {}: {}", describe(k), backend.name(), m.detail));
+          throw Error(fmt::format("autotune: the default schedule of {} fails on {}: {}", what,
+                                  subject.backend().name(), m.detail));
         if (log_enabled("autotune"))
-          log_line("autotune", fmt::format("{} {}: {}{} (compile {:.1f} ms, {:.0f} ms into the tuning){}", describe(k),
+          log_line("autotune", fmt::format("{} {}: {}{} (compile {:.1f} ms, {:.0f} ms into the tuning){}", what,
                                            m.variant, status_name(m.status),
                                            m.status == Status::Ok ? fmt::format(" {:.1f} us", m.median_ns / 1e3) : "",
                                            m.compile_ms, ms_since(timing_start), m.detail.empty() ? "" : ": " + m.detail));
@@ -256,12 +403,11 @@ TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Sc
     }
   };
   auto candidate = [&](kir::Variant v) -> std::optional<Candidate> {
-    std::optional<kir::Schedule> s = kir::apply_variant(k, base, v, caps);
-    if (!s) return std::nullopt;
-    return Candidate{std::move(v), *s, nullptr, "", 0};
+    if (!subject.legal(v)) return std::nullopt;
+    return Candidate{std::move(v), nullptr, "", 0};
   };
 
-  std::vector<kir::Variant> singles = kir::single_knob_variants(k, base, caps);
+  std::vector<kir::Variant> singles = subject.singles();
   std::vector<Candidate> pending;
   auto lacks_row = [&](const kir::Variant& v) { return rows.count(v.str()) == 0; };
   const bool any_new = lacks_row(kir::Variant{}) ||
@@ -300,33 +446,30 @@ TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Sc
     }
   }
 
-  if (measured_now > 0) confirm(backend, k, base, key, options);
-  TuneReport r = choose(key, backend, k, base);
-  r.description = describe(k);
+  if (measured_now > 0) confirm(key, subject, options);
+  TuneReport r = choose(key, subject);
   r.measured_now = measured_now;
   return r;
 }
 
-void Autotuner::confirm(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuningKey& key,
-                        const TuneOptions& options) {
+void Autotuner::confirm(const TuningKey& key, Subject& subject, const TuneOptions& options) {
   // Candidates were timed one after another, each against the machine's load of its moment;
   // the winner is timed again against the default in alternation, and both rows take the
   // medians of those rounds. A winner that no longer wins gives way to the next, a few times.
   constexpr int kRounds = 5, kContenders = 3;
-  const Capabilities& caps = backend.capabilities();
-  std::unique_ptr<KernelBench> bench;
   std::set<std::string> confirmed;
   for (int contender = 0; contender < kContenders; ++contender) {
-    const TuneReport r = choose(key, backend, k, base);
+    const TuneReport r = choose(key, subject);
     if (r.chosen.is_default() || !confirmed.insert(r.chosen.str()).second) return;
     try {
-      const kir::Schedule tuned = *kir::apply_variant(k, base, r.chosen, caps);
-      const std::shared_ptr<const CompiledKernel> a = backend.compile(k, base), b = backend.compile(k, tuned);
-      if (!bench) bench = std::make_unique<KernelBench>(backend, k);
+      Candidate a{kir::Variant{}, nullptr, "", 0}, b{r.chosen, nullptr, "", 0};
+      subject.compile(a);
+      subject.compile(b);
+      if (!a.error.empty() || !b.error.empty()) throw Error(a.error.empty() ? b.error : a.error);
       std::vector<double> da, db;
       for (int round = 0; round < kRounds; ++round) {
-        da.push_back(bench->median_ns(*a, base, 3, options.budget_ms / 40));
-        db.push_back(bench->median_ns(*b, tuned, 3, options.budget_ms / 40));
+        da.push_back(subject.median_ns(a, 3, options.budget_ms / 40));
+        db.push_back(subject.median_ns(b, 3, options.budget_ms / 40));
       }
       std::sort(da.begin(), da.end());
       std::sort(db.begin(), db.end());
@@ -346,8 +489,8 @@ void Autotuner::confirm(Backend& backend, const kir::Kernel& k, const kir::Sched
       }
       if (log_enabled("autotune"))
         log_line("autotune", fmt::format("{} {} against the default in alternation: {:.1f}-{:.1f} us vs {:.1f}-{:.1f} us: {}",
-                                         describe(k), r.chosen.str(), db.front() / 1e3, db.back() / 1e3, da.front() / 1e3,
-                                         da.back() / 1e3, wins ? "kept" : "lost"));
+                                         subject.describe(), r.chosen.str(), db.front() / 1e3, db.back() / 1e3,
+                                         da.front() / 1e3, da.back() / 1e3, wins ? "kept" : "lost"));
       if (wins) return;
     } catch (const std::exception& e) {
       warn_once("autotune-confirm", fmt::format("autotune: confirming {} failed: {}", r.chosen.str(), e.what()));

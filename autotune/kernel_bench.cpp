@@ -99,36 +99,86 @@ std::optional<std::string> compare_floats(const std::string& want, const std::st
   return std::nullopt;
 }
 
+// The bytes of a tensor of `type` with made-up values (the header's distributions).
+std::string made_up(const TensorType& type, FastRng& rng) {
+  std::string bytes(static_cast<size_t>(type.bytes()), '\0');
+  switch (type.dtype) {
+    case DType::Bool: fill<uint8_t>(bytes, rng); break;
+    case DType::I32: fill<int32_t>(bytes, rng); break;
+    case DType::I64: fill<int64_t>(bytes, rng); break;
+    case DType::F32: fill<float>(bytes, rng); break;
+    case DType::F64: fill<double>(bytes, rng); break;
+    default: fill_storage(bytes, type, rng); break;
+  }
+  return bytes;
+}
+
+int64_t element_bytes(DType t) { return TensorType{t, Shape{1}}.bytes(); }
+
+// Copies of a working set of `bytes` that rotating through keeps out of cache.
+int copies_for(int64_t bytes) {
+  const int64_t set = std::max<int64_t>(1, bytes);
+  return static_cast<int>(std::clamp<int64_t>((kRotationBytes + set - 1) / set, 1,
+                                              std::min<int64_t>(kMostCopies, std::max<int64_t>(1, kMostBytes / set))));
+}
+
+std::shared_ptr<DeviceMemory> upload(Backend& backend, const std::string& bytes) {
+  auto m = backend.alloc(std::max<int64_t>(1, static_cast<int64_t>(bytes.size())));
+  if (!bytes.empty())
+    backend.upload(*m, reinterpret_cast<const std::byte*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+  return m;
+}
+
+// The median of `repeats` (at least 3) timed calls of `launch(copy)` after a warm-up, fewer
+// when they pass `budget_ms`.
+template <class Launch>
+double median_of(Launch launch, size_t copies, int repeats, double budget_ms) {
+  using clock = std::chrono::steady_clock;
+  launch(copies - 1);  // warm-up: code, page tables, the task scheduler
+  std::vector<double> times;
+  const auto start = clock::now();
+  for (int r = 0; r < std::max(3, repeats); ++r) {
+    const auto t0 = clock::now();
+    launch(static_cast<size_t>(r) % copies);
+    times.push_back(std::chrono::duration<double, std::nano>(clock::now() - t0).count());
+    if (r >= 2 && std::chrono::duration<double, std::milli>(clock::now() - start).count() > budget_ms) break;
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::optional<std::string> compare_buffer(const TensorType& type, const std::string& want, const std::string& got,
+                                          size_t buffer) {
+  switch (type.dtype) {
+    case DType::F32: return compare_floats<float>(want, got, buffer, 1e-3, 1e-4);
+    case DType::F64: return compare_floats<double>(want, got, buffer, 1e-9, 1e-12);
+    case DType::F16:
+    case DType::BF16:  // a rounding of f32 results: one unit in the last place apart is the same
+      return compare_floats<float>(as_f32(want, type), as_f32(got, type), buffer, 1e-2, 1e-3);
+    default:
+      if (want != got) {
+        size_t i = 0;
+        while (want[i] == got[i]) ++i;
+        return fmt::format("buffer #{} differs at byte {}", buffer, i);
+      }
+      return std::nullopt;
+  }
+}
+
 }  // namespace
 
 KernelBench::KernelBench(Backend& backend, const kir::Kernel& k, uint64_t seed) : backend_(backend), kernel_(k) {
   FastRng rng{seed};
   int64_t working_set = 0;  // bytes of one copy of the buffers
   for (const kir::BufferParam& p : k.buffers) {
-    std::string bytes(static_cast<size_t>(p.type.bytes()), '\0');
-    switch (p.type.dtype) {
-      case DType::Bool: fill<uint8_t>(bytes, rng); break;
-      case DType::I32: fill<int32_t>(bytes, rng); break;
-      case DType::I64: fill<int64_t>(bytes, rng); break;
-      case DType::F32: fill<float>(bytes, rng); break;
-      case DType::F64: fill<double>(bytes, rng); break;
-      default: fill_storage(bytes, p.type, rng); break;
-    }
-    working_set += static_cast<int64_t>(bytes.size());
-    initial_.push_back(std::move(bytes));
+    initial_.push_back(made_up(p.type, rng));
+    working_set += static_cast<int64_t>(initial_.back().size());
   }
   // Scalar arguments: a value every op accepts (no division by it, no log of it fails).
   for (DType t : k.scalars) scalars_.push_back(is_float(t) ? Scalar::from_float(0.5) : Scalar::from_int(1));
-  const int64_t set = std::max<int64_t>(1, working_set);
-  const int copies = static_cast<int>(std::clamp<int64_t>((kRotationBytes + set - 1) / set, 1,
-                                                          std::min<int64_t>(kMostCopies, std::max<int64_t>(1, kMostBytes / set))));
-  for (int c = 0; c < copies; ++c) {
+  for (int c = copies_for(working_set); c > 0; --c) {
     std::vector<std::shared_ptr<DeviceMemory>> bufs;
-    for (const std::string& bytes : initial_) {
-      auto m = backend_.alloc(std::max<int64_t>(1, static_cast<int64_t>(bytes.size())));
-      if (!bytes.empty()) backend_.upload(*m, reinterpret_cast<const std::byte*>(bytes.data()), static_cast<int64_t>(bytes.size()));
-      bufs.push_back(std::move(m));
-    }
+    for (const std::string& bytes : initial_) bufs.push_back(upload(backend_, bytes));
     copies_.push_back(std::move(bufs));
   }
   backend_.finish();
@@ -167,20 +217,57 @@ double KernelBench::launch_ns(const CompiledKernel& compiled, const kir::Schedul
 }
 
 double KernelBench::median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms) {
-  using clock = std::chrono::steady_clock;
-  launch(compiled, s, copies_.size() - 1);  // warm-up: code, page tables, the task scheduler
+  return median_of(
+      [&](size_t copy) {
+        launch(compiled, s, copy);
+        backend_.finish();
+      },
+      copies_.size(), repeats, budget_ms);
+}
+
+GemmBench::GemmBench(Backend& backend, const LaunchPlan::Gemm& g, uint64_t seed) : backend_(backend), gemm_(g) {
+  gemm_.a = 0;
+  gemm_.b = 1;
+  gemm_.c = 2;
+  // An operand spans its last batch's offset plus one matrix (strides of 0 broadcast it).
+  auto span = [&](const std::vector<int64_t>& strides, int64_t matrix) {
+    int64_t last = 0;
+    for (size_t d = 0; d < strides.size(); ++d) last += (g.batch[static_cast<int>(d)] - 1) * strides[d];
+    return g.batch.numel() == 0 ? 0 : last + matrix;
+  };
+  FastRng rng{seed};
+  const std::string a = made_up(TensorType{g.dtype, Shape{span(g.a_batch_stride, g.m * g.k)}}, rng);
+  const std::string b = made_up(TensorType{g.dtype, Shape{span(g.b_batch_stride, g.k * g.n)}}, rng);
+  c_bytes_ = g.batch.numel() * g.m * g.n * element_bytes(g.dtype);
+  const std::string c(static_cast<size_t>(c_bytes_), '\0');
+  for (int n = copies_for(static_cast<int64_t>(a.size() + b.size()) + c_bytes_); n > 0; --n)
+    copies_.push_back({upload(backend_, a), upload(backend_, b), upload(backend_, c)});
   backend_.finish();
-  std::vector<double> times;
-  const auto start = clock::now();
-  for (int r = 0; r < std::max(3, repeats); ++r) {
-    const auto t0 = clock::now();
-    launch(compiled, s, static_cast<size_t>(r) % copies_.size());
-    backend_.finish();
-    times.push_back(std::chrono::duration<double, std::nano>(clock::now() - t0).count());
-    if (r >= 2 && std::chrono::duration<double, std::milli>(clock::now() - start).count() > budget_ms) break;
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+}
+
+void GemmBench::launch(const kir::GemmSchedule& s, size_t copy) {
+  gemm_.schedule = s;
+  std::vector<DeviceMemory*> bound;
+  for (const auto& m : copies_[copy]) bound.push_back(m.get());
+  if (!backend_.gemm(gemm_, bound)) throw Error(fmt::format("{} runs no GEMM step", backend_.name()));
+  backend_.finish();
+}
+
+std::string GemmBench::product(const kir::GemmSchedule& s) {
+  launch(s, 0);
+  std::string out(static_cast<size_t>(c_bytes_), '\0');
+  if (!out.empty()) backend_.download(*copies_[0][2], reinterpret_cast<std::byte*>(out.data()), c_bytes_);
+  return out;
+}
+
+double GemmBench::launch_ns(const kir::GemmSchedule& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  launch(s, 0);
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double GemmBench::median_ns(const kir::GemmSchedule& s, int repeats, double budget_ms) {
+  return median_of([&](size_t copy) { launch(s, copy); }, copies_.size(), repeats, budget_ms);
 }
 
 std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vector<std::string>& want,
@@ -190,26 +277,16 @@ std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vect
     if (!k.buffers[b].written) continue;
     KILN_ASSERT(out < want.size() && out < got.size() && want[out].size() == got[out].size(),
                 "compare_outputs takes two results of the same kernel");
-    std::optional<std::string> diff;
-    switch (k.buffers[b].type.dtype) {
-      case DType::F32: diff = compare_floats<float>(want[out], got[out], b, 1e-3, 1e-4); break;
-      case DType::F64: diff = compare_floats<double>(want[out], got[out], b, 1e-9, 1e-12); break;
-      case DType::F16:
-      case DType::BF16:  // a rounding of f32 results: one unit in the last place apart is the same
-        diff = compare_floats<float>(as_f32(want[out], k.buffers[b].type), as_f32(got[out], k.buffers[b].type), b, 1e-2, 1e-3);
-        break;
-      default:
-        if (want[out] != got[out]) {
-          size_t i = 0;
-          while (want[out][i] == got[out][i]) ++i;
-          diff = fmt::format("buffer #{} differs at byte {}", b, i);
-        }
-        break;
-    }
-    if (diff) return diff;
+    if (std::optional<std::string> diff = compare_buffer(k.buffers[b].type, want[out], got[out], b)) return diff;
     ++out;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> compare_products(DType dtype, const std::string& want, const std::string& got) {
+  KILN_ASSERT(want.size() == got.size(), "compare_products takes two products of the same GEMM step");
+  const int64_t n = static_cast<int64_t>(want.size()) / std::max<int64_t>(1, element_bytes(dtype));
+  return compare_buffer(TensorType{dtype, Shape{n}}, want, got, 0);
 }
 
 }  // namespace kiln::autotune

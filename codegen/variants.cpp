@@ -69,6 +69,55 @@ bool plausible(const Schedule& s, const Capabilities& caps) {
   return true;
 }
 
+// Whether every setting of `v` names one of `knobs` and a value among its values.
+bool names_legal_values(const std::vector<Knob>& knobs, const Variant& v) {
+  return std::all_of(v.settings.begin(), v.settings.end(), [&](const auto& setting) {
+    auto knob = std::find_if(knobs.begin(), knobs.end(), [&](const Knob& kn) { return kn.name == setting.first; });
+    return knob != knobs.end() &&
+           std::find(knob->values.begin(), knob->values.end(), setting.second) != knob->values.end();
+  });
+}
+
+std::optional<int64_t> setting(const Variant& v, std::string_view name) {
+  for (const auto& [n, value] : v.settings)
+    if (n == name) return value;
+  return std::nullopt;
+}
+
+// Every single-knob change of `base` that `apply` accepts and `keep` does not rule out,
+// deduplicated by the schedule it gives.
+template <class S, class Apply, class Keep>
+std::vector<Variant> single_knob_changes(const std::vector<Knob>& knobs, const S& base, Apply apply, Keep keep) {
+  std::vector<Variant> out;
+  std::vector<S> seen = {base};
+  for (const Knob& knob : knobs) {
+    for (int64_t value : knob.values) {
+      Variant v;
+      v.settings.emplace_back(knob.name, value);
+      const std::optional<S> s = apply(v);
+      if (!s || !keep(*s) || std::find(seen.begin(), seen.end(), *s) != seen.end()) continue;
+      seen.push_back(*s);
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+int64_t round_up(int64_t x, int64_t to) { return ceil_div(x, to) * to; }
+
+int64_t element_bytes(DType t) { return t == DType::Bool ? 1 : static_cast<int64_t>(dtype_size(t)); }
+
+// A register tile of mr rows by `vectors` vectors: its accumulators, the B vectors of a step
+// and the broadcast A value must fit the vector registers (32 with AVX-512, else 16).
+bool tile_fits_registers(int64_t mr, int64_t vectors, const Capabilities& caps) {
+  const int64_t registers = caps.vector_bytes >= 64 ? 32 : 16;
+  return mr >= 1 && mr <= 8 && vectors >= 1 && mr * vectors + vectors + 1 <= registers;
+}
+
+// Local memory one step of a work-group tile stages: kept within what every device offers
+// (Vulkan guarantees 16 KiB; OpenCL's full profile 32 KiB).
+constexpr int64_t kGemmLocalBytes = 16 << 10;
+
 }  // namespace
 
 std::string Variant::str() const {
@@ -151,17 +200,8 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
 std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, const Variant& v,
                                       const Capabilities& caps) {
   if (v.is_default()) return base;
-  const std::vector<Knob> knobs = schedule_knobs(k, base, caps);
-  auto value_of = [&](const std::string& name) -> std::optional<int64_t> {
-    for (const auto& [n, value] : v.settings)
-      if (n == name) return value;
-    return std::nullopt;
-  };
-  for (const auto& [name, value] : v.settings) {
-    auto knob = std::find_if(knobs.begin(), knobs.end(), [&](const Knob& kn) { return kn.name == name; });
-    if (knob == knobs.end() || std::find(knob->values.begin(), knob->values.end(), value) == knob->values.end())
-      return std::nullopt;
-  }
+  if (!names_legal_values(schedule_knobs(k, base, caps), v)) return std::nullopt;
+  auto value_of = [&](std::string_view name) { return setting(v, name); };
   Schedule s = base;
   for (size_t c = 0, flat = 0; c < k.customs.size(); ++c)
     for (size_t t = 0; t < k.customs[c]->signature.tunables.size(); ++t, ++flat)
@@ -199,19 +239,95 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
 }
 
 std::vector<Variant> single_knob_variants(const Kernel& k, const Schedule& base, const Capabilities& caps) {
-  std::vector<Variant> out;
-  std::vector<Schedule> seen = {base};
-  for (const Knob& knob : schedule_knobs(k, base, caps)) {
-    for (int64_t value : knob.values) {
-      Variant v;
-      v.settings.emplace_back(knob.name, value);
-      const std::optional<Schedule> s = apply_variant(k, base, v, caps);
-      if (!s || !plausible(*s, caps) || std::find(seen.begin(), seen.end(), *s) != seen.end()) continue;
-      seen.push_back(*s);
-      out.push_back(std::move(v));
+  return single_knob_changes(
+      schedule_knobs(k, base, caps), base, [&](const Variant& v) { return apply_variant(k, base, v, caps); },
+      [&](const Schedule& s) { return plausible(s, caps); });
+}
+
+std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSchedule& base, const Capabilities& caps) {
+  std::vector<Knob> knobs;
+  if (g.m == 0 || g.n == 0 || g.batch.numel() == 0) return knobs;  // nothing is computed
+  if (base.group_m > 0) {
+    std::vector<int64_t> rows, cols;
+    for (int64_t e : {16, 32, 64, 128}) {
+      if (e % base.mr == 0 && e < 2 * round_up(g.m, base.mr)) rows.push_back(e);
+      if (e % base.nr == 0 && e < 2 * round_up(g.n, base.nr)) cols.push_back(e);
     }
+    add(knobs, "group_m", rows, base.group_m);
+    add(knobs, "group_n", cols, base.group_n);
+    if (g.k > 8) add(knobs, "group_k", {8, 16, 32}, base.group_k);
+    return knobs;
   }
+  const int64_t vectors = base.nr / base.vector_width;
+  std::vector<int64_t> mrs, nrs, kcs, mcs;
+  for (int64_t mr : {2, 4, 6, 8})
+    if (tile_fits_registers(mr, vectors, caps)) mrs.push_back(mr);
+  for (int64_t v : {1, 2, 3, 4})
+    if (tile_fits_registers(base.mr, v, caps) && v * base.vector_width < 2 * round_up(g.n, base.vector_width))
+      nrs.push_back(v * base.vector_width);
+  for (int64_t kc : {64, 128, 256, 512})
+    if (kc < g.k) kcs.push_back(kc);
+  for (int64_t panels : {2, 4, 8, 16, 32, 64})
+    if (panels * base.mr < round_up(g.m, base.mr)) mcs.push_back(panels * base.mr);
+  add(knobs, "mr", mrs, base.mr);
+  add(knobs, "nr", nrs, base.nr);
+  add(knobs, "kc", kcs, base.kc);
+  add(knobs, "mc", mcs, base.mc);
+  return knobs;
+}
+
+std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const GemmSchedule& base, const Variant& v,
+                                               const Capabilities& caps) {
+  if (v.is_default()) return base;
+  if (!names_legal_values(gemm_schedule_knobs(g, base, caps), v)) return std::nullopt;
+  GemmSchedule s = base;
+  if (base.group_m > 0) {
+    s.group_m = setting(v, "group_m").value_or(s.group_m);
+    s.group_n = setting(v, "group_n").value_or(s.group_n);
+    s.group_k = setting(v, "group_k").value_or(s.group_k);
+    const int64_t staged = (s.group_m + s.group_n) * s.group_k * element_bytes(g.dtype);
+    // 2 work-items: the group PoCL's work-group compiler aborts on (default_gemm_schedule).
+    if (s.local_size() > std::max<int64_t>(1, caps.max_work_group) || s.local_size() == 2 || staged > kGemmLocalBytes)
+      return std::nullopt;
+    LaunchPlan::Gemm tiled = g;
+    tiled.schedule = s;
+    if (caps.max_loop_iterations > 0 && c_gemm_loop_iterations(tiled) > caps.max_loop_iterations) return std::nullopt;
+    return s;
+  }
+  s.mr = static_cast<int>(setting(v, "mr").value_or(s.mr));
+  s.nr = static_cast<int>(setting(v, "nr").value_or(s.nr));
+  if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
+  if (auto kc = setting(v, "kc")) s.kc = *kc;
+  // Blocks stay whole register tiles, and no narrower than they were: a B block as wide as
+  // the product is what lets the epilogue run on each block of rows (cpu_gemm.cpp).
+  s.mc = round_up(setting(v, "mc").value_or(s.mc), s.mr);
+  s.nc = round_up(s.nc, s.nr);
+  return s;
+}
+
+std::vector<Variant> single_knob_gemm_variants(const LaunchPlan::Gemm& g, const GemmSchedule& base,
+                                               const Capabilities& caps) {
+  return single_knob_changes(
+      gemm_schedule_knobs(g, base, caps), base, [&](const Variant& v) { return apply_gemm_variant(g, base, v, caps); },
+      [](const GemmSchedule&) { return true; });
+}
+
+std::string gemm_structure(const LaunchPlan::Gemm& g) {
+  // The batch dims' count and which operand each broadcasts over: what the walk depends on.
+  std::string out = fmt::format("gemm {}", dtype_name(g.dtype));
+  for (size_t d = 0; d < g.a_batch_stride.size(); ++d)
+    out += fmt::format(" batch{}{}", g.a_batch_stride[d] == 0 ? "-a" : "", g.b_batch_stride[d] == 0 ? "-b" : "");
   return out;
+}
+
+std::string gemm_shape_bucket(const LaunchPlan::Gemm& g) {
+  auto up = [](int64_t x) {
+    int64_t p = 1;
+    while (p < x) p *= 2;
+    return x == 0 ? 0 : p;
+  };
+  const std::string mnk = fmt::format("{}x{}x{}", up(g.m), up(g.n), up(g.k));
+  return g.batch.rank() == 0 ? mnk : fmt::format("{}b{}", mnk, up(g.batch.numel()));
 }
 
 std::string kernel_structure(const Kernel& k) {

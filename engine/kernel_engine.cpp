@@ -340,11 +340,14 @@ int64_t split_blocks_for(const Capabilities& caps) {
 Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated) {
   const std::vector<const PassInfo*> extra = backend.extra_passes();
   Compilation c = compile_graph(backend.capabilities(), extra, g, donated);
-  // The schedules the autotuner chose for this device (KILN_AUTOTUNE), where it did.
+  // The schedules and GEMM blockings the autotuner chose for this device (KILN_AUTOTUNE),
+  // where it did.
   if (const autotune::Mode mode = autotune::mode_from_env(); mode != autotune::Mode::Off) {
     autotune::Autotuner& tuner = autotune::Autotuner::instance();
     for (size_t i = 0; i < c.plan.kernels.size(); ++i)
       c.plan.schedules[i] = tuner.schedule_for(backend, c.plan.kernels[i], c.plan.schedules[i], mode);
+    for (LaunchPlan::Step& step : c.plan.steps)
+      if (step.kernel < 0) step.gemm.schedule = tuner.gemm_schedule_for(backend, step.gemm, mode);
   }
   return c;
 }

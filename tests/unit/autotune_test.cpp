@@ -1,5 +1,5 @@
-// Tests of the autotuner: variants as data (every legal variant computes what the default
-// does, on the device under test), the tuning database's faults (garbled file, unwritable
+// Tests of the autotuner: variants as data (every legal variant of a kernel or a GEMM step
+// computes what the default does, on the device under test), the tuning database's faults (garbled file, unwritable
 // directory, claims, a candidate that kills its process) and the choice it makes.
 #include <sqlite3.h>
 #include <unistd.h>
@@ -127,6 +127,87 @@ TEST(AutotuneVariants, EverySingleKnobVariantComputesWhatTheDefaultDoes) {
     }
   }
   EXPECT_GE(variants, 8);  // the knob space is not empty
+}
+
+// Products around the blocking's edges, an integer one (which wraps) and a batched one whose
+// A broadcasts over the batch: every GEMM knob of both device kinds appears.
+const char* const kProducts[] = {
+    R"(graph @mm(%a: f32[67,300], %b: f32[300,131]) -> f32[67,131] {
+  %y = matmul %a, %b : f32[67,131]
+  return %y
+})",
+    R"(graph @imm(%a: i32[33,70], %b: i32[70,40]) -> i32[33,40] {
+  %y = matmul %a, %b : i32[33,40]
+  return %y
+})",
+    R"(graph @bmm(%a: f32[20,48], %b: f32[3,48,72]) -> f32[3,20,72] {
+  %y = matmul %a, %b : f32[3,20,72]
+  return %y
+})",
+};
+
+// The GEMM steps of `text` on `b`, with their default blockings.
+std::vector<LaunchPlan::Gemm> gemms_of(Backend& b, const std::string& text) {
+  std::vector<LaunchPlan::Gemm> out;
+  for (const LaunchPlan::Step& step : kernels_of(b, text).steps)
+    if (step.kernel < 0) out.push_back(step.gemm);
+  return out;
+}
+
+TEST(AutotuneVariants, EveryGemmKnobVariantComputesWhatTheDefaultDoes) {
+  Backend& b = backend_under_test();
+  int variants = 0;
+  for (const char* text : kProducts) {
+    for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
+      autotune::GemmBench bench(b, g);
+      const std::string want = bench.product(g.schedule);
+      for (const kir::Variant& v : kir::single_knob_gemm_variants(g, g.schedule, b.capabilities())) {
+        const std::optional<kir::GemmSchedule> s = kir::apply_gemm_variant(g, g.schedule, v, b.capabilities());
+        ASSERT_TRUE(s) << v.str();
+        const std::optional<std::string> diff = autotune::compare_products(g.dtype, want, bench.product(*s));
+        EXPECT_FALSE(diff) << text << v.str() << ": " << *diff;
+        ++variants;
+      }
+    }
+  }
+  EXPECT_GE(variants, 8);  // the knob space is not empty
+}
+
+TEST(AutotuneVariants, IllegalGemmVariantsAreRefused) {
+  Backend& b = backend_under_test();
+  const std::vector<LaunchPlan::Gemm> gemms = gemms_of(b, kProducts[0]);
+  ASSERT_EQ(gemms.size(), 1u);
+  const LaunchPlan::Gemm& g = gemms[0];
+  const Capabilities& caps = b.capabilities();
+  EXPECT_FALSE(kir::apply_gemm_variant(g, g.schedule, *kir::Variant::parse("no_such_knob=1"), caps));
+  EXPECT_FALSE(kir::apply_gemm_variant(g, g.schedule, *kir::Variant::parse("mr=7"), caps));
+  EXPECT_FALSE(kir::apply_gemm_variant(g, g.schedule, *kir::Variant::parse("group_k=12"), caps));
+  EXPECT_EQ(kir::apply_gemm_variant(g, g.schedule, kir::Variant{}, caps), g.schedule);
+  // A knob's values stay legal in combination only where the device allows it: on cpu a
+  // register tile too big for the registers, on work-item devices a work-group too large.
+  for (const kir::Knob& knob : kir::gemm_schedule_knobs(g, g.schedule, caps))
+    for (int64_t value : knob.values) {
+      kir::Variant v;
+      v.settings.emplace_back(knob.name, value);
+      if (std::optional<kir::GemmSchedule> s = kir::apply_gemm_variant(g, g.schedule, v, caps)) {
+        if (s->group_m > 0) {
+          EXPECT_LE(s->local_size(), caps.max_work_group) << v.str();
+        } else {
+          EXPECT_EQ(s->nr % s->vector_width, 0) << v.str();
+          EXPECT_EQ(s->mc % s->mr, 0) << v.str();
+          EXPECT_GE(s->nc, g.schedule.nc) << v.str();  // the epilogue still runs on blocks of rows
+        }
+      }
+    }
+}
+
+TEST(AutotuneVariants, GemmKeysAreShapeBucketsOfOneStructure) {
+  Backend& b = backend_under_test();
+  const LaunchPlan::Gemm mm = gemms_of(b, kProducts[0]).at(0), bmm = gemms_of(b, kProducts[2]).at(0);
+  EXPECT_EQ(kir::gemm_structure(mm), "gemm f32");
+  EXPECT_EQ(kir::gemm_shape_bucket(mm), "128x256x512");
+  EXPECT_EQ(kir::gemm_structure(bmm), "gemm f32 batch-a");
+  EXPECT_EQ(kir::gemm_shape_bucket(bmm), "32x128x64b4");
 }
 
 TEST(AutotuneVariants, IllegalVariantsAreRefused) {
@@ -404,6 +485,34 @@ TEST(Autotuner, TheChoiceIsTheFastestLegalVariantThatBeatsTheDefault) {
   const kir::Schedule tuned = *kir::apply_variant(k, plan.schedules[0], variants[1], b.capabilities());
   EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), tuned);
   EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Off), plan.schedules[0]);
+}
+
+// A GEMM step is tuned like a kernel: every candidate gets a row, and what is chosen is
+// the blocking the plan then runs with.
+TEST(Autotuner, GemmStepsAreTunedAndTheirChoiceIsWhatPlansRun) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  Backend& b = backend_under_test();
+  const LaunchPlan::Gemm g = gemms_of(b, kProducts[0]).at(0);
+  autotune::TuneOptions options;
+  options.budget_ms = 60000;  // every candidate measured, even on lavapipe...
+  options.repeats = 3;        // ...quickly
+  const autotune::TuneReport r = tuner.tune_gemm(b, g, options);
+  const size_t singles = kir::single_knob_gemm_variants(g, g.schedule, b.capabilities()).size();
+  EXPECT_GE(r.candidates, static_cast<int>(1 + singles)) << r.description;
+  EXPECT_EQ(r.failed + r.wrong, 0);
+  EXPECT_EQ(r.description, "gemm f32 67x300 by 300x131");
+  EXPECT_GT(r.default_ns, 0);
+  const kir::GemmSchedule chosen = *kir::apply_gemm_variant(g, g.schedule, r.chosen, b.capabilities());
+  EXPECT_EQ(tuner.gemm_schedule_for(b, g, autotune::Mode::Cached), chosen);
+  EXPECT_EQ(tuner.gemm_schedule_for(b, g, autotune::Mode::Off), g.schedule);
+  // A recorded winner is what a cached-mode plan runs with.
+  const std::vector<kir::Variant> variants = kir::single_knob_gemm_variants(g, g.schedule, b.capabilities());
+  ASSERT_FALSE(variants.empty());
+  tuner.db().record(tuner.gemm_key_for(b, g), {variants.back().str(), autotune::Status::Ok, 1, 1, "", 0, ""});
+  EXPECT_EQ(tuner.gemm_choice(b, g).chosen, variants.back());
+  EXPECT_EQ(tuner.gemm_schedule_for(b, g, autotune::Mode::Cached),
+            *kir::apply_gemm_variant(g, g.schedule, variants.back(), b.capabilities()));
 }
 
 TEST(Autotuner, ModeComesFromTheEnvironment) {

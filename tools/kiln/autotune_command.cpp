@@ -1,12 +1,14 @@
-// tools/kiln/autotune_command.cpp - `kiln autotune warmup`: tune every kernel of a set of IR
-// files on a device ahead of time, then run each file once so that the chosen kernels are
-// compiled into the disk cache: a deployment with the same cache compiles and tunes nothing.
+// tools/kiln/autotune_command.cpp - `kiln autotune warmup`: tune every kernel and GEMM step of
+// a set of IR files on a device ahead of time, then run each file once so that the chosen
+// kernels are compiled into the disk cache: a deployment with the same cache compiles and
+// tunes nothing.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -52,11 +54,13 @@ std::vector<fs::path> ir_files(const std::vector<std::string>& paths) {
   return files;
 }
 
-// One kernel to tune: where it came from, its IR and default schedule.
+// One kernel or GEMM step to tune: where it came from, its IR and default schedule (or the
+// product, its default blocking in `gemm.schedule`).
 struct Job {
   std::string file;
   kir::Kernel kernel;
   kir::Schedule base;
+  std::optional<LaunchPlan::Gemm> gemm;
 };
 
 // "[#####-----] 12/40 kernels, 31 s left" on a terminal, rewritten in place.
@@ -77,7 +81,8 @@ int warmup(const WarmupOptions& opts) {
   const auto start = Clock::now();
   const std::vector<fs::path> files = ir_files(opts.paths);
 
-  // Every kernel of every file, with the default schedule the device would give it.
+  // Every kernel and GEMM step of every file, with the default schedule (blocking) the device
+  // would give it.
   std::vector<Job> jobs;
   std::vector<Graph> graphs;
   for (const fs::path& f : files) {
@@ -85,7 +90,9 @@ int warmup(const WarmupOptions& opts) {
     const std::vector<const PassInfo*> extra = backend->extra_passes();
     Compilation c = compile_graph(backend->capabilities(), extra, g);
     for (size_t i = 0; i < c.plan.kernels.size(); ++i)
-      jobs.push_back({f.filename().string(), std::move(c.plan.kernels[i]), c.plan.schedules[i]});
+      jobs.push_back({f.filename().string(), std::move(c.plan.kernels[i]), c.plan.schedules[i], std::nullopt});
+    for (const LaunchPlan::Step& step : c.plan.steps)
+      if (step.kernel < 0) jobs.push_back({f.filename().string(), {}, {}, step.gemm});
     graphs.push_back(std::move(g));
   }
 
@@ -97,7 +104,8 @@ int warmup(const WarmupOptions& opts) {
   std::vector<autotune::TuneReport> reports;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (terminal) draw_progress(i, jobs.size(), std::chrono::duration<double>(Clock::now() - start).count());
-    autotune::TuneReport r = tuner.tune_unless_claimed(*backend, jobs[i].kernel, jobs[i].base, options);
+    autotune::TuneReport r = jobs[i].gemm ? tuner.tune_gemm_unless_claimed(*backend, *jobs[i].gemm, options)
+                                          : tuner.tune_unless_claimed(*backend, jobs[i].kernel, jobs[i].base, options);
     if (!terminal)
       std::cerr << fmt::format("tuned {} {} ({}): {} variants, {} measured now, chose {}\n", jobs[i].file, r.description,
                                r.key.bucket, r.candidates, r.measured_now, r.chosen.str());

@@ -1,5 +1,5 @@
-// kiln/autotune/autotuner.h - the fastest legal schedule of a kernel on a device, found by
-// timing variants and remembered in the tuning database.
+// kiln/autotune/autotuner.h - the fastest legal schedule of a kernel (or blocking of a GEMM
+// step) on a device, found by timing variants and remembered in the tuning database.
 //
 // Tuning a kernel: its default schedule and the single-knob variants of it
 // (kir::single_knob_variants) are compiled, each run once on made-up inputs and compared
@@ -66,6 +66,8 @@ struct TuneReport {
 /// A stored choice replaces the default only when it is faster by more than this fraction.
 inline constexpr double kMinGain = 0.03;
 
+class Subject;  // what is tuned: a kernel or a GEMM step (autotuner.cpp)
+
 class Autotuner {
  public:
   /// The process's tuner, its database in DiskCache::default_root().
@@ -98,11 +100,23 @@ class Autotuner {
   /// times it was chosen on (0 when unmeasured).
   TuneReport choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base);
 
+  // ---- GEMM steps: the same for the blocking of a product, `g.schedule` its default ----
+  TuningKey gemm_key_for(Backend& backend, const LaunchPlan::Gemm& g);
+  kir::GemmSchedule gemm_schedule_for(Backend& backend, const LaunchPlan::Gemm& g, Mode mode);
+  TuneReport tune_gemm(Backend& backend, const LaunchPlan::Gemm& g, const TuneOptions& options);
+  TuneReport tune_gemm_unless_claimed(Backend& backend, const LaunchPlan::Gemm& g, const TuneOptions& options);
+  TuneReport gemm_choice(Backend& backend, const LaunchPlan::Gemm& g);
+
  private:
-  /// choice() for a key already computed (the kernel's structure is printed once).
-  TuneReport choose(const TuningKey& key, Backend& backend, const kir::Kernel& k, const kir::Schedule& base);
-  void confirm(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuningKey& key,
-               const TuneOptions& options);
+  /// The key of a structure and bucket on `backend`'s device (named in the database once).
+  TuningKey filed(Backend& backend, std::string structure, std::string bucket);
+  /// The variant `subject` runs with in `mode` (schedule_for's rules).
+  kir::Variant variant_for(const TuningKey& key, Subject& subject, Mode mode);
+  TuneReport tune(const TuningKey& key, Subject& subject, const TuneOptions& options);
+  TuneReport tune_unless_claimed(const TuningKey& key, Subject& subject, const TuneOptions& options);
+  /// The database's choice for a key (see choice()).
+  TuneReport choose(const TuningKey& key, const Subject& subject);
+  void confirm(const TuningKey& key, Subject& subject, const TuneOptions& options);
   std::unique_ptr<TuningDb> db_;
   std::mutex mutex_;
   std::set<std::string> tuning_;  // keys a thread of this process is tuning now

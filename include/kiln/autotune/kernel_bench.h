@@ -1,4 +1,5 @@
-// kiln/autotune/kernel_bench.h - one kernel on a backend, on made-up inputs, run and timed.
+// kiln/autotune/kernel_bench.h - one kernel or GEMM step on a backend, on made-up inputs, run
+// and timed.
 //
 // The autotuner measures a kernel alone, not inside its graph: every buffer parameter gets
 // device memory of its type, filled from a seeded generator (floats uniform in [-1, 1),
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/codegen/lower.h"
 
 namespace kiln::autotune {
 
@@ -42,11 +44,36 @@ class KernelBench {
   std::vector<Scalar> scalars_;
 };
 
+/// A GEMM step alone on a backend, the same way: A and B filled as a kernel's inputs, C
+/// written by Backend::gemm, copies rotated while timing.
+class GemmBench {
+ public:
+  /// Buffers for `g` (its buffer indices are ignored). Throws kiln::Error when they cannot
+  /// be allocated.
+  GemmBench(Backend& backend, const LaunchPlan::Gemm& g, uint64_t seed = 1);
+
+  /// C's bytes after one product blocked as `s`.
+  std::string product(const kir::GemmSchedule& s);
+  /// The wall time of one product in nanoseconds.
+  double launch_ns(const kir::GemmSchedule& s);
+  /// As KernelBench::median_ns.
+  double median_ns(const kir::GemmSchedule& s, int repeats, double budget_ms);
+
+ private:
+  void launch(const kir::GemmSchedule& s, size_t copy);
+  Backend& backend_;
+  LaunchPlan::Gemm gemm_;  // buffers 0, 1, 2 of each copy: A, B, C
+  std::vector<std::vector<std::shared_ptr<DeviceMemory>>> copies_;
+  int64_t c_bytes_ = 0;
+};
+
 /// Where `got` differs from `want` beyond what reassociating a float reduction explains, as
 /// "buffer #1 element 17: 0.25 vs 0.5" (nullopt when they agree). Integers, bools and the
 /// positions of NaNs must match exactly; a float may differ by 1e-3 relative to the larger
 /// of itself and the buffer's largest magnitude times 1e-4 (f64: 1e-9 and 1e-12).
 std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vector<std::string>& want,
                                            const std::vector<std::string>& got);
+/// The same for two products of a GEMM step of `dtype` (reported as buffer #0).
+std::optional<std::string> compare_products(DType dtype, const std::string& want, const std::string& got);
 
 }  // namespace kiln::autotune

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/lower.h"
 #include "kiln/codegen/schedule.h"
 
 namespace kiln::kir {
@@ -33,6 +34,9 @@ namespace kiln::kir {
 /// (iterations per work-item, grid-stride), `reduction` (0 serial, 1 work-group tree,
 /// 2 subgroup shuffles).
 /// every device: `NAME.MACRO` for each tunable macro of each custom kernel `k` calls.
+/// GEMM steps (gemm_schedule_knobs): cpu `mr`, `nr` (the register tile), `kc` (panel depth),
+/// `mc` (rows of an A block); work-item devices `group_m`, `group_n`, `group_k` (the
+/// work-group's tile of C and its depth along K).
 struct Knob {
   std::string name;
   std::vector<int64_t> values;  // ascending; the default's value is among them
@@ -66,6 +70,24 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
 /// fewer than the cores, tiles past the row), deduplicated by the schedule they give; the
 /// default is not among them.
 std::vector<Variant> single_knob_variants(const Kernel& k, const Schedule& base, const Capabilities& caps);
+
+/// The same for a GEMM step `g` whose default blocking is `base`: the knobs of its blocking,
+/// a variant applied to it (nullopt when the register tile would not fit the registers, a
+/// work-group would be past the device's size, its tiles past 16 KiB of local memory, or its
+/// loops past the device's loop budget), and the single-knob variants. A cpu variant keeps
+/// the B block's width (`nc`): one as wide as the product lets the epilogue run on each
+/// block of rows while it is in cache.
+std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSchedule& base, const Capabilities& caps);
+std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const GemmSchedule& base, const Variant& v,
+                                               const Capabilities& caps);
+std::vector<Variant> single_knob_gemm_variants(const LaunchPlan::Gemm& g, const GemmSchedule& base,
+                                               const Capabilities& caps);
+
+/// What the autotuner keys a GEMM step by: its dtype and batch structure ("gemm f32 batch-a":
+/// one batch dim over which A broadcasts), and m x n x k (and the batch count) each rounded
+/// up to a power of two ("1024x1024x1024", "128x128x64b8").
+std::string gemm_structure(const LaunchPlan::Gemm& g);
+std::string gemm_shape_bucket(const LaunchPlan::Gemm& g);
 
 /// What the autotuner keys a kernel by, beside the device: its structure, without the sizes
 /// its domain and index arithmetic are specialized to (so kernels that differ only in shape
