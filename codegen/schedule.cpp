@@ -248,14 +248,16 @@ GemmSchedule default_gpu_gemm_schedule(DType dtype, int64_t m, int64_t n, const 
 
 }  // namespace
 
+int gemm_vector_registers(const Capabilities& caps) { return caps.vector_bytes >= 64 ? 32 : 16; }
+
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps) {
   if (caps.local_memory) return default_gpu_gemm_schedule(dtype, m, n, caps);
   GemmSchedule s;
   const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
   s.vector_width = std::max(1, caps.vector_bytes / es);
   // Register tile: two vectors per row of C, and as many rows as the registers hold next to
-  // the two B vectors and the broadcast A value (32 registers with AVX-512, else 16).
-  const int registers = caps.vector_bytes >= 64 ? 32 : 16;
+  // the two B vectors and the broadcast A value.
+  const int registers = gemm_vector_registers(caps);
   const int per_row = 2;
   s.nr = per_row * s.vector_width;
   s.mr = std::clamp((registers - per_row - 1) / per_row, 1, 8);

@@ -107,11 +107,10 @@ int64_t round_up(int64_t x, int64_t to) { return ceil_div(x, to) * to; }
 
 int64_t element_bytes(DType t) { return t == DType::Bool ? 1 : static_cast<int64_t>(dtype_size(t)); }
 
-// A register tile of mr rows by `vectors` vectors: its accumulators, the B vectors of a step
-// and the broadcast A value must fit the vector registers (32 with AVX-512, else 16).
+// Whether a register tile of mr rows by `vectors` vectors fits the registers; 8 rows at most,
+// as default_gemm_schedule gives.
 bool tile_fits_registers(int64_t mr, int64_t vectors, const Capabilities& caps) {
-  const int64_t registers = caps.vector_bytes >= 64 ? 32 : 16;
-  return mr >= 1 && mr <= 8 && vectors >= 1 && mr * vectors + vectors + 1 <= registers;
+  return mr >= 1 && mr <= 8 && vectors >= 1 && mr * vectors + vectors + 1 <= gemm_vector_registers(caps);
 }
 
 // Local memory one step of a work-group tile stages: kept within what every device offers

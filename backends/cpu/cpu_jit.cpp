@@ -59,9 +59,10 @@ constexpr const char* kLeanPipeline =
     "always-inline,function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(loop-rotate,licm),"
     "gvn,loop(loop-unroll-full),instcombine<no-verify-fixpoint>,simplifycfg)";
 
-// The GEMM micro-kernel is one straight-line register tile per K step: written out by its
-// emitter, it gains nothing from O2 but keeps it until measured otherwise.
-constexpr kir::CpuPipeline kGemmPipeline = kir::CpuPipeline::O2;
+// The GEMM micro-kernel is one register tile per K step, written out by its emitter: with the
+// lean passes it compiles in half the time (f32 8x32: 4.5-4.8 ms against 8.5-9.2 ms) and
+// runs W6, W7 and the attention product as fast as with O2.
+constexpr kir::CpuPipeline kGemmPipeline = kir::CpuPipeline::Lean;
 
 std::string take(llvm::Error e) { return llvm::toString(std::move(e)); }
 

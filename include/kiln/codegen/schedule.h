@@ -137,6 +137,10 @@ struct GemmSchedule {
   friend bool operator==(const GemmSchedule&, const GemmSchedule&) = default;
 };
 
+/// Vector registers a cpu GEMM register tile may fill (its accumulators, the B vectors of a
+/// step and the broadcast A value): 32 with AVX-512, else 16.
+int gemm_vector_registers(const Capabilities& caps);
+
 /// The blocking a backend runs a `dtype` product of m x k by k x n with unless the autotuner
 /// knows better. CPU: a register tile that fills the vector registers `caps` has, panels
 /// sized for typical L1/L2/L3, and no more mc blocks than the product needs. GPU (`caps`
