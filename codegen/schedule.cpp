@@ -194,6 +194,9 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;
   for (const auto& c : k.customs)
     for (const CustomTunable& t : c->signature.tunables) s.custom_macros.push_back(t.default_value);
+  // The cpu backend widens a custom kernel's call through a loop that LLVM's loop vectorizer
+  // must widen (llvm_codegen.cpp, emit_custom_call): only O2 runs it.
+  if (!k.customs.empty() && !caps.local_memory) s.pipeline = CpuPipeline::O2;
   return s;
 }
 
