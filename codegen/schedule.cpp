@@ -24,6 +24,11 @@ size_t widest_element(const Kernel& k) {
   return widest;
 }
 
+bool has_expensive_op(const Kernel& k) {
+  return std::any_of(k.insts.begin(), k.insts.end(),
+                     [](const Inst& in) { return in.code == Code::Op && op_info(in.op).has(trait::Expensive); });
+}
+
 bool has_arg_reduction(const Kernel& k) {
   return std::any_of(k.insts.begin(), k.insts.end(),
                      [](const Inst& in) { return in.code == Code::Reduce && op_info(in.op).has(trait::ArgReduce); });
@@ -50,11 +55,11 @@ std::string_view cpu_pipeline_name(CpuPipeline p) {
 
 std::string Schedule::str() const {
   return fmt::format(
-      "schedule {{{}, iterations = {}, elements = {}, tile = {}, vector = {}, accumulators = {}, unroll = {}, "
-      "f32_run = {}, row_cache = {}/{}, grain = {}, local = {}, global = {}, per_item = {}, reduction = {}, "
-      "index = {}, pipeline = {}}}",
-      lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile, vector_width, accumulators, unroll,
-      f32_run, row_cache_elements, row_cache_bytes, grain, local_size, global_size, elements_per_item,
+      "schedule {{{}, iterations = {}, elements = {}, tile = {}, vector = {}, vector_unroll = {}, accumulators = {}, "
+      "unroll = {}, f32_run = {}, row_cache = {}/{}, grain = {}, local = {}, global = {}, per_item = {}, "
+      "reduction = {}, index = {}, pipeline = {}}}",
+      lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile, vector_width, vector_unroll, accumulators,
+      unroll, f32_run, row_cache_elements, row_cache_bytes, grain, local_size, global_size, elements_per_item,
       reduction_strategy_name(reduction), index_bits, cpu_pipeline_name(pipeline)) +
          (custom_macros.empty() ? "" : fmt::format(" custom {{{}}}", fmt::join(custom_macros, ", ")));
 }
@@ -142,6 +147,11 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
                        ? 1
                        : static_cast<int>(std::clamp<size_t>(static_cast<size_t>(caps.vector_bytes) / widest_element(k), 1, 64));
   s.accumulators = s.lanes_reduce && s.vector_width > 1 ? 2 : 1;
+  // Cheap elementwise tiles (no reduction, nothing transcendental) take several vector steps
+  // per trip of their loop, whose own cost shows beside a load, an add and a store (an
+  // embedding's gather ran 25% slower without). Bodies with exp or tanh do enough per step,
+  // and unrolling them would multiply their compile time.
+  s.vector_unroll = !s.lanes_reduce && !k.has_reduction() && !has_expensive_op(k) ? 4 : 1;
   s.unroll = 4;
   s.f32_run = 256;
   // Rows up to 16K elements keep expensive values (softmax's exp) between passes, in at most
@@ -194,9 +204,11 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;
   for (const auto& c : k.customs)
     for (const CustomTunable& t : c->signature.tunables) s.custom_macros.push_back(t.default_value);
-  // The cpu backend widens a custom kernel's call through a loop that LLVM's loop vectorizer
-  // must widen (llvm_codegen.cpp, emit_custom_call): only O2 runs it.
-  if (!k.customs.empty() && !caps.local_memory) s.pipeline = CpuPipeline::O2;
+  // The lean pipeline is for code that is vectorized by construction. Scalar code (a walk in
+  // order, arg reductions) gains from O2's loop passes (scatter_add: 12% faster), and the
+  // cpu backend widens a custom kernel's call through a loop that LLVM's loop vectorizer
+  // must widen (llvm_codegen.cpp, emit_custom_call), which only O2 runs.
+  if (!caps.local_memory && (!k.customs.empty() || s.vector_width == 1)) s.pipeline = CpuPipeline::O2;
   return s;
 }
 

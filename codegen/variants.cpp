@@ -172,8 +172,10 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     return knobs;
   }
   // Arg reductions keep their index bookkeeping per lane: scalar code only.
-  if (base.vector_width > 1 && !has_reduction_of_kind(k, /*arg=*/true))
+  if (base.vector_width > 1 && !has_reduction_of_kind(k, /*arg=*/true)) {
     add(knobs, "vector", powers_of_two(1, std::min<int64_t>(64, 2 * base.vector_width)), base.vector_width);
+    add(knobs, "vector_unroll", {1, 2, 4, 8}, base.vector_unroll);
+  }
   if (base.lanes_reduce && base.vector_width > 1) {
     add(knobs, "accumulators", {1, 2, 4}, base.accumulators);
     if (base.row_cache_elements >= base.elements_per_iteration) add(knobs, "row_cache", {0}, base.row_cache_elements);
@@ -220,6 +222,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("unroll")) s.unroll = static_cast<int>(*x);
     if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
     if (auto x = value_of("pipeline")) s.pipeline = static_cast<CpuPipeline>(*x);
+    if (auto x = value_of("vector_unroll")) s.vector_unroll = static_cast<int>(*x);
     if (auto x = value_of("tile")) {
       s.tile = *x;
       update_walk(k, s);

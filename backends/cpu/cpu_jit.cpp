@@ -50,14 +50,16 @@ constexpr int kCodegenVersion = 6;
 
 // CpuPipeline::Lean. kiln's IR arrives vectorized, blocked and with its loops shaped by the
 // schedule: what it needs is its always-inline helpers inlined, SSA and redundancy cleanup,
-// invariant address math hoisted out of the loops, and constant-trip loops (lanes, unrolled
-// accumulator chains) unrolled. O2's vectorizers, inliner heuristics and interprocedural
-// passes find nothing to do and cost half of a kernel's compile time. `no-verify-fixpoint`, as
+// invariant address math hoisted out of the loops, constant-trip loops (lanes, unrolled
+// accumulator chains) unrolled, and the loops the schedule asks for unrolled as it says
+// (`vector_unroll`: llvm.loop.unroll.count; no unrolling by heuristics, which doubled the
+// compile time). O2's vectorizers, inliner heuristics and interprocedural passes find
+// nothing to do and cost half of a kernel's compile time. `no-verify-fixpoint`, as
 // in O2: a textual `instcombine` otherwise aborts the process when one round leaves more to
 // combine (a check for LLVM's own tests; the fuzz smoke test hit it).
 constexpr const char* kLeanPipeline =
     "always-inline,function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(loop-rotate,licm),"
-    "gvn,loop(loop-unroll-full),instcombine<no-verify-fixpoint>,simplifycfg)";
+    "gvn,loop(loop-unroll-full),loop-unroll<O2;no-partial;no-runtime>,instcombine<no-verify-fixpoint>,simplifycfg)";
 
 // The GEMM micro-kernel is one register tile per K step, written out by its emitter: with the
 // lean passes it compiles in half the time (f32 8x32: 4.5-4.8 ms against 8.5-9.2 ms) and

@@ -231,7 +231,9 @@ class KernelEmitter {
   }
 
   // ---- loops ----
-  void loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body);
+  /// for (i = lo; i < hi; i += step) body(i); with `unroll` > 1, LLVM is asked to unroll it
+  /// that many times (llvm.loop.unroll.count).
+  void loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body, int unroll = 1);
   /// Runs `body` over [lo, hi) of the lane dim: W lanes at a time, then one at a time.
   void lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, const std::function<void(unsigned, std::vector<Value*>&)>& body);
   /// Nested loops over `loop_dims`, then `body`.
@@ -904,7 +906,7 @@ void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
 // ---------------------------------------------------------------------------------------
 // Loops
 
-void KernelEmitter::loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body) {
+void KernelEmitter::loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body, int unroll) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
   auto* inside = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -917,7 +919,14 @@ void KernelEmitter::loop(Value* lo, Value* hi, Value* step, const std::function<
   b_.SetInsertPoint(inside);
   body(i);
   i->addIncoming(b_.CreateAdd(i, step), b_.GetInsertBlock());
-  b_.CreateBr(header);
+  llvm::BranchInst* latch = b_.CreateBr(header);
+  if (unroll > 1) {
+    llvm::Metadata* hints[] = {nullptr, llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.count"),
+                                                                 llvm::ConstantAsMetadata::get(b_.getInt32(unroll))})};
+    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, hints);
+    loop_id->replaceOperandWith(0, loop_id);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+  }
   b_.SetInsertPoint(exit);
 }
 
@@ -928,10 +937,13 @@ void KernelEmitter::lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi,
   if (width_ > 1 && (lane_dim_ < 0 || k_.domain[lane_dim_] >= static_cast<int64_t>(width_))) {
     Value* n = b_.CreateSub(hi, lo);
     split = b_.CreateAdd(lo, b_.CreateMul(b_.CreateSDiv(n, i64(width_)), i64(width_)));
-    loop(lo, split, i64(width_), [&](Value* i) {
-      dims[static_cast<size_t>(lane_dim_)] = i;
-      body(width_, dims);
-    });
+    loop(
+        lo, split, i64(width_),
+        [&](Value* i) {
+          dims[static_cast<size_t>(lane_dim_)] = i;
+          body(width_, dims);
+        },
+        sched_.vector_unroll);
   }
   loop(split, hi, i64(1), [&](Value* i) {
     if (lane_dim_ >= 0) dims[static_cast<size_t>(lane_dim_)] = i;

@@ -99,5 +99,36 @@ TEST(CpuJit, TheSchedulesPipelinePicksTheLlvmPasses) {
   EXPECT_NE(lean_code.get(), o2_code.get());
 }
 
+// `vector_unroll` is how many vector steps the lean pipeline's loop takes per trip: LLVM
+// unrolls it as the schedule says, and a cheap elementwise kernel asks for 4 by default.
+TEST(CpuJit, VectorUnrollIsTheVectorStepsPerTripOfTheLaneLoop) {
+  Backend& backend = cpu_backend();
+  const Graph g = test::parse_or_fail(
+      "graph @g(%x: f32[64,1000], %y: f32[64,1000]) -> f32[64,1000] {\n"
+      "  %z = add %x, %y : f32[64,1000]\n  return %z\n}\n");
+  const LaunchPlan p = compile_graph(backend.capabilities(), backend.extra_passes(), g).plan;
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const kir::Schedule& four = p.schedules[0];
+  EXPECT_EQ(four.vector_unroll, 4);
+  EXPECT_EQ(four.pipeline, kir::CpuPipeline::Lean);
+  if (four.vector_width == 1) GTEST_SKIP() << "no vector registers on this host";
+  kir::Schedule one = four;
+  one.vector_unroll = 1;
+  const size_t adds_four = count(cpu_kernel_llvm_ir(p.kernels[0], four), "fadd <");
+  const size_t adds_one = count(cpu_kernel_llvm_ir(p.kernels[0], one), "fadd <");
+  EXPECT_EQ(adds_one, 1u);
+  EXPECT_GE(adds_four, 4u);
+  // Both compute the sum.
+  std::vector<float> x(64 * 1000), y(64 * 1000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(i % 97) * 0.25f;
+    y[i] = static_cast<float>(i % 13) - 6.0f;
+  }
+  const std::vector<HostTensor> in{HostTensor::from_vector<float>(x, {64, 1000}),
+                                   HostTensor::from_vector<float>(y, {64, 1000})};
+  const std::vector<float> got = test::run_cpu(g, in).at(0).to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], x[i] + y[i]) << i;
+}
+
 }  // namespace
 }  // namespace kiln

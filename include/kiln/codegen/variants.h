@@ -24,7 +24,8 @@ namespace kiln::kir {
 
 /// One tunable field of a schedule and the values this kernel may take for it.
 ///
-/// cpu-kind devices (no local memory): `vector` (lanes per vector step), `accumulators`
+/// cpu-kind devices (no local memory): `vector` (lanes per vector step), `vector_unroll`
+/// (vector steps per trip of the innermost lane loop), `accumulators`
 /// (independent chains along a reduced row), `unroll` (rows per accumulator update when the
 /// last dim is kept), `tile` (elements of the last dim per iteration), `task_elements`
 /// (domain points per task of the parallel split; 0: one task), `row_cache` (elements of a
