@@ -267,8 +267,8 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   for (int64_t v : {1, 2, 3, 4})
     if (tile_fits_registers(base.mr, v, caps) && v * base.vector_width < 2 * round_up(g.n, base.vector_width))
       nrs.push_back(v * base.vector_width);
-  for (int64_t kc : {64, 128, 256, 512})
-    if (kc < g.k) kcs.push_back(kc);
+  for (int64_t kc : {64, 128, 256, 512, 1024})
+    if (kc <= g.k) kcs.push_back(kc);
   for (int64_t panels : {2, 4, 8, 16, 32, 64})
     if (panels * base.mr < round_up(g.m, base.mr)) mcs.push_back(panels * base.mr);
   add(knobs, "mr", mrs, base.mr);

@@ -173,6 +173,25 @@ TEST(AutotuneVariants, EveryGemmKnobVariantComputesWhatTheDefaultDoes) {
   EXPECT_GE(variants, 8);  // the knob space is not empty
 }
 
+// A blocking no knob offers: a B block per column panel, a row block per register tile and
+// many steps along K, on cpu (tasks over blocks of both operands, packed panels per step).
+TEST(AutotuneVariants, NarrowBlocksOfBComputeWhatTheDefaultDoes) {
+  Backend& b = backend_under_test();
+  if (b.capabilities().local_memory) GTEST_SKIP() << "the cpu form of the blocking";
+  for (const char* text : kProducts) {
+    for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
+      autotune::GemmBench bench(b, g);
+      const std::string want = bench.product(g.schedule);
+      kir::GemmSchedule narrow = g.schedule;
+      narrow.nc = narrow.nr;  // a block per column panel
+      narrow.mc = narrow.mr;  // a row block per register tile
+      narrow.kc = 16;         // several steps along K
+      const std::optional<std::string> diff = autotune::compare_products(g.dtype, want, bench.product(narrow));
+      EXPECT_FALSE(diff) << text << narrow.str() << ": " << *diff;
+    }
+  }
+}
+
 TEST(AutotuneVariants, IllegalGemmVariantsAreRefused) {
   Backend& b = backend_under_test();
   const std::vector<LaunchPlan::Gemm> gemms = gemms_of(b, kProducts[0]);
