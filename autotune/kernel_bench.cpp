@@ -113,8 +113,6 @@ std::string made_up(const TensorType& type, FastRng& rng) {
   return bytes;
 }
 
-int64_t element_bytes(DType t) { return TensorType{t, Shape{1}}.bytes(); }
-
 // Copies of a working set of `bytes` that rotating through keeps out of cache.
 int copies_for(int64_t bytes) {
   const int64_t set = std::max<int64_t>(1, bytes);
@@ -238,7 +236,7 @@ GemmBench::GemmBench(Backend& backend, const LaunchPlan::Gemm& g, uint64_t seed)
   FastRng rng{seed};
   const std::string a = made_up(TensorType{g.dtype, Shape{span(g.a_batch_stride, g.m * g.k)}}, rng);
   const std::string b = made_up(TensorType{g.dtype, Shape{span(g.b_batch_stride, g.k * g.n)}}, rng);
-  c_bytes_ = g.batch.numel() * g.m * g.n * element_bytes(g.dtype);
+  c_bytes_ = g.batch.numel() * g.m * g.n * static_cast<int64_t>(dtype_size(g.dtype));
   const std::string c(static_cast<size_t>(c_bytes_), '\0');
   for (int n = copies_for(static_cast<int64_t>(a.size() + b.size()) + c_bytes_); n > 0; --n)
     copies_.push_back({upload(backend_, a), upload(backend_, b), upload(backend_, c)});
@@ -285,7 +283,7 @@ std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vect
 
 std::optional<std::string> compare_products(DType dtype, const std::string& want, const std::string& got) {
   KILN_ASSERT(want.size() == got.size(), "compare_products takes two products of the same GEMM step");
-  const int64_t n = static_cast<int64_t>(want.size()) / std::max<int64_t>(1, element_bytes(dtype));
+  const int64_t n = static_cast<int64_t>(want.size() / dtype_size(dtype));
   return compare_buffer(TensorType{dtype, Shape{n}}, want, got, 0);
 }
 

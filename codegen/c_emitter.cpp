@@ -16,10 +16,11 @@
 // Rounding: f32 division, square roots and the libm functions outside the VectorMath trait
 // (sin, cos, pow) are computed in double and rounded once when the device has doubles and the
 // language the double function (GLSL has no double exp, sin, cos or pow), as the interpreter
-// computes them, and so is sigmoid (its f32 exp overflows where the result is a subnormal); exp, log, tanh and erf use the device's f32 versions (the differential oracle
-// compares them with a tolerance), or the dialect's own where the language's are too loose
-// (GLSL: kiln_exp..., codegen/glsl_dialect.cpp) or too slow (OpenCL: kiln_exp, kiln_tanh). f32 sums and products accumulate in double when the
-// device has it, for the interpreter's range.
+// computes them, and so is sigmoid (its f32 exp overflows where the result is a subnormal);
+// exp, log, tanh and erf use the device's f32 versions (the differential oracle compares them
+// with a tolerance), or the dialect's own where the language's are too loose (GLSL: kiln_exp...,
+// codegen/glsl_dialect.cpp) or too slow (OpenCL: kiln_exp, kiln_tanh). f32 sums and products
+// accumulate in double when the device has it, for the interpreter's range.
 #include "c_dialect.h"
 
 #include <algorithm>

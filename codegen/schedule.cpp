@@ -151,7 +151,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // per trip of their loop, whose own cost shows beside a load, an add and a store (an
   // embedding's gather ran 25% slower without). Bodies with exp or tanh do enough per step,
   // and unrolling them would multiply their compile time.
-  s.vector_unroll = !s.lanes_reduce && !k.has_reduction() && !has_expensive_op(k) ? 4 : 1;
+  s.vector_unroll = !caps.local_memory && !s.lanes_reduce && !k.has_reduction() && !has_expensive_op(k) ? 4 : 1;
   s.unroll = 4;
   s.f32_run = 256;
   // Rows up to 16K elements keep expensive values (softmax's exp) between passes, in at most

@@ -105,8 +105,6 @@ std::vector<Variant> single_knob_changes(const std::vector<Knob>& knobs, const S
 
 int64_t round_up(int64_t x, int64_t to) { return ceil_div(x, to) * to; }
 
-int64_t element_bytes(DType t) { return t == DType::Bool ? 1 : static_cast<int64_t>(dtype_size(t)); }
-
 // Whether a register tile of mr rows by `vectors` vectors fits the registers; 8 rows at most,
 // as default_gemm_schedule gives.
 bool tile_fits_registers(int64_t mr, int64_t vectors, const Capabilities& caps) {
@@ -287,7 +285,7 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
     s.group_m = setting(v, "group_m").value_or(s.group_m);
     s.group_n = setting(v, "group_n").value_or(s.group_n);
     s.group_k = setting(v, "group_k").value_or(s.group_k);
-    const int64_t staged = (s.group_m + s.group_n) * s.group_k * element_bytes(g.dtype);
+    const int64_t staged = (s.group_m + s.group_n) * s.group_k * static_cast<int64_t>(dtype_size(g.dtype));
     // 2 work-items: the group PoCL's work-group compiler aborts on (default_gemm_schedule).
     if (s.local_size() > std::max<int64_t>(1, caps.max_work_group) || s.local_size() == 2 || staged > kGemmLocalBytes)
       return std::nullopt;

@@ -212,16 +212,17 @@ struct Jit::Impl {
     return finish(emit_gemm_microkernel(s, t, fmt::format("kiln_gemm_{}_{}x{}", dtype_name(t), s.mr, s.nr), ctx));
   }
 
-  // What `kiln codegen` shows of a module (compiles nothing into the JIT).
+  // What `kiln codegen` shows of a module (compiles nothing into the JIT, touches nothing
+  // the lock guards).
   enum class Text { Ir, OptimizedIr, Assembly };
   std::string text(const std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>& make, Text what,
-                   kir::CpuPipeline pipeline) {
-    std::lock_guard lock(mutex);
+                   kir::CpuPipeline pipeline) const {
     llvm::LLVMContext ctx;
     quiet_remarks(ctx);
     auto m = make(ctx);
-    if (what != Text::Ir) optimize(*m, *tm, pipeline);
-    if (what == Text::Assembly) return emit_file(*m, *tm, llvm::CodeGenFileType::AssemblyFile);
+    llvm::TargetMachine& machine = thread_target_machine();
+    if (what != Text::Ir) optimize(*m, machine, pipeline);
+    if (what == Text::Assembly) return emit_file(*m, machine, llvm::CodeGenFileType::AssemblyFile);
     std::string out;
     llvm::raw_string_ostream os(out);
     m->print(os, nullptr);

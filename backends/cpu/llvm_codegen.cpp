@@ -234,6 +234,18 @@ class KernelEmitter {
   /// for (i = lo; i < hi; i += step) body(i); with `unroll` > 1, LLVM is asked to unroll it
   /// that many times (llvm.loop.unroll.count).
   void loop(Value* lo, Value* hi, Value* step, const std::function<void(Value*)>& body, int unroll = 1);
+  /// `!{!"name", value}`, one hint of a loop's metadata.
+  llvm::MDNode* loop_hint(const char* name, llvm::Constant* value) {
+    return llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), llvm::ConstantAsMetadata::get(value)});
+  }
+  /// Makes `hints` the metadata of the loop whose back-edge is `latch` (a distinct node that
+  /// names itself first, as LLVM's loop metadata must).
+  void set_loop_hints(llvm::BranchInst* latch, std::vector<llvm::Metadata*> hints) {
+    hints.insert(hints.begin(), nullptr);
+    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, hints);
+    loop_id->replaceOperandWith(0, loop_id);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+  }
   /// Runs `body` over [lo, hi) of the lane dim: W lanes at a time, then one at a time.
   void lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, const std::function<void(unsigned, std::vector<Value*>&)>& body);
   /// Nested loops over `loop_dims`, then `body`.
@@ -652,16 +664,9 @@ Value* KernelEmitter::emit_custom_call(const Inst& in, const std::vector<Value*>
     Value* next = b.CreateAdd(lane, b.getInt64(1));
     lane->addIncoming(next, body);
     llvm::BranchInst* br = b.CreateCondBr(b.CreateICmpULT(next, b.getInt64(w)), body, done);
-    llvm::Metadata* hints[] = {
-        nullptr,
-        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                                 llvm::ConstantAsMetadata::get(b.getTrue())}),
-        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
-                                 llvm::ConstantAsMetadata::get(b.getInt32(w))}),
-        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")})};
-    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, hints);
-    loop_id->replaceOperandWith(0, loop_id);
-    br->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
+    set_loop_hints(br, {loop_hint("llvm.loop.vectorize.enable", b.getTrue()),
+                        loop_hint("llvm.loop.vectorize.width", b.getInt32(w)),
+                        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")})});
     b.SetInsertPoint(done);
     Value* result = b.CreateLoad(vec_type(out_t, w), out);
     if (f->getReturnType()->isIntegerTy(1)) result = b.CreateICmpNE(result, llvm::Constant::getNullValue(result->getType()));
@@ -920,13 +925,7 @@ void KernelEmitter::loop(Value* lo, Value* hi, Value* step, const std::function<
   body(i);
   i->addIncoming(b_.CreateAdd(i, step), b_.GetInsertBlock());
   llvm::BranchInst* latch = b_.CreateBr(header);
-  if (unroll > 1) {
-    llvm::Metadata* hints[] = {nullptr, llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.count"),
-                                                                 llvm::ConstantAsMetadata::get(b_.getInt32(unroll))})};
-    llvm::MDNode* loop_id = llvm::MDNode::getDistinct(ctx_, hints);
-    loop_id->replaceOperandWith(0, loop_id);
-    latch->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
-  }
+  if (unroll > 1) set_loop_hints(latch, {loop_hint("llvm.loop.unroll.count", b_.getInt32(unroll))});
   b_.SetInsertPoint(exit);
 }
 

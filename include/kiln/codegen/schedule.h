@@ -53,10 +53,12 @@ std::string_view reduction_strategy_name(ReductionStrategy s);
 /// The LLVM pass pipeline the cpu backend optimizes a kernel with.
 enum class CpuPipeline : uint8_t {
   /// The passes kiln's IR needs: it is vectorized and blocked by the schedule already, so
-  /// inlining, scalar cleanup, loop-invariant code motion and full unrolling of constant
-  /// loops are what is left to do. Half of O2's compile time.
+  /// inlining, scalar cleanup, loop-invariant code motion, full unrolling of constant loops
+  /// and the unrolling `vector_unroll` asks for are what is left to do. Half of O2's
+  /// compile time; the default for vector code.
   Lean,
-  /// LLVM's O2: also unrolls loops of unknown trip count (a column reduction's rows).
+  /// LLVM's O2: its loop passes, which scalar code needs, and the loop vectorizer, which
+  /// widens a custom kernel's call (the default for both).
   O2,
 };
 std::string_view cpu_pipeline_name(CpuPipeline p);
