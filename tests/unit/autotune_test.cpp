@@ -454,32 +454,40 @@ TEST(Autotuner, AFailingCompileIsRecordedAndTheRestAreMeasured) {
 
 // A variant that was fast only while it was first timed (the machine's load moved) loses
 // when it meets the default in alternation, and is never chosen; one that is really faster
-// is kept.
+// is kept, even when the machine stalls one of its rounds there.
 TEST(Autotuner, AWinnerIsKeptOnlyIfItBeatsTheDefaultInAlternation) {
-  for (const bool lucky : {true, false}) {
+  enum class Case { Lucky, Fast, FastWithAStall };
+  for (const Case c : {Case::Lucky, Case::Fast, Case::FastWithAStall}) {
+    SCOPED_TRACE(static_cast<int>(c));
     ScratchDir dir;
     autotune::Autotuner tuner(dir.path());
     TuningCase t(2);
     ASSERT_FALSE(t.variants.empty());
     const kir::Schedule fast = t.schedule(0);
-    // Launches take 3 ms, the default's 1 ms when `lucky`, and `fast`'s none; but when
-    // `lucky`, `fast` takes 3 ms too once the launches of its first timing are done.
+    // Launches take 3 ms, and `fast`'s none. When `Lucky`, the default's take 1 ms and
+    // `fast`'s 3 ms once the 12 launches of its first timing are done. With a stall, the 4
+    // launches after those (one round in alternation: a warm-up and 3 timed) take 30 ms.
     int fast_launches = 0;
     t.b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const>) {
       int ms = 3;
-      if (s == t.base() && lucky) ms = 1;
-      if (s == fast) ms = lucky && ++fast_launches > 12 ? 3 : 0;
+      if (s == t.base() && c == Case::Lucky) ms = 1;
+      if (s == fast) {
+        ++fast_launches;
+        ms = 0;
+        if (c == Case::Lucky && fast_launches > 12) ms = 3;
+        if (c == Case::FastWithAStall && fast_launches > 12 && fast_launches <= 16) ms = 30;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     };
     const autotune::TuneReport r = tuner.tune(t.b, t.k(), t.base(), t.options);
     const std::optional<autotune::Measurement> m = t.row(tuner, r.key, 0);
     const std::optional<autotune::Status> status = m ? std::optional(m->status) : std::nullopt;
-    if (lucky) {
+    if (c == Case::Lucky) {
       EXPECT_TRUE(r.chosen.is_default()) << r.chosen.str();
       EXPECT_EQ(status, autotune::Status::Lost);
     } else {
       EXPECT_EQ(r.chosen, t.variants[0]);
-      EXPECT_EQ(status, autotune::Status::Ok);
+      EXPECT_EQ(status, autotune::Status::Ok) << (m ? m->detail : "");
     }
   }
 }
