@@ -121,6 +121,8 @@ class CpuBackend final : public Backend {
                                  });
   }
 
+  void prepare_gemm(const LaunchPlan::Gemm& g) override { cpu::prepare_gemm(g); }
+
   bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {
     cpu::run_gemm(g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
                   buffers[static_cast<size_t>(g.c)]->host_data());

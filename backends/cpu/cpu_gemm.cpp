@@ -139,9 +139,11 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
   });
 }
 
+bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g.batch.numel() == 0; }
+
 void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
               const std::function<void(int64_t, int64_t)>* rows_done) {
-  if (g.m == 0 || g.n == 0 || g.batch.numel() == 0) return;
+  if (empty_product(g)) return;
   const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype);
   const KernelFn fn = micro->fn();
   switch (g.dtype) {
@@ -160,6 +162,10 @@ void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
 
 }  // namespace
 
+void prepare_gemm(const LaunchPlan::Gemm& g) {
+  if (!empty_product(g)) Jit::instance().gemm_microkernel(g.schedule, g.dtype);
+}
+
 void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c) {
   dispatch(g, a, b, c, nullptr);
 }
@@ -167,7 +173,7 @@ void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
 bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
                       const std::function<void(int64_t, int64_t)>& rows_done) {
   if (g.n > g.schedule.nc) return false;
-  if (g.m == 0 || g.n == 0 || g.batch.numel() == 0) {
+  if (empty_product(g)) {
     rows_done(0, g.batch.numel() * g.m);
     return true;
   }

@@ -297,6 +297,9 @@ class OpenClBackend final : public Backend {
     run_gemm(g, buffers, nullptr);
     return true;
   }
+  void prepare_gemm(const LaunchPlan::Gemm& g) override {
+    if (kir::gemm_work_groups(g) > 0) gemm_kernel(g, nullptr, /*store_product=*/true);
+  }
   bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,
                           const GemmEpilogue& epilogue) override {
     if (!epilogue.ir) return false;

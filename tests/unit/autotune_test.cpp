@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -362,6 +363,14 @@ class FaultyBackend : public Backend {
     if (after_launch) after_launch(s, buffers);
   }
   void finish() override { inner_.finish(); }
+  void prepare_gemm(const LaunchPlan::Gemm& g) override {
+    if (on_prepare_gemm) on_prepare_gemm(g.schedule);
+    inner_.prepare_gemm(g);
+  }
+  bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {
+    return inner_.gemm(g, buffers);
+  }
+  std::function<void(const kir::GemmSchedule&)> on_prepare_gemm;
 
  private:
   Backend& inner_;
@@ -540,6 +549,40 @@ TEST(Autotuner, GemmStepsAreTunedAndTheirChoiceIsWhatPlansRun) {
   EXPECT_EQ(tuner.gemm_choice(b, g).chosen, variants.back());
   EXPECT_EQ(tuner.gemm_schedule_for(b, g, autotune::Mode::Cached),
             *kir::apply_gemm_variant(g, g.schedule, variants.back(), b.capabilities()));
+}
+
+// GEMM blockings compile as kernel variants do, each timed and capped: one that fails to
+// compile, and one whose compile runs past the cap, are recorded failed and never chosen.
+TEST(Autotuner, GemmBlockingsThatFailToCompileOrCompilePastTheCapAreRecordedFailed) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  FaultyBackend b(backend_under_test());
+  const LaunchPlan::Gemm g = gemms_of(b, kProducts[0]).at(0);
+  const std::vector<kir::Variant> variants = kir::single_knob_gemm_variants(g, g.schedule, b.capabilities());
+  ASSERT_GE(variants.size(), 2u);
+  const kir::GemmSchedule broken = *kir::apply_gemm_variant(g, g.schedule, variants[0], b.capabilities());
+  const kir::GemmSchedule slow = *kir::apply_gemm_variant(g, g.schedule, variants[1], b.capabilities());
+  ASSERT_FALSE(broken == slow);
+  b.on_prepare_gemm = [&](const kir::GemmSchedule& s) {
+    if (s == broken) throw Error("the compiler gave up");
+    if (s == slow) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  autotune::TuneOptions options;
+  options.budget_ms = 60000;
+  options.repeats = 3;
+  options.compile_cap_ms = 250;
+  const autotune::TuneReport r = tuner.tune_gemm(b, g, options);
+  EXPECT_EQ(r.failed, 2) << r.description;
+  std::map<std::string, autotune::Measurement> rows;
+  for (const autotune::Measurement& m : tuner.db().measurements(r.key)) rows.emplace(m.variant, m);
+  ASSERT_TRUE(rows.count(variants[0].str()) && rows.count(variants[1].str()));
+  EXPECT_EQ(rows.at(variants[0].str()).status, autotune::Status::Failed);
+  EXPECT_NE(rows.at(variants[0].str()).detail.find("the compiler gave up"), std::string::npos);
+  EXPECT_EQ(rows.at(variants[1].str()).status, autotune::Status::Failed);
+  EXPECT_NE(rows.at(variants[1].str()).detail.find("past the cap"), std::string::npos);
+  EXPECT_GE(rows.at(variants[1].str()).compile_ms, 300);
+  EXPECT_NE(r.chosen, variants[0]);
+  EXPECT_NE(r.chosen, variants[1]);
 }
 
 TEST(Autotuner, ModeComesFromTheEnvironment) {

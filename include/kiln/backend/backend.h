@@ -115,6 +115,12 @@ class Backend {
   /// backend without a GEMM returns false and the engine reports the matmul as unsupported.
   virtual bool gemm(const LaunchPlan::Gemm&, std::span<DeviceMemory* const> /*buffers*/) { return false; }
 
+  /// Compiles now (or finds in this backend's caches) the code gemm() runs for this step's
+  /// dtype and blocking, which gemm() would otherwise compile at its first run: the
+  /// autotuner times and caps this compile per candidate blocking. Throws kiln::Error when
+  /// the code does not compile; does nothing for a backend without generated GEMM code.
+  virtual void prepare_gemm(const LaunchPlan::Gemm& /*g*/) {}
+
   /// The kernel of a GEMM step's epilogue (gemm_epilogue_iterations_per_row): iterations
   /// [r * per_row, (r + 1) * per_row) cover row r of the product.
   struct GemmEpilogue {
