@@ -35,16 +35,6 @@ llvm::Type* int_like(Value* x) {
 
 Value* splat_int(Value* like_int, int64_t v) { return llvm::ConstantInt::get(like_int->getType(), static_cast<uint64_t>(v), true); }
 
-// 2^n for integer n in [-150, 128], as two normal factors so that subnormal results round once.
-Value* scale_by_pow2(llvm::IRBuilder<>& b, Value* p, Value* n) {
-  Value* n1 = b.CreateAShr(n, splat_int(n, 1));
-  Value* n2 = b.CreateSub(n, n1);
-  auto pow2 = [&](Value* e) {
-    return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, splat_int(e, 127)), splat_int(e, 23)), p->getType());
-  };
-  return b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
-}
-
 // x clamped to [lo, hi], NaN kept (one compare and blend each, unlike minnum/maxnum).
 Value* clamp(llvm::IRBuilder<>& b, Value* x, double lo, double hi) {
   Value* y = b.CreateSelect(b.CreateFCmpOGT(x, c(x, hi)), c(x, hi), x);
@@ -55,15 +45,27 @@ Value* exp_f32(llvm::IRBuilder<>& b, Value* x) {
   // Past the clamp the scaling overflows to inf, or rounds to 0, by itself; NaN flows
   // through every step.
   Value* xc = clamp(b, x, -104.0, 88.8);
-  Value* fx = b.CreateIntrinsic(llvm::Intrinsic::rint, {x->getType()}, {b.CreateFMul(xc, c(x, 1.44269504088896341))});
+  // n = rint(xc / ln 2), in [-150, 128]: adding 1.5 * 2^23 rounds to an integer as rint
+  // does (ties to even), and leaves 1.5 * 2^23 + n, whose bits are 0x4b400000 + n. So n
+  // comes from the bits, without a rounding instruction, a conversion, or the select that
+  // fptosi needs for NaN (poison there; here any bits will do, as p is NaN).
+  constexpr double kRound = 12582912.0;  // 1.5 * 2^23
+  Value* t = b.CreateFAdd(b.CreateFMul(xc, c(x, 1.44269504088896341)), c(x, kRound));
+  Value* fx = b.CreateFSub(t, c(x, kRound));
   Value* r = fma(b, fx, c(x, -0.693359375), xc);
   r = fma(b, fx, c(x, 2.12194440e-4), r);
   Value* p = poly(b, r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
                          5.0000001201E-1});
   p = fma(b, p, b.CreateFMul(r, r), b.CreateFAdd(r, c(x, 1.0)));
-  // (NaN: any exponent will do, p is NaN; but fptosi of NaN is poison, so give it 0.)
-  Value* n = b.CreateFPToSI(b.CreateSelect(b.CreateFCmpUNO(fx, fx), c(x, 0.0), fx), int_like(x));
-  return scale_by_pow2(b, p, n);
+  // p * 2^n as p * 2^n1 * 2^n2 with n1 = n >> 1 and n2 = n - n1, two normal factors, so
+  // that a subnormal result rounds once. Their biased exponents n1 + 127 and n2 + 127 are
+  // m >> 1 and m - (m >> 1) for m = n + 254.
+  Value* bits = b.CreateBitCast(t, int_like(x));
+  Value* m = b.CreateSub(bits, splat_int(bits, 0x4b400000 - 254));
+  Value* e1 = b.CreateAShr(m, splat_int(m, 1));
+  Value* e2 = b.CreateSub(m, e1);
+  auto pow2 = [&](Value* e) { return b.CreateBitCast(b.CreateShl(e, splat_int(e, 23)), p->getType()); };
+  return b.CreateFMul(b.CreateFMul(p, pow2(e1)), pow2(e2));
 }
 
 Value* log_f32(llvm::IRBuilder<>& b, Value* x) {
