@@ -177,6 +177,7 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
   if (base.lanes_reduce && base.vector_width > 1) {
     add(knobs, "accumulators", {1, 2, 4}, base.accumulators);
     if (base.row_cache_elements >= base.elements_per_iteration) add(knobs, "row_cache", {0}, base.row_cache_elements);
+    add(knobs, "prefetch_rows", {0, 1}, base.prefetch_rows);
   }
   if (!base.lanes_reduce) {
     const int64_t last = k.domain[rank - 1];
@@ -221,6 +222,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
     if (auto x = value_of("pipeline")) s.pipeline = static_cast<CpuPipeline>(*x);
     if (auto x = value_of("vector_unroll")) s.vector_unroll = static_cast<int>(*x);
+    if (auto x = value_of("prefetch_rows")) s.prefetch_rows = static_cast<int>(*x);
     if (auto x = value_of("tile")) {
       s.tile = *x;
       update_walk(k, s);

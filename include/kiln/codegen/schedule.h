@@ -80,6 +80,7 @@ struct Schedule {
   int accumulators = 1;     // case A: independent accumulator chains along a row
   int unroll = 1;           // case B: rows of a reduction combined per accumulator update
   int vector_unroll = 1;    // cpu: vector steps per trip of the innermost lane loop (LLVM unrolls)
+  int prefetch_rows = 0;    // cpu, case A: prefetch the next row while a later pass walks this one
   int64_t f32_run = 256;    // longest run of values one f32 accumulator lane adds in f32
   int64_t row_cache_elements = 0;  // case A: rows up to this long cache expensive values...
   int64_t row_cache_bytes = 0;     // ...in at most this many bytes of worker stack
