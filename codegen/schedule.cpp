@@ -160,9 +160,9 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   s.row_cache_bytes = 128 * 1024;
   // A row's first pass reads it from memory, and the passes after it (softmax's exp and
   // division, layer norm's variance and stores) compute from cache while the memory system
-  // idles: the second pass prefetches the next row. Rows of 4 KiB and more (64 lines): the
-  // hardware's own prefetcher stops at the end of each row it streams. W3 ran 5% faster, W4
-  // 10% (benchmarks/RESULTS.md).
+  // idles: the second pass prefetches the next row, and this row's stores for writing.
+  // Rows of 4 KiB and more (64 lines): the hardware's own prefetcher stops at the end of
+  // each row it streams. W3 ran 3.63 -> 2.95 ms, W4 2.46 -> 2.20 (benchmarks/RESULTS.md).
   s.prefetch_rows = !caps.local_memory && s.lanes_reduce && s.vector_width > 1 &&
                     s.elements_per_iteration * static_cast<int64_t>(widest_element(k)) >= 4096;
   // Grains of at least ~16K elements: enough to hide the scheduler, many per core. Below

@@ -283,7 +283,9 @@ class KernelEmitter {
   }
   void emit_case_a(Value* it);
   Value* row_offset(const std::vector<Value*>& dims);
-  void prefetch_next_row(const std::vector<Value*>& dims, unsigned w, const std::vector<int>& kept);
+  void prefetch_rows(const std::vector<Value*>& dims, unsigned w, const std::vector<int>& kept, bool stores_later);
+  void prefetch_lines(int32_t buffer, const kir::Affine& a, const std::vector<Value*>& dims, int64_t shift, unsigned w,
+                      bool write);
   void mark_row_cache_filled(const std::vector<Ref>& reds);
   void emit_case_b(Value* it);
 
@@ -1100,7 +1102,7 @@ void KernelEmitter::emit_case_a(Value* it) {
         lane_loops(dims, i64(0), last_extent, [&](unsigned w, std::vector<Value*>& d) {
           Ctx c = make_ctx(w, d, reduce_value);
           row_cache_.offset = row_offset(d);
-          if (s == 2 && !wide_sums_) prefetch_next_row(d, w, kept);
+          if (s == 2 && !wide_sums_) prefetch_rows(d, w, kept, /*stores_later=*/true);
           for (Ref r : run) {
             const Inst& in = k_.insts[static_cast<size_t>(r)];
             if (is_arg_reduce(in.op)) {
@@ -1183,38 +1185,52 @@ void KernelEmitter::emit_case_a(Value* it) {
     lane_loops(dims, i64(0), i64(k_.domain[lane_dim_]), [&](unsigned w, std::vector<Value*>& d) {
       Ctx c = make_ctx(w, d, reduce_value);
       row_cache_.offset = row_offset(d);
-      if (num_stages_ == 1) prefetch_next_row(d, w, kept);
+      if (num_stages_ == 1) prefetch_rows(d, w, kept, /*stores_later=*/false);
       emit_stores(c, [&](const kir::Store& s) { return store_is_inner(s); });
     });
   });
   row_cache_.offset = nullptr;
 }
 
-void KernelEmitter::prefetch_next_row(const std::vector<Value*>& dims, unsigned w, const std::vector<int>& kept) {
-  // What this vector step's loads read, one kept point further along the innermost kept
-  // dim: the row the next iteration's first pass streams from memory. One prefetch per
-  // cache line of the step (the lines a vector load of the next row will touch).
+void KernelEmitter::prefetch_lines(int32_t buffer, const kir::Affine& a, const std::vector<Value*>& dims, int64_t shift,
+                                   unsigned w, bool write) {
+  Value* off = i64(a.base + shift);
+  for (int d = 0; d < rank_; ++d)
+    if (const int64_t stride = a.stride[static_cast<size_t>(d)]; stride != 0)
+      off = b_.CreateAdd(off, b_.CreateMul(dims[static_cast<size_t>(d)], i64(stride)));
+  const DType bt = k_.buffers[static_cast<size_t>(buffer)].type.dtype;
+  // Past the buffer's end after its last row: a prefetch never faults.
+  Value* p = b_.CreateGEP(mem_type(bt), bufs_[static_cast<size_t>(buffer)], off);
+  constexpr int64_t kLine = 64;
+  const int64_t bytes = static_cast<int64_t>(w) * static_cast<int64_t>(dtype_size(bt));
+  for (int64_t at = 0; at < bytes; at += kLine)
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                       {b_.CreateGEP(b_.getInt8Ty(), p, i64(at)), b_.getInt32(write ? 1 : 0),
+                        b_.getInt32(/*locality: all levels*/ 3), b_.getInt32(/*data*/ 1)});
+}
+
+void KernelEmitter::prefetch_rows(const std::vector<Value*>& dims, unsigned w, const std::vector<int>& kept,
+                                  bool stores_later) {
+  // The lines of this vector step, for the passes after a row's first, which compute from
+  // cache while the memory system idles: what the loads read one kept point further on
+  // (the next row, which its first pass streams from memory; the hardware prefetcher stops
+  // at the end of each row), and, when a later pass stores into this row, the stores' lines,
+  // for writing (their reads for ownership stalled the division of W3).
   if (!sched_.prefetch_rows || kept.empty() || lane_dim_ < 0 || w == 1) return;
   const auto next = static_cast<size_t>(kept.back());
+  const auto lane = static_cast<size_t>(lane_dim_);
   std::set<std::pair<int32_t, Ref>> done;
   for (const Inst& in : k_.insts) {
     if (in.code != Code::Load || in.args.size() != 1) continue;  // (masked loads: left alone)
     const auto& a = affine_[static_cast<size_t>(in.args[0])];
-    if (!a || a->stride[static_cast<size_t>(lane_dim_)] != 1 || a->stride[next] == 0) continue;
-    if (!done.insert({in.buffer, in.args[0]}).second) continue;
-    Value* off = i64(a->base + a->stride[next]);
-    for (int d = 0; d < rank_; ++d)
-      if (const int64_t stride = a->stride[static_cast<size_t>(d)]; stride != 0)
-        off = b_.CreateAdd(off, b_.CreateMul(dims[static_cast<size_t>(d)], i64(stride)));
-    const DType bt = k_.buffers[static_cast<size_t>(in.buffer)].type.dtype;
-    // Past the buffer's end after its last row: a prefetch never faults.
-    Value* p = b_.CreateGEP(mem_type(bt), bufs_[static_cast<size_t>(in.buffer)], off);
-    constexpr int64_t kLine = 64;
-    const int64_t bytes = static_cast<int64_t>(w) * static_cast<int64_t>(dtype_size(bt));
-    for (int64_t at = 0; at < bytes; at += kLine)
-      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
-                         {b_.CreateGEP(b_.getInt8Ty(), p, i64(at)), b_.getInt32(/*read*/ 0),
-                          b_.getInt32(/*locality: all levels*/ 3), b_.getInt32(/*data*/ 1)});
+    if (!a || a->stride[lane] != 1 || a->stride[next] == 0 || !done.insert({in.buffer, in.args[0]}).second) continue;
+    prefetch_lines(in.buffer, *a, dims, a->stride[next], w, /*write=*/false);
+  }
+  if (!stores_later) return;
+  for (const kir::Store& st : k_.stores) {
+    if (!store_is_inner(st) || st.guard != kir::kNoRef) continue;
+    const auto& a = affine_[static_cast<size_t>(st.offset)];
+    if (a && a->stride[lane] == 1) prefetch_lines(st.buffer, *a, dims, 0, w, /*write=*/true);
   }
 }
 
