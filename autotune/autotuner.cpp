@@ -428,10 +428,13 @@ TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOpt
     measure(std::move(pending));
   }
 
-  // The combination of every knob's best single value, where two or more knobs improved.
+  // The combination of every knob's best single value, where two or more knobs improved;
+  // only in the tuning that measured the singles. confirm() rewrites the rows it times in
+  // alternation, so a later tuning of the same key would find another best value per knob
+  // and measure another combination each time: a key is tuned once.
   std::map<std::string, std::pair<int64_t, double>> best;  // knob -> (value, ns)
   const auto def = rows.find("default");
-  if (def != rows.end() && def->second.status == Status::Ok) {
+  if (any_new && def != rows.end() && def->second.status == Status::Ok) {
     for (const kir::Variant& v : singles) {
       auto row = rows.find(v.str());
       if (row == rows.end() || row->second.status != Status::Ok) continue;

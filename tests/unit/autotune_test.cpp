@@ -425,6 +425,26 @@ TEST(Autotuner, AWrongVariantIsRecordedAndNeverChosen) {
   EXPECT_EQ(tuner.tune(t.b, t.k(), t.base(), t.options).measured_now, 0);
 }
 
+// The combination of the best single values is measured in the tuning that measured the
+// singles, never later: confirm() rewrites rows, and another best set found by a later
+// tuning used to be measured again (AWrongVariantIsRecordedAndNeverChosen failed on it).
+TEST(Autotuner, AKeyIsTunedOnceEvenWhenItsRowsChangeAfterward) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  TuningCase t(2);
+  const autotune::TuneReport first = tuner.tune(t.b, t.k(), t.base(), t.options);
+  EXPECT_GT(first.measured_now, 0);
+  // Two single-knob variants of different knobs now look faster than the default.
+  std::map<std::string, size_t> one_per_knob;
+  for (size_t i = 0; i < t.variants.size(); ++i) one_per_knob.emplace(t.variants[i].settings[0].first, i);
+  ASSERT_GE(one_per_knob.size(), 2u);
+  auto it = one_per_knob.begin();
+  const size_t a = it->second, b = (++it)->second;
+  tuner.db().record(first.key, {"default", autotune::Status::Ok, 1e6, 1, "", 0, ""});
+  for (size_t i : {a, b}) tuner.db().record(first.key, {t.variants[i].str(), autotune::Status::Ok, 1e3, 1, "", 0, ""});
+  EXPECT_EQ(tuner.tune(t.b, t.k(), t.base(), t.options).measured_now, 0);
+}
+
 TEST(Autotuner, AVariantThatKillsItsProcessIsRecordedFailedAndNotRetried) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ScratchDir dir;
