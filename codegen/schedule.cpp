@@ -56,10 +56,11 @@ std::string_view cpu_pipeline_name(CpuPipeline p) {
 std::string Schedule::str() const {
   return fmt::format(
       "schedule {{{}, iterations = {}, elements = {}, tile = {}, vector = {}, vector_unroll = {}, accumulators = {}, "
-      "unroll = {}, f32_run = {}, row_cache = {}/{}, prefetch_rows = {}, grain = {}, local = {}, global = {}, "
-      "per_item = {}, reduction = {}, index = {}, pipeline = {}}}",
+      "unroll = {}, f32_run = {}, row_cache = {}/{}, prefetch_rows = {}, grain = {}, threads = {}, local = {}, "
+      "global = {}, per_item = {}, reduction = {}, index = {}, pipeline = {}}}",
       lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile, vector_width, vector_unroll, accumulators,
-      unroll, f32_run, row_cache_elements, row_cache_bytes, prefetch_rows, grain, local_size, global_size, elements_per_item,
+      unroll, f32_run, row_cache_elements, row_cache_bytes, prefetch_rows, grain, threads, local_size, global_size,
+      elements_per_item,
       reduction_strategy_name(reduction), index_bits, cpu_pipeline_name(pipeline)) +
          (custom_macros.empty() ? "" : fmt::format(" custom {{{}}}", fmt::join(custom_macros, ", ")));
 }

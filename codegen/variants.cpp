@@ -65,7 +65,8 @@ bool plausible(const Schedule& s, const Capabilities& caps) {
   const int64_t tasks = s.grain >= s.iterations ? 1 : ceil_div(s.iterations, s.grain);
   if (tasks > kMostTasks) return false;
   const bool worth_splitting = s.iterations * std::max<int64_t>(1, s.elements_per_iteration) >= (1 << 15);
-  if (tasks > 1 && tasks < caps.cores && worth_splitting) return false;
+  const int64_t workers = s.threads > 0 ? std::min(s.threads, caps.cores) : caps.cores;
+  if (tasks > 1 && tasks < workers && worth_splitting) return false;
   return true;
 }
 
@@ -193,6 +194,9 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     std::vector<int64_t> grains(std::begin(kTaskElements), std::end(kTaskElements));
     grains.push_back(0);  // one task
     add(knobs, "task_elements", grains, task_elements_of(base));
+    // Fewer workers than cores: a kernel bound by memory bandwidth may saturate it with
+    // fewer, and a small one pays fewer wake-ups (0, the default, is every core).
+    if (base.grain < base.iterations) add(knobs, "threads", powers_of_two(1, caps.cores / 2), base.threads);
   }
   return knobs;
 }
@@ -223,6 +227,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("pipeline")) s.pipeline = static_cast<CpuPipeline>(*x);
     if (auto x = value_of("vector_unroll")) s.vector_unroll = static_cast<int>(*x);
     if (auto x = value_of("prefetch_rows")) s.prefetch_rows = static_cast<int>(*x);
+    if (auto x = value_of("threads")) s.threads = static_cast<int>(*x);
     if (auto x = value_of("tile")) {
       s.tile = *x;
       update_walk(k, s);

@@ -106,7 +106,9 @@ class CpuBackend final : public Backend {
       cpu::call_kernel(fn, args.data(), 0, s.iterations);
       return;
     }
-    cpu::parallel_range(s.iterations, s.grain, [&](int64_t begin, int64_t end) { cpu::call_kernel(fn, args.data(), begin, end); });
+    cpu::parallel_range(
+        s.iterations, s.grain, [&](int64_t begin, int64_t end) { cpu::call_kernel(fn, args.data(), begin, end); },
+        s.threads);
   }
 
   bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,

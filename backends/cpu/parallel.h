@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "kernel_abi.h"
 
@@ -27,9 +30,24 @@ extern "C" void __tsan_release(void* addr);
 
 namespace kiln::cpu {
 
-/// Runs `body(begin, end)` over [0, n) in tasks of at least `grain` iterations on oneTBB.
+/// A oneTBB arena of at most `threads` workers, made at its first use and kept for the
+/// process (arenas are not cheap to make, and launches from any thread share them).
+inline tbb::task_arena& arena_of(int threads) {
+  static std::mutex mutex;
+  static auto* arenas = new std::map<int, tbb::task_arena>();  // never destroyed: workers may outlive exit
+  std::lock_guard lock(mutex);
+  auto it = arenas->find(threads);
+  if (it == arenas->end()) it = arenas->try_emplace(threads, threads).first;
+  return it->second;
+}
+
+/// Runs `body(begin, end)` over [0, n) in tasks of at least `grain` iterations on oneTBB,
+/// on at most `threads` workers (0: as many as oneTBB has, one per core).
 template <class Body>
-void parallel_range(int64_t n, int64_t grain, const Body& body) {
+void parallel_range(int64_t n, int64_t grain, const Body& body, int threads = 0) {
+  if (threads == 1) return body(0, n);
+  if (threads > 1 && threads < tbb::this_task_arena::max_concurrency())
+    return arena_of(threads).execute([&] { parallel_range(n, grain, body); });
 #ifdef KILN_TSAN
   int spawned = 0, joined = 0;
   __tsan_release(&spawned);

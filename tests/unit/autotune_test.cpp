@@ -230,6 +230,37 @@ TEST(AutotuneVariants, GemmKeysAreShapeBucketsOfOneStructure) {
   EXPECT_EQ(kir::gemm_shape_bucket(bmm), "32x128x64b4");
 }
 
+// `threads` caps the workers of kernels that split into tasks, on cpu devices with cores to
+// leave idle; a kernel that runs as one task has no such knob.
+TEST(AutotuneVariants, ThreadsIsAKnobOfCpuKernelsThatSplit) {
+  Backend& b = backend_under_test();
+  const Capabilities& caps = b.capabilities();
+  if (caps.local_memory || caps.cores < 2) GTEST_SKIP() << "a cpu knob, where there are cores to leave idle";
+  auto threads_knob = [&](const LaunchPlan& plan) -> std::optional<kir::Knob> {
+    for (const kir::Knob& knob : kir::schedule_knobs(plan.kernels[0], plan.schedules[0], caps))
+      if (knob.name == "threads") return knob;
+    return std::nullopt;
+  };
+  const LaunchPlan split = kernels_of(b, kGraphs[2]);
+  ASSERT_LT(split.schedules[0].grain, split.schedules[0].iterations);
+  const std::optional<kir::Knob> knob = threads_knob(split);
+  ASSERT_TRUE(knob);
+  EXPECT_EQ(knob->values.front(), 0);  // every core: the default
+  EXPECT_EQ(knob->values.at(1), 1);
+  EXPECT_LE(knob->values.back(), caps.cores / 2);
+  kir::Variant one;
+  one.settings = {{"threads", 1}};
+  const std::optional<kir::Schedule> s = kir::apply_variant(split.kernels[0], split.schedules[0], one, caps);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->threads, 1);
+  EXPECT_NE(s->str().find("threads = 1"), std::string::npos);
+  const LaunchPlan small = kernels_of(b, R"(graph @g(%x: f32[4,64]) -> f32[4,64] {
+  %y = exp %x : f32[4,64]
+  return %y
+})");
+  EXPECT_FALSE(threads_knob(small));
+}
+
 TEST(AutotuneVariants, IllegalVariantsAreRefused) {
   Backend& b = backend_under_test();
   const LaunchPlan plan = kernels_of(b, kGraphs[0]);

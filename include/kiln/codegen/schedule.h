@@ -85,6 +85,7 @@ struct Schedule {
   int64_t row_cache_elements = 0;  // case A: rows up to this long cache expensive values...
   int64_t row_cache_bytes = 0;     // ...in at most this many bytes of worker stack
   int64_t grain = 1;        // iterations per task of the parallel split (>= iterations: serial)
+  int threads = 0;          // cpu: most workers the tasks run on (0: every core)
   CpuPipeline pipeline = CpuPipeline::Lean;  // cpu: the LLVM passes the kernel is optimized with
 
   // ---- launch geometry (work-items) for GPU backends ----

@@ -28,9 +28,10 @@ namespace kiln::kir {
 /// (vector steps per trip of the innermost lane loop), `accumulators`
 /// (independent chains along a reduced row), `unroll` (rows per accumulator update when the
 /// last dim is kept), `tile` (elements of the last dim per iteration), `task_elements`
-/// (domain points per task of the parallel split; 0: one task), `row_cache` (elements of a
-/// row kept between the passes of a row-wise chain; 0: none), `pipeline` (the LLVM passes:
-/// 0 lean, 1 O2).
+/// (domain points per task of the parallel split; 0: one task), `threads` (most workers
+/// the tasks run on; 0: every core), `row_cache` (elements of a row kept between the
+/// passes of a row-wise chain; 0: none), `prefetch_rows` (the second pass over a row
+/// prefetches the next row), `pipeline` (the LLVM passes: 0 lean, 1 O2).
 /// work-item devices (local memory): `local` (work-items per work-group), `per_item`
 /// (iterations per work-item, grid-stride), `reduction` (0 serial, 1 work-group tree,
 /// 2 subgroup shuffles).
