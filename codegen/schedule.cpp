@@ -163,7 +163,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // division, layer norm's variance and stores) compute from cache while the memory system
   // idles: the second pass prefetches the next row, and this row's stores for writing.
   // Rows of 4 KiB and more (64 lines): the hardware's own prefetcher stops at the end of
-  // each row it streams. W3 ran 3.63 -> 2.95 ms, W4 2.46 -> 2.20 (benchmarks/RESULTS.md).
+  // each row it streams. W3 ran 3.63 -> 2.95 ms, W4 2.46 -> 2.29 (benchmarks/RESULTS.md).
   s.prefetch_rows = !caps.local_memory && s.lanes_reduce && s.vector_width > 1 &&
                     s.elements_per_iteration * static_cast<int64_t>(widest_element(k)) >= 4096;
   // Grains of at least ~16K elements: enough to hide the scheduler, many per core. Below
