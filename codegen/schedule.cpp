@@ -162,10 +162,13 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // A row's first pass reads it from memory, and the passes after it (softmax's exp and
   // division, layer norm's variance and stores) compute from cache while the memory system
   // idles: the second pass prefetches the next row, and this row's stores for writing.
-  // Rows of 4 KiB and more (64 lines): the hardware's own prefetcher stops at the end of
-  // each row it streams. W3 ran 3.63 -> 2.95 ms, W4 2.46 -> 2.29 (benchmarks/RESULTS.md).
-  s.prefetch_rows = !caps.local_memory && s.lanes_reduce && s.vector_width > 1 &&
-                    s.elements_per_iteration * static_cast<int64_t>(widest_element(k)) >= 4096;
+  // Rows of 4 KiB (64 lines: the hardware's own prefetcher stops at the end of each row it
+  // streams) to 256 KiB (a quarter of a core's L2: longer rows leave it before the passes
+  // after the first read them, and the next row's lines would too). W3 ran 3.63 -> 2.95
+  // ms, W4 2.46 -> 2.29 (benchmarks/RESULTS.md).
+  const int64_t row_bytes = s.elements_per_iteration * static_cast<int64_t>(widest_element(k));
+  s.prefetch_rows = !caps.local_memory && s.lanes_reduce && s.vector_width > 1 && row_bytes >= (4 << 10) &&
+                    row_bytes <= (256 << 10);
   // Grains of at least ~16K elements: enough to hide the scheduler, many per core. Below
   // 32K elements in all, one task.
   const int64_t per = std::max<int64_t>(1, s.elements_per_iteration);

@@ -18,8 +18,8 @@ void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
 /// Compiles (or finds in the JIT's caches) the micro-kernel run_gemm() uses for `g`.
 void prepare_gemm(const LaunchPlan::Gemm& g);
 
-/// The same as run_gemm, calling `rows_done(begin, end)` on each task's thread as soon as rows [begin,
-/// end) of the product (counted over all batches) are final, while they are in cache.
+/// As run_gemm, calling `rows_done(begin, end)` on each task's thread as soon as rows
+/// [begin, end) of the product (counted over all batches) are final, while they are in cache.
 /// False, computing nothing, when a task does not own whole rows (more than one nc block).
 bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
                       const std::function<void(int64_t, int64_t)>& rows_done);
