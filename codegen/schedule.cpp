@@ -195,6 +195,10 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     int64_t fit = 1;  // no more work-items than elements in a row
     while (fit < s.elements_per_iteration && fit < s.local_size) fit *= 2;
     s.local_size = fit;
+    // Where work-groups are loops on CPU cores, each level of the tree is a barrier that
+    // splits the group's loop: 64 work-items (6 levels) ran W5a's partial sums on PoCL in
+    // 6.9 ms against 256's 11.8 (the autotuner's choice there, benchmarks/RESULTS.md).
+    if (caps.emulated_work_groups) s.local_size = std::min<int64_t>(s.local_size, 64);
     // Where the device shuffles within subgroups, a butterfly there and one local-memory
     // slot per subgroup replace the tree's log2(local_size) barriers; the groups must be
     // whole subgroups.
