@@ -524,18 +524,20 @@ TEST(Autotuner, AWinnerIsKeptOnlyIfItBeatsTheDefaultInAlternation) {
     TuningCase t(2);
     ASSERT_FALSE(t.variants.empty());
     const kir::Schedule fast = t.schedule(0);
-    // Launches take 3 ms, and `fast`'s none. When `Lucky`, the default's take 1 ms and
-    // `fast`'s 3 ms once the 12 launches of its first timing are done. With a stall, the 4
-    // launches after those (one round in alternation: a warm-up and 3 timed) take 30 ms.
+    // Launches take 8 ms, and `fast`'s none. When `Lucky`, the default's take 2 ms and
+    // `fast`'s 8 ms once the 12 launches of its first timing are done. With a stall, the 4
+    // launches after those (one round in alternation: a warm-up and 3 timed) take 60 ms.
+    // (Margins of milliseconds: on a loaded machine, ctest -j2 on 2 cores, a round of
+    // `fast` lost 3 ms to the scheduler now and then.)
     int fast_launches = 0;
     t.b.after_launch = [&](const kir::Schedule& s, std::span<DeviceMemory* const>) {
-      int ms = 3;
-      if (s == t.base() && c == Case::Lucky) ms = 1;
+      int ms = 8;
+      if (s == t.base() && c == Case::Lucky) ms = 2;
       if (s == fast) {
         ++fast_launches;
         ms = 0;
-        if (c == Case::Lucky && fast_launches > 12) ms = 3;
-        if (c == Case::FastWithAStall && fast_launches > 12 && fast_launches <= 16) ms = 30;
+        if (c == Case::Lucky && fast_launches > 12) ms = 8;
+        if (c == Case::FastWithAStall && fast_launches > 12 && fast_launches <= 16) ms = 60;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     };
