@@ -1102,7 +1102,7 @@ void KernelEmitter::emit_case_a(Value* it) {
         lane_loops(dims, i64(0), last_extent, [&](unsigned w, std::vector<Value*>& d) {
           Ctx c = make_ctx(w, d, reduce_value);
           row_cache_.offset = row_offset(d);
-          if (s == 2 && !wide_sums_) prefetch_rows(d, w, kept, /*stores_later=*/true);
+          if (s == 2) prefetch_rows(d, w, kept, /*stores_later=*/true);  // (not the one-lane f64 redo)
           for (Ref r : run) {
             const Inst& in = k_.insts[static_cast<size_t>(r)];
             if (is_arg_reduce(in.op)) {
