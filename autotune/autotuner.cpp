@@ -16,6 +16,7 @@
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
+#include "subject.h"
 
 namespace kiln::autotune {
 namespace {
@@ -23,131 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-// A candidate on its way through compile, check and timing.
-struct Candidate {
-  kir::Variant variant;
-  std::shared_ptr<const CompiledKernel> compiled;  // a kernel's (a GEMM step's code stays in its backend)
-  std::string error;  // why it did not compile
-  double compile_ms = 0;
-};
-
-}  // namespace
-
-// What is tuned, seen by tune(), confirm() and choose(): a kernel and the knobs of its
-// schedule, or a GEMM step and the knobs of its blocking.
-class Subject {
- public:
-  explicit Subject(Backend& backend) : backend_(backend) {}
-  virtual ~Subject() = default;
-  Backend& backend() const { return backend_; }
-  virtual std::string describe() const = 0;
-  virtual std::vector<kir::Variant> singles() const = 0;
-  virtual bool legal(const kir::Variant& v) const = 0;
-  /// Compiles `c`, or fills c.error; called from several threads at once (`--jobs`).
-  virtual void compile(Candidate& c) const = 0;
-  /// The bytes of what `c` writes, from fresh inputs.
-  virtual std::vector<std::string> outputs(const Candidate& c) = 0;
-  virtual std::optional<std::string> compare(const std::vector<std::string>& want,
-                                             const std::vector<std::string>& got) const = 0;
-  virtual double launch_ns(const Candidate& c) = 0;
-  virtual double median_ns(const Candidate& c, int repeats, double budget_ms) = 0;
-
- private:
-  Backend& backend_;
-};
-
-namespace {
-
-class KernelSubject final : public Subject {
- public:
-  KernelSubject(Backend& backend, const kir::Kernel& k, const kir::Schedule& base)
-      : Subject(backend), k_(k), base_(base) {}
-  std::string describe() const override { return k_.name + " over " + k_.domain_str(); }
-  std::vector<kir::Variant> singles() const override {
-    return kir::single_knob_variants(k_, base_, backend().capabilities());
-  }
-  bool legal(const kir::Variant& v) const override {
-    return kir::apply_variant(k_, base_, v, backend().capabilities()).has_value();
-  }
-  void compile(Candidate& c) const override {
-    try {
-      c.compiled = backend().compile(k_, schedule(c.variant));
-    } catch (const std::exception& e) {
-      c.error = e.what();
-    }
-  }
-  std::vector<std::string> outputs(const Candidate& c) override {
-    return bench().outputs(*c.compiled, schedule(c.variant));
-  }
-  std::optional<std::string> compare(const std::vector<std::string>& want,
-                                     const std::vector<std::string>& got) const override {
-    return compare_outputs(k_, want, got);
-  }
-  double launch_ns(const Candidate& c) override { return bench().launch_ns(*c.compiled, schedule(c.variant)); }
-  double median_ns(const Candidate& c, int repeats, double budget_ms) override {
-    return bench().median_ns(*c.compiled, schedule(c.variant), repeats, budget_ms);
-  }
-
- private:
-  kir::Schedule schedule(const kir::Variant& v) const {
-    return *kir::apply_variant(k_, base_, v, backend().capabilities());
-  }
-  KernelBench& bench() {
-    if (!bench_) bench_ = std::make_unique<KernelBench>(backend(), k_);
-    return *bench_;
-  }
-  const kir::Kernel& k_;
-  const kir::Schedule& base_;
-  std::unique_ptr<KernelBench> bench_;
-};
-
-// "gemm f32 [8] 128x64 by 64x128": the batch dims, then m x k by k x n.
-std::string describe_gemm(const LaunchPlan::Gemm& g) {
-  return fmt::format("gemm {} {}{}x{} by {}x{}", dtype_name(g.dtype), g.batch.rank() ? g.batch.str() + " " : "", g.m,
-                     g.k, g.k, g.n);
-}
-
-class GemmSubject final : public Subject {
- public:
-  GemmSubject(Backend& backend, const LaunchPlan::Gemm& g) : Subject(backend), g_(g) {}
-  std::string describe() const override { return describe_gemm(g_); }
-  std::vector<kir::Variant> singles() const override {
-    return kir::single_knob_gemm_variants(g_, g_.schedule, backend().capabilities());
-  }
-  bool legal(const kir::Variant& v) const override {
-    return kir::apply_gemm_variant(g_, g_.schedule, v, backend().capabilities()).has_value();
-  }
-  void compile(Candidate& c) const override {
-    try {
-      LaunchPlan::Gemm g = g_;
-      g.schedule = blocking(c.variant);
-      backend().prepare_gemm(g);
-    } catch (const std::exception& e) {
-      c.error = e.what();
-    }
-  }
-  std::vector<std::string> outputs(const Candidate& c) override { return {bench().product(blocking(c.variant))}; }
-  std::optional<std::string> compare(const std::vector<std::string>& want,
-                                     const std::vector<std::string>& got) const override {
-    return compare_products(g_.dtype, want.at(0), got.at(0));
-  }
-  double launch_ns(const Candidate& c) override { return bench().launch_ns(blocking(c.variant)); }
-  double median_ns(const Candidate& c, int repeats, double budget_ms) override {
-    return bench().median_ns(blocking(c.variant), repeats, budget_ms);
-  }
-
- private:
-  kir::GemmSchedule blocking(const kir::Variant& v) const {
-    return *kir::apply_gemm_variant(g_, g_.schedule, v, backend().capabilities());
-  }
-  GemmBench& bench() {
-    if (!bench_) bench_ = std::make_unique<GemmBench>(backend(), g_);
-    return *bench_;
-  }
-  const LaunchPlan::Gemm& g_;
-  std::unique_ptr<GemmBench> bench_;
-};
 
 void compile_batch(const Subject& subject, std::vector<Candidate>& batch, int jobs) {
   auto one = [&](Candidate& c) {
@@ -213,14 +89,55 @@ TuningKey Autotuner::filed(Backend& backend, std::string structure, std::string 
   return key;
 }
 
+TuningKey Autotuner::split_key_for(Backend& backend, const ReductionSplit& site) {
+  // The structure is the reduction without its extents; the bucket is the exact input
+  // shape, whose divisors decide the legal block counts.
+  std::string axes;
+  for (int64_t a : site.axes) axes += fmt::format("{},", a);
+  const std::string structure = fmt::format("split-reductions {} {} rank {} axes {} to rank {}", op_name(site.op),
+                                            dtype_name(site.input.dtype), site.input.shape.rank(), axes,
+                                            site.result.shape.rank());
+  std::string bucket;
+  for (int d = 0; d < site.input.shape.rank(); ++d) bucket += fmt::format("{}{}", d ? "x" : "", site.input.shape[d]);
+  return filed(backend, hash_text(structure).hex(), bucket);
+}
+
+TuneReport Autotuner::split_choice(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for) {
+  const std::unique_ptr<Subject> subject = split_subject(backend, site, plan_for);
+  return choose(split_key_for(backend, site), *subject);
+}
+
+TuneReport Autotuner::tune_split(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for,
+                                 const TuneOptions& options) {
+  const std::unique_ptr<Subject> subject = split_subject(backend, site, plan_for);
+  return tune(split_key_for(backend, site), *subject, options);
+}
+
+TuneReport Autotuner::tune_split_unless_claimed(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for,
+                                                const TuneOptions& options) {
+  const std::unique_ptr<Subject> subject = split_subject(backend, site, plan_for);
+  return tune_unless_claimed(split_key_for(backend, site), *subject, options);
+}
+
+int64_t Autotuner::split_blocks_for(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for, Mode mode) {
+  if (mode == Mode::Off) return site.default_blocks;
+  try {
+    const std::unique_ptr<Subject> subject = split_subject(backend, site, plan_for);
+    return split_blocks_of(site, variant_for(split_key_for(backend, site), *subject, mode));
+  } catch (const Error& e) {
+    warn_once("autotune", fmt::format("autotuning is off for this process: {}", e.what()));
+    return site.default_blocks;
+  }
+}
+
 TuneReport Autotuner::choice(Backend& backend, const kir::Kernel& k, const kir::Schedule& base) {
-  KernelSubject subject(backend, k, base);
-  return choose(key_for(backend, k), subject);
+  const std::unique_ptr<Subject> subject = kernel_subject(backend, k, base);
+  return choose(key_for(backend, k), *subject);
 }
 
 TuneReport Autotuner::gemm_choice(Backend& backend, const LaunchPlan::Gemm& g) {
-  GemmSubject subject(backend, g);
-  return choose(gemm_key_for(backend, g), subject);
+  const std::unique_ptr<Subject> subject = gemm_subject(backend, g);
+  return choose(gemm_key_for(backend, g), *subject);
 }
 
 TuneReport Autotuner::choose(const TuningKey& key, const Subject& subject) {
@@ -252,14 +169,14 @@ TuneReport Autotuner::choose(const TuningKey& key, const Subject& subject) {
 
 TuneReport Autotuner::tune_unless_claimed(Backend& backend, const kir::Kernel& k, const kir::Schedule& base,
                                           const TuneOptions& options) {
-  KernelSubject subject(backend, k, base);
-  return tune_unless_claimed(key_for(backend, k), subject, options);
+  const std::unique_ptr<Subject> subject = kernel_subject(backend, k, base);
+  return tune_unless_claimed(key_for(backend, k), *subject, options);
 }
 
 TuneReport Autotuner::tune_gemm_unless_claimed(Backend& backend, const LaunchPlan::Gemm& g,
                                                const TuneOptions& options) {
-  GemmSubject subject(backend, g);
-  return tune_unless_claimed(gemm_key_for(backend, g), subject, options);
+  const std::unique_ptr<Subject> subject = gemm_subject(backend, g);
+  return tune_unless_claimed(gemm_key_for(backend, g), *subject, options);
 }
 
 TuneReport Autotuner::tune_unless_claimed(const TuningKey& key, Subject& subject, const TuneOptions& options) {
@@ -281,8 +198,8 @@ TuneReport Autotuner::tune_unless_claimed(const TuningKey& key, Subject& subject
 kir::Schedule Autotuner::schedule_for(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, Mode mode) {
   if (mode == Mode::Off) return base;
   try {
-    KernelSubject subject(backend, k, base);
-    const kir::Variant v = variant_for(key_for(backend, k), subject, mode);
+    const std::unique_ptr<Subject> subject = kernel_subject(backend, k, base);
+    const kir::Variant v = variant_for(key_for(backend, k), *subject, mode);
     return v.is_default() ? base : *kir::apply_variant(k, base, v, backend.capabilities());
   } catch (const Error& e) {
     warn_once("autotune", fmt::format("autotuning is off for this process: {}", e.what()));
@@ -293,8 +210,8 @@ kir::Schedule Autotuner::schedule_for(Backend& backend, const kir::Kernel& k, co
 kir::GemmSchedule Autotuner::gemm_schedule_for(Backend& backend, const LaunchPlan::Gemm& g, Mode mode) {
   if (mode == Mode::Off) return g.schedule;
   try {
-    GemmSubject subject(backend, g);
-    const kir::Variant v = variant_for(gemm_key_for(backend, g), subject, mode);
+    const std::unique_ptr<Subject> subject = gemm_subject(backend, g);
+    const kir::Variant v = variant_for(gemm_key_for(backend, g), *subject, mode);
     return v.is_default() ? g.schedule : *kir::apply_gemm_variant(g, g.schedule, v, backend.capabilities());
   } catch (const Error& e) {
     warn_once("autotune", fmt::format("autotuning is off for this process: {}", e.what()));
@@ -331,13 +248,13 @@ kir::Variant Autotuner::variant_for(const TuningKey& key, Subject& subject, Mode
 }
 
 TuneReport Autotuner::tune(Backend& backend, const kir::Kernel& k, const kir::Schedule& base, const TuneOptions& options) {
-  KernelSubject subject(backend, k, base);
-  return tune(key_for(backend, k), subject, options);
+  const std::unique_ptr<Subject> subject = kernel_subject(backend, k, base);
+  return tune(key_for(backend, k), *subject, options);
 }
 
 TuneReport Autotuner::tune_gemm(Backend& backend, const LaunchPlan::Gemm& g, const TuneOptions& options) {
-  GemmSubject subject(backend, g);
-  return tune(gemm_key_for(backend, g), subject, options);
+  const std::unique_ptr<Subject> subject = gemm_subject(backend, g);
+  return tune(gemm_key_for(backend, g), *subject, options);
 }
 
 TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOptions& options) {
@@ -411,7 +328,7 @@ TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOpt
   };
   auto candidate = [&](kir::Variant v) -> std::optional<Candidate> {
     if (!subject.legal(v)) return std::nullopt;
-    return Candidate{std::move(v), nullptr, "", 0};
+    return Candidate{std::move(v)};
   };
 
   std::vector<kir::Variant> singles = subject.singles();
@@ -472,7 +389,7 @@ void Autotuner::confirm(const TuningKey& key, Subject& subject, const TuneOption
     const TuneReport r = choose(key, subject);
     if (r.chosen.is_default() || !confirmed.insert(r.chosen.str()).second) return;
     try {
-      Candidate a{kir::Variant{}, nullptr, "", 0}, b{r.chosen, nullptr, "", 0};
+      Candidate a{kir::Variant{}}, b{r.chosen};
       subject.compile(a);
       subject.compile(b);
       if (!a.error.empty() || !b.error.empty()) throw Error(a.error.empty() ? b.error : a.error);

@@ -268,6 +268,87 @@ double GemmBench::median_ns(const kir::GemmSchedule& s, int repeats, double budg
   return median_of([&](size_t copy) { launch(s, copy); }, copies_.size(), repeats, budget_ms);
 }
 
+PlanBench::PlanBench(Backend& backend, std::vector<TensorType> params, uint64_t seed)
+    : backend_(backend), params_(std::move(params)) {
+  FastRng rng{seed};
+  std::vector<std::string> initial;
+  int64_t working_set = 0;
+  for (const TensorType& t : params_) {
+    initial.push_back(made_up(t, rng));
+    working_set += static_cast<int64_t>(initial.back().size());
+  }
+  for (int c = copies_for(working_set); c > 0; --c) {
+    std::vector<std::shared_ptr<DeviceMemory>> bufs;
+    for (const std::string& bytes : initial) bufs.push_back(upload(backend_, bytes));
+    copies_.push_back(std::move(bufs));
+  }
+  backend_.finish();
+}
+
+void PlanBench::run(const LaunchPlan& plan, Kernels kernels, size_t copy,
+                    std::vector<std::shared_ptr<DeviceMemory>>* outputs) {
+  if (!plan.overwritten_params.empty()) throw Error("PlanBench: the plan overwrites a parameter");
+  std::vector<std::shared_ptr<DeviceMemory>> owned(plan.buffers.size());
+  std::vector<DeviceMemory*> mem(plan.buffers.size(), nullptr);
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const LaunchPlan::Buffer& buf = plan.buffers[b];
+    if (buf.kind == LaunchPlan::Buffer::Kind::Param) {
+      if (buf.index < 0 || static_cast<size_t>(buf.index) >= params_.size() || !(params_[static_cast<size_t>(buf.index)] == buf.type))
+        throw Error(fmt::format("PlanBench: the plan's parameter {} is not of the bench's types", buf.index));
+      mem[b] = copies_[copy][static_cast<size_t>(buf.index)].get();
+      continue;
+    }
+    const bool constant = buf.kind == LaunchPlan::Buffer::Kind::Constant;
+    const int64_t bytes = constant ? static_cast<int64_t>(buf.data.size())
+                          : buf.kind == LaunchPlan::Buffer::Kind::Output ? buf.type.bytes() : buf.bytes;
+    owned[b] = backend_.alloc(std::max<int64_t>(1, bytes));
+    if (constant && bytes > 0) backend_.upload(*owned[b], buf.data.data(), bytes);
+    mem[b] = owned[b].get();
+  }
+  std::vector<DeviceMemory*> bound;
+  for (const LaunchPlan::Step& step : plan.steps) {
+    if (step.kernel < 0) {
+      if (!backend_.gemm(step.gemm, mem)) throw Error(fmt::format("{} runs no GEMM step", backend_.name()));
+      continue;
+    }
+    if (!step.scalar_bindings.empty()) throw Error("PlanBench: the plan binds launch scalars");
+    const auto k = static_cast<size_t>(step.kernel);
+    bound.assign(step.bindings.size(), nullptr);
+    for (size_t i = 0; i < bound.size(); ++i) bound[i] = mem[static_cast<size_t>(step.bindings[i])];
+    backend_.launch(*kernels[k], plan.schedules[k], bound, step.fixed_scalars);
+  }
+  backend_.finish();
+  if (outputs) {
+    outputs->clear();
+    for (int32_t b : plan.outputs)
+      outputs->push_back(owned[static_cast<size_t>(b)] ? owned[static_cast<size_t>(b)]
+                                                       : copies_[copy][static_cast<size_t>(plan.buffers[static_cast<size_t>(b)].index)]);
+  }
+}
+
+std::vector<std::string> PlanBench::outputs(const LaunchPlan& plan, Kernels kernels) {
+  std::vector<std::shared_ptr<DeviceMemory>> results;
+  run(plan, kernels, 0, &results);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < results.size(); ++i) {
+    std::string bytes(static_cast<size_t>(plan.output_types[i].bytes()), '\0');
+    if (!bytes.empty())
+      backend_.download(*results[i], reinterpret_cast<std::byte*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+double PlanBench::launch_ns(const LaunchPlan& plan, Kernels kernels) {
+  const auto t0 = std::chrono::steady_clock::now();
+  run(plan, kernels, 0);
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double PlanBench::median_ns(const LaunchPlan& plan, Kernels kernels, int repeats, double budget_ms) {
+  return median_of([&](size_t copy) { run(plan, kernels, copy); }, copies_.size(), repeats, budget_ms);
+}
+
 std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vector<std::string>& want,
                                            const std::vector<std::string>& got) {
   size_t out = 0;
@@ -277,6 +358,16 @@ std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vect
                 "compare_outputs takes two results of the same kernel");
     if (std::optional<std::string> diff = compare_buffer(k.buffers[b].type, want[out], got[out], b)) return diff;
     ++out;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> compare_tensors(std::span<const TensorType> types, const std::vector<std::string>& want,
+                                           const std::vector<std::string>& got) {
+  KILN_ASSERT(want.size() == types.size() && got.size() == types.size(), "compare_tensors takes a result per type");
+  for (size_t i = 0; i < types.size(); ++i) {
+    KILN_ASSERT(want[i].size() == got[i].size(), "compare_tensors takes results of the same types");
+    if (std::optional<std::string> diff = compare_buffer(types[i], want[i], got[i], i)) return diff;
   }
   return std::nullopt;
 }

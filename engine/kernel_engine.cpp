@@ -339,21 +339,32 @@ int64_t split_blocks_for(const Capabilities& caps) {
 
 Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bool>& donated) {
   const std::vector<const PassInfo*> extra = backend.extra_passes();
-  Compilation c = compile_graph(backend.capabilities(), extra, g, donated);
-  // The schedules and GEMM blockings the autotuner chose for this device (KILN_AUTOTUNE),
-  // where it did.
-  if (const autotune::Mode mode = autotune::mode_from_env(); mode != autotune::Mode::Off) {
-    autotune::Autotuner& tuner = autotune::Autotuner::instance();
-    for (size_t i = 0; i < c.plan.kernels.size(); ++i)
-      c.plan.schedules[i] = tuner.schedule_for(backend, c.plan.kernels[i], c.plan.schedules[i], mode);
-    for (LaunchPlan::Step& step : c.plan.steps)
-      if (step.kernel < 0) step.gemm.schedule = tuner.gemm_schedule_for(backend, step.gemm, mode);
-  }
+  const autotune::Mode mode = autotune::mode_from_env();
+  if (mode == autotune::Mode::Off) return compile_graph(backend.capabilities(), extra, g, donated);
+  // The block counts (knob split_blocks), then the schedules and GEMM blockings the autotuner
+  // chose for this device (KILN_AUTOTUNE), where it did.
+  autotune::Autotuner& tuner = autotune::Autotuner::instance();
+  const SplitChooser splits = [&](const ReductionSplit& site) {
+    return tuner.split_blocks_for(
+        backend, site, [&](int64_t blocks) { return split_plan(backend, site, blocks); }, mode);
+  };
+  Compilation c = compile_graph(backend.capabilities(), extra, g, donated, splits);
+  for (size_t i = 0; i < c.plan.kernels.size(); ++i)
+    c.plan.schedules[i] = tuner.schedule_for(backend, c.plan.kernels[i], c.plan.schedules[i], mode);
+  for (LaunchPlan::Step& step : c.plan.steps)
+    if (step.kernel < 0) step.gemm.schedule = tuner.gemm_schedule_for(backend, step.gemm, mode);
   return c;
 }
 
+LaunchPlan split_plan(Backend& backend, const ReductionSplit& site, int64_t blocks) {
+  const std::vector<const PassInfo*> extra = backend.extra_passes();
+  return compile_graph(backend.capabilities(), extra, reduction_graph(site), {},
+                       [blocks](const ReductionSplit&) { return blocks; })
+      .plan;
+}
+
 Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* const> extra_passes, const Graph& g,
-                          const std::vector<bool>& donated) {
+                          const std::vector<bool>& donated, const SplitChooser& splits) {
   PipelineOptions po;
   po.verify_each = false;
   // -O1's clean-up, then what this target adds (split-reductions on CPU), then fusion: -O2.
@@ -362,6 +373,7 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
   passes.push_back(find_pass("fuse"));
   PassOptions options;
   options.max_split_blocks = split_blocks_for(caps);
+  options.split_blocks = splits;
   Expected<Graph> fused = run_pipeline(g, passes, options, po);
   if (!fused) throw Error(fused.error().str());
   MemoryPlan memory = plan_memory(*fused, donated);

@@ -11,6 +11,8 @@
 //   %r = reshape %x : f32[64,262144]
 //   %p = reduce_sum %r {axes = [1]} : f32[64]
 //   %s = reduce_sum %p {axes = [0]} : f32[]
+// P is the most blocks of at least the minimum length up to PassOptions::max_split_blocks,
+// unless PassOptions::split_blocks (the autotuner) picks another legal count.
 // Only reductions over one contiguous block of axes are split, and only sum, prod, max and
 // min (argmax's position would need the block's offset). Max and min give the same bits;
 // f32 sums and products compute their partials in f64 (so no block overflows where the total
@@ -38,15 +40,23 @@ constexpr int64_t kMaxColumns = 1 << 16;
 constexpr int64_t kMinColumnReduced = 1 << 12;
 constexpr int64_t kMinColumnBlock = 1 << 6;
 
-bool splittable(const Graph& g, const Node& n, int64_t max_blocks, int64_t* blocks) {
+}  // namespace
+
+std::string ReductionSplit::str() const {
+  std::string list;
+  for (int64_t a : axes) list += (list.empty() ? "" : ", ") + std::to_string(a);
+  return std::string(op_name(op)) + " " + input.str() + " axes [" + list + "]";
+}
+
+std::optional<ReductionSplit> reduction_split(const Graph& g, const Node& n, int64_t max_split_blocks) {
   if (n.op != OpKind::ReduceSum && n.op != OpKind::ReduceProd && n.op != OpKind::ReduceMax && n.op != OpKind::ReduceMin)
-    return false;
+    return std::nullopt;
   const Shape& in = g.type(n.operands[0]).shape;
   std::vector<int64_t> axes = n.attr("axes").ints;
-  if (axes.empty()) return false;
+  if (axes.empty()) return std::nullopt;
   std::sort(axes.begin(), axes.end());
   for (size_t i = 1; i < axes.size(); ++i)
-    if (axes[i] != axes[i - 1] + 1) return false;
+    if (axes[i] != axes[i - 1] + 1) return std::nullopt;
   int64_t reduced = 1;
   for (int64_t a : axes) reduced *= in[static_cast<int>(a)];
   const bool rows = axes.back() == in.rank() - 1;
@@ -54,17 +64,25 @@ bool splittable(const Graph& g, const Node& n, int64_t max_blocks, int64_t* bloc
   int64_t min_block = 0;
   if (rows && results <= kFewRows && reduced >= kMinRowReduced) min_block = kMinRowBlock;
   if (!rows && results <= kMaxColumns && reduced >= kMinColumnReduced) min_block = kMinColumnBlock;
-  if (min_block == 0) return false;
-  const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(std::max<int64_t>(max_blocks, 1))));
-  for (int64_t p = most; p >= 2; p /= 2)
-    if (reduced % p == 0 && reduced / p >= min_block) {
-      *blocks = p;
-      return true;
-    }
-  return false;
+  if (min_block == 0) return std::nullopt;
+  ReductionSplit site{n.op, n.attrs, axes, g.type(n.operands[0]), n.type, {1}, 1};
+  const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(std::max<int64_t>(max_split_blocks, 1))));
+  for (int64_t p = 2; p <= 2 * most && reduced % p == 0 && reduced / p >= min_block; p *= 2) {
+    site.blocks.push_back(p);
+    if (p <= most) site.default_blocks = p;
+  }
+  if (site.default_blocks == 1) return std::nullopt;
+  return site;
 }
 
-}  // namespace
+Graph reduction_graph(const ReductionSplit& site) {
+  Graph g("split_site");
+  const ValueId x = g.add_input("x", site.input);
+  Expected<ValueId> r = g.add(site.op, std::span<const ValueId>(&x, 1), site.attrs);
+  if (!r) throw Error(r.error().str());
+  g.add_output(*r);
+  return g;
+}
 
 Graph split_reductions(const Graph& g, const PassOptions& options) {
   passes::Rewriter r(g, /*keep_kernels=*/false);
@@ -72,14 +90,19 @@ Graph split_reductions(const Graph& g, const PassOptions& options) {
     const auto v = static_cast<ValueId>(id);
     const Node& n = g.node(v);
     if (n.op == OpKind::Input) continue;
-    int64_t blocks = 0;
-    if (n.kernel >= 0 || !splittable(g, n, options.max_split_blocks, &blocks)) {
+    const std::optional<ReductionSplit> site =
+        n.kernel >= 0 ? std::nullopt : reduction_split(g, n, options.max_split_blocks);
+    int64_t blocks = site ? site->default_blocks : 1;
+    if (site && options.split_blocks) {
+      const int64_t chosen = options.split_blocks(*site);
+      if (std::find(site->blocks.begin(), site->blocks.end(), chosen) != site->blocks.end()) blocks = chosen;
+    }
+    if (blocks == 1) {
       r.copy(v);
       continue;
     }
-    const Shape& in = g.type(n.operands[0]).shape;
-    std::vector<int64_t> axes = n.attr("axes").ints;
-    std::sort(axes.begin(), axes.end());
+    const Shape& in = site->input.shape;
+    const std::vector<int64_t>& axes = site->axes;
     const int first = static_cast<int>(axes.front()), last = static_cast<int>(axes.back());
     int64_t reduced = 1;
     for (int64_t a : axes) reduced *= in[static_cast<int>(a)];

@@ -604,6 +604,59 @@ TEST(Autotuner, GemmStepsAreTunedAndTheirChoiceIsWhatPlansRun) {
             *kir::apply_gemm_variant(g, g.schedule, variants.back(), b.capabilities()));
 }
 
+// The number of blocks split-reductions cuts a reduction into is a knob too (split_blocks):
+// each legal count's plan is timed against the default's output, and the stored choice is
+// the count the pass then cuts.
+TEST(Autotuner, SplitReductionBlockCountsAreTunedAndTheirChoiceIsWhatThePassCuts) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  Backend& b = backend_under_test();
+  const Graph g = test::parse_or_fail(R"(graph @sum(%x: f32[131072]) -> f32[] {
+  %y = reduce_sum %x {axes = [0]} : f32[]
+  return %y
+})");
+  std::optional<ReductionSplit> seen;
+  const std::vector<const PassInfo*> extra = b.extra_passes();
+  compile_graph(b.capabilities(), extra, g, {}, [&](const ReductionSplit& site) {
+    seen = site;
+    return site.default_blocks;
+  });
+  ASSERT_TRUE(seen);
+  const ReductionSplit site = *seen;
+  EXPECT_EQ(site.blocks, (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));  // blocks of at least 4096
+  const autotune::Autotuner::PlanFor plan_for = [&](int64_t blocks) { return split_plan(b, site, blocks); };
+  EXPECT_EQ(plan_for(1).kernels.size(), 1u);
+  EXPECT_EQ(plan_for(8).kernels.size(), 2u);
+
+  autotune::TuneOptions options;
+  options.budget_ms = 60000;
+  options.repeats = 3;
+  const autotune::TuneReport r = tuner.tune_split(b, site, plan_for, options);
+  EXPECT_EQ(r.description, "split reduce_sum f32[131072] axes [0]");
+  EXPECT_EQ(r.key.bucket, "131072");
+  EXPECT_EQ(r.candidates, static_cast<int>(site.blocks.size()));  // the default and every other count
+  EXPECT_EQ(r.failed + r.wrong, 0);
+  EXPECT_GT(r.default_ns, 0);
+  EXPECT_EQ(tuner.tune_split(b, site, plan_for, options).measured_now, 0);  // tuned once
+
+  // A recorded winner is the count cached mode cuts; an illegal stored count is ignored.
+  auto cut = [&](autotune::Mode mode) {
+    const Compilation c = compile_graph(b.capabilities(), extra, g, {}, [&](const ReductionSplit& s) {
+      return tuner.split_blocks_for(b, s, plan_for, mode);
+    });
+    return print_graph(c.fused);
+  };
+  tuner.db().record(r.key, {"default", autotune::Status::Ok, 1e6, 1, "", 0, ""});
+  tuner.db().record(r.key, {"split_blocks=64", autotune::Status::Ok, 1, 1, "", 0, ""});  // past the blocks' minimum
+  tuner.db().record(r.key, {"split_blocks=4", autotune::Status::Ok, 10, 1, "", 0, ""});
+  EXPECT_EQ(tuner.split_choice(b, site, plan_for).chosen.str(), "split_blocks=4");
+  EXPECT_EQ(tuner.split_blocks_for(b, site, plan_for, autotune::Mode::Cached), 4);
+  EXPECT_NE(cut(autotune::Mode::Cached).find("f32[4,32768]"), std::string::npos) << cut(autotune::Mode::Cached);
+  EXPECT_EQ(tuner.split_blocks_for(b, site, plan_for, autotune::Mode::Off), site.default_blocks);
+  tuner.db().record(r.key, {"split_blocks=1", autotune::Status::Ok, 5, 1, "", 0, ""});
+  EXPECT_EQ(cut(autotune::Mode::Cached).find("reshape"), std::string::npos) << cut(autotune::Mode::Cached);
+}
+
 // GEMM blockings compile as kernel variants do, each timed and capped: one that fails to
 // compile, and one whose compile runs past the cap, are recorded failed and never chosen.
 TEST(Autotuner, GemmBlockingsThatFailToCompileOrCompilePastTheCapAreRecordedFailed) {

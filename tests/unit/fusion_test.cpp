@@ -112,5 +112,38 @@ TEST(SplitReductions, BlocksUpToTheDeviceBound) {
   EXPECT_EQ(split(1).find("reshape"), std::string::npos) << split(1);  // one block: nothing to split
 }
 
+// The block count is the autotuner's knob split_blocks: every power of two up to twice the
+// bound whose blocks stay long enough, or 1 (not cut); a chooser's legal pick is what the
+// pass cuts, and an illegal one gives the default.
+TEST(SplitReductions, AChooserPicksALegalBlockCountOrGetsTheDefault) {
+  const Graph sum = load("w5a_sum_all.kir");
+  const Node& reduce = sum.node(sum.outputs()[0]);
+  const std::optional<ReductionSplit> site = reduction_split(sum, reduce, 64);
+  ASSERT_TRUE(site);
+  EXPECT_EQ(site->blocks, (std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 128}));
+  EXPECT_EQ(site->default_blocks, 64);
+  EXPECT_EQ(site->str(), "reduce_sum f32[16777216] axes [0]");
+  const std::string alone = print_graph(reduction_graph(*site));
+  EXPECT_NE(alone.find("%x: f32[16777216]"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("reduce_sum %x {axes = [0]} : f32[]"), std::string::npos) << alone;
+  auto split = [&](int64_t pick) {
+    PassOptions o;
+    o.split_blocks = [&](const ReductionSplit& s) {
+      EXPECT_EQ(s.blocks, site->blocks);
+      return pick;
+    };
+    return print_graph(find_pass("split-reductions")->run(sum, o));
+  };
+  EXPECT_NE(split(8).find("f32[8,2097152]"), std::string::npos) << split(8);
+  EXPECT_NE(split(128).find("f32[128,131072]"), std::string::npos) << split(128);
+  EXPECT_EQ(split(1).find("reshape"), std::string::npos) << split(1);
+  EXPECT_NE(split(3).find("f32[64,262144]"), std::string::npos) << split(3);
+  EXPECT_NE(split(256).find("f32[64,262144]"), std::string::npos) << split(256);
+  // Reductions it leaves alone have no site.
+  const Graph rows = test::parse_or_fail(
+      "graph @g(%x: f32[64,1000]) -> f32[64] {\n  %y = reduce_sum %x {axes = [1]} : f32[64]\n  return %y\n}");
+  EXPECT_FALSE(reduction_split(rows, rows.node(rows.outputs()[0]), 64));
+}
+
 }  // namespace
 }  // namespace kiln

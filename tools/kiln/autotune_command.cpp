@@ -81,14 +81,34 @@ int warmup(const WarmupOptions& opts) {
   const auto start = Clock::now();
   const std::vector<fs::path> files = ir_files(opts.paths);
 
-  // Every kernel and GEMM step of every file, with the default schedule (blocking) the device
+  autotune::Autotuner& tuner = autotune::Autotuner::instance();
+  autotune::TuneOptions options;
+  options.budget_ms = opts.budget_ms;
+  options.jobs = std::max(1, opts.jobs);
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+
+  // Every file's reductions that split-reductions cuts into blocks are tuned first, as the
+  // pipeline meets them (their block count decides which kernels exist); then every kernel
+  // and GEMM step of the plan cut that way, from the default schedule (blocking) the device
   // would give it.
   std::vector<Job> jobs;
+  // Per report (split reductions' first, then jobs'), the file it came from.
+  std::vector<std::string> report_files;
+  std::vector<autotune::TuneReport> reports;
   std::vector<Graph> graphs;
+  const std::vector<const PassInfo*> extra = backend->extra_passes();
   for (const fs::path& f : files) {
     Graph g = load_graph(f.string());
-    const std::vector<const PassInfo*> extra = backend->extra_passes();
-    Compilation c = compile_graph(backend->capabilities(), extra, g);
+    const SplitChooser tune_split = [&](const ReductionSplit& site) {
+      const autotune::Autotuner::PlanFor plan_for = [&](int64_t blocks) { return split_plan(*backend, site, blocks); };
+      autotune::TuneReport r = tuner.tune_split_unless_claimed(*backend, site, plan_for, options);
+      std::cerr << fmt::format("tuned {} {}: {} variants, {} measured now, chose {}\n", f.filename().string(),
+                               r.description, r.candidates, r.measured_now, r.chosen.str());
+      report_files.push_back(f.filename().string());
+      reports.push_back(std::move(r));
+      return tuner.split_blocks_for(*backend, site, plan_for, autotune::Mode::Cached);
+    };
+    Compilation c = compile_graph(backend->capabilities(), extra, g, {}, tune_split);
     for (size_t i = 0; i < c.plan.kernels.size(); ++i)
       jobs.push_back({f.filename().string(), std::move(c.plan.kernels[i]), c.plan.schedules[i], std::nullopt});
     for (const LaunchPlan::Step& step : c.plan.steps)
@@ -96,12 +116,7 @@ int warmup(const WarmupOptions& opts) {
     graphs.push_back(std::move(g));
   }
 
-  autotune::Autotuner& tuner = autotune::Autotuner::instance();
-  autotune::TuneOptions options;
-  options.budget_ms = opts.budget_ms;
-  options.jobs = std::max(1, opts.jobs);
-  const bool terminal = isatty(STDERR_FILENO) != 0;
-  std::vector<autotune::TuneReport> reports;
+  const size_t tuned_splits = reports.size();
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (terminal) draw_progress(i, jobs.size(), std::chrono::duration<double>(Clock::now() - start).count());
     autotune::TuneReport r = jobs[i].gemm ? tuner.tune_gemm_unless_claimed(*backend, *jobs[i].gemm, options)
@@ -109,6 +124,7 @@ int warmup(const WarmupOptions& opts) {
     if (!terminal)
       std::cerr << fmt::format("tuned {} {} ({}): {} variants, {} measured now, chose {}\n", jobs[i].file, r.description,
                                r.key.bucket, r.candidates, r.measured_now, r.chosen.str());
+    report_files.push_back(jobs[i].file);
     reports.push_back(std::move(r));
   }
   if (terminal) {
@@ -124,7 +140,7 @@ int warmup(const WarmupOptions& opts) {
 
   size_t file_width = 4, variant_width = 14;  // the headers' lengths
   for (size_t i = 0; i < reports.size(); ++i) {
-    file_width = std::max(file_width, jobs[i].file.size());
+    file_width = std::max(file_width, report_files[i].size());
     variant_width = std::max(variant_width, reports[i].chosen.str().size());
   }
   std::cout << fmt::format("{:<{}} {:<36} {:<{}} {:>10} {:>10} {:>8}\n", "file", file_width, "kernel", "chosen variant",
@@ -135,13 +151,14 @@ int warmup(const WarmupOptions& opts) {
     std::string desc = r.description;
     if (desc.size() > 36) desc = desc.substr(0, 33) + "...";
     const double speedup = r.tuned_ns > 0 ? r.default_ns / r.tuned_ns : 0;
-    std::cout << fmt::format("{:<{}} {:<36} {:<{}} {:>10} {:>10} {:>8}{}\n", jobs[i].file, file_width, desc,
+    std::cout << fmt::format("{:<{}} {:<36} {:<{}} {:>10} {:>10} {:>8}{}\n", report_files[i], file_width, desc,
                              r.chosen.str(), variant_width,
                              time_text(r.default_ns), time_text(r.tuned_ns),
                              speedup > 0 ? fmt::format("{:.2f}x", speedup) : std::string("-"),
                              r.claimed_elsewhere ? "  (tuned by another process)" : "");
   }
-  std::cout << fmt::format("{} kernels of {} files tuned on {} in {:.1f} s; database {}\n", reports.size(), files.size(),
+  std::cout << fmt::format("{} kernels and GEMM steps, {} split reductions, of {} files tuned on {} in {:.1f} s; database {}\n",
+                           reports.size() - tuned_splits, tuned_splits, files.size(),
                            device.str(), std::chrono::duration<double>(Clock::now() - start).count(),
                            tuner.db().persistent() ? tuner.db().path().string() : std::string("in memory"));
   return 0;

@@ -1,7 +1,7 @@
 // kiln/autotune/autotuner.h - the fastest legal schedule of a kernel (or blocking of a GEMM
 // step) on a device, found by timing variants and remembered in the tuning database.
 //
-// Tuning a kernel: its default schedule and the single-knob variants of it
+// Tuning a kernel (a GEMM step's blocking, a split reduction's block count alike): its default schedule and the single-knob variants of it
 // (kir::single_knob_variants) are compiled, each run once on made-up inputs and compared
 // with the default's output (a variant that differs is recorded Wrong and never chosen),
 // then timed; last, the combination of every knob's best value is tried. Every outcome is a
@@ -28,6 +28,7 @@
 #include "kiln/autotune/tuning_db.h"
 #include "kiln/backend/backend.h"
 #include "kiln/codegen/variants.h"
+#include "kiln/passes/pass_manager.h"
 
 namespace kiln::autotune {
 
@@ -66,7 +67,7 @@ struct TuneReport {
 /// A stored choice replaces the default only when it is faster by more than this fraction.
 inline constexpr double kMinGain = 0.03;
 
-class Subject;  // what is tuned: a kernel or a GEMM step (autotuner.cpp)
+class Subject;  // what is tuned: a kernel, a GEMM step or a split reduction (subject.h)
 
 class Autotuner {
  public:
@@ -106,6 +107,19 @@ class Autotuner {
   TuneReport tune_gemm(Backend& backend, const LaunchPlan::Gemm& g, const TuneOptions& options);
   TuneReport tune_gemm_unless_claimed(Backend& backend, const LaunchPlan::Gemm& g, const TuneOptions& options);
   TuneReport gemm_choice(Backend& backend, const LaunchPlan::Gemm& g);
+
+  // ---- Reductions split-reductions cuts into blocks: the knob `split_blocks` of `site` (its
+  // default: site.default_blocks), timed on `plan_for(n)`, the launch plan of the reduction
+  // alone cut into n blocks (1: not cut) with default schedules, which the engine makes ----
+  using PlanFor = std::function<LaunchPlan(int64_t blocks)>;
+  TuningKey split_key_for(Backend& backend, const ReductionSplit& site);
+  /// The block count to cut `site` into in `mode` (schedule_for's rules).
+  int64_t split_blocks_for(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for, Mode mode);
+  TuneReport tune_split(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for,
+                        const TuneOptions& options);
+  TuneReport tune_split_unless_claimed(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for,
+                                       const TuneOptions& options);
+  TuneReport split_choice(Backend& backend, const ReductionSplit& site, const PlanFor& plan_for);
 
  private:
   /// The key of a structure and bucket on `backend`'s device (named in the database once).

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,11 +68,41 @@ class GemmBench {
   int64_t c_bytes_ = 0;
 };
 
+/// A launch plan (kernel and GEMM steps) alone on a backend, on made-up values of its
+/// parameters that are the same for every plan over parameters of the same types: how a
+/// graph-level knob (`split_blocks`, which changes the kernels themselves) is timed. Each run
+/// allocates its temporaries and outputs, as the engine does; the parameters' copies rotate.
+class PlanBench {
+ public:
+  using Kernels = std::span<const std::shared_ptr<const CompiledKernel>>;
+  /// Buffers for parameters of `params`. Throws kiln::Error when they cannot be allocated.
+  PlanBench(Backend& backend, std::vector<TensorType> params, uint64_t seed = 1);
+
+  /// The bytes of each output of `plan` (its kernels compiled as `kernels`) after one run.
+  /// Throws kiln::Error for a plan that binds launch scalars or overwrites a parameter.
+  std::vector<std::string> outputs(const LaunchPlan& plan, Kernels kernels);
+  /// The wall time of one run in nanoseconds.
+  double launch_ns(const LaunchPlan& plan, Kernels kernels);
+  /// As KernelBench::median_ns.
+  double median_ns(const LaunchPlan& plan, Kernels kernels, int repeats, double budget_ms);
+
+ private:
+  /// Runs `plan` on parameter copy `copy`; its outputs' memory goes to `outputs`.
+  void run(const LaunchPlan& plan, Kernels kernels, size_t copy,
+           std::vector<std::shared_ptr<DeviceMemory>>* outputs = nullptr);
+  Backend& backend_;
+  std::vector<TensorType> params_;
+  std::vector<std::vector<std::shared_ptr<DeviceMemory>>> copies_;  // [copy][parameter]
+};
+
 /// Where `got` differs from `want` beyond what reassociating a float reduction explains, as
 /// "buffer #1 element 17: 0.25 vs 0.5" (nullopt when they agree). Integers, bools and the
 /// positions of NaNs must match exactly; a float may differ by 1e-3 relative to the larger
 /// of itself and the buffer's largest magnitude times 1e-4 (f64: 1e-9 and 1e-12).
 std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vector<std::string>& want,
+                                           const std::vector<std::string>& got);
+/// The same for two results of a plan, one per tensor of `types` (reported as buffer #i).
+std::optional<std::string> compare_tensors(std::span<const TensorType> types, const std::vector<std::string>& want,
                                            const std::vector<std::string>& got);
 /// The same for two products of a GEMM step of `dtype` (reported as buffer #0).
 std::optional<std::string> compare_products(DType dtype, const std::string& want, const std::string& got);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +35,26 @@ struct FusionPolicy {
   int64_t max_kernel_ops = 512;
 };
 
+/// A reduction split-reductions may cut into blocks (passes/split_reductions.cpp): what it
+/// reduces, and the block counts it may use. The count is the autotuner's knob
+/// `split_blocks` (docs/autotune.md), asked for through PassOptions::split_blocks.
+struct ReductionSplit {
+  OpKind op = OpKind::ReduceSum;
+  Attrs attrs;                // the reduction's (axes, keepdims)
+  std::vector<int64_t> axes;  // sorted
+  TensorType input, result;
+  /// The counts it may be cut into, ascending: 1 (not cut), then the powers of two up to
+  /// twice max_split_blocks that divide the reduced extent into long enough blocks.
+  std::vector<int64_t> blocks;
+  /// What split-reductions uses on its own: the most blocks, up to max_split_blocks.
+  int64_t default_blocks = 1;
+  /// "reduce_sum f32[16777216] axes [0]": what is reduced, for tables and logs.
+  std::string str() const;
+};
+
+/// How many blocks to cut `site` into; a count not among site.blocks means default_blocks.
+using SplitChooser = std::function<int64_t(const ReductionSplit& site)>;
+
 struct PassOptions {
   /// Allow rewrites that change NaN or infinity behaviour (x * 0 -> 0, exp(log x) -> x,
   /// x - x -> 0). Off by default: without it every pass preserves every bit of every output.
@@ -43,6 +64,9 @@ struct PassOptions {
   /// Most blocks split-reductions cuts one reduction into (a power of two): about as many
   /// as keep the device's cores or compute units busy. compile_graph sets it per device.
   int64_t max_split_blocks = 64;
+  /// The block count of each reduction split-reductions cuts (the engine asks the autotuner);
+  /// empty: every reduction gets its default_blocks.
+  SplitChooser split_blocks;
   FusionPolicy fusion;
 };
 
@@ -99,6 +123,11 @@ Graph fuse(const Graph& g, const PassOptions& options = {});
 /// and a reduction of those (not in -O2: float sums round the partials; the cpu device runs
 /// it). See passes/split_reductions.cpp.
 Graph split_reductions(const Graph& g, const PassOptions& options = {});
+/// The split split-reductions may make of reduction `n` of `g` with at most
+/// `max_split_blocks` blocks by default, or nullopt when it leaves `n` alone.
+std::optional<ReductionSplit> reduction_split(const Graph& g, const Node& n, int64_t max_split_blocks);
+/// `site`'s reduction alone: one parameter of its input type, the reduction, its result.
+Graph reduction_graph(const ReductionSplit& site);
 /// Every matmul becomes a broadcast product summed over the contracting axis, which fusion
 /// makes one reduction kernel (for backends that generate matmul as a kernel; not in -O2).
 /// See passes/contract_matmul.cpp.
