@@ -115,6 +115,17 @@ TEST(CpuGemm, BatchedBroadcastAndTransposedOperands) {
               {filled(DType::F32, Shape{8, 128, 64}, 9), filled(DType::F32, Shape{8, 128, 64}, 10)}, "transposed B");
 }
 
+// Several blocks of rows read the same panels of B, which the cpu packs once for all of them
+// (PackedB): per-batch and broadcast B, depth panels and columns with edges, exact integers.
+TEST(CpuGemm, BPackedOnceForSeveralBlocksOfRows) {
+  for (DType t : {DType::F32, DType::I32}) {
+    const Shape a{3, 300, 600}, c{3, 300, 70};
+    for (const Shape& b : {Shape{3, 600, 70}, Shape{1, 600, 70}})
+      expect_same(matmul_graph(t, a, b, c), {filled(t, a, 11), filled(t, b, 12)},
+                  fmt::format("{} {} by {}", dtype_name(t), a.str(), b.str()));
+  }
+}
+
 // An elementwise epilogue that reads the product only where it writes runs on each block
 // of rows right after the block is computed (one launch for both steps); one that reads the
 // product elsewhere (a transpose) waits for the whole product.
