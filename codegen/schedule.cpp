@@ -291,8 +291,10 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   const int per_row = 2;
   s.nr = per_row * s.vector_width;
   s.mr = std::clamp((registers - per_row - 1) / per_row, 1, 8);
-  // A micro-panel of B (kc x nr) stays in L1 while the A panels stream past it.
-  s.kc = std::clamp<int64_t>(32768 / (s.nr * es), 64, 512);
+  // As deep as the product up to 1024, so that a tile of C is written once (with B packed
+  // once for every block of rows, cpu_gemm.cpp): the micro-panel of B (kc x nr, 128 KiB)
+  // streams from L2 beside the A block, as in the peers' hand-written GEMM.
+  s.kc = std::clamp<int64_t>(131072 / (s.nr * es), 64, 1024);
   s.kc = std::min(s.kc, std::max<int64_t>(k, 1));
   // An A block (mc x kc) in L2, and a number of blocks the cores share evenly (5 blocks on
   // 2 cores leave one idle for a fifth of the time).
