@@ -291,13 +291,14 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   const int per_row = 2;
   s.nr = per_row * s.vector_width;
   s.mr = std::clamp((registers - per_row - 1) / per_row, 1, 8);
-  // A micro-panel of B (kc x nr) stays in L1 while the A panels stream past it. A B larger
-  // than L2 streams from L3 however it is cut: then the panel is as deep as the product up
-  // to 1024, so that each tile of C is written once, and B's micro-panel (128 KiB) streams
-  // from L2 beside the A block, as in the peers' hand-written GEMM (W6: 4% faster; W7's
-  // 1-2 MiB operands ran 5% slower so).
+  // A micro-panel of B (kc x nr) stays in L1 while the A panels stream past it. A B past
+  // 2 MiB streams from L3 however it is cut: its panels are as deep as the product up to
+  // 1024, so that each tile of C is written once, and B's micro-panel (128 KiB) streams from
+  // L2 beside the A block, as in the peers' hand-written GEMM (W6: 4% faster; W7's 1-2 MiB
+  // operands ran 5% slower so).
   const bool b_past_l2 = k * n * es > (int64_t{2} << 20);
-  s.kc = b_past_l2 ? std::clamp<int64_t>(131072 / (s.nr * es), 64, 1024) : std::clamp<int64_t>(32768 / (s.nr * es), 64, 512);
+  const int64_t micro_panel_bytes = b_past_l2 ? 131072 : 32768;
+  s.kc = std::clamp<int64_t>(micro_panel_bytes / (s.nr * es), 64, b_past_l2 ? 1024 : 512);
   s.kc = std::min(s.kc, std::max<int64_t>(k, 1));
   // An A block (mc x kc) in L2, and a number of blocks the cores share evenly (5 blocks on
   // 2 cores leave one idle for a fifth of the time).

@@ -1,15 +1,16 @@
 // kiln/autotune/autotuner.h - the fastest legal schedule of a kernel (or blocking of a GEMM
 // step) on a device, found by timing variants and remembered in the tuning database.
 //
-// Tuning a kernel (a GEMM step's blocking, a split reduction's block count alike): its default schedule and the single-knob variants of it
-// (kir::single_knob_variants) are compiled, each run once on made-up inputs and compared
-// with the default's output (a variant that differs is recorded Wrong and never chosen),
-// then timed; last, the combination of every knob's best value is tried. Every outcome is a
-// row of the database, written before the variant is compiled as Running, so a variant that
-// crashes the process is found Failed by the next one and not retried. The choice is the
-// fastest Ok variant, kept only when it beats the default by more than the noise
-// (kMinGain) once more when both are timed again in alternation; a stored variant that is
-// no longer legal for the kernel is skipped.
+// Tuning a kernel (a GEMM step's blocking and a split reduction's block count alike): its
+// default schedule and the single-knob variants of it (kir::single_knob_variants) are
+// compiled, each run once on made-up inputs and compared with the default's output (a
+// variant that differs is recorded Wrong and never chosen), then timed; last, the
+// combination of every knob's best value is tried. Every outcome is a row of the database,
+// written before the variant is compiled as Running, so a variant that crashes the process
+// is found Failed by the next one and not retried. The choice is the fastest Ok variant,
+// kept only when it beats the default by more than the noise (kMinGain) once more when both
+// are timed again in alternation; a stored variant that is no longer legal for the kernel
+// is skipped.
 //
 // Modes (KILN_AUTOTUNE): `off` runs default schedules; `cached` (the default) runs what the
 // database chose and tunes nothing; `on` also tunes a kernel the database lacks, on the
