@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -39,7 +40,10 @@ class ScratchDir {
       test = name;
       made = 0;
     }
-    path_ = fs::path(root ? root : "/tmp") / fmt::format("autotune-test-{}-{}", name, made++);
+    // The device too: ctest runs some of these tests once per device, at the same time.
+    std::string device = test::device_under_test().str();
+    std::replace(device.begin(), device.end(), ':', '-');
+    path_ = fs::path(root ? root : "/tmp") / fmt::format("autotune-test-{}-{}-{}", device, name, made++);
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
