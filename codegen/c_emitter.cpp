@@ -73,11 +73,14 @@ class CEmitter {
     } else {
       index_.assign(k.insts.size(), false);
     }
+    flat_.assign(k.insts.size(), std::nullopt);
   }
 
   /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
   /// uses doubles is returned in `doubles`.
   std::string emit(std::set<std::string>& helpers, bool& doubles);
+  /// flat_ for emit()'s walk (see flat_).
+  std::vector<std::optional<std::string>> flat_offsets() const;
   /// The statements of one point with every dim defined by the caller (emit_c_point).
   std::string emit_point(std::set<std::string>& helpers, int indent, int replaced_buffer, std::string_view replacement);
 
@@ -162,6 +165,13 @@ class CEmitter {
   // i32 where the schedule says so (index_fits_32 proved it exact).
   DType idx_ = DType::I64;
   std::vector<bool> index_;
+  /// Per instruction: when its value is the walk's flat point index `it` plus terms that
+  /// do not vary across work-items (a constant, and multiples of the reduced dims: the
+  /// offset of a buffer laid out as the kept dims, or with the reduced dims before them),
+  /// that value's text; emitted as such (emit() only, where `it` is defined), so that a
+  /// compiler sees consecutive work-items read consecutive elements: through it / n and
+  /// it % n, PoCL gathers instead of loading a vector (W2 on PoCL: 20.3 -> 9.5 ms).
+  std::vector<std::optional<std::string>> flat_;
   std::string idx_type() const { return d_.type(idx_); }
   std::string idx_literal(int64_t v) const { return d_.int_literal(v, idx_); }
   // Operand `a` of a position in the position type: converted where other uses keep it i64
@@ -412,6 +422,7 @@ std::string CEmitter::to_memory(std::string x, DType t) {
 
 std::string CEmitter::expr(Ref r) {
   const Inst& in = k_.insts[static_cast<size_t>(r)];
+  if (const std::optional<std::string>& flat = flat_[static_cast<size_t>(r)]) return *flat;
   switch (in.code) {
     case Code::Dim:  // an I64 value; the loop counter d<i> has the index type
       if (idx_ == DType::I32 && !index_[static_cast<size_t>(r)]) return d_.widen_i32(fmt::format("d{}", in.imm));
@@ -892,7 +903,44 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
   return out;
 }
 
+std::vector<std::optional<std::string>> CEmitter::flat_offsets() const {
+  std::vector<std::optional<std::string>> flat(k_.insts.size());
+  if (kept_dims_.empty()) return flat;
+  std::vector<int64_t> row_major(static_cast<size_t>(k_.domain.rank()), 0);
+  int64_t stride = 1;
+  for (auto d = kept_dims_.rbegin(); d != kept_dims_.rend(); ++d) {
+    row_major[static_cast<size_t>(*d)] = stride;
+    stride *= k_.domain[*d];
+  }
+  const std::vector<std::optional<Affine>> affine = affine_analysis(k_);
+  for (size_t r = 0; r < k_.insts.size(); ++r) {
+    // In the index type: a position (or, with 64-bit indices, any i64 value).
+    const std::optional<Affine>& a = affine[r];
+    if (!a || !(index_[r] || (idx_ == DType::I64 && k_.insts[r].type == DType::I64))) continue;
+    // The terms added to `it` are not negative: the whole is in the index type's range
+    // (index_fits_32), so every partial sum is too.
+    bool flat_in_kept = a->base >= 0, moves = false;
+    std::string text = "it";
+    for (int d = 0; d < k_.domain.rank() && flat_in_kept; ++d) {
+      const int64_t st = a->stride[static_cast<size_t>(d)];
+      if (k_.domain[d] == 1) continue;  // always 0: its stride does not matter
+      if (k_.reduced[static_cast<size_t>(d)]) {
+        flat_in_kept = st >= 0;
+        if (st > 0) text += fmt::format(" + {} * d{}", idx_literal(st), d);
+      } else {
+        flat_in_kept = st == row_major[static_cast<size_t>(d)];
+        moves = true;
+      }
+    }
+    if (!flat_in_kept || !moves) continue;
+    if (a->base > 0) text += " + " + idx_literal(a->base);
+    flat[r] = text == "it" ? text : "(" + text + ")";
+  }
+  return flat;
+}
+
 std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
+  flat_ = flat_offsets();
   const std::string idx = idx_type();
   Scope top;
   top.indent = 1;
@@ -909,6 +957,11 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   std::string head;
   if (grid_stride) {
     head = fmt::format("for ({0} it = {1}; it < {2}; it += {3}) {{", idx, first, n, step);
+  } else if (!group_per_row_ && s_.global_size == kept_points_) {
+    // Exactly one work-item per point: no guard (PoCL vectorizes a work-group's loop over
+    // its work-items only when no work-item returns early).
+    head = fmt::format("{{\n    {}{} it = {};", d_.let(), idx, first);
+    point.indent = 2;
   } else {
     head = fmt::format("{{\n    {}{} it = {};\n    if (it >= {}) return;", d_.let(), idx, first, n);
     point.indent = 2;
