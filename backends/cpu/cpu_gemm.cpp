@@ -115,6 +115,9 @@ class PackedBPool {
   std::vector<std::vector<T>> free_;
 };
 
+// The most memory a product's B packed once may take.
+constexpr int64_t kMostPackedB = int64_t{256} << 20;
+
 // Every batch's B packed as pack_b packs a kc x nc block, for all the blocks at once: batch
 // `bi`'s depth panel at p0 starts at bi * k * npad + p0 * npad, and within it the column
 // panel jp (of nr columns) at jp * nr * depth, so an nc block starting at column j0 (a
@@ -164,7 +167,10 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
   const int64_t tasks = g.batch.numel() * mblocks * nblocks;
   const bool parallel = m * n * k >= s.serial_below && tasks > 1;
   std::optional<PackedB<T>> packed_b;
-  if (mblocks > 1 && k > 0) packed_b.emplace(g, b, parallel);
+  // Packed once, B takes as much memory again (every batch's): past kMostPackedB, as for a
+  // long batch of large products, each task packs its own blocks instead.
+  const int64_t packed_bytes = g.batch.numel() * k * ((n + s.nr - 1) / s.nr * s.nr) * static_cast<int64_t>(sizeof(T));
+  if (mblocks > 1 && k > 0 && packed_bytes <= kMostPackedB) packed_b.emplace(g, b, parallel);
   auto task = [&](int64_t t) {
     const int64_t bi = t / (mblocks * nblocks), ib = t / nblocks % mblocks, jb = t % nblocks;
     const auto [aoff, boff] = batch_offsets(g, bi);
