@@ -127,6 +127,22 @@ std::shared_ptr<DeviceMemory> upload(Backend& backend, const std::string& bytes)
   return m;
 }
 
+// Copies of buffers with the bytes `initial` on `backend`, as many as rotating through keeps
+// out of cache ([copy][buffer]).
+std::vector<std::vector<std::shared_ptr<DeviceMemory>>> upload_copies(Backend& backend,
+                                                                      const std::vector<std::string>& initial) {
+  int64_t working_set = 0;  // bytes of one copy
+  for (const std::string& bytes : initial) working_set += static_cast<int64_t>(bytes.size());
+  std::vector<std::vector<std::shared_ptr<DeviceMemory>>> copies;
+  for (int c = copies_for(working_set); c > 0; --c) {
+    std::vector<std::shared_ptr<DeviceMemory>> bufs;
+    for (const std::string& bytes : initial) bufs.push_back(upload(backend, bytes));
+    copies.push_back(std::move(bufs));
+  }
+  backend.finish();
+  return copies;
+}
+
 // The median of `repeats` (at least 3) timed calls of `launch(copy)` after a warm-up, fewer
 // when they pass `budget_ms`.
 template <class Launch>
@@ -167,19 +183,10 @@ std::optional<std::string> compare_buffer(const TensorType& type, const std::str
 
 KernelBench::KernelBench(Backend& backend, const kir::Kernel& k, uint64_t seed) : backend_(backend), kernel_(k) {
   FastRng rng{seed};
-  int64_t working_set = 0;  // bytes of one copy of the buffers
-  for (const kir::BufferParam& p : k.buffers) {
-    initial_.push_back(made_up(p.type, rng));
-    working_set += static_cast<int64_t>(initial_.back().size());
-  }
+  for (const kir::BufferParam& p : k.buffers) initial_.push_back(made_up(p.type, rng));
   // Scalar arguments: a value every op accepts (no division by it, no log of it fails).
   for (DType t : k.scalars) scalars_.push_back(is_float(t) ? Scalar::from_float(0.5) : Scalar::from_int(1));
-  for (int c = copies_for(working_set); c > 0; --c) {
-    std::vector<std::shared_ptr<DeviceMemory>> bufs;
-    for (const std::string& bytes : initial_) bufs.push_back(upload(backend_, bytes));
-    copies_.push_back(std::move(bufs));
-  }
-  backend_.finish();
+  copies_ = upload_copies(backend_, initial_);
 }
 
 void KernelBench::launch(const CompiledKernel& compiled, const kir::Schedule& s, size_t copy) {
@@ -272,17 +279,8 @@ PlanBench::PlanBench(Backend& backend, std::vector<TensorType> params, uint64_t 
     : backend_(backend), params_(std::move(params)) {
   FastRng rng{seed};
   std::vector<std::string> initial;
-  int64_t working_set = 0;
-  for (const TensorType& t : params_) {
-    initial.push_back(made_up(t, rng));
-    working_set += static_cast<int64_t>(initial.back().size());
-  }
-  for (int c = copies_for(working_set); c > 0; --c) {
-    std::vector<std::shared_ptr<DeviceMemory>> bufs;
-    for (const std::string& bytes : initial) bufs.push_back(upload(backend_, bytes));
-    copies_.push_back(std::move(bufs));
-  }
-  backend_.finish();
+  for (const TensorType& t : params_) initial.push_back(made_up(t, rng));
+  copies_ = upload_copies(backend_, initial);
 }
 
 void PlanBench::run(const LaunchPlan& plan, Kernels kernels, size_t copy,

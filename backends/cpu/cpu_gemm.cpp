@@ -118,16 +118,21 @@ class PackedBPool {
 // The most memory a product's B packed once may take.
 constexpr int64_t kMostPackedB = int64_t{256} << 20;
 
-// Every batch's B packed as pack_b packs a kc x nc block, for all the blocks at once: batch
-// `bi`'s depth panel at p0 starts at bi * k * npad + p0 * npad, and within it the column
-// panel jp (of nr columns) at jp * nr * depth, so an nc block starting at column j0 (a
-// multiple of nr) is at j0 * depth.
+// B packed as pack_b packs a kc x nc block, for all the blocks at once, once per batch
+// (once for all when B broadcasts over every batch dim): batch `bi`'s depth panel at p0
+// starts at bi * k * npad + p0 * npad, and within it the column panel jp (of nr columns) at
+// jp * nr * depth, so an nc block starting at column j0 (a multiple of nr) is at j0 * depth.
 template <class T>
 class PackedB {
  public:
+  /// The bytes B of `g` takes packed.
+  static int64_t bytes(const LaunchPlan::Gemm& g) {
+    return batches(g) * g.k * padded_columns(g) * static_cast<int64_t>(sizeof(T));
+  }
+
   PackedB(const LaunchPlan::Gemm& g, const T* b, bool parallel)
-      : g_(g), npad_((g.n + g.schedule.nr - 1) / g.schedule.nr * g.schedule.nr),
-        data_(PackedBPool<T>::instance().take(g.batch.numel() * g.k * npad_)) {
+      : g_(g), one_for_all_(batches(g) == 1), npad_(padded_columns(g)),
+        data_(PackedBPool<T>::instance().take(batches(g) * g.k * npad_)) {
     const kir::GemmSchedule& s = g.schedule;
     const int64_t kpanels = (g.k + s.kc - 1) / s.kc, cpanels = npad_ / s.nr;
     auto pack = [&](int64_t begin, int64_t end) {
@@ -138,7 +143,7 @@ class PackedB {
                data_.data() + offset(bi, p0, jp * s.nr));
       }
     };
-    const int64_t panels = g.batch.numel() * kpanels * cpanels;
+    const int64_t panels = batches(g) * kpanels * cpanels;
     if (parallel) parallel_range(panels, 16, pack);
     else pack(0, panels);
   }
@@ -150,10 +155,19 @@ class PackedB {
   const T* panel(int64_t bi, int64_t p0, int64_t j0) const { return data_.data() + offset(bi, p0, j0); }
 
  private:
+  static int64_t batches(const LaunchPlan::Gemm& g) {
+    const bool broadcast =
+        std::all_of(g.b_batch_stride.begin(), g.b_batch_stride.end(), [](int64_t stride) { return stride == 0; });
+    return broadcast ? 1 : g.batch.numel();
+  }
+  static int64_t padded_columns(const LaunchPlan::Gemm& g) {
+    return (g.n + g.schedule.nr - 1) / g.schedule.nr * g.schedule.nr;
+  }
   int64_t offset(int64_t bi, int64_t p0, int64_t j0) const {
-    return bi * g_.k * npad_ + p0 * npad_ + j0 * std::min(g_.schedule.kc, g_.k - p0);
+    return (one_for_all_ ? 0 : bi) * g_.k * npad_ + p0 * npad_ + j0 * std::min(g_.schedule.kc, g_.k - p0);
   }
   const LaunchPlan::Gemm& g_;
+  bool one_for_all_;  // one B for every batch
   int64_t npad_;
   std::vector<T> data_;
 };
@@ -169,8 +183,7 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
   std::optional<PackedB<T>> packed_b;
   // Packed once, B takes as much memory again (every batch's): past kMostPackedB, as for a
   // long batch of large products, each task packs its own blocks instead.
-  const int64_t packed_bytes = g.batch.numel() * k * ((n + s.nr - 1) / s.nr * s.nr) * static_cast<int64_t>(sizeof(T));
-  if (mblocks > 1 && k > 0 && packed_bytes <= kMostPackedB) packed_b.emplace(g, b, parallel);
+  if (mblocks > 1 && k > 0 && PackedB<T>::bytes(g) <= kMostPackedB) packed_b.emplace(g, b, parallel);
   auto task = [&](int64_t t) {
     const int64_t bi = t / (mblocks * nblocks), ib = t / nblocks % mblocks, jb = t % nblocks;
     const auto [aoff, boff] = batch_offsets(g, bi);
