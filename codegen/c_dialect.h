@@ -89,6 +89,22 @@ class CDialect {
   virtual std::string vector_splat(std::string_view x, DType t, int lanes) const = 0;
   virtual std::string vector_lane(std::string_view v, int i) const = 0;
 
+  /// Buffers read and written a vector at a time: the type of `lanes` elements of a buffer of
+  /// `t` as they lie in memory, or "" where the language reads and writes buffers element by
+  /// element only (GLSL: a storage buffer is an array of scalars, and a vector view of it
+  /// needs a second binding). Where it is not "": `lanes` consecutive elements of buffer `b`
+  /// from element `index` (any alignment of the element type) in one load, and the statement
+  /// that writes `values` (one per lane, in memory form) there in one store.
+  virtual std::string memory_vector_type(DType t, int lanes) const { (void)t, (void)lanes; return ""; }
+  virtual std::string buffer_vector_load(int b, std::string_view index, int lanes) const {
+    (void)b, (void)index, (void)lanes;
+    KILN_ASSERT(false, "a vector load in a dialect without them (memory_vector_type is empty)");
+  }
+  virtual std::string buffer_vector_store(int b, std::string_view index, DType t, std::span<const std::string> values) const {
+    (void)b, (void)index, (void)t, (void)values;
+    KILN_ASSERT(false, "a vector store in a dialect without them (memory_vector_type is empty)");
+  }
+
   /// Work-item geometry, as expressions of the index type `t` (I64, or I32 where the
   /// schedule's index_bits is 32).
   virtual std::string global_id(DType t) const = 0;

@@ -37,8 +37,6 @@
 namespace kiln::kir {
 namespace {
 
-std::string v(Ref r) { return fmt::format("v{}", r); }
-
 class CEmitter {
  public:
   CEmitter(const Kernel& k, const Schedule& s, const Capabilities& caps, const CDialect& d)
@@ -74,6 +72,15 @@ class CEmitter {
       index_.assign(k.insts.size(), false);
     }
     flat_.assign(k.insts.size(), std::nullopt);
+    affine_ = affine_analysis(k);
+    if (s.vector_width > 1 && k.domain.rank() > 0) {
+      lanes_ = s.vector_width;
+      lane_dim_ = k.domain.rank() - 1;
+      lane_bit_ = uint64_t{1} << lane_dim_;
+      lanes_reduced_ = k.reduced[static_cast<size_t>(lane_dim_)];
+      KILN_ASSERT(k.domain[lane_dim_] % lanes_ == 0 && !k.in_order,
+                  "a work-item's lanes divide the last dim, and an in-order walk has none");
+    }
   }
 
   /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
@@ -127,6 +134,8 @@ class CEmitter {
   std::string identity(const Inst& r) const;
   std::string combine(const Inst& r, std::string_view acc, std::string_view x);
   void emit_stage(Scope& point, int stage);
+  // Case A's per-lane states of reductions `reds` merged into one state each (a<r>).
+  void fold_lanes(Scope& point, const std::vector<Ref>& reds);
   void emit_stores(Scope& point);
   std::string reduced_loop_head(std::string_view var) const;
   std::string reduced_loop_tail() const { return group_per_row_ ? "}}" : "}"; }
@@ -172,6 +181,42 @@ class CEmitter {
   /// compiler sees consecutive work-items read consecutive elements: through it / n and
   /// it % n, PoCL gathers instead of loading a vector (W2 on PoCL: 20.3 -> 9.5 ms).
   std::vector<std::optional<std::string>> flat_;
+  std::vector<std::optional<Affine>> affine_;  // affine_analysis(k_)
+
+  // Lanes (Schedule::vector_width > 1): each work-item computes `lanes_` consecutive points
+  // of the last dim, lane by lane in scalar code, reading a buffer that those points read
+  // contiguously with one vector load and writing one contiguously with one vector store
+  // where the dialect has them. Case A (the last dim reduced): the row loop steps by
+  // `lanes_`, with an accumulator per lane folded after it; case B (kept): a work-item's
+  // `lanes_` kept points. A value that depends on the last dim is one variable per lane
+  // (`v7_2`); the others are shared.
+  int lanes_ = 1;
+  int lane_dim_ = -1;
+  uint64_t lane_bit_ = 0;
+  bool lanes_reduced_ = false;  // case A
+  int lane_ = 0;                // the lane whose expressions are being written
+  bool per_lane(Ref r) const { return (deps_[static_cast<size_t>(r)] & lane_bit_) != 0; }
+  // Reduction r keeps one accumulator per lane: along a row of lanes, or per kept lane.
+  bool lane_accumulators(Ref r) const { return lanes_ > 1 && (lanes_reduced_ || per_lane(r)); }
+  /// The variable holding instruction r's value in the current lane.
+  std::string v(Ref r) const { return per_lane(r) ? fmt::format("v{}_{}", r, lane_) : fmt::format("v{}", r); }
+  /// Accumulator variable of reduction r (`suffix`: v or p for an arg reduction) in the
+  /// current lane.
+  std::string acc(Ref r, std::string_view suffix = "") const {
+    return lane_accumulators(r) ? fmt::format("a{}{}_{}", r, suffix, lane_) : fmt::format("a{}{}", r, suffix);
+  }
+  // Whether Load r reads `lanes_` consecutive elements for the lanes (its offset steps by
+  // one along the last dim, no mask): one vector load where the dialect has it.
+  bool contiguous_in_lanes(Ref offset) const {
+    const std::optional<Affine>& a = affine_[static_cast<size_t>(offset)];
+    return lanes_ > 1 && a && a->stride[static_cast<size_t>(lane_dim_)] == 1;
+  }
+  // Runs `body` once per lane, lane_ set (once, lane 0, when `lanes` is false).
+  template <class F>
+  void for_lanes(bool lanes, F&& body) {
+    for (lane_ = 0; lane_ < (lanes ? lanes_ : 1); ++lane_) body();
+    lane_ = 0;
+  }
   std::string idx_type() const { return d_.type(idx_); }
   std::string idx_literal(int64_t v) const { return d_.int_literal(v, idx_); }
   // Operand `a` of a position in the position type: converted where other uses keep it i64
@@ -223,7 +268,19 @@ void CEmitter::ensure(Scope& s, Ref r) {
              std::ranges::all_of(reads(in), [&](Ref a) { return available(p, a); });
     };
     while (at->parent && fits(*at->parent)) at = at->parent;
-    line(*at, fmt::format("{}{} {} = {};", d_.let(), index_[static_cast<size_t>(x)] ? idx_type() : d_.type(in.type), v(x), expr(x)));
+    const std::string type = index_[static_cast<size_t>(x)] ? idx_type() : d_.type(in.type);
+    // The lanes' elements of a buffer they read contiguously: one vector load, then a lane each.
+    const DType memory = in.code == Code::Load ? k_.buffers[static_cast<size_t>(in.buffer)].type.dtype : DType::F32;
+    const bool vector_load = in.code == Code::Load && in.args.size() == 1 && per_lane(x) && !is_replaced(in) &&
+                             contiguous_in_lanes(in.args[0]) && !d_.memory_vector_type(memory, lanes_).empty();
+    if (vector_load)
+      line(*at, fmt::format("{}{} l{} = {};", d_.let(), d_.memory_vector_type(memory, lanes_), x,
+                            d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_)));
+    for_lanes(per_lane(x), [&] {
+      const std::string value =
+          vector_load ? from_memory(d_.vector_lane(fmt::format("l{}", x), lane_), memory) : expr(x);
+      line(*at, fmt::format("{}{} {} = {};", d_.let(), type, v(x), value));
+    });
     at->has[static_cast<size_t>(x)] = 1;
   }
 }
@@ -422,11 +479,17 @@ std::string CEmitter::to_memory(std::string x, DType t) {
 
 std::string CEmitter::expr(Ref r) {
   const Inst& in = k_.insts[static_cast<size_t>(r)];
-  if (const std::optional<std::string>& flat = flat_[static_cast<size_t>(r)]) return *flat;
+  if (const std::optional<std::string>& flat = flat_[static_cast<size_t>(r)]) {
+    if (lane_ == 0 || !per_lane(r)) return *flat;
+    return fmt::format("({} + {})", *flat, idx_literal(affine_[static_cast<size_t>(r)]->stride[static_cast<size_t>(lane_dim_)] * lane_));
+  }
   switch (in.code) {
-    case Code::Dim:  // an I64 value; the loop counter d<i> has the index type
-      if (idx_ == DType::I32 && !index_[static_cast<size_t>(r)]) return d_.widen_i32(fmt::format("d{}", in.imm));
-      return fmt::format("d{}", in.imm);
+    case Code::Dim: {  // an I64 value; the loop counter d<i> has the index type
+      std::string d = fmt::format("d{}", in.imm);
+      if (lane_ > 0 && in.imm == lane_dim_) d = fmt::format("({} + {})", d, idx_literal(lane_));
+      if (idx_ == DType::I32 && !index_[static_cast<size_t>(r)]) return d_.widen_i32(d);
+      return d;
+    }
     case Code::Const: {
       if (index_[static_cast<size_t>(r)]) return idx_literal(in.literal.as_int());
       const bool f = is_float(in.type);
@@ -526,13 +589,15 @@ std::string CEmitter::combine(const Inst& r, std::string_view acc, std::string_v
 
 std::string CEmitter::reduced_loop_head(std::string_view var) const {
   const std::string idx = idx_type(), n = idx_literal(reduced_points_);
-  if (!group_per_row_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += 1) {{", idx, var, n);
+  const int64_t step = lanes_reduced_ ? lanes_ : 1;  // a row's lanes: consecutive, within the row
+  if (!group_per_row_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += {3}) {{", idx, var, n, idx_literal(step));
   // The work-items of a group stride along the row in a loop whose trip count is the same
   // for all of them, the body guarded: a trip count that differs between work-items
   // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
   // then writes past the row (seen under valgrind), and uniform loops suit GPUs too.
+  const std::string lane0 = step == 1 ? d_.local_id(idx_) : fmt::format("{} * {}", d_.local_id(idx_), idx_literal(step));
   return fmt::format("for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ {5}{0} {1} = {1}_base + {4}; if ({1} < {2}) {{",
-                     idx, var, n, idx_literal(s_.local_size), d_.local_id(idx_), d_.let());
+                     idx, var, n, idx_literal(s_.local_size * step), lane0, d_.let());
 }
 
 void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat) {
@@ -552,13 +617,15 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   const std::string i64 = d_.type(DType::I64);
   for (Ref r : reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
-    if (is_arg(in)) {
-      const DType vt = arg_value_type(in);
-      line(point, fmt::format("{} a{}v = {}; {} a{}p = -1;", d_.type(vt), r,
-                              is_float(vt) ? d_.float_literal(0, vt) : d_.int_literal(0, vt), i64, r));
-    } else {
-      line(point, fmt::format("{} a{} = {};", d_.type(acc_type(in)), r, identity(in)));
-    }
+    for_lanes(lane_accumulators(r), [&] {
+      if (is_arg(in)) {
+        const DType vt = arg_value_type(in);
+        line(point, fmt::format("{} {} = {}; {} {} = -1;", d_.type(vt), acc(r, "v"),
+                                is_float(vt) ? d_.float_literal(0, vt) : d_.int_literal(0, vt), i64, acc(r, "p")));
+      } else {
+        line(point, fmt::format("{} {} = {};", d_.type(acc_type(in)), acc(r), identity(in)));
+      }
+    });
   }
   // One pass over the reduced dims. Its head is written after its body: values the body
   // hoists into `point` come before the loop.
@@ -567,35 +634,59 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   for (Ref r : reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
     for (Ref a : in.args) ensure(loop, a);
-    const bool bool_values = k_.insts[static_cast<size_t>(in.args[0])].type == DType::Bool;
-    const std::string x = bool_values ? d_.convert(v(in.args[0]), d_.type(DType::I32)) : v(in.args[0]);
-    if (!is_arg(in)) {
-      const DType t = acc_type(in);
-      const std::string wide = t == in.type ? x : d_.convert(x, d_.type(t));
-      line(loop, fmt::format("a{} = {};", r, combine(in, fmt::format("a{}", r), wide)));
-      continue;
-    }
-    // First best wins; for floats a NaN beats every number, and the first NaN stays.
-    const bool max = in.op == OpKind::ArgMax;
-    const std::string best = fmt::format("a{}v", r);
-    const std::string better = is_float(arg_value_type(in))
-                                   ? fmt::format("(!{} && ({} || {} {} {}))", d_.is_nan(best), d_.is_nan(x), x, max ? ">" : "<", best)
-                                   : fmt::format("({} {} {})", x, max ? ">" : "<", best);
-    line(loop, fmt::format("if (a{0}p < 0 || {1}) {{ a{0}v = {2}; a{0}p = {3}; }}", r, better, x, v(in.args[1])));
+    for_lanes(lane_accumulators(r), [&] {
+      const bool bool_values = k_.insts[static_cast<size_t>(in.args[0])].type == DType::Bool;
+      const std::string x = bool_values ? d_.convert(v(in.args[0]), d_.type(DType::I32)) : v(in.args[0]);
+      if (!is_arg(in)) {
+        const DType t = acc_type(in);
+        const std::string wide = t == in.type ? x : d_.convert(x, d_.type(t));
+        line(loop, fmt::format("{} = {};", acc(r), combine(in, acc(r), wide)));
+        return;
+      }
+      // First best wins; for floats a NaN beats every number, and the first NaN stays.
+      const bool max = in.op == OpKind::ArgMax;
+      const std::string best = acc(r, "v");
+      const std::string better = is_float(arg_value_type(in))
+                                     ? fmt::format("(!{} && ({} || {} {} {}))", d_.is_nan(best), d_.is_nan(x), x, max ? ">" : "<", best)
+                                     : fmt::format("({} {} {})", x, max ? ">" : "<", best);
+      line(loop, fmt::format("if ({0} < 0 || {1}) {{ {2} = {3}; {0} = {4}; }}", acc(r, "p"), better, best, x, v(in.args[1])));
+    });
   }
   line(point, reduced_loop_head("r"));
   point.text += loop.text;
   line(point, reduced_loop_tail());
+  if (lanes_reduced_) fold_lanes(point, reds);
 
   if (subgroups_) combine_in_subgroups(point, reds);
   else if (group_per_row_) combine_in_tree(point, reds);
   for (Ref r : reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
-    const std::string acc = is_arg(in) ? fmt::format("a{}p", r) : fmt::format("a{}", r);
     const DType from = is_arg(in) ? DType::I64 : acc_type(in);
-    line(point, fmt::format("{}{} {} = {};", d_.let(), d_.type(in.type), v(r),
-                            in.type == DType::Bool ? fmt::format("({} != 0)", acc) : cast_expr(acc, from, in.type)));
+    // Case A's lanes are folded into a<r> by now; case B's kept lanes each have a result.
+    for_lanes(per_lane(r), [&] {
+      const std::string a = per_lane(r) ? acc(r, is_arg(in) ? "p" : "") : fmt::format("a{}{}", r, is_arg(in) ? "p" : "");
+      line(point, fmt::format("{}{} {} = {};", d_.let(), d_.type(in.type), v(r),
+                              in.type == DType::Bool ? fmt::format("({} != 0)", a) : cast_expr(a, from, in.type)));
+    });
     point.has[static_cast<size_t>(r)] = 1;
+  }
+}
+
+void CEmitter::fold_lanes(Scope& point, const std::vector<Ref>& reds) {
+  // Lane 0's state, then the others merged in lane order: an arg reduction's positions
+  // decide its ties, so any order gives the interpreter's answer.
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    if (is_arg(in)) {
+      line(point, fmt::format("{} a{}v = a{}v_0; {} a{}p = a{}p_0;", d_.type(arg_value_type(in)), r, r,
+                              d_.type(DType::I64), r, r));
+    } else {
+      line(point, fmt::format("{} a{} = a{}_0;", d_.type(acc_type(in)), r, r));
+    }
+    for (int l = 1; l < lanes_; ++l) {
+      const std::string b = fmt::format("a{}{}_{}", r, is_arg(in) ? "v" : "", l);
+      line(point, merge(in, fmt::format("a{}{}", r, is_arg(in) ? "v" : ""), fmt::format("a{}p", r), b, fmt::format("a{}p_{}", r, l)));
+    }
   }
 }
 
@@ -701,10 +792,20 @@ void CEmitter::combine_in_subgroups(Scope& point, const std::vector<Ref>& reds) 
 
 void CEmitter::emit_stores(Scope& point) {
   auto store_line = [&](Scope& s, const Store& st) {
-    const std::string value = to_memory(v(st.value), k_.buffers[static_cast<size_t>(st.buffer)].type.dtype);
-    std::string text = fmt::format("{} = {};", d_.element(st.buffer, v(st.offset)), value);
-    if (st.guard != kNoRef) text = fmt::format("if ({}) {}", v(st.guard), text);
-    line(s, text);
+    const DType memory = k_.buffers[static_cast<size_t>(st.buffer)].type.dtype;
+    const bool lanes = per_lane(st.offset) || per_lane(st.value) || (st.guard != kNoRef && per_lane(st.guard));
+    if (lanes && st.guard == kNoRef && per_lane(st.offset) && contiguous_in_lanes(st.offset) &&
+        !d_.memory_vector_type(memory, lanes_).empty()) {  // the lanes' elements in one vector store
+      std::vector<std::string> values;
+      for_lanes(true, [&] { values.push_back(to_memory(v(st.value), memory)); });
+      line(s, d_.buffer_vector_store(st.buffer, v(st.offset), memory, values));
+      return;
+    }
+    for_lanes(lanes, [&] {
+      std::string text = fmt::format("{} = {};", d_.element(st.buffer, v(st.offset)), to_memory(v(st.value), memory));
+      if (st.guard != kNoRef) text = fmt::format("if ({}) {}", v(st.guard), text);
+      line(s, text);
+    });
   };
   auto needs_reduced = [&](const Store& st) {
     uint64_t m = deps_[static_cast<size_t>(st.offset)] | deps_[static_cast<size_t>(st.value)];
@@ -950,22 +1051,28 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   for (int dim : kept_dims_) kept_mask |= uint64_t{1} << dim;
   point.dims = kept_mask;
 
-  const std::string n = idx_literal(kept_points_);
+  // The walk's counter: `it`, the flat index of a kept point, or with kept lanes (case B)
+  // `wi`, whose `lanes_` points start at it = wi * lanes_.
+  const bool kept_lanes = lanes_ > 1 && !lanes_reduced_;
+  const std::string counter = kept_lanes ? "wi" : "it";
+  const int64_t walk = kept_lanes ? kept_points_ / lanes_ : kept_points_;
+  const std::string n = idx_literal(walk);
   const bool grid_stride = s_.elements_per_item > 1;
   const std::string first = group_per_row_ ? d_.group_id(idx_) : d_.global_id(idx_);
   const std::string step = group_per_row_ ? d_.group_count(idx_) : d_.global_size(idx_);
   std::string head;
   if (grid_stride) {
-    head = fmt::format("for ({0} it = {1}; it < {2}; it += {3}) {{", idx, first, n, step);
-  } else if (!group_per_row_ && s_.global_size == kept_points_) {
+    head = fmt::format("for ({0} {4} = {1}; {4} < {2}; {4} += {3}) {{", idx, first, n, step, counter);
+  } else if (!group_per_row_ && s_.global_size == walk) {
     // Exactly one work-item per point: no guard (PoCL vectorizes a work-group's loop over
     // its work-items only when no work-item returns early).
-    head = fmt::format("{{\n    {}{} it = {};", d_.let(), idx, first);
+    head = fmt::format("{{\n    {}{} {} = {};", d_.let(), idx, counter, first);
     point.indent = 2;
   } else {
-    head = fmt::format("{{\n    {}{} it = {};\n    if (it >= {}) return;", d_.let(), idx, first, n);
+    head = fmt::format("{{\n    {0}{1} {4} = {2};\n    if ({4} >= {3}) return;", d_.let(), idx, first, n, counter);
     point.indent = 2;
   }
+  if (kept_lanes) line(point, fmt::format("{}{} it = wi * {};", d_.let(), idx, idx_literal(lanes_)));
   define_dims(point, kept_dims_, "it");
   for (int st = 1; st <= stages_; ++st) emit_stage(point, st);
   emit_stores(point);
@@ -1056,7 +1163,10 @@ int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities
     if (k.insts[i].code == Code::Reduce) stages = std::max(stages, stage[i]);
   const bool group_per_row = s.reduction != ReductionStrategy::Serial && s.lanes_reduce && s.local_size > 1;
   const bool subgroups = group_per_row && s.reduction == ReductionStrategy::Subgroup;
-  const int64_t per_pass = group_per_row ? (reduced + s.local_size - 1) / s.local_size : reduced;
+  // A row's lanes (the last dim reduced, Schedule::vector_width) step several elements per trip.
+  const int64_t lanes = s.lanes_reduce && s.vector_width > 1 ? s.vector_width : 1;
+  const int64_t step = (group_per_row ? s.local_size : 1) * lanes;
+  const int64_t per_pass = (reduced + step - 1) / step;
   int64_t combine = 0;
   if (group_per_row) {
     for (int64_t h = 1; h < (subgroups ? caps.subgroup_size : s.local_size); h *= 2) ++combine;

@@ -122,6 +122,15 @@ class OpenClDialect final : public CDialect {
   }
   std::string vector_lane(std::string_view v, int i) const override { return fmt::format("{}.s{:x}", v, i); }
 
+  std::string memory_vector_type(DType t, int lanes) const override { return fmt::format("{}{}", memory_type(t), lanes); }
+  std::string buffer_vector_load(int b, std::string_view index, int lanes) const override {
+    return fmt::format("vload{}(0, b{} + {})", lanes, b, index);
+  }
+  std::string buffer_vector_store(int b, std::string_view index, DType t, std::span<const std::string> values) const override {
+    const int lanes = static_cast<int>(values.size());
+    return fmt::format("vstore{}(({})({}), 0, b{} + {});", lanes, memory_vector_type(t, lanes), fmt::join(values, ", "), b, index);
+  }
+
   std::string global_id(DType t) const override { return fmt::format("({})get_global_id(0)", type(t)); }
   std::string global_size(DType t) const override { return fmt::format("({})get_global_size(0)", type(t)); }
   std::string local_id(DType t) const override { return fmt::format("({})get_local_id(0)", type(t)); }

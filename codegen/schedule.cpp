@@ -36,6 +36,35 @@ bool has_arg_reduction(const Kernel& k) {
 
 }  // namespace
 
+std::vector<int64_t> work_item_lane_counts(const Kernel& k) {
+  std::vector<int64_t> out = {1};
+  const int rank = k.domain.rank();
+  if (rank == 0 || k.in_order) return out;
+  for (int64_t lanes = 2; lanes <= 16; lanes *= 2)
+    if (k.domain[rank - 1] % lanes == 0) out.push_back(lanes);
+  return out;
+}
+
+namespace {
+
+// A work-item's lanes by default on a work-item device (work_item_lane_counts). Where
+// work-groups are loops on CPU cores (PoCL), the compiler vectorizes the loop over a
+// group's work-items only where that loop is innermost, which a walk along a row is not:
+// lanes along the row are what gets vectorized there. On PoCL, 8 lanes ran W3 in 14.0 ms
+// against 30.5, W4 5.0-5.7 (4-16 lanes) against 11.3, W5a's partial sums 3.6 against 7.0
+// (benchmarks/RESULTS.md). Kept lanes (the last dim kept) ran 3-7x slower there: the
+// work-item loop is innermost and vectorized already. GPUs keep one point per work-item
+// until measured on one.
+int default_lanes(const Kernel& k, const Schedule& s, const Capabilities& caps) {
+  if (!caps.emulated_work_groups || !s.lanes_reduce) return 1;
+  int64_t best = 1;
+  for (int64_t lanes : work_item_lane_counts(k))
+    if (lanes <= 8) best = lanes;
+  return static_cast<int>(best);
+}
+
+}  // namespace
+
 std::string_view reduction_strategy_name(ReductionStrategy s) {
   switch (s) {
     case ReductionStrategy::Serial: return "serial";
@@ -107,7 +136,9 @@ void update_walk(const Kernel& k, Schedule& s) {
 }
 
 void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item) {
-  const int64_t items = s.reduction == ReductionStrategy::Serial ? s.iterations : s.iterations * s.local_size;
+  // Work-item devices: kept lanes (the last dim kept) are several points per work-item.
+  const int64_t lanes = caps.local_memory && !s.lanes_reduce ? std::max(1, s.vector_width) : 1;
+  const int64_t items = s.reduction == ReductionStrategy::Serial ? s.iterations / lanes : s.iterations * s.local_size;
   int64_t groups = (items + s.local_size - 1) / s.local_size;
   s.elements_per_item = std::max<int64_t>(1, per_item);
   groups = (groups + s.elements_per_item - 1) / s.elements_per_item;
@@ -148,6 +179,12 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
                        ? 1
                        : static_cast<int>(std::clamp<size_t>(static_cast<size_t>(caps.vector_bytes) / widest_element(k), 1, 64));
   s.accumulators = s.lanes_reduce && s.vector_width > 1 ? 2 : 1;
+  // Work-item devices: a point per work-item unless tuned otherwise (the `vector` knob:
+  // lanes per work-item, read with vector loads where the language has them).
+  if (caps.local_memory) {
+    s.vector_width = default_lanes(k, s, caps);
+    s.accumulators = 1;
+  }
   // Cheap elementwise tiles (no reduction, nothing transcendental) take several vector steps
   // per trip of their loop, whose own cost shows beside a load, an add and a store (an
   // embedding's gather ran 25% slower without). Bodies with exp or tanh do enough per step,

@@ -162,6 +162,7 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     const int64_t most = std::min<int64_t>(1024, std::max<int64_t>(1, caps.max_work_group));
     add(knobs, "local", powers_of_two(std::min<int64_t>(32, most), most), base.local_size);
     add(knobs, "per_item", {1, 2, 4, 8}, base.elements_per_item);
+    add(knobs, "vector", work_item_lane_counts(k), base.vector_width);
     if (base.lanes_reduce && caps.max_work_group > 1) {
       std::vector<int64_t> strategies = {static_cast<int64_t>(ReductionStrategy::Serial),
                                          static_cast<int64_t>(ReductionStrategy::WorkGroupTree)};
@@ -214,6 +215,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
   if (caps.local_memory) {
     if (auto r = value_of("reduction")) s.reduction = static_cast<ReductionStrategy>(*r);
     if (auto l = value_of("local")) s.local_size = *l;
+    if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
     if (s.reduction == ReductionStrategy::Subgroup && s.local_size % std::max(1, caps.subgroup_size) != 0)
       return std::nullopt;
     if (s.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || s.local_size < 2)) return std::nullopt;

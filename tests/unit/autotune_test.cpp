@@ -97,6 +97,22 @@ const char* const kGraphs[] = {
   %a = argmax %x {axes = [1]} : i64[40]
   return %s, %a
 })",
+    // Last dims that lanes divide (a work-item device's `vector` knob): an arg reduction
+    // along a row of lanes, and column reductions, f16 and bool buffers across kept lanes;
+    // a transposed operand, whose lanes are not contiguous.
+    R"(graph @lanes(%x0: f32[24,776], %h: f16[24,776], %c: bool[24,776], %xt: f32[776,24]) -> (i64[24], f32[24], f32[776], i64[776], f16[24,776], bool[24,776]) {
+  %p = permute %xt {perm = [1, 0]} : f32[24,776]
+  %x = add %x0, %p : f32[24,776]
+  %a = argmin %x {axes = [1]} : i64[24]
+  %hf = cast %h : f32[24,776]
+  %s = reduce_sum %hf {axes = [1]} : f32[24]
+  %cs = reduce_sum %x {axes = [0]} : f32[776]
+  %ca = argmax %hf {axes = [0]} : i64[776]
+  %w = where %c, %x, %hf : f32[24,776]
+  %wh = cast %w : f16[24,776]
+  %n = not %c : bool[24,776]
+  return %a, %s, %cs, %ca, %wh, %n
+})",
 };
 
 TEST(AutotuneVariants, TextRoundTrips) {
@@ -114,7 +130,7 @@ TEST(AutotuneVariants, TextRoundTrips) {
 // single-knob variant of each kernel against the default's output, on the device under test.
 TEST(AutotuneVariants, EverySingleKnobVariantComputesWhatTheDefaultDoes) {
   Backend& b = backend_under_test();
-  int variants = 0;
+  int variants = 0, lane_variants = 0;
   for (const char* text : kGraphs) {
     const LaunchPlan plan = kernels_of(b, text);
     for (size_t i = 0; i < plan.kernels.size(); ++i) {
@@ -128,10 +144,15 @@ TEST(AutotuneVariants, EverySingleKnobVariantComputesWhatTheDefaultDoes) {
         const std::optional<std::string> diff = autotune::compare_outputs(k, want, got);
         EXPECT_FALSE(diff) << k.str() << v.str() << ": " << *diff;
         ++variants;
+        lane_variants += v.settings.front().first == "vector";
       }
     }
   }
   EXPECT_GE(variants, 8);  // the knob space is not empty
+  // Lanes on a work-item device: both walks of @lanes, @softmax and @bias, three counts each.
+  if (b.capabilities().local_memory) {
+    EXPECT_GE(lane_variants, 12);
+  }
 }
 
 // Products around the blocking's edges, an integer one (which wraps) and a batched one whose

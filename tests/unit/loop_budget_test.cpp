@@ -24,10 +24,11 @@ Capabilities lavapipe_like() {
 }
 
 TEST(LoopBudget, LongRowsReduceInWorkGroups) {
-  // 600 rows fill two emulated cores a row per work-item, but a 70000-element row is past
-  // the budget: a work-group per row instead, each work-item walking 70000 / 256 elements.
+  // 600 rows fill two emulated cores a row per work-item, but a 70001-element row is past
+  // the budget: a work-group per row instead, each work-item walking 70001 / 256 elements.
+  // (An odd row: lanes, which would walk a row in fewer trips, do not divide it.)
   const Graph g = test::parse_or_fail(
-      "graph @r(%x: f32[600,70000]) -> f32[600] {\n"
+      "graph @r(%x: f32[600,70001]) -> f32[600] {\n"
       "  %s = reduce_sum %x {axes = [1]} : f32[600]\n"
       "  return %s\n}\n");
   Capabilities caps = lavapipe_like();

@@ -11,6 +11,7 @@
 #include "kiln/backend/cpu.h"
 #include "kiln/backend/vulkan.h"
 #include "kiln/codegen/c_source.h"
+#include "kiln/codegen/variants.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
 #include "kiln/passes/pass_manager.h"
@@ -27,7 +28,30 @@ struct CodegenOptions {
   std::string custom;
   std::string output;
   std::string device;  // default: cpu, opencl:0 for --target opencl, a reference GPU for glsl|spirv
+  std::string variant;  // knob settings applied to every kernel shown ("" for none)
 };
+
+// Every kernel of `plan` (only `only` when not empty) run with `variant`'s settings over its
+// schedule: an error names the first kernel that lacks one of the knobs or values, with the
+// knobs it has.
+void apply_variant_to(LaunchPlan& plan, const std::string& only, const std::string& variant, const Capabilities& caps) {
+  const std::optional<kir::Variant> v = kir::Variant::parse(variant);
+  if (!v) throw Error(fmt::format("--variant '{}': expected knob=value settings, sorted by name, separated by spaces "
+                                  "(`local=64 vector=4`)", variant));
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const kir::Kernel& k = plan.kernels[i];
+    if (!only.empty() && k.name != only) continue;
+    std::optional<kir::Schedule> s = kir::apply_variant(k, plan.schedules[i], *v, caps);
+    if (!s) {
+      std::vector<std::string> knobs;
+      for (const kir::Knob& knob : kir::schedule_knobs(k, plan.schedules[i], caps))
+        knobs.push_back(fmt::format("{}={{{}}}", knob.name, fmt::join(knob.values, ",")));
+      throw Error(fmt::format("--variant '{}' does not apply to kernel @{} on this device: its knobs are {}", variant, k.name,
+                              knobs.empty() ? std::string("none") : fmt::format("{}", fmt::join(knobs, " "))));
+    }
+    plan.schedules[i] = *s;
+  }
+}
 
 // The backend whose code is shown: --device, or the first device of the target's kind.
 Backend& backend_for(const CodegenOptions& o) {
@@ -80,6 +104,9 @@ Command add_codegen_command(CLI::App& app) {
                   "With --target llvm: the LLVM IR Clang makes of custom kernel NAME's source (what kiln links "
                   "into the kernels that call it)");
   sub->add_option("--kernel", opts->kernel, "Only this kernel (by name, e.g. k0)");
+  sub->add_option("--variant", opts->variant,
+                  "Generate the kernels with these knob settings over their schedules, as the autotuner would "
+                  "(`vector=4`, `local=64 per_item=2`; docs/autotune.md)");
   sub->add_option("-o,--output", opts->output, "Write here instead of stdout");
   sub->add_option("--device", opts->device, "Compile for this device (default: cpu; opencl:0 with --target opencl; a reference GPU with "
                   "--target glsl|spirv)");
@@ -99,6 +126,7 @@ Command add_codegen_command(CLI::App& app) {
               caps = backend.capabilities();
               c = compile_graph(backend, g);
             }
+            if (!opts->variant.empty()) apply_variant_to(c.plan, opts->kernel, opts->variant, caps);
             if (!opts->custom.empty() && opts->target != "llvm")
               throw Error(fmt::format("--custom shows LLVM IR: it goes with --target llvm, not --target {}", opts->target));
             std::string out;

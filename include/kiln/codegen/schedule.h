@@ -171,6 +171,11 @@ std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_vie
 /// where the device's limit on work-groups per launch needs it.
 void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item);
 
+/// Lanes a work-item of a work-item device may compute (`vector_width` there: consecutive
+/// points of the last dim, read with vector loads where the language has them): 1, and the
+/// powers of two up to 16 that divide the last dim (1 only for 0-d and in-order kernels).
+std::vector<int64_t> work_item_lane_counts(const Kernel& k);
+
 /// Recomputes the walk (`iterations`, `elements_per_iteration`) after a knob changed `tile`.
 void update_walk(const Kernel& k, Schedule& s);
 

@@ -34,7 +34,9 @@ namespace kiln::kir {
 /// prefetches the next row), `pipeline` (the LLVM passes: 0 lean, 1 O2).
 /// work-item devices (local memory): `local` (work-items per work-group), `per_item`
 /// (iterations per work-item, grid-stride), `reduction` (0 serial, 1 work-group tree,
-/// 2 subgroup shuffles).
+/// 2 subgroup shuffles), `vector` (lanes per work-item: consecutive points of the last dim,
+/// read and written with vector loads and stores where the language has them;
+/// work_item_lane_counts).
 /// every device: `NAME.MACRO` for each tunable macro of each custom kernel `k` calls.
 /// GEMM steps (gemm_schedule_knobs): cpu `mr`, `nr` (the register tile), `kc` (panel depth),
 /// `mc` (rows of an A block); work-item devices `group_m`, `group_n`, `group_k` (the
