@@ -205,8 +205,8 @@ class CEmitter {
   std::string acc(Ref r, std::string_view suffix = "") const {
     return lane_accumulators(r) ? fmt::format("a{}{}_{}", r, suffix, lane_) : fmt::format("a{}{}", r, suffix);
   }
-  // Whether Load r reads `lanes_` consecutive elements for the lanes (its offset steps by
-  // one along the last dim, no mask): one vector load where the dialect has it.
+  // Whether `offset` (a load's or a store's) addresses `lanes_` consecutive elements for the
+  // lanes: it steps by one along the last dim. One vector access where the dialect has it.
   bool contiguous_in_lanes(Ref offset) const {
     const std::optional<Affine>& a = affine_[static_cast<size_t>(offset)];
     return lanes_ > 1 && a && a->stride[static_cast<size_t>(lane_dim_)] == 1;
