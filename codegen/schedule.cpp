@@ -48,14 +48,16 @@ std::vector<int64_t> work_item_lane_counts(const Kernel& k) {
 namespace {
 
 // A work-item's lanes by default on a work-item device (work_item_lane_counts). Where
-// work-groups are loops on CPU cores (PoCL), the compiler vectorizes the loop over a
+// work-groups are loops on CPU cores (PoCL, lavapipe), the compiler vectorizes the loop over a
 // group's work-items only where that loop is innermost, which a walk along a row is not:
 // lanes along the row are what gets vectorized there. On PoCL (the autotuner's
 // measurements, benchmarks/RESULTS.md), 4 lanes ran W3 in 16.9 ms against 30.5 for one,
 // W4 in 5.0 against 11.3, W5a's partial sums in 4.1 against 7.0; 8 lanes were faster on W3
-// and W5a (14.0, 3.6) but not on W4 (10.7), which the tuner finds per kernel. Kept lanes
-// (the last dim kept) ran 3-7x slower there: the work-item loop is innermost and
-// vectorized already. GPUs keep one point per work-item until measured on one.
+// and W5a (14.0, 3.6) but not on W4 (10.7), which the tuner finds per kernel; lavapipe ran
+// W4 in 42.0 ms with 4 lanes against 52.6 with one. Kept lanes (the last dim kept) ran 3-7x
+// slower on PoCL, whose work-item loop is innermost and vectorized already (on lavapipe
+// they gain 1.4x: the tuner's to find). GPUs keep one point per work-item until measured
+// on one.
 int default_lanes(const Kernel& k, const Schedule& s, const Capabilities& caps) {
   if (!caps.emulated_work_groups || !s.lanes_reduce) return 1;
   int64_t best = 1;
