@@ -47,22 +47,26 @@ std::vector<int64_t> work_item_lane_counts(const Kernel& k) {
 
 namespace {
 
-// A work-item's lanes by default on a work-item device (work_item_lane_counts). Where
-// work-groups are loops on CPU cores (PoCL, lavapipe), the compiler vectorizes the loop over a
-// group's work-items only where that loop is innermost, which a walk along a row is not:
-// lanes along the row are what gets vectorized there. On PoCL (the autotuner's
-// measurements, benchmarks/RESULTS.md), 4 lanes ran W3 in 16.9 ms against 30.5 for one,
-// W4 in 5.0 against 11.3, W5a's partial sums in 4.1 against 7.0; 8 lanes were faster on W3
-// and W5a (14.0, 3.6) but not on W4 (10.7), which the tuner finds per kernel; lavapipe ran
-// W4 in 42.0 ms with 4 lanes against 52.6 with one. Kept lanes (the last dim kept) ran 3-7x
-// slower on PoCL, whose work-item loop is innermost and vectorized already (on lavapipe
-// they gain 1.4x: the tuner's to find). GPUs keep one point per work-item until measured
-// on one.
+// A work-item's lanes by default on a work-item device (work_item_lane_counts), from what
+// the tuner measured (benchmarks/RESULTS.md):
+// - PoCL (Capabilities::vectorizes_work_item_loop) vectorizes the loop over a work-group's
+//   work-items only where it is innermost, which a walk along a reduction is not; lanes are
+//   what it vectorizes there. Rows (the last dim reduced) take up to 4: W3 16.9 ms against
+//   30.5 with one lane, W4 5.0 against 11.3, W5a's partial sums 4.1 against 7.0 (8 lanes:
+//   W3 14.0, W5a 3.6, but W4 10.7; the tuner finds those per kernel). Kept lanes under a
+//   reduction loop (column sums) take up to 8: W5b 5.3x and 3.1x faster. Kept lanes
+//   without one ran 3-7x slower: the work-item loop is innermost and vectorized already.
+// - lavapipe (work-groups emulated too, work-items in SIMD lanes) ran rows faster with 4
+//   lanes (W4 42.0 ms against 52.6) and column sums slower (W5b's kernels 1.05-9.8x); kept lanes of
+//   elementwise kernels gained 1.4x, which is left to the tuner.
+// - GPUs keep one point per work-item until measured on one.
 int default_lanes(const Kernel& k, const Schedule& s, const Capabilities& caps) {
-  if (!caps.emulated_work_groups || !s.lanes_reduce) return 1;
+  int64_t most = 1;
+  if (caps.emulated_work_groups && s.lanes_reduce) most = 4;
+  else if (caps.vectorizes_work_item_loop && k.has_reduction()) most = 8;
   int64_t best = 1;
   for (int64_t lanes : work_item_lane_counts(k))
-    if (lanes <= 4) best = lanes;
+    if (lanes <= most) best = lanes;
   return static_cast<int>(best);
 }
 

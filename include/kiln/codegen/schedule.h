@@ -31,6 +31,10 @@ struct Capabilities {
   /// Work-groups run as loops on CPU cores (PoCL): a barrier splits the loop, so a tree
   /// reduction costs more than a row per work-item whenever the rows fill the cores.
   bool emulated_work_groups = false;
+  /// The compiler vectorizes a work-group's loop over its work-items, but only where that
+  /// loop is innermost (PoCL): in a kernel that walks a reduction's loop of its own, vectors
+  /// come from lanes per work-item instead (`Schedule::vector_width`; default_schedule).
+  bool vectorizes_work_item_loop = false;
   /// Loop iterations one work-item may run in all, over every loop of its kernel (0: no
   /// limit). lavapipe ends a shader's loops after 65535 back-edges (Mesa's
   /// LP_MAX_TGSI_LOOP_ITERATIONS), silently; default_schedule keeps rows under it and the
