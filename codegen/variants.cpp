@@ -41,7 +41,7 @@ void add(std::vector<Knob>& knobs, std::string name, std::vector<int64_t> values
   if (std::find(values.begin(), values.end(), current) == values.end()) values.push_back(current);
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
-  if (values.size() > 1) knobs.push_back({std::move(name), std::move(values)});
+  if (values.size() > 1) knobs.push_back({std::move(name), std::move(values), current});
 }
 
 bool has_reduction_of_kind(const Kernel& k, bool arg) {
@@ -86,22 +86,40 @@ std::optional<int64_t> setting(const Variant& v, std::string_view name) {
 }
 
 // Every single-knob change of `base` that `apply` accepts and `keep` does not rule out,
-// deduplicated by the schedule it gives.
+// deduplicated by the schedule it gives, in the order they are timed: the knobs in turn,
+// each knob's values nearest the default's first. A tuning whose budget runs out early has
+// then tried every knob's nearest values, not all of the first knob's (PoCL's W3 ran out
+// after five `local` sizes, before any `vector` value, which would have made it 2x faster).
 template <class S, class Apply, class Keep>
 std::vector<Variant> single_knob_changes(const std::vector<Knob>& knobs, const S& base, Apply apply, Keep keep) {
-  std::vector<Variant> out;
+  std::vector<std::vector<Variant>> per_knob;
   std::vector<S> seen = {base};
   for (const Knob& knob : knobs) {
-    for (int64_t value : knob.values) {
+    // The values by their distance in steps from the default's, the smaller first on a tie.
+    const auto home = std::find(knob.values.begin(), knob.values.end(), knob.current) - knob.values.begin();
+    std::vector<std::pair<int64_t, int64_t>> order;  // (rank, value)
+    for (size_t i = 0; i < knob.values.size(); ++i) {
+      const auto d = static_cast<int64_t>(i) - home;
+      order.emplace_back(2 * std::abs(d) - (d < 0 ? 1 : 0), knob.values[i]);
+    }
+    std::sort(order.begin(), order.end());
+    per_knob.emplace_back();
+    for (const auto& [distance, value] : order) {
       Variant v;
       v.settings.emplace_back(knob.name, value);
       const std::optional<S> s = apply(v);
       if (!s || !keep(*s) || std::find(seen.begin(), seen.end(), *s) != seen.end()) continue;
       seen.push_back(*s);
-      out.push_back(std::move(v));
+      per_knob.back().push_back(std::move(v));
     }
   }
-  return out;
+  std::vector<Variant> out;
+  for (size_t round = 0;; ++round) {
+    const size_t before = out.size();
+    for (const std::vector<Variant>& vs : per_knob)
+      if (round < vs.size()) out.push_back(vs[round]);
+    if (out.size() == before) return out;
+  }
 }
 
 int64_t round_up(int64_t x, int64_t to) { return ceil_div(x, to) * to; }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -284,6 +285,36 @@ TEST(AutotuneVariants, ThreadsIsAKnobOfCpuKernelsThatSplit) {
   return %y
 })");
   EXPECT_FALSE(threads_knob(small));
+}
+
+// A tuning whose budget runs out early has tried each knob's nearest values, not all of the
+// first knob's: the knobs take turns, each one's values nearest the default's first.
+TEST(AutotuneVariants, CandidatesTakeTurnsByKnobNearestValuesFirst) {
+  Backend& b = backend_under_test();
+  for (const char* text : kGraphs) {
+    const LaunchPlan plan = kernels_of(b, text);
+    for (size_t i = 0; i < plan.kernels.size(); ++i) {
+      const kir::Kernel& k = plan.kernels[i];
+      const std::vector<kir::Knob> knobs = kir::schedule_knobs(k, plan.schedules[i], b.capabilities());
+      const std::vector<kir::Variant> vs = kir::single_knob_variants(k, plan.schedules[i], b.capabilities());
+      std::set<std::string> named;
+      for (const kir::Variant& v : vs) named.insert(v.settings.at(0).first);
+      std::set<std::string> first;
+      for (size_t j = 0; j < named.size(); ++j) first.insert(vs.at(j).settings.at(0).first);
+      EXPECT_EQ(first, named) << k.str();
+      for (const kir::Knob& knob : knobs) {  // steps from the default's value never shrink
+        const auto home = std::find(knob.values.begin(), knob.values.end(), knob.current) - knob.values.begin();
+        int64_t last = 0;
+        for (const kir::Variant& v : vs) {
+          if (v.settings.at(0).first != knob.name) continue;
+          const auto at = std::find(knob.values.begin(), knob.values.end(), v.settings.at(0).second) - knob.values.begin();
+          const int64_t steps = std::abs(static_cast<int64_t>(at - home));
+          EXPECT_GE(steps, last) << knob.name << " in " << k.str();
+          last = steps;
+        }
+      }
+    }
+  }
 }
 
 TEST(AutotuneVariants, IllegalVariantsAreRefused) {

@@ -44,6 +44,7 @@ namespace kiln::kir {
 struct Knob {
   std::string name;
   std::vector<int64_t> values;  // ascending; the default's value is among them
+  int64_t current = 0;          // the default's value
 };
 
 /// A value per knob, by name, sorted by name; knobs not named keep the default's value. The
@@ -72,7 +73,8 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
 /// The variants worth timing first: every single-knob change of the default that a simple
 /// cost model does not rule out (a parallel split into more tasks than the scheduler hides or
 /// fewer than the cores, tiles past the row), deduplicated by the schedule they give; the
-/// default is not among them.
+/// default is not among them. In the order they are worth timing in: the knobs in turn, each
+/// knob's values nearest the default's first.
 std::vector<Variant> single_knob_variants(const Kernel& k, const Schedule& base, const Capabilities& caps);
 
 /// The same for a GEMM step `g` whose default blocking is `base`: the knobs of its blocking,
