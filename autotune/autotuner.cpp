@@ -244,6 +244,10 @@ kir::Variant Autotuner::variant_for(const TuningKey& key, Subject& subject, Mode
       done();
     }
   }
+  // While another process tunes the key its rows change: a candidate timed once may lead
+  // until the confirmation in alternation discards it, so a plan compiled then would run a
+  // schedule no tuning chose. The default runs meanwhile, as for a key this process tunes.
+  if (db_->tuned_elsewhere_now(key)) return {};
   return choose(key, subject).chosen;
 }
 

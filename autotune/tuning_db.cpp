@@ -364,21 +364,28 @@ void TuningDb::record(const TuningKey& key, Measurement m) {
       .step();
 }
 
+bool TuningDb::claimed_by_another(const TuningKey& key) {
+  Stmt q(db_, "SELECT pid, host, started FROM claims WHERE device = ? AND kernel = ? AND bucket = ?");
+  q.bind_key(key);
+  if (!q.step()) return false;
+  const int64_t pid = q.i64(0);
+  const std::string host = q.text(1);
+  const bool mine = pid == getpid() && host == host_name();
+  const bool stale = host != host_name() && now_s() - q.i64(2) > kForeignRowLifetimeS;
+  return !mine && !stale && process_alive(pid, host);
+}
+
+bool TuningDb::tuned_elsewhere_now(const TuningKey& key) {
+  if (read_only_) return false;
+  std::lock_guard lock(mutex_);
+  return claimed_by_another(key);
+}
+
 bool TuningDb::claim(const TuningKey& key) {
   if (read_only_) return true;  // nothing it measures is kept: no one else is told
   std::lock_guard lock(mutex_);
   Transaction t(db_);
-  {
-    Stmt q(db_, "SELECT pid, host, started FROM claims WHERE device = ? AND kernel = ? AND bucket = ?");
-    q.bind_key(key);
-    if (q.step()) {
-      const int64_t pid = q.i64(0);
-      const std::string host = q.text(1);
-      const bool mine = pid == getpid() && host == host_name();
-      const bool stale = host != host_name() && now_s() - q.i64(2) > kForeignRowLifetimeS;
-      if (!mine && !stale && process_alive(pid, host)) return false;
-    }
-  }
+  if (claimed_by_another(key)) return false;
   Stmt(db_, "INSERT OR REPLACE INTO claims VALUES(?, ?, ?, ?, ?, ?)")
       .bind_key(key).bind(4, static_cast<int64_t>(getpid())).bind(5, host_name()).bind(6, now_s()).step();
   t.commit();

@@ -7,6 +7,7 @@
 // rebuilt from source.
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -169,8 +170,10 @@ class OpenClBackend final : public Backend {
 
   // The kernels no cache holds are built as one program: a build costs about as much for
   // one kernel as for ten (PoCL: ~100 ms either way). The program's disk entry is keyed by
-  // the canonical forms of exactly those kernels, so the next process, missing the same
-  // ones, finds it.
+  // the canonical forms of exactly those kernels, and each kernel has an entry of its own
+  // naming that program and its entry point: a process that misses another set of kernels
+  // (a warm deployment, whose memory holds none of the kernels a warmup compiled one at a
+  // time while tuning) finds each of them.
   std::vector<std::shared_ptr<const CompiledKernel>> compile_all(std::span<const kir::Kernel> kernels,
                                                                  std::span<const kir::Schedule> schedules) override {
     KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
@@ -216,9 +219,44 @@ class OpenClBackend final : public Backend {
     std::string canonical, key;
   };
 
-  // Builds one program of `misses` (or finds it on disk) and fills their entries of `out`.
+  // A kernel's own disk entry: the key and canonical form of the program that holds it, and
+  // its entry point's index there.
+  static std::string member_key(const Miss& m) { return hash_text("member " + m.canonical).hex(); }
+  static std::string member_canonical(const Miss& m) { return "member " + m.canonical; }
+
+  // Fills `out` for `m` from a program on disk that holds it; false when none does.
+  bool load_member(std::span<const kir::Kernel> kernels, Miss& m, std::vector<std::shared_ptr<const CompiledKernel>>& out,
+                   std::map<std::string, std::shared_ptr<const Program>>& loaded) {
+    const std::optional<std::string> entry = disk_.load(member_key(m), member_canonical(m));
+    if (!entry) return false;
+    const size_t first = entry->find('\n'), second = entry->find('\n', first + 1);
+    if (first == std::string::npos || second == std::string::npos) return false;
+    const std::string program_key = entry->substr(0, first);
+    size_t index = 0;
+    const std::string_view digits = std::string_view(*entry).substr(first + 1, second - first - 1);
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), index).ec != std::errc()) return false;
+    std::shared_ptr<const Program>& program = loaded[program_key];
+    if (!program) program = load_program(program_key, entry->substr(second + 1));
+    if (!program) return false;
+    const kir::Kernel& k = kernels[m.plan_indices[0]];
+    cl_int err = CL_SUCCESS;
+    KernelHandle handle(clCreateKernel(program->get(), entry_name(index).c_str(), &err));
+    if (err != CL_SUCCESS) return false;  // not the program the entry was written for: rebuilt
+    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), k.scalars, k.name);
+    std::lock_guard lock(cache_mutex_);
+    for (size_t i : m.plan_indices) out[i] = compiled;
+    runtime_counters().kernel_evictions += kernels_.put(m.key, {std::move(m.canonical), compiled});
+    return true;
+  }
+
+  // Builds one program of `misses` (or finds them on disk) and fills their entries of `out`.
   void build_program(std::span<const kir::Kernel> kernels, std::span<const kir::Schedule> schedules,
-                     std::vector<Miss>& misses, std::vector<std::shared_ptr<const CompiledKernel>>& out) {
+                     std::vector<Miss>& found, std::vector<std::shared_ptr<const CompiledKernel>>& out) {
+    std::vector<Miss> misses;
+    std::map<std::string, std::shared_ptr<const Program>> loaded;
+    for (Miss& m : found)
+      if (!load_member(kernels, m, out, loaded)) misses.push_back(std::move(m));
+    if (misses.empty()) return;
     std::string canonical;  // of the program: its kernels' canonical forms, length-prefixed
     std::vector<kir::Kernel> renamed;
     std::vector<const kir::Kernel*> members;
@@ -241,6 +279,9 @@ class OpenClBackend final : public Backend {
     } else {
       check_compile_allowed(fmt::format("kernel {} for opencl:{}", names, index_));
       program = from_source(kir::opencl_source(members, member_schedules, caps_), names, key, canonical, misses.size());
+      if (disk_.enabled())
+        for (size_t j = 0; j < misses.size(); ++j)
+          disk_.store(member_key(misses[j]), member_canonical(misses[j]), fmt::format("{}\n{}\n{}", key, j, canonical));
     }
     std::lock_guard lock(cache_mutex_);
     for (size_t j = 0; j < misses.size(); ++j) {

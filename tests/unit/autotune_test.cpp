@@ -632,6 +632,39 @@ TEST(Autotuner, TheChoiceIsTheFastestLegalVariantThatBeatsTheDefault) {
   EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Off), plan.schedules[0]);
 }
 
+// While another live process holds a key's claim, its rows are a tuning in progress (a
+// candidate timed once may lead until the confirmation discards it): plans get the default
+// until the claim is released, as the issue's `on` mode promises for a key being tuned.
+TEST(Autotuner, AKeyBeingTunedByAnotherProcessRunsTheDefault) {
+  ScratchDir dir;
+  autotune::Autotuner tuner(dir.path());
+  Backend& b = backend_under_test();
+  const LaunchPlan plan = kernels_of(b, kGraphs[0]);
+  const kir::Kernel& k = plan.kernels[0];
+  const autotune::TuningKey key = tuner.key_for(b, k);
+  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+  ASSERT_FALSE(variants.empty());
+  tuner.db().record(key, {"default", autotune::Status::Ok, 1000, 1, "", 0, ""});
+  tuner.db().record(key, {variants[0].str(), autotune::Status::Ok, 500, 1, "", 0, ""});
+  const kir::Schedule tuned = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
+  ASSERT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), tuned);
+  auto claim_as = [&](int64_t pid) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open((dir.path() / "autotune.sqlite").c_str(), &raw), SQLITE_OK);
+    const std::string sql = fmt::format("INSERT OR REPLACE INTO claims VALUES('{}', '{}', '{}', {}, '{}', 0)", key.device,
+                                        key.kernel, key.bucket, pid, autotune::host_name());
+    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  };
+  claim_as(getppid());  // alive: the process that started this test
+  EXPECT_TRUE(tuner.db().tuned_elsewhere_now(key));
+  EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), plan.schedules[0]);
+  EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::On), plan.schedules[0]);
+  claim_as(0x7ffffff0);  // a claim left by a process that died
+  EXPECT_FALSE(tuner.db().tuned_elsewhere_now(key));
+  EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), tuned);
+}
+
 // A GEMM step is tuned like a kernel: every candidate gets a row, and what is chosen is
 // the blocking the plan then runs with.
 TEST(Autotuner, GemmStepsAreTunedAndTheirChoiceIsWhatPlansRun) {

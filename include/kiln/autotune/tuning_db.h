@@ -98,6 +98,9 @@ class TuningDb {
   /// claim. A claim by a process that died is taken over. release() gives it up.
   bool claim(const TuningKey& key);
   void release(const TuningKey& key);
+  /// Whether another live process holds `key`'s claim: its rows are changing (candidates
+  /// timed but not yet confirmed against the default) and are not a choice yet.
+  bool tuned_elsewhere_now(const TuningKey& key);
 
   // ---- `kiln cache` ----
   /// Every key of `device` ("" : every device), most recently updated first.
@@ -118,6 +121,7 @@ class TuningDb {
   TuningDb(sqlite3* db, std::filesystem::path path);
   void exec(const char* sql);
   void recover_dead_rows(const TuningKey& key);
+  bool claimed_by_another(const TuningKey& key);  // mutex_ held
   sqlite3* db_;
   std::filesystem::path path_;
   std::string problem_;
