@@ -879,7 +879,7 @@ bool contains(const std::vector<std::string>& list, std::string_view s) {
       "  --size-scale K        divide the peers' sizes by K (a power of two <= 4096; W8 unscaled)\n"
       "  --small               the same as --size-scale 16\n"
       "  --threads N           threads of the multi-threaded variants (default 2)\n"
-      "  --device D            the device of the kiln rows: cpu (default), opencl:N\n"
+      "  --device D            the device of the kiln rows: cpu (default), opencl:N, vulkan:N\n"
       "  --json FILE           also write one JSON line per measurement to FILE\n",
       status == 0 ? stdout : stderr);
   std::exit(status);
