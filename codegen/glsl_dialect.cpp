@@ -41,6 +41,10 @@ bool is_double_only_in_opencl(std::string_view fn) {
 // ---- f32 math of kiln's own (GlslDialect::math) ----
 // exp, log and tanh: the cpu backend's algorithms (backends/cpu/vector_math.cpp: the same
 // range reductions, coefficients and special cases), so the two devices agree.
+// Their polynomial steps are written out, not looped: lavapipe counts a helper's loop
+// iterations against the shader's budget of 65535 (Capabilities::max_loop_iterations), which
+// c_loop_iterations counts for the kernel's own loops only. A 12-step loop in exp, run twice
+// per element of W3's 4096-wide rows, ended the rows' loops early and silently.
 // exp in double (kiln_exp_f64, shared with pow), rounded once: the f32 algorithm of the
 // cpu backend lost up to 8 ulp on lavapipe near |x| = 9.
 constexpr const char* kExpF64 =
@@ -52,7 +56,18 @@ constexpr const char* kExpF64 =
     "  precise double n = roundEven(z * 1.4426950408889634lf);\n"
     "  precise double t = (z - n * 0.6931471803691238lf) - n * 1.9082149292705877e-10lf;\n"
     "  precise double p = c[12];\n"
-    "  for (int k = 11; k >= 0; --k) p = p * t + c[k];\n"
+    "  p = p * t + c[11];\n"
+    "  p = p * t + c[10];\n"
+    "  p = p * t + c[9];\n"
+    "  p = p * t + c[8];\n"
+    "  p = p * t + c[7];\n"
+    "  p = p * t + c[6];\n"
+    "  p = p * t + c[5];\n"
+    "  p = p * t + c[4];\n"
+    "  p = p * t + c[3];\n"
+    "  p = p * t + c[2];\n"
+    "  p = p * t + c[1];\n"
+    "  p = p * t + c[0];\n"
     "  return p * ldexp(1.0lf, int(n));\n"
     "}\n"
     "#endif\n";
@@ -117,10 +132,22 @@ constexpr const char* kRemPio2 =
     "                                2.5268260189002822e-26lf, 1.6682867657019525e-34lf, 1.158871328288855e-43lf,\n"
     "                                7.053959174404295e-52lf, 8.910067885731021e-60lf);\n"
     "  precise double f = 0.0lf;\n"
-    "  for (int k = 0; k < 8; ++k) {\n"
-    "    precise double t = double(x) * c[k];\n"
-    "    f += t - 4.0lf * floor(t * 0.25lf);\n"
-    "  }\n"
+    "  precise double t0 = double(x) * c[0];\n"
+    "  f += t0 - 4.0lf * floor(t0 * 0.25lf);\n"
+    "  precise double t1 = double(x) * c[1];\n"
+    "  f += t1 - 4.0lf * floor(t1 * 0.25lf);\n"
+    "  precise double t2 = double(x) * c[2];\n"
+    "  f += t2 - 4.0lf * floor(t2 * 0.25lf);\n"
+    "  precise double t3 = double(x) * c[3];\n"
+    "  f += t3 - 4.0lf * floor(t3 * 0.25lf);\n"
+    "  precise double t4 = double(x) * c[4];\n"
+    "  f += t4 - 4.0lf * floor(t4 * 0.25lf);\n"
+    "  precise double t5 = double(x) * c[5];\n"
+    "  f += t5 - 4.0lf * floor(t5 * 0.25lf);\n"
+    "  precise double t6 = double(x) * c[6];\n"
+    "  f += t6 - 4.0lf * floor(t6 * 0.25lf);\n"
+    "  precise double t7 = double(x) * c[7];\n"
+    "  f += t7 - 4.0lf * floor(t7 * 0.25lf);\n"
     "  f -= 4.0lf * floor(f * 0.25lf);\n"
     "  precise double n = roundEven(f);\n"
     "  q = int(n) & 3;\n"
@@ -181,7 +208,17 @@ constexpr const char* kPowF32 =
     "    if (m < 0.7071067811865476lf) { m *= 2.0lf; e -= 1; }\n"
     "    precise double s = (m - 1.0lf) / (m + 1.0lf), s2 = s * s;\n"
     "    precise double a = 1.0lf / 23.0lf;\n"
-    "    for (int k = 21; k >= 1; k -= 2) a = a * s2 + 1.0lf / double(k);\n"
+    "    a = a * s2 + 1.0lf / 21.0lf;\n"
+    "    a = a * s2 + 1.0lf / 19.0lf;\n"
+    "    a = a * s2 + 1.0lf / 17.0lf;\n"
+    "    a = a * s2 + 1.0lf / 15.0lf;\n"
+    "    a = a * s2 + 1.0lf / 13.0lf;\n"
+    "    a = a * s2 + 1.0lf / 11.0lf;\n"
+    "    a = a * s2 + 1.0lf / 9.0lf;\n"
+    "    a = a * s2 + 1.0lf / 7.0lf;\n"
+    "    a = a * s2 + 1.0lf / 5.0lf;\n"
+    "    a = a * s2 + 1.0lf / 3.0lf;\n"
+    "    a = a * s2 + 1.0lf / 1.0lf;\n"
     "    l = 2.0lf * s * a + double(e) * 0.6931471805599453lf;\n"
     "  }\n"
     "  precise double z = double(y) * l;\n"
