@@ -384,21 +384,24 @@ TEST(TuningDb, UnwritableDirectoryKeepsResultsInMemory) {
   EXPECT_EQ(db->measurements(key).size(), 1u);
 }
 
+// Writes a claim on `key` by process `pid` of this host straight into the database in `dir`,
+// as another process would.
+void claim_as(const std::filesystem::path& dir, const autotune::TuningKey& key, int64_t pid) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open((dir / "autotune.sqlite").c_str(), &raw), SQLITE_OK);
+  const std::string sql = fmt::format("INSERT OR REPLACE INTO claims VALUES('{}', '{}', '{}', {}, '{}', 0)", key.device,
+                                      key.kernel, key.bucket, pid, autotune::host_name());
+  ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+}
+
 TEST(TuningDb, ClaimsExcludeLiveProcessesAndPassFromDeadOnes) {
   ScratchDir dir;
   auto db = autotune::TuningDb::open(dir.path());
   const autotune::TuningKey key{"dev", "kern", "64"};
-  auto claim_as = [&](int64_t pid) {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open((dir.path() / "autotune.sqlite").c_str(), &raw), SQLITE_OK);
-    const std::string sql = fmt::format("INSERT OR REPLACE INTO claims VALUES('dev', 'kern', '64', {}, '{}', 0)", pid,
-                                        autotune::host_name());
-    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(raw);
-  };
-  claim_as(getppid());  // alive: the process that started this test
+  claim_as(dir.path(), key, getppid());  // alive: the process that started this test
   EXPECT_FALSE(db->claim(key));
-  claim_as(0x7ffffff0);  // no such process
+  claim_as(dir.path(), key, 0x7ffffff0);  // no such process
   EXPECT_TRUE(db->claim(key));
   EXPECT_TRUE(db->claim(key));  // a process's own claim
   db->release(key);
@@ -648,19 +651,11 @@ TEST(Autotuner, AKeyBeingTunedByAnotherProcessRunsTheDefault) {
   tuner.db().record(key, {variants[0].str(), autotune::Status::Ok, 500, 1, "", 0, ""});
   const kir::Schedule tuned = *kir::apply_variant(k, plan.schedules[0], variants[0], b.capabilities());
   ASSERT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), tuned);
-  auto claim_as = [&](int64_t pid) {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open((dir.path() / "autotune.sqlite").c_str(), &raw), SQLITE_OK);
-    const std::string sql = fmt::format("INSERT OR REPLACE INTO claims VALUES('{}', '{}', '{}', {}, '{}', 0)", key.device,
-                                        key.kernel, key.bucket, pid, autotune::host_name());
-    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(raw);
-  };
-  claim_as(getppid());  // alive: the process that started this test
+  claim_as(dir.path(), key, getppid());  // alive: the process that started this test
   EXPECT_TRUE(tuner.db().tuned_elsewhere_now(key));
   EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), plan.schedules[0]);
   EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::On), plan.schedules[0]);
-  claim_as(0x7ffffff0);  // a claim left by a process that died
+  claim_as(dir.path(), key, 0x7ffffff0);  // a claim left by a process that died
   EXPECT_FALSE(tuner.db().tuned_elsewhere_now(key));
   EXPECT_EQ(tuner.schedule_for(b, k, plan.schedules[0], autotune::Mode::Cached), tuned);
 }
