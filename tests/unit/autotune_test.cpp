@@ -613,14 +613,27 @@ TEST(Autotuner, AWinnerIsKeptOnlyIfItBeatsTheDefaultInAlternation) {
   }
 }
 
+// The first kernel of kGraphs[0] on the device under test: its plan, key in `tuner`'s
+// database and single-knob variants.
+struct SoftmaxKernel {
+  explicit SoftmaxKernel(autotune::Autotuner& tuner)
+      : b(backend_under_test()),
+        plan(kernels_of(b, kGraphs[0])),
+        k(plan.kernels[0]),
+        key(tuner.key_for(b, k)),
+        variants(kir::single_knob_variants(k, plan.schedules[0], b.capabilities())) {}
+  Backend& b;
+  const LaunchPlan plan;
+  const kir::Kernel& k;
+  const autotune::TuningKey key;
+  const std::vector<kir::Variant> variants;
+};
+
 TEST(Autotuner, TheChoiceIsTheFastestLegalVariantThatBeatsTheDefault) {
   ScratchDir dir;
   autotune::Autotuner tuner(dir.path());
-  Backend& b = backend_under_test();
-  const LaunchPlan plan = kernels_of(b, kGraphs[0]);
-  const kir::Kernel& k = plan.kernels[0];
-  const autotune::TuningKey key = tuner.key_for(b, k);
-  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+  const SoftmaxKernel sk(tuner);
+  const auto& [b, plan, k, key, variants] = sk;
   ASSERT_GE(variants.size(), 2u);
   tuner.db().record(key, {"default", autotune::Status::Ok, 1000, 1, "", 0, ""});
   tuner.db().record(key, {"no_such_knob=4", autotune::Status::Ok, 10, 1, "", 0, ""});  // from another kiln
@@ -641,11 +654,8 @@ TEST(Autotuner, TheChoiceIsTheFastestLegalVariantThatBeatsTheDefault) {
 TEST(Autotuner, AKeyBeingTunedByAnotherProcessRunsTheDefault) {
   ScratchDir dir;
   autotune::Autotuner tuner(dir.path());
-  Backend& b = backend_under_test();
-  const LaunchPlan plan = kernels_of(b, kGraphs[0]);
-  const kir::Kernel& k = plan.kernels[0];
-  const autotune::TuningKey key = tuner.key_for(b, k);
-  const std::vector<kir::Variant> variants = kir::single_knob_variants(k, plan.schedules[0], b.capabilities());
+  const SoftmaxKernel sk(tuner);
+  const auto& [b, plan, k, key, variants] = sk;
   ASSERT_FALSE(variants.empty());
   tuner.db().record(key, {"default", autotune::Status::Ok, 1000, 1, "", 0, ""});
   tuner.db().record(key, {variants[0].str(), autotune::Status::Ok, 500, 1, "", 0, ""});
