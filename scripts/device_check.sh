@@ -5,11 +5,13 @@
 #   bash scripts/device_check.sh         # there, with carry [".gpu", ".gl"]
 # Knobs: DEVICES (default "opencl:0 vulkan:0"), DIFF_DEVICES and ONNX_DEVICES (default DEVICES),
 # PHASE1_S and ONNX_S (time limits, s), FUZZ_COUNT and FUZZ_COUNT_BIG (FUZZ_COUNT=0: none), BENCH=0 (no
-# benchmarks). The four calls of 2026-11-26 (benchmarks/RESULTS.md) took 100-160 s each.
+# benchmarks), TUNE=0 (no tuning), TUNE_S and TUNE_BUDGET_MS (each warmup's limit, s, and its
+# --budget-ms). The four calls of 2026-11-26 (benchmarks/RESULTS.md) took 100-160 s each.
 # That machine is bare (no Debian packages, no network), so the bundle carries kiln's binaries and
 # every shared library they load; the GPU's OpenCL and Vulkan drivers are the machine's own.
 # Phase 1 runs the every-op unit tests, the differential suite, the ONNX gate and the fuzzer on
-# opencl:0 and vulkan:0 in parallel; phase 2 runs the benchmarks alone, beside device copies.
+# opencl:0 and vulkan:0 in parallel; phase 2 runs the benchmarks alone, beside device copies;
+# phase 3 tunes examples/workloads on each device and times tuned against default.
 # Logs and a summary go to $OUT (at most 8 files come back).
 set -u
 T0=$(date +%s)
@@ -139,8 +141,44 @@ PY
 [[ ${DEVICES:-opencl:0} == *opencl* ]] && bench 60 "${kenv[@]}" "$B/kiln_opencl_copy_peer" --device 0 --mib 64,256,1024
 for dev in ${DEVICES:-opencl:0 vulkan:0}; do
   bench 90 "${kenv[@]}" "$B/kiln_workload_bench" --impl kiln --device $dev --only W1,W2,W3,W4,W5a,W5b \
-    --json "$OUT/workloads.${dev%:0}.jsonl"
+    --json "$K/workloads.${dev%:0}.jsonl"
   bench 60 "${kenv[@]}" "$B/kiln_matmul_bench" --device $dev --runs 7
 done
 [[ ${DEVICES:-opencl:0} == *opencl* ]] && bench 60 "${kenv[@]}" "$B/kiln_clblast_peer" --device 0 --runs 7
+# A launch's fixed cost: the same workloads at 1/256 of their size, where the kernels take
+# microseconds.
+for dev in ${DEVICES:-opencl:0 vulkan:0}; do
+  bench 40 "${kenv[@]}" "$B/kiln_workload_bench" --impl kiln --device $dev --only W1,W3,W5a --size-scale 256
+done
+say "phase 2 done"
+[[ ${TUNE:-1} == 1 ]] || { say "done (no tuning)"; exit 0; }
+
+# ---- phase 3: the autotuner on the GPU: a warmup of examples/workloads per device, each
+# kernel's variants as timed there (lanes per work-item included), then tuned against default
+# in alternating processes (benchmarks/autotune_bench.sh's method) ----
+for dev in ${DEVICES:-opencl:0 vulkan:0}; do
+  d=${dev%:0}
+  tc=$K/tune.$d
+  mkdir -p "$tc"
+  tenv=("${kenv[@]}" "KILN_CACHE_DIR=$tc")
+  s0=$(date +%s)
+  timeout "${TUNE_S:-110}" "${tenv[@]}" "$B/kiln" autotune warmup examples/workloads --device "$dev" \
+    --budget-ms "${TUNE_BUDGET_MS:-2000}" > "$K/logs/tune.$d.log" 2>&1
+  say "warmup $dev: exit $?, $(($(date +%s) - s0)) s"
+  {
+    cat "$K/logs/tune.$d.log"
+    "${tenv[@]}" "$B/kiln" cache list
+    for key in $("${tenv[@]}" "$B/kiln" cache list | awk 'NR > 1 && $1 ~ /\// {print $1}'); do
+      "${tenv[@]}" "$B/kiln" cache show "$key"
+    done
+  } > "$OUT/tune.$d.log" 2>&1
+  for run in 1 2; do
+    for mode in off cached; do
+      timeout 40 "${tenv[@]}" KILN_AUTOTUNE=$mode "$B/kiln_workload_bench" --impl kiln --device "$dev" \
+        --only W1,W2,W3,W4,W5a,W5b,W8 --json "$tc/$mode.$run.jsonl" > /dev/null 2>&1
+    done
+  done
+  echo "## tuned against default on $dev" >> "$OUT/bench.log"
+  python3 benchmarks/summarize_autotune.py "$tc" 2>&1 | tee -a "$OUT/bench.log"
+done
 say "done"

@@ -168,6 +168,16 @@ std::string subgroup_operations(VkSubgroupFeatureFlags f) {
   return out.empty() ? "none" : out;
 }
 
+std::vector<std::string> device_extensions(VkPhysicalDevice p) {
+  uint32_t n = 0;
+  if (vkEnumerateDeviceExtensionProperties(p, nullptr, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<VkExtensionProperties> props(n);
+  if (vkEnumerateDeviceExtensionProperties(p, nullptr, &n, props.data()) != VK_SUCCESS) return {};
+  std::vector<std::string> out;
+  for (uint32_t e = 0; e < n; ++e) out.emplace_back(props[e].extensionName);
+  return out;
+}
+
 std::vector<FoundDevice> enumerate() {
   std::vector<FoundDevice> out;
   VkInstance inst = instance();
@@ -177,7 +187,25 @@ std::vector<FoundDevice> enumerate() {
   std::vector<VkPhysicalDevice> physical(n);
   check(vkEnumeratePhysicalDevices(inst, &n, physical.data()), "enumerating devices");
   for (VkPhysicalDevice p : physical) {
+    // Core Vulkan does not say how many compute units a device has; NVIDIA's and AMD's
+    // extensions do. A struct may join the chain only when its extension is there.
+    const std::vector<std::string> extensions = device_extensions(p);
+    const auto has = [&](std::string_view e) { return std::ranges::find(extensions, e) != extensions.end(); };
+    auto sm = vk_struct<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+    auto amd_cores = vk_struct<VkPhysicalDeviceShaderCorePropertiesAMD>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
+    void* vendor_chain = nullptr;
+    if (has(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+      sm.pNext = vendor_chain;
+      vendor_chain = &sm;
+    }
+    if (has(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+      amd_cores.pNext = vendor_chain;
+      vendor_chain = &amd_cores;
+    }
     auto subgroup = vk_struct<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+    subgroup.pNext = vendor_chain;
     auto floats = vk_struct<VkPhysicalDeviceFloatControlsProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES);
     floats.pNext = &subgroup;
     auto driver = vk_struct<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
@@ -232,6 +260,11 @@ std::vector<FoundDevice> enumerate() {
     constexpr VkSubgroupFeatureFlags kShuffle = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
     i.subgroup_shuffle_in_compute =
         (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (subgroup.supportedOperations & kShuffle) == kShuffle;
+    if (sm.shaderSMCount > 0)
+      i.compute_units = static_cast<int>(sm.shaderSMCount);
+    else if (amd_cores.shaderEngineCount > 0)
+      i.compute_units = static_cast<int>(amd_cores.shaderEngineCount * amd_cores.shaderArraysPerEngineCount *
+                                         amd_cores.computeUnitsPerShaderArray);
     i.fp64 = features.shaderFloat64;
     i.int64 = features.shaderInt64;
     i.signed_zero_inf_nan =

@@ -201,10 +201,12 @@ class VulkanBackend final : public Backend {
     caps_.max_work_group = std::max<int64_t>(1, info_.max_work_group);
     caps_.max_work_groups = std::max<int64_t>(1, info_.max_work_group_count);
     caps_.vector_bytes = 4;  // GLSL's vectors are of 2-4 lanes; GPUs load scalars per lane
-    // Vulkan does not say how many compute units a device has; lavapipe runs work-groups
-    // as loops on a thread per core.
+    // lavapipe runs work-groups as loops on a thread per core. A GPU whose driver does not
+    // say how many compute units it has is taken to have 64.
     caps_.emulated_work_groups = info_.type == "cpu";
-    caps_.cores = caps_.emulated_work_groups ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : 64;
+    caps_.cores = caps_.emulated_work_groups ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                  : info_.compute_units > 0 ? info_.compute_units
+                                            : 64;
     caps_.exact_math = false;  // the driver's math, with Vulkan's precision rules
     names_ = {fmt::format("vulkan:{} ({})", index, info_.name), "shaderFloat64", "shaderInt64",
               "storageBuffer16BitAccess and shaderInt16"};

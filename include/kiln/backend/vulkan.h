@@ -36,6 +36,9 @@ struct VulkanDeviceInfo {
   int64_t max_work_group = 0;            // invocations per work-group (x)
   int64_t max_work_group_count = 0;      // work-groups per dispatch (x)
   int64_t max_push_constants = 0;        // bytes
+  /// Streaming multiprocessors or compute units, where the driver says (VK_NV_shader_sm_builtins,
+  /// VK_AMD_shader_core_properties); 0 where it does not.
+  int compute_units = 0;
   int subgroup_size = 0;
   std::string subgroup_operations;  // "basic vote arithmetic ballot shuffle ..."
   /// Basic and shuffle subgroup operations in compute shaders: what kiln's subgroup
