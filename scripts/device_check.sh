@@ -5,7 +5,7 @@
 #   bash scripts/device_check.sh         # there, with carry [".gpu", ".gl"]
 # Knobs: DEVICES (default "opencl:0 vulkan:0"), DIFF_DEVICES and ONNX_DEVICES (default DEVICES),
 # PHASE1_S and ONNX_S (time limits, s), FUZZ_COUNT and FUZZ_COUNT_BIG (FUZZ_COUNT=0: none), BENCH=0 (no
-# benchmarks), TUNE=0 (no tuning), TUNE_S and TUNE_BUDGET_MS (each warmup's limit, s, and its
+# benchmarks), AB=1 (the A/B phase below, after phase 1), TUNE=0 (no tuning), TUNE_S and TUNE_BUDGET_MS (each warmup's limit, s, and its
 # --budget-ms). The four calls of 2026-11-26 (benchmarks/RESULTS.md) took 100-160 s each.
 # That machine is bare (no Debian packages, no network), so the bundle carries kiln's binaries and
 # every shared library they load; the GPU's OpenCL and Vulkan drivers are the machine's own.
@@ -115,6 +115,47 @@ for dev in ${ONNX_DEVICES:-${DEVICES:-opencl:0 vulkan:0}}; do
   say "onnx $dev: $(grep -c . "$K/logs/onnx.${dev%:0}.log") lines; last: $(tail -n 1 "$K/logs/onnx.${dev%:0}.log" | cut -c1-200)"
 done
 for f in fuzz fuzz-big; do [[ -f $K/logs/$f.log ]] && say "$f: $(tail -n 3 "$K/logs/$f.log" | tr '\n' ' ')"; done
+
+# ---- A/B (AB=1, a bundle packed with BASELINE_LIB): the baseline library against the
+# bundle's, in alternating processes, on each device: the launch's fixed cost (the workloads
+# at 1/256 of their size) with each Vulkan entry point's host time (vulkan_call_times), the
+# workloads at full size, and a tuning of W1 and W3 (the tuner's timings against the
+# workloads' own) with the GPU's clocks sampled every 20 ms beside it ----
+if [[ ${AB:-0} == 1 && -f $K/baseline/libkiln.so.0 ]]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,power.draw --format=csv,noheader -lms 20 \
+    > "$K/logs/clocks.log" 2>&1 &
+  clocks=$!
+  for round in 1 2; do
+    for lib in baseline bundle; do
+      libs_ab=$libs cli=$B/kiln
+      [[ $lib == baseline ]] && libs_ab=$K/baseline:$libs cli=$K/baseline/kiln
+      for dev in ${DEVICES:-opencl:0 vulkan:0}; do
+        echo "## round $round, $lib library, $dev" >> "$OUT/ab.log"
+        pre=()
+        [[ $dev == vulkan* && -f $B/libkiln_vulkan_call_times.so ]] && pre=("LD_PRELOAD=$B/libkiln_vulkan_call_times.so")
+        timeout 40 "${kenv[@]}" "LD_LIBRARY_PATH=$libs_ab" "${pre[@]}" "$B/kiln_workload_bench" --impl kiln --device "$dev" \
+          --only W1,W3,W5a --size-scale 256 2>&1 | grep -v '^\[' >> "$OUT/ab.log"
+        timeout 60 "${kenv[@]}" "LD_LIBRARY_PATH=$libs_ab" "$B/kiln_workload_bench" --impl kiln --device "$dev" \
+          --only W1,W2,W3,W4,W5a,W5b 2>&1 | grep '^| W' >> "$OUT/ab.log"
+        if [[ $round == 1 && -x $cli ]]; then
+          tc=$K/ab-tune.$lib.${dev%:0}
+          mkdir -p "$tc"
+          echo "## tuning, $lib library, $dev, from $(date +%H:%M:%S.%N)" >> "$OUT/ab.log"
+          timeout 60 "${kenv[@]}" "LD_LIBRARY_PATH=$libs_ab" "KILN_CACHE_DIR=$tc" "$cli" autotune warmup \
+            examples/workloads/w1_ew_chain.kir examples/workloads/w3_softmax.kir --device "$dev" >> "$OUT/ab.log" 2>&1
+          for key in $("${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache list | awk 'NR > 1 && $1 ~ /\// {print $1}'); do
+            "${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache show "$key" >> "$OUT/ab.log" 2>&1
+          done
+          echo "## tuning done $(date +%H:%M:%S.%N)" >> "$OUT/ab.log"
+        fi
+      done
+    done
+  done
+  kill "$clocks"
+  cp "$K/logs/clocks.log" "$OUT/clocks.log"
+  say "A/B done"
+fi
+
 [[ ${BENCH:-1} == 1 ]] || { say "done (no benchmarks)"; exit 0; }
 
 # ---- phase 2: bandwidth and GEMM, one at a time ----
