@@ -310,7 +310,7 @@ TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOpt
               m.detail = fmt::format("a run took {:.1f} ms, {:.0f}x the default's", first_ns / 1e6, first_ns / default_first_ns);
             } else {
               m.status = Status::Ok;
-              m.median_ns = subject.median_ns(c, options.repeats, options.budget_ms / 8);
+              m.median_ns = subject.median_ns(c, options.repeats, options.budget_ms / 8, options.warm_up_ms);
             }
           } catch (const std::exception& e) {
             m.detail = std::string("run: ") + e.what();
@@ -398,9 +398,11 @@ void Autotuner::confirm(const TuningKey& key, Subject& subject, const TuneOption
       subject.compile(b);
       if (!a.error.empty() || !b.error.empty()) throw Error(a.error.empty() ? b.error : a.error);
       std::vector<double> da, db;
+      // The rounds follow one another: only the first needs the clocks brought up.
       for (int round = 0; round < kRounds; ++round) {
-        da.push_back(subject.median_ns(a, 3, options.budget_ms / 40));
-        db.push_back(subject.median_ns(b, 3, options.budget_ms / 40));
+        const double warm_up_ms = round == 0 ? options.warm_up_ms : 0;
+        da.push_back(subject.median_ns(a, 3, options.budget_ms / 40, warm_up_ms));
+        db.push_back(subject.median_ns(b, 3, options.budget_ms / 40, 0));
       }
       std::sort(da.begin(), da.end());
       std::sort(db.begin(), db.end());

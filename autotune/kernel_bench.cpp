@@ -143,12 +143,15 @@ std::vector<std::vector<std::shared_ptr<DeviceMemory>>> upload_copies(Backend& b
   return copies;
 }
 
-// The median of `repeats` (at least 3) timed calls of `launch(copy)` after a warm-up, fewer
+// The median of `repeats` (at least 3) timed calls of `launch(copy)` after `warm_up_ms` of
+// warm-up calls (at least one: code, page tables, the task scheduler, a GPU's clocks), fewer
 // when they pass `budget_ms`.
 template <class Launch>
-double median_of(Launch launch, size_t copies, int repeats, double budget_ms) {
+double median_of(Launch launch, size_t copies, int repeats, double budget_ms, double warm_up_ms) {
   using clock = std::chrono::steady_clock;
-  launch(copies - 1);  // warm-up: code, page tables, the task scheduler
+  const auto warm_until = clock::now() + std::chrono::duration<double, std::milli>(warm_up_ms);
+  do launch(copies - 1);
+  while (clock::now() < warm_until);
   std::vector<double> times;
   const auto start = clock::now();
   for (int r = 0; r < std::max(3, repeats); ++r) {
@@ -221,13 +224,14 @@ double KernelBench::launch_ns(const CompiledKernel& compiled, const kir::Schedul
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double KernelBench::median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms) {
+double KernelBench::median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms,
+                              double warm_up_ms) {
   return median_of(
       [&](size_t copy) {
         launch(compiled, s, copy);
         backend_.finish();
       },
-      copies_.size(), repeats, budget_ms);
+      copies_.size(), repeats, budget_ms, warm_up_ms);
 }
 
 GemmBench::GemmBench(Backend& backend, const LaunchPlan::Gemm& g, uint64_t seed) : backend_(backend), gemm_(g) {
@@ -271,8 +275,8 @@ double GemmBench::launch_ns(const kir::GemmSchedule& s) {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double GemmBench::median_ns(const kir::GemmSchedule& s, int repeats, double budget_ms) {
-  return median_of([&](size_t copy) { launch(s, copy); }, copies_.size(), repeats, budget_ms);
+double GemmBench::median_ns(const kir::GemmSchedule& s, int repeats, double budget_ms, double warm_up_ms) {
+  return median_of([&](size_t copy) { launch(s, copy); }, copies_.size(), repeats, budget_ms, warm_up_ms);
 }
 
 PlanBench::PlanBench(Backend& backend, std::vector<TensorType> params, uint64_t seed)
@@ -343,8 +347,9 @@ double PlanBench::launch_ns(const LaunchPlan& plan, Kernels kernels) {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double PlanBench::median_ns(const LaunchPlan& plan, Kernels kernels, int repeats, double budget_ms) {
-  return median_of([&](size_t copy) { run(plan, kernels, copy); }, copies_.size(), repeats, budget_ms);
+double PlanBench::median_ns(const LaunchPlan& plan, Kernels kernels, int repeats, double budget_ms,
+                            double warm_up_ms) {
+  return median_of([&](size_t copy) { run(plan, kernels, copy); }, copies_.size(), repeats, budget_ms, warm_up_ms);
 }
 
 std::optional<std::string> compare_outputs(const kir::Kernel& k, const std::vector<std::string>& want,

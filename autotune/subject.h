@@ -44,7 +44,7 @@ class Subject {
   virtual std::optional<std::string> compare(const std::vector<std::string>& want,
                                              const std::vector<std::string>& got) const = 0;
   virtual double launch_ns(const Candidate& c) = 0;
-  virtual double median_ns(const Candidate& c, int repeats, double budget_ms) = 0;
+  virtual double median_ns(const Candidate& c, int repeats, double budget_ms, double warm_up_ms) = 0;
 
  private:
   Backend& backend_;

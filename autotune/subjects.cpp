@@ -36,8 +36,8 @@ class KernelSubject final : public Subject {
     return compare_outputs(k_, want, got);
   }
   double launch_ns(const Candidate& c) override { return bench().launch_ns(*c.kernels.at(0), schedule(c.variant)); }
-  double median_ns(const Candidate& c, int repeats, double budget_ms) override {
-    return bench().median_ns(*c.kernels.at(0), schedule(c.variant), repeats, budget_ms);
+  double median_ns(const Candidate& c, int repeats, double budget_ms, double warm_up_ms) override {
+    return bench().median_ns(*c.kernels.at(0), schedule(c.variant), repeats, budget_ms, warm_up_ms);
   }
 
  private:
@@ -82,8 +82,8 @@ class GemmSubject final : public Subject {
     return compare_products(g_.dtype, want.at(0), got.at(0));
   }
   double launch_ns(const Candidate& c) override { return bench().launch_ns(blocking(c.variant)); }
-  double median_ns(const Candidate& c, int repeats, double budget_ms) override {
-    return bench().median_ns(blocking(c.variant), repeats, budget_ms);
+  double median_ns(const Candidate& c, int repeats, double budget_ms, double warm_up_ms) override {
+    return bench().median_ns(blocking(c.variant), repeats, budget_ms, warm_up_ms);
   }
 
  private:
@@ -131,8 +131,8 @@ class SplitSubject final : public Subject {
     return compare_tensors(std::span<const TensorType>(&site_.result, 1), want, got);
   }
   double launch_ns(const Candidate& c) override { return bench().launch_ns(*c.plan, c.kernels); }
-  double median_ns(const Candidate& c, int repeats, double budget_ms) override {
-    return bench().median_ns(*c.plan, c.kernels, repeats, budget_ms);
+  double median_ns(const Candidate& c, int repeats, double budget_ms, double warm_up_ms) override {
+    return bench().median_ns(*c.plan, c.kernels, repeats, budget_ms, warm_up_ms);
   }
 
  private:

@@ -467,13 +467,15 @@ class FaultyBackend : public Backend {
 };
 
 // The first kernel of kGraphs[graph] on a FaultyBackend over the device under test, with
-// its single-knob variants, and options that never cut a tuning short.
+// its single-knob variants, and options that never cut a tuning short and warm up with one
+// launch (the tests count launches).
 struct TuningCase {
   explicit TuningCase(size_t graph)
       : b(backend_under_test()),
         plan(kernels_of(b, kGraphs[graph])),
         variants(kir::single_knob_variants(k(), base(), b.capabilities())) {
     options.budget_ms = 60000;
+    options.warm_up_ms = 0;
   }
   const kir::Kernel& k() const { return plan.kernels[0]; }
   const kir::Schedule& base() const { return plan.schedules[0]; }

@@ -46,6 +46,10 @@ struct TuneOptions {
   int jobs = 1;
   /// Timed launches per candidate (the median is kept).
   int repeats = 9;
+  /// Launches before a candidate's timed ones last at least this long (one launch when it
+  /// takes longer): a GPU's clocks fall while a candidate compiles and its outputs are
+  /// compared, and take milliseconds of work to rise again.
+  double warm_up_ms = 10;
   /// A candidate whose compile takes longer than this is recorded Failed.
   double compile_cap_ms = 10000;
   /// A candidate whose second run takes this many times the default's (and over 50 ms) is

@@ -32,9 +32,11 @@ class KernelBench {
   /// The wall time of one launch in nanoseconds.
   double launch_ns(const CompiledKernel& compiled, const kir::Schedule& s);
 
-  /// The median wall time of a launch in nanoseconds, after a warm-up launch: `repeats`
-  /// launches, or fewer when they pass `budget_ms` (at least 3).
-  double median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms);
+  /// The median wall time of a launch in nanoseconds, after warm-up launches that take at
+  /// least `warm_up_ms` (one when it takes longer): `repeats` launches, or fewer when they
+  /// pass `budget_ms` (at least 3).
+  double median_ns(const CompiledKernel& compiled, const kir::Schedule& s, int repeats, double budget_ms,
+                   double warm_up_ms);
 
  private:
   void launch(const CompiledKernel& compiled, const kir::Schedule& s, size_t copy);
@@ -58,7 +60,7 @@ class GemmBench {
   /// The wall time of one product in nanoseconds.
   double launch_ns(const kir::GemmSchedule& s);
   /// As KernelBench::median_ns.
-  double median_ns(const kir::GemmSchedule& s, int repeats, double budget_ms);
+  double median_ns(const kir::GemmSchedule& s, int repeats, double budget_ms, double warm_up_ms);
 
  private:
   void launch(const kir::GemmSchedule& s, size_t copy);
@@ -84,7 +86,7 @@ class PlanBench {
   /// The wall time of one run in nanoseconds.
   double launch_ns(const LaunchPlan& plan, Kernels kernels);
   /// As KernelBench::median_ns.
-  double median_ns(const LaunchPlan& plan, Kernels kernels, int repeats, double budget_ms);
+  double median_ns(const LaunchPlan& plan, Kernels kernels, int repeats, double budget_ms, double warm_up_ms);
 
  private:
   /// Runs `plan` on parameter copy `copy`; its outputs' memory goes to `outputs`.
