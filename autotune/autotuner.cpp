@@ -46,6 +46,11 @@ void compile_batch(const Subject& subject, std::vector<Candidate>& batch, int jo
 
 }  // namespace
 
+double default_warm_up_ms(const Capabilities& caps) {
+  const bool gpu = caps.local_memory && !caps.emulated_work_groups;
+  return gpu ? 300 : 10;
+}
+
 Mode mode_from_env() {
   const char* v = std::getenv("KILN_AUTOTUNE");
   const std::string_view s = v ? v : "";
@@ -262,6 +267,7 @@ TuneReport Autotuner::tune_gemm(Backend& backend, const LaunchPlan::Gemm& g, con
 }
 
 TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOptions& options) {
+  const double warm_up_ms = options.warm_up_ms.value_or(default_warm_up_ms(subject.backend().capabilities()));
   if (!db_->problem().empty())
     warn_once("autotune-memory", db_->problem() + ": tuning results last for this process only");
   const std::string what = subject.describe();
@@ -310,7 +316,7 @@ TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOpt
               m.detail = fmt::format("a run took {:.1f} ms, {:.0f}x the default's", first_ns / 1e6, first_ns / default_first_ns);
             } else {
               m.status = Status::Ok;
-              m.median_ns = subject.median_ns(c, options.repeats, options.budget_ms / 8, options.warm_up_ms);
+              m.median_ns = subject.median_ns(c, options.repeats, options.budget_ms / 8, warm_up_ms);
             }
           } catch (const std::exception& e) {
             m.detail = std::string("run: ") + e.what();
@@ -384,6 +390,7 @@ TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOpt
 }
 
 void Autotuner::confirm(const TuningKey& key, Subject& subject, const TuneOptions& options) {
+  const double warm_up_ms = options.warm_up_ms.value_or(default_warm_up_ms(subject.backend().capabilities()));
   // Candidates were timed one after another, each against the machine's load of its moment;
   // the winner is timed again against the default in alternation, and both rows take the
   // medians of those rounds. A winner that no longer wins gives way to the next, a few times.
@@ -400,8 +407,7 @@ void Autotuner::confirm(const TuningKey& key, Subject& subject, const TuneOption
       std::vector<double> da, db;
       // The rounds follow one another: only the first needs the clocks brought up.
       for (int round = 0; round < kRounds; ++round) {
-        const double warm_up_ms = round == 0 ? options.warm_up_ms : 0;
-        da.push_back(subject.median_ns(a, 3, options.budget_ms / 40, warm_up_ms));
+        da.push_back(subject.median_ns(a, 3, options.budget_ms / 40, round == 0 ? warm_up_ms : 0));
         db.push_back(subject.median_ns(b, 3, options.budget_ms / 40, 0));
       }
       std::sort(da.begin(), da.end());

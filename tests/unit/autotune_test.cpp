@@ -576,6 +576,16 @@ TEST(Autotuner, AFailingCompileIsRecordedAndTheRestAreMeasured) {
 // A variant that was fast only while it was first timed (the machine's load moved) loses
 // when it meets the default in alternation, and is never chosen; one that is really faster
 // is kept, even when the machine stalls one of its rounds there.
+TEST(Autotuner, CandidatesWarmUpLongerOnAGpu) {
+  Capabilities gpu;
+  gpu.local_memory = true;
+  Capabilities pocl = gpu;
+  pocl.emulated_work_groups = true;
+  EXPECT_EQ(autotune::default_warm_up_ms(gpu), 300);
+  EXPECT_EQ(autotune::default_warm_up_ms(pocl), 10);
+  EXPECT_EQ(autotune::default_warm_up_ms(Capabilities{}), 10);  // cpu
+}
+
 TEST(Autotuner, AWinnerIsKeptOnlyIfItBeatsTheDefaultInAlternation) {
   enum class Case { Lucky, Fast, FastWithAStall };
   for (const Case c : {Case::Lucky, Case::Fast, Case::FastWithAStall}) {

@@ -30,6 +30,7 @@ struct WarmupOptions {
   std::vector<std::string> paths;
   std::string device = "cpu";
   double budget_ms = 3000;
+  std::optional<double> warm_up_ms;
   int jobs = 1;
 };
 
@@ -84,6 +85,7 @@ int warmup(const WarmupOptions& opts) {
   autotune::Autotuner& tuner = autotune::Autotuner::instance();
   autotune::TuneOptions options;
   options.budget_ms = opts.budget_ms;
+  options.warm_up_ms = opts.warm_up_ms;
   options.jobs = std::max(1, opts.jobs);
   const bool terminal = isatty(STDERR_FILENO) != 0;
 
@@ -177,6 +179,10 @@ Command add_autotune_command(CLI::App& app) {
   w->add_option("--budget-ms", opts->budget_ms, "Wall time the timing of one kernel may take")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  w->add_option("--warm-up-ms", opts->warm_up_ms,
+                "Launches before each candidate's timed ones last at least this long (default: 300 on a GPU, "
+                "whose clocks fall while candidates compile; 10 elsewhere)")
+      ->check(CLI::NonNegativeNumber);
   w->add_option("--jobs", opts->jobs, "Candidates compiled at once")->capture_default_str()->check(CLI::Range(1, 256));
   return {sub, [opts, w]() { return w->parsed() ? warmup(*opts) : 1; }};
 }

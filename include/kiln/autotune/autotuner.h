@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,15 +48,20 @@ struct TuneOptions {
   /// Timed launches per candidate (the median is kept).
   int repeats = 9;
   /// Launches before a candidate's timed ones last at least this long (one launch when it
-  /// takes longer): a GPU's clocks fall while a candidate compiles and its outputs are
-  /// compared, and take milliseconds of work to rise again.
-  double warm_up_ms = 10;
+  /// takes longer). Unset: the device's default (default_warm_up_ms).
+  std::optional<double> warm_up_ms;
   /// A candidate whose compile takes longer than this is recorded Failed.
   double compile_cap_ms = 10000;
   /// A candidate whose second run takes this many times the default's (and over 50 ms) is
   /// recorded Failed: it would only slow the tuning down.
   double slowdown_cap = 20;
 };
+
+/// How long each candidate runs before it is timed on a device with `caps`: 300 ms on a GPU,
+/// whose clocks fall while candidates compile and their outputs are compared (an H100 under
+/// Vulkan timed W3's kernel at 462 us after 10 ms, at 178 us after 300 ms, and at 180-210 us
+/// within the workload); 10 ms elsewhere (code, page tables, the task scheduler).
+double default_warm_up_ms(const Capabilities& caps);
 
 /// What tuning one kernel found.
 struct TuneReport {
