@@ -47,6 +47,10 @@ std::vector<int64_t> work_item_lane_counts(const Kernel& k) {
 
 namespace {
 
+// Points below which a GPU kernel keeps one per work-item: on an H100 a 131072-point
+// elementwise kernel took 15.1 us with 4 lanes against 13.3 with one.
+constexpr int64_t kSmallGpuKernel = int64_t{1} << 20;
+
 // A work-item's lanes by default on a work-item device (work_item_lane_counts), from what
 // the tuner measured (benchmarks/RESULTS.md):
 // - PoCL (Capabilities::vectorizes_work_item_loop) vectorizes the loop over a work-group's
@@ -59,11 +63,19 @@ namespace {
 // - lavapipe (work-groups emulated too, work-items in SIMD lanes) ran rows faster with 4
 //   lanes (W4 42.0 ms against 52.6) and column sums slower (W5b's kernels 1.05-9.8x); kept lanes of
 //   elementwise kernels gained 1.4x, which is left to the tuner.
-// - GPUs keep one point per work-item until measured on one.
+// - A GPU whose language has vector loads (OpenCL C) takes up to 4 lanes, 16-byte loads of
+//   f32, in elementwise kernels: on an H100, W1 ran 62-65 us against 75-82 with one lane and
+//   W2 87-90 against 93-103 (whole calls, in alternation). Rows stay with one: 4 lanes made
+//   W3 1.15-1.25x faster but W4 1.07-1.2x slower, and the tuner finds each; kept lanes under
+//   a reduction loop ran slower (W5b's partials 46.3 us against 36.2), and so did kernels too
+//   small to fill the GPU (kSmallGpuKernel), whose launch costs more than their loads. GLSL
+//   reads lanes one by one, and Vulkan GPUs keep one lane.
 int default_lanes(const Kernel& k, const Schedule& s, const Capabilities& caps) {
   int64_t most = 1;
   if (caps.emulated_work_groups && s.lanes_reduce) most = 4;
   else if (caps.vectorizes_work_item_loop && k.has_reduction()) most = 8;
+  else if (!caps.emulated_work_groups && caps.vector_loads && !k.has_reduction() && k.domain.numel() >= kSmallGpuKernel)
+    most = 4;
   int64_t best = 1;
   for (int64_t lanes : work_item_lane_counts(k))
     if (lanes <= most) best = lanes;

@@ -1,10 +1,7 @@
 // 32-bit positions (kir::index_instructions, kir::index_fits_32): which instructions are
 // positions, and the interval proof that decides whether a GPU kernel computes them in 32 bits.
 #include "kiln/codegen/kernel_ir.h"
-#include "kiln/codegen/lower.h"
 #include "kiln/codegen/c_source.h"
-#include "kiln/passes/memory_plan.h"
-#include "kiln/passes/pass_manager.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -19,15 +16,8 @@ Capabilities gpu() {
   return c;
 }
 
-kir::Kernel only_kernel(const std::string& text) {
-  const Graph fused = run_pipeline(test::parse_or_fail(text), pipeline_for_level(2)).take();
-  LaunchPlan plan = lower_to_kernels(fused, plan_memory(fused));
-  EXPECT_EQ(plan.kernels.size(), 1u) << print_graph(fused);
-  return plan.kernels.at(0);
-}
-
 TEST(IndexRange, RowsOfTheWorkloadsFit) {
-  const kir::Kernel k = only_kernel(
+  const kir::Kernel k = test::only_kernel(
       "graph @rows(%x: f32[4096,4096]) -> f32[4096] {\n"
       "  %s = reduce_sum %x {axes = [1]} : f32[4096]\n"
       "  return %s\n}");
@@ -37,7 +27,7 @@ TEST(IndexRange, RowsOfTheWorkloadsFit) {
 }
 
 TEST(IndexRange, TooManyPointsNeed64Bits) {
-  const kir::Kernel k = only_kernel(
+  const kir::Kernel k = test::only_kernel(
       "graph @big(%x: f32[65536,40000]) -> f32[65536,40000] {\n"
       "  %y = neg %x : f32[65536,40000]\n"
       "  return %y\n}");
@@ -46,7 +36,7 @@ TEST(IndexRange, TooManyPointsNeed64Bits) {
 
 TEST(IndexRange, AnOffsetBeyond32BitsInASmallDomainNeeds64Bits) {
   // Four points, but the last reads element 3e9 of its operand.
-  const kir::Kernel k = only_kernel(
+  const kir::Kernel k = test::only_kernel(
       "graph @col(%x: f32[4,1000000000]) -> f32[4,1] {\n"
       "  %c = slice %x {start = [0, 0], stop = [4, 1], step = [1, 1]} : f32[4,1]\n"
       "  %y = neg %c : f32[4,1]\n"
@@ -57,7 +47,7 @@ TEST(IndexRange, AnOffsetBeyond32BitsInASmallDomainNeeds64Bits) {
 TEST(IndexRange, AnOffsetFromADimAlsoUsedAsDataIsChecked) {
   // d0 is data too (arange's values), so it stays i64, but the offset d0 * 10^9 made from it
   // reaches 3 * 10^9.
-  const kir::Kernel k = only_kernel(
+  const kir::Kernel k = test::only_kernel(
       "graph @mixed(%x: f32[4,1000000000]) -> f32[4] {\n"
       "  %a = arange {start = 0, step = 1} : f32[4]\n"
       "  %r = slice %x {start = [0, 0], stop = [4, 1], step = [1, 1]} : f32[4,1]\n"
@@ -70,7 +60,7 @@ TEST(IndexRange, AnOffsetFromADimAlsoUsedAsDataIsChecked) {
 TEST(IndexRange, APositionUsedAsDataStaysI64) {
   // arange's values are the dim itself, stored as i64 data: not a position, and the OpenCL
   // kernel keeps it `long` while the store's offset is an `int`.
-  const kir::Kernel k = only_kernel(
+  const kir::Kernel k = test::only_kernel(
       "graph @ar() -> i64[1000] {\n"
       "  %a = arange {start = 0, step = 1} : i64[1000]\n"
       "  return %a\n}");

@@ -13,11 +13,14 @@
 #include <vector>
 
 #include "kiln/backend/cpu.h"
+#include "kiln/codegen/lower.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/text.h"
 #include "kiln/ir/host_tensor.h"
 #include "kiln/ir/interpreter.h"
+#include "kiln/passes/memory_plan.h"
+#include "kiln/passes/pass_manager.h"
 
 namespace kiln::test {
 
@@ -55,6 +58,14 @@ inline Graph parse_or_fail(const std::string& text) {
 }
 
 /// Runs the graph in `text` on the interpreter and returns its outputs.
+/// The one kernel `text` fuses into at -O2, before any backend's passes.
+inline kir::Kernel only_kernel(const std::string& text) {
+  const Graph fused = run_pipeline(parse_or_fail(text), pipeline_for_level(2)).take();
+  LaunchPlan plan = lower_to_kernels(fused, plan_memory(fused));
+  EXPECT_EQ(plan.kernels.size(), 1u) << print_graph(fused);
+  return plan.kernels.at(0);
+}
+
 inline std::vector<HostTensor> run(const std::string& text, std::vector<HostTensor> inputs = {}) {
   const Graph g = parse_or_fail(text);
   record_ops(g);

@@ -35,6 +35,9 @@ struct Capabilities {
   /// loop is innermost (PoCL): in a kernel that walks a reduction's loop of its own, vectors
   /// come from lanes per work-item instead (`Schedule::vector_width`; default_schedule).
   bool vectorizes_work_item_loop = false;
+  /// The kernel language reads a work-item's lanes of consecutive elements with one vector
+  /// load (OpenCL C's vloadN); GLSL's storage buffers are arrays of scalars, read lane by lane.
+  bool vector_loads = false;
   /// Loop iterations one work-item may run in all, over every loop of its kernel (0: no
   /// limit). lavapipe ends a shader's loops after 65535 back-edges (Mesa's
   /// LP_MAX_TGSI_LOOP_ITERATIONS), silently; default_schedule keeps rows under it and the

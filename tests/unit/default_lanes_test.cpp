@@ -1,0 +1,82 @@
+// Lanes per work-item by default (default_schedule's `vector_width` on work-item devices),
+// as the tuner measured them on PoCL, lavapipe and an H100 (codegen/schedule.cpp).
+#include "kiln/codegen/kernel_ir.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+// A GPU as its OpenCL driver describes it (an H100's figures), whose language has vector
+// loads; `vector_loads` false makes it the same GPU under Vulkan.
+Capabilities gpu(bool vector_loads) {
+  Capabilities c;
+  c.local_memory = true;
+  c.max_work_group = 1024;
+  c.cores = 132;
+  c.vector_bytes = 4;
+  c.vector_loads = vector_loads;
+  return c;
+}
+
+int lanes(const std::string& text, const Capabilities& caps) {
+  return kir::default_schedule(test::only_kernel(text), caps).vector_width;
+}
+
+const std::string kElementwise =
+    "graph @ew(%x: f32[4096,4096], %y: f32[4096,4096]) -> f32[4096,4096] {\n"
+    "  %t = tanh %x : f32[4096,4096]\n"
+    "  %s = add %t, %y : f32[4096,4096]\n"
+    "  return %s\n}";
+const std::string kRows =
+    "graph @rows(%x: f32[4096,4096]) -> f32[4096] {\n"
+    "  %s = reduce_sum %x {axes = [1]} : f32[4096]\n"
+    "  return %s\n}";
+const std::string kColumns =
+    "graph @columns(%x: f32[4096,4096]) -> f32[4096] {\n"
+    "  %s = reduce_sum %x {axes = [0]} : f32[4096]\n"
+    "  return %s\n}";
+const std::string kSmall =
+    "graph @small(%x: f32[256,512], %y: f32[256,512]) -> f32[256,512] {\n"
+    "  %s = add %x, %y : f32[256,512]\n"
+    "  return %s\n}";
+
+TEST(DefaultLanes, AGpuWithVectorLoadsTakesFourInLargeElementwiseKernels) {
+  EXPECT_EQ(lanes(kElementwise, gpu(true)), 4);
+}
+
+TEST(DefaultLanes, AGpuWithoutVectorLoadsKeepsOne) {
+  EXPECT_EQ(lanes(kElementwise, gpu(false)), 1);
+  EXPECT_EQ(lanes(kRows, gpu(false)), 1);
+}
+
+TEST(DefaultLanes, RowsColumnsAndSmallKernelsOnAGpuKeepOne) {
+  EXPECT_EQ(lanes(kRows, gpu(true)), 1);
+  EXPECT_EQ(lanes(kColumns, gpu(true)), 1);
+  EXPECT_EQ(lanes(kSmall, gpu(true)), 1);
+}
+
+TEST(DefaultLanes, LanesDivideTheLastDim) {
+  EXPECT_EQ(lanes("graph @odd(%x: f32[4096,4099]) -> f32[4096,4099] {\n"
+                  "  %t = tanh %x : f32[4096,4099]\n"
+                  "  return %t\n}",
+                  gpu(true)),
+            1);
+  EXPECT_EQ(lanes("graph @two(%x: f32[4096,4098]) -> f32[4096,4098] {\n"
+                  "  %t = tanh %x : f32[4096,4098]\n"
+                  "  return %t\n}",
+                  gpu(true)),
+            2);
+}
+
+TEST(DefaultLanes, EmulatedWorkGroupsTakeFourAlongRowsAndEightOverColumnsOnPocl) {
+  Capabilities pocl = gpu(true);
+  pocl.emulated_work_groups = true;
+  pocl.vectorizes_work_item_loop = true;
+  pocl.cores = 2;
+  EXPECT_EQ(lanes(kRows, pocl), 4);
+  EXPECT_EQ(lanes(kColumns, pocl), 8);
+  EXPECT_EQ(lanes(kElementwise, pocl), 1);
+}
+
+}  // namespace
+}  // namespace kiln
