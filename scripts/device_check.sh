@@ -5,7 +5,8 @@
 #   bash scripts/device_check.sh         # there, with carry [".gpu", ".gl"]
 # Knobs: DEVICES (default "opencl:0 vulkan:0"), DIFF_DEVICES and ONNX_DEVICES (default DEVICES),
 # PHASE1_S and ONNX_S (time limits, s), FUZZ_COUNT and FUZZ_COUNT_BIG (FUZZ_COUNT=0: none), BENCH=0 (no
-# benchmarks), AB=1 (the A/B phase below, after phase 1), TUNE=0 (no tuning), TUNE_S and TUNE_BUDGET_MS (each warmup's limit, s, and its
+# benchmarks), AB=1 (the A/B phase below, after phase 1), WARM_UP_TRIAL and TRIAL_DEVICE (below),
+# TUNE=0 (no tuning), TUNE_S and TUNE_BUDGET_MS (each warmup's limit, s, and its
 # --budget-ms). The four calls of 2026-11-26 (benchmarks/RESULTS.md) took 100-160 s each.
 # That machine is bare (no Debian packages, no network), so the bundle carries kiln's binaries and
 # every shared library they load; the GPU's OpenCL and Vulkan drivers are the machine's own.
@@ -121,10 +122,10 @@ for f in fuzz fuzz-big; do [[ -f $K/logs/$f.log ]] && say "$f: $(tail -n 3 "$K/l
 # at 1/256 of their size) with each Vulkan entry point's host time (vulkan_call_times), the
 # workloads at full size, and a tuning of W1 and W3 (the tuner's timings against the
 # workloads' own) with the GPU's clocks sampled every 20 ms beside it ----
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,power.draw --format=csv,noheader -lms 20 \
+  > "$K/logs/clocks.log" 2>&1 &
+clocks=$!
 if [[ ${AB:-0} == 1 && -f $K/baseline/libkiln.so.0 ]]; then
-  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,power.draw --format=csv,noheader -lms 20 \
-    > "$K/logs/clocks.log" 2>&1 &
-  clocks=$!
   for round in 1 2; do
     for lib in baseline bundle; do
       libs_ab=$libs cli=$B/kiln
@@ -151,10 +152,26 @@ if [[ ${AB:-0} == 1 && -f $K/baseline/libkiln.so.0 ]]; then
       done
     done
   done
-  kill "$clocks"
-  cp "$K/logs/clocks.log" "$OUT/clocks.log"
   say "A/B done"
 fi
+
+# ---- WARM_UP_TRIAL="10 200": W1 and W3 tuned on TRIAL_DEVICE (default vulkan:0) once per
+# --warm-up-ms value, each into a fresh database: the defaults' medians against the
+# workloads' own, with the clocks sampled beside them ----
+for ms in ${WARM_UP_TRIAL:-}; do
+  dev=${TRIAL_DEVICE:-vulkan:0}
+  tc=$K/trial.$ms
+  mkdir -p "$tc"
+  echo "## tuning with --warm-up-ms $ms on $dev, from $(date +%H:%M:%S.%N)" >> "$OUT/trial.log"
+  timeout 60 "${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" autotune warmup examples/workloads/w1_ew_chain.kir \
+    examples/workloads/w3_softmax.kir --device "$dev" --warm-up-ms "$ms" >> "$OUT/trial.log" 2>&1
+  for key in $("${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache list | awk 'NR > 1 && $1 ~ /\// {print $1}'); do
+    "${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache show "$key" >> "$OUT/trial.log" 2>&1
+  done
+  echo "## done $(date +%H:%M:%S.%N)" >> "$OUT/trial.log"
+done
+kill "$clocks"
+[[ ${AB:-0} == 1 || -n ${WARM_UP_TRIAL:-} ]] && cp "$K/logs/clocks.log" "$OUT/clocks.log"
 
 [[ ${BENCH:-1} == 1 ]] || { say "done (no benchmarks)"; exit 0; }
 
