@@ -43,8 +43,8 @@ bool is_double_only_in_opencl(std::string_view fn) {
 // range reductions, coefficients and special cases), so the two devices agree.
 // Their polynomial steps are written out, not looped: lavapipe counts a helper's loop
 // iterations against the shader's budget of 65535 (Capabilities::max_loop_iterations), which
-// c_loop_iterations counts for the kernel's own loops only. A 12-step loop in exp, run twice
-// per element of W3's 4096-wide rows, ended the rows' loops early and silently.
+// c_loop_iterations counts for the kernel's own loops and fmod's only. A 12-step loop in exp,
+// run twice per element of W3's 4096-wide rows, ended the rows' loops early and silently.
 // exp in double (kiln_exp_f64, shared with pow), rounded once: the f32 algorithm of the
 // cpu backend lost up to 8 ulp on lavapipe near |x| = 9.
 constexpr const char* kExpF64 =

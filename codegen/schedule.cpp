@@ -255,6 +255,12 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     // splits the group's loop: 64 work-items (6 levels) ran W5a's partial sums on PoCL in
     // 6.9 ms against 256's 11.8 (the autotuner's choice there, benchmarks/RESULTS.md).
     if (caps.emulated_work_groups) s.local_size = std::min<int64_t>(s.local_size, 64);
+    // A row still past the loop budget (its fmods' loops: c_loop_iterations) takes the widest
+    // group the device allows, one point per work-item per trip.
+    if (caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations) {
+      s.vector_width = 1;
+      while (s.local_size * 2 <= std::min(s.elements_per_iteration, caps.max_work_group)) s.local_size *= 2;
+    }
     // Where the device shuffles within subgroups, a butterfly there and one local-memory
     // slot per subgroup replace the tree's log2(local_size) barriers; the groups must be
     // whole subgroups.

@@ -51,8 +51,8 @@ std::optional<GemmEpilogueSource> gemm_epilogue_source(const LaunchPlan& plan, s
 std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                                std::string_view name, const Capabilities& caps);
 /// At most how many loop iterations one work-item runs in the C-family kernel of `k` run
-/// with `s` (every loop the emitter writes, nested ones multiplied), or of GEMM step `g`
-/// (its epilogue's own loops aside: it has none). What Capabilities::max_loop_iterations is
+/// with `s` (every loop the emitter writes, nested ones multiplied, and the loops of the
+/// GLSL fmod helper each point may call), or of GEMM step `g` (its epilogue's aside). What Capabilities::max_loop_iterations is
 /// checked against.
 int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities& caps);
 int64_t c_gemm_loop_iterations(const LaunchPlan::Gemm& g);
