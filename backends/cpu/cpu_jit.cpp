@@ -411,6 +411,8 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
         // An entry that verifies but does not link (another LLVM wrote it, a damaged object
         // with a valid checksum) is stale like any other: removed, rebuilt below.
         runtime_counters().kernel_disk_rejected++;
+        runtime_counters().kernel_disk_hits--;  // counted by the load
+        runtime_counters().kernel_disk_misses++;
         warn_once(im.disk.path_of(key).string(), fmt::format("disk cache entry {} does not link ({}); removing it, the "
                                                              "kernel will be rebuilt", im.disk.path_of(key).string(), e.what()));
         im.disk.remove(key);

@@ -228,7 +228,8 @@ class OpenClBackend final : public Backend {
   // Fills `out` for `m` from a program on disk that holds it; false when none does.
   bool load_member(std::span<const kir::Kernel> kernels, Miss& m, std::vector<std::shared_ptr<const CompiledKernel>>& out,
                    std::map<std::string, std::shared_ptr<const Program>>& loaded) {
-    const std::optional<std::string> entry = disk_.load(member_key(m), member_canonical(m));
+    // Counted here, once per kernel: neither its entry nor its program's counts it.
+    const std::optional<std::string> entry = disk_.load(member_key(m), member_canonical(m), 0);
     if (!entry) return false;
     const size_t first = entry->find('\n'), second = entry->find('\n', first + 1);
     if (first == std::string::npos || second == std::string::npos) return false;
@@ -237,7 +238,7 @@ class OpenClBackend final : public Backend {
     const std::string_view digits = std::string_view(*entry).substr(first + 1, second - first - 1);
     if (std::from_chars(digits.data(), digits.data() + digits.size(), index).ec != std::errc()) return false;
     std::shared_ptr<const Program>& program = loaded[program_key];
-    if (!program) program = load_program(program_key, entry->substr(second + 1));
+    if (!program) program = load_program(program_key, entry->substr(second + 1), 0);
     if (!program) return false;
     const kir::Kernel& k = kernels[m.plan_indices[0]];
     cl_int err = CL_SUCCESS;
@@ -247,6 +248,7 @@ class OpenClBackend final : public Backend {
     std::lock_guard lock(cache_mutex_);
     for (size_t i : m.plan_indices) out[i] = compiled;
     runtime_counters().kernel_evictions += kernels_.put(m.key, {std::move(m.canonical), compiled});
+    runtime_counters().kernel_disk_hits++;
     return true;
   }
 
@@ -274,10 +276,8 @@ class OpenClBackend final : public Backend {
       names += fmt::format("{}@{}", j ? " " : "", kernels[i].name);
     }
     const std::string key = hash_text(canonical).hex();
-    std::shared_ptr<const Program> program = load_program(key, canonical);
-    if (program) {
-      runtime_counters().kernel_disk_hits += misses.size();
-    } else {
+    std::shared_ptr<const Program> program = load_program(key, canonical, static_cast<int>(misses.size()));
+    if (!program) {
       check_compile_allowed(fmt::format("kernel {} for opencl:{}", names, index_));
       program = from_source(kir::opencl_source(members, member_schedules, caps_), names, key, canonical, misses.size());
       if (disk_.enabled())
@@ -401,10 +401,8 @@ class OpenClBackend final : public Backend {
         return (*hit).second;
       }
     }
-    std::shared_ptr<const Program> program = load_program(key, canonical);
-    if (program) {
-      runtime_counters().kernel_disk_hits++;
-    } else {
+    std::shared_ptr<const Program> program = load_program(key, canonical, 1);
+    if (!program) {
       check_compile_allowed(fmt::format("kernel {} for opencl:{}", name, index_));
       const std::string source = kir::opencl_gemm_source(g, epilogue, store_product, entry_name(0), caps_);
       program = from_source(source, name, key, canonical, 1);
@@ -420,14 +418,17 @@ class OpenClBackend final : public Backend {
   }
 
   // The program of disk cache entry `key`, or nullptr when there is none (an entry the
-  // driver does not load is removed, with a warning).
-  std::shared_ptr<const Program> load_program(const std::string& key, const std::string& canonical) {
-    std::optional<std::string> binary = disk_.load(key, canonical);
+  // driver does not load is removed, with a warning). It holds `kernels` kernels, counted as
+  // DiskCache::load counts them.
+  std::shared_ptr<const Program> load_program(const std::string& key, const std::string& canonical, int kernels) {
+    std::optional<std::string> binary = disk_.load(key, canonical, kernels);
     if (!binary) return nullptr;
     try {
       return from_binary(*binary);
     } catch (const Error& e) {
       runtime_counters().kernel_disk_rejected++;
+      runtime_counters().kernel_disk_hits -= static_cast<uint64_t>(kernels);
+      runtime_counters().kernel_disk_misses += static_cast<uint64_t>(kernels);
       warn_once(disk_.path_of(key).string(), fmt::format("disk cache entry {} is not a program this driver loads ({}); "
                                                          "removing it, the kernels will be rebuilt",
                                                          disk_.path_of(key).string(), e.what()));

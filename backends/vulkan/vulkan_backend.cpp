@@ -429,9 +429,7 @@ class VulkanBackend final : public Backend {
     const auto start = std::chrono::steady_clock::now();
     std::vector<uint32_t> spirv = load_spirv(key, canonical);
     const bool from_disk = !spirv.empty();
-    if (from_disk) {
-      runtime_counters().kernel_disk_hits++;
-    } else {
+    if (!from_disk) {
       check_compile_allowed(fmt::format("kernel {} for vulkan:{}", name, index_));
       spirv = to_spirv(source(), name);
       if (validation_enabled())
@@ -502,6 +500,8 @@ class VulkanBackend final : public Backend {
     if (!words.empty()) std::memcpy(words.data(), bytes->data(), words.size() * sizeof(uint32_t));
     if (bytes->size() % sizeof(uint32_t) != 0 || words.size() < 5 || words[0] != kMagic) {
       runtime_counters().kernel_disk_rejected++;
+      runtime_counters().kernel_disk_hits--;  // counted by the load
+      runtime_counters().kernel_disk_misses++;
       warn_once(disk_.path_of(key).string(),
                 fmt::format("disk cache entry {} is not SPIR-V; removing it, the kernel will be rebuilt",
                             disk_.path_of(key).string()));
@@ -544,7 +544,7 @@ class VulkanBackend final : public Backend {
   // driver exists (a driver checks the header it wrote and ignores data it does not own).
   void load_pipeline_cache() {
     pipeline_cache_key_ = hex_key("pipeline cache|" + fingerprint_);
-    std::optional<std::string> data = disk_.load(pipeline_cache_key_, fingerprint_);
+    std::optional<std::string> data = disk_.load(pipeline_cache_key_, fingerprint_, 0);  // no kernels
     auto info = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
     if (data) {
       info.initialDataSize = data->size();

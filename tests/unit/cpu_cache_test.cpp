@@ -312,6 +312,8 @@ TEST_F(CpuDiskCache, EntriesThatAreNotObjectsAreRebuilt) {
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(second.out, first.out);
   EXPECT_EQ(second.stat("kernel_disk_rejected"), 2);
+  EXPECT_EQ(second.stat("kernel_disk_hits"), 0);  // the entry that loaded but did not link is a miss
+  EXPECT_EQ(second.stat("kernel_disk_misses"), 2);
   EXPECT_EQ(second.stat("llvm_compiles"), 2);
   EXPECT_EQ(second.warnings().size(), 2u) << second.err;
   EXPECT_NE(second.err.find(files[0].string()), std::string::npos) << second.err;

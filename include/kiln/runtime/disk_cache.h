@@ -32,8 +32,10 @@ class DiskCache {
   /// A cache in `root`/`ns` ("cpu" for CPU object code). An empty root disables it.
   DiskCache(std::filesystem::path root, std::string ns);
 
-  /// The payload stored under `key`, when a valid entry made from `canonical` exists.
-  std::optional<std::string> load(std::string_view key, std::string_view canonical);
+  /// The payload stored under `key`, when a valid entry made from `canonical` exists. The
+  /// entry holds `kernels` kernels, which the load counts as disk hits, or as misses when it
+  /// finds no valid entry (0 for an entry of other data, or of kernels the caller counts).
+  std::optional<std::string> load(std::string_view key, std::string_view canonical, int kernels = 1);
 
   /// Stores `payload` under `key` (atomically). Returns false when it could not be written
   /// (the cache then stays off for this process, after one warning).
