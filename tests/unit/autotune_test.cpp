@@ -573,9 +573,6 @@ TEST(Autotuner, AFailingCompileIsRecordedAndTheRestAreMeasured) {
   EXPECT_GE(r.candidates, static_cast<int>(t.variants.size()) + 1);
 }
 
-// A variant that was fast only while it was first timed (the machine's load moved) loses
-// when it meets the default in alternation, and is never chosen; one that is really faster
-// is kept, even when the machine stalls one of its rounds there.
 TEST(Autotuner, CandidatesWarmUpLongerOnAGpu) {
   Capabilities gpu;
   gpu.local_memory = true;
@@ -586,6 +583,9 @@ TEST(Autotuner, CandidatesWarmUpLongerOnAGpu) {
   EXPECT_EQ(autotune::default_warm_up_ms(Capabilities{}), 10);  // cpu
 }
 
+// A variant that was fast only while it was first timed (the machine's load moved) loses
+// when it meets the default in alternation, and is never chosen; one that is really faster
+// is kept, even when the machine stalls one of its rounds there.
 TEST(Autotuner, AWinnerIsKeptOnlyIfItBeatsTheDefaultInAlternation) {
   enum class Case { Lucky, Fast, FastWithAStall };
   for (const Case c : {Case::Lucky, Case::Fast, Case::FastWithAStall}) {

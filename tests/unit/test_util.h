@@ -57,7 +57,6 @@ inline Graph parse_or_fail(const std::string& text) {
   return g ? std::move(*g) : Graph();
 }
 
-/// Runs the graph in `text` on the interpreter and returns its outputs.
 /// The one kernel `text` fuses into at -O2, before any backend's passes.
 inline kir::Kernel only_kernel(const std::string& text) {
   const Graph fused = run_pipeline(parse_or_fail(text), pipeline_for_level(2)).take();
@@ -66,6 +65,7 @@ inline kir::Kernel only_kernel(const std::string& text) {
   return plan.kernels.at(0);
 }
 
+/// Runs the graph in `text` on the interpreter and returns its outputs.
 inline std::vector<HostTensor> run(const std::string& text, std::vector<HostTensor> inputs = {}) {
   const Graph g = parse_or_fail(text);
   record_ops(g);
