@@ -117,6 +117,14 @@ for dev in ${ONNX_DEVICES:-${DEVICES:-opencl:0 vulkan:0}}; do
 done
 for f in fuzz fuzz-big; do [[ -f $K/logs/$f.log ]] && say "$f: $(tail -n 3 "$K/logs/$f.log" | tr '\n' ' ')"; done
 
+# Every variant timed for each key of the tuning database in folder $1 (kiln cache show).
+show_tuning() {
+  local key
+  for key in $("${kenv[@]}" "KILN_CACHE_DIR=$1" "$B/kiln" cache list | awk 'NR > 1 && $1 ~ /\// {print $1}'); do
+    "${kenv[@]}" "KILN_CACHE_DIR=$1" "$B/kiln" cache show "$key"
+  done
+}
+
 # ---- A/B (AB=1, a bundle packed with BASELINE_LIB): the baseline library against the
 # bundle's, in alternating processes, on each device: the launch's fixed cost (the workloads
 # at 1/256 of their size) with each Vulkan entry point's host time (vulkan_call_times), the
@@ -144,9 +152,7 @@ if [[ ${AB:-0} == 1 && -f $K/baseline/libkiln.so.0 ]]; then
           echo "## tuning, $lib library, $dev, from $(date +%H:%M:%S.%N)" >> "$OUT/ab.log"
           timeout 60 "${kenv[@]}" "LD_LIBRARY_PATH=$libs_ab" "KILN_CACHE_DIR=$tc" "$cli" autotune warmup \
             examples/workloads/w1_ew_chain.kir examples/workloads/w3_softmax.kir --device "$dev" >> "$OUT/ab.log" 2>&1
-          for key in $("${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache list | awk 'NR > 1 && $1 ~ /\// {print $1}'); do
-            "${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache show "$key" >> "$OUT/ab.log" 2>&1
-          done
+          show_tuning "$tc" >> "$OUT/ab.log" 2>&1
           echo "## tuning done $(date +%H:%M:%S.%N)" >> "$OUT/ab.log"
         fi
       done
@@ -165,9 +171,7 @@ for ms in ${WARM_UP_TRIAL:-}; do
   echo "## tuning with --warm-up-ms $ms on $dev, from $(date +%H:%M:%S.%N)" >> "$OUT/trial.log"
   timeout 60 "${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" autotune warmup examples/workloads/w1_ew_chain.kir \
     examples/workloads/w3_softmax.kir --device "$dev" --warm-up-ms "$ms" >> "$OUT/trial.log" 2>&1
-  for key in $("${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache list | awk 'NR > 1 && $1 ~ /\// {print $1}'); do
-    "${kenv[@]}" "KILN_CACHE_DIR=$tc" "$B/kiln" cache show "$key" >> "$OUT/trial.log" 2>&1
-  done
+  show_tuning "$tc" >> "$OUT/trial.log" 2>&1
   echo "## done $(date +%H:%M:%S.%N)" >> "$OUT/trial.log"
 done
 kill "$clocks"
@@ -226,9 +230,7 @@ for dev in ${DEVICES:-opencl:0 vulkan:0}; do
   {
     cat "$K/logs/tune.$d.log"
     "${tenv[@]}" "$B/kiln" cache list
-    for key in $("${tenv[@]}" "$B/kiln" cache list | awk 'NR > 1 && $1 ~ /\// {print $1}'); do
-      "${tenv[@]}" "$B/kiln" cache show "$key"
-    done
+    show_tuning "$tc"
   } > "$OUT/tune.$d.log" 2>&1
   for run in 1 2; do
     for mode in off cached; do
