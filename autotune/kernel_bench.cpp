@@ -238,15 +238,10 @@ GemmBench::GemmBench(Backend& backend, const LaunchPlan::Gemm& g, uint64_t seed)
   gemm_.a = 0;
   gemm_.b = 1;
   gemm_.c = 2;
-  // An operand spans its last batch's offset plus one matrix (strides of 0 broadcast it).
-  auto span = [&](const std::vector<int64_t>& strides, int64_t matrix) {
-    int64_t last = 0;
-    for (size_t d = 0; d < strides.size(); ++d) last += (g.batch[static_cast<int>(d)] - 1) * strides[d];
-    return g.batch.numel() == 0 ? 0 : last + matrix;
-  };
+  // Operands laid out as the step reads them (a transposed view stays transposed).
   FastRng rng{seed};
-  const std::string a = made_up(TensorType{g.dtype, Shape{span(g.a_batch_stride, g.m * g.k)}}, rng);
-  const std::string b = made_up(TensorType{g.dtype, Shape{span(g.b_batch_stride, g.k * g.n)}}, rng);
+  const std::string a = made_up(TensorType{g.dtype, Shape{g.a_extent()}}, rng);
+  const std::string b = made_up(TensorType{g.dtype, Shape{g.b_extent()}}, rng);
   c_bytes_ = g.batch.numel() * g.m * g.n * static_cast<int64_t>(dtype_size(g.dtype));
   const std::string c(static_cast<size_t>(c_bytes_), '\0');
   for (int n = copies_for(static_cast<int64_t>(a.size() + b.size()) + c_bytes_); n > 0; --n)

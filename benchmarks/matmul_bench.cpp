@@ -1,9 +1,12 @@
 // benchmarks/matmul_bench.cpp - kiln on the matmul workloads of ../shared/peers (W6, W7) and
 // an attention-shaped batched product, with the peers' inputs, timed per call (record, plan
 // cache, run); compare with the peers' P6 hand GEMM and P7 OpenBLAS run in alternating
-// processes (benchmarks/run.sh with MATMUL_PEERS=1).
+// processes (benchmarks/run.sh with MATMUL_PEERS=1). Two more forms of the same products
+// have no peer line of their own: W6T is W6 with B given as B^T (a linear layer's [out, in]
+// weight, read through a transposed view), EIN the attention product written as an einsum
+// (q k^T as a broadcast product summed over the head dim).
 //
-//   kiln_matmul_bench [--only W6,W7,ATT] [--runs N] [--device D]
+//   kiln_matmul_bench [--only W6,W7,ATT,W6T,EIN] [--runs N] [--device D]
 // One line per workload: median, min and max ms over N timed calls after 3 warm-ups, GFLOP/s.
 // With --device (opencl:0...), the inputs live on that device and each timed call ends in
 // kiln::synchronize: queue devices return from a launch once it is enqueued.
@@ -64,7 +67,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) g_device = kiln::Device::parse(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: kiln_matmul_bench [--only W6,W7,ATT] [--runs N] [--device D]\n");
+      std::fprintf(stderr, "usage: kiln_matmul_bench [--only W6,W7,ATT,W6T,EIN] [--runs N] [--device D]\n");
       return 2;
     }
   }
@@ -87,6 +90,20 @@ int main(int argc, char** argv) {
       kiln::Tensor h1 = (x.matmul(w1) + b1).relu();
       kiln::Tensor h2 = (h1.matmul(w2) + b2).relu();
       return (h2.matmul(w3) + b3).softmax(-1);
+    });
+  }
+  if (want("W6T")) {  // relu(A[1024,1024] @ Bt[1024,1024]^T + bias[1024])
+    const long n = 1024;
+    kiln::Tensor a = tensor(n, n, 6, -1, 1), bt = tensor(n, n, 7, -1, 1);
+    kiln::Tensor bias = kiln::from_vector<float>(gen(n, 8, -1, 1), {n}, g_device);
+    bench("W6T", 2.0 * n * n * n, runs, [&] { return (a.matmul(bt.transpose(0, 1)) + bias).relu(); });
+  }
+  if (want("EIN")) {  // einsum("bqd,bkd->bqk") of [8,128,64] and [8,128,64]
+    kiln::Tensor q = kiln::from_vector<float>(gen(8 * 128 * 64, 20, -1, 1), {8, 128, 64}, g_device);
+    kiln::Tensor k = kiln::from_vector<float>(gen(8 * 128 * 64, 21, -1, 1), {8, 128, 64}, g_device);
+    bench("EIN", 2.0 * 8 * 128 * 128 * 64, runs, [&] {
+      return (q.reshape({8, 128, 1, 64}).expand({8, 128, 128, 64}) * k.reshape({8, 1, 128, 64}).expand({8, 128, 128, 64}))
+          .sum({3});
     });
   }
   if (want("ATT")) {  // attention scores: [8,128,64] x [8,64,128]

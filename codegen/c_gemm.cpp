@@ -41,6 +41,9 @@ class GemmEmitter {
 
  private:
   std::string lit(int64_t v) const { return d_.int_literal(v, DType::I64); }
+  std::string scaled(std::string_view x, int64_t stride) const {
+    return stride == 1 ? std::string(x) : fmt::format("{} * {}", x, lit(stride));
+  }
   std::string signature() const;
   std::string body(std::set<std::string>& helpers);
 
@@ -96,7 +99,7 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   line(1, fmt::format("{}{} tm = (group / {}) % {};", d_.let(), i64, lit(tiles_n), lit(tiles_m)));
   line(1, fmt::format("{}{} bt = group / {};", d_.let(), i64, lit(tiles_n * tiles_m)));
   // The batch dims (the epilogue's d0...), and each operand's offset in its buffer.
-  std::string a_off = "0", b_off = "0";
+  std::string a_off = lit(g_.a_offset), b_off = lit(g_.b_offset);
   int64_t stride = 1;
   for (int j = nb; j-- > 0;) {
     std::string x = "bt";
@@ -133,9 +136,11 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   };
   // A: consecutive work-items read consecutive elements of a row of A.
   stage("ta", gm, gk, fmt::format("tm * {} + er", lit(gm)), "k0 + ec", fmt::format("row < {} && col < {}", lit(g_.m), lit(g_.k)),
-        d_.element(0, fmt::format("a_base + row * {} + col", lit(g_.k))), fmt::format("ec * {} + er", lit(gm)));
+        d_.element(0, fmt::format("a_base + {} + {}", scaled("row", g_.a_row_stride), scaled("col", g_.a_col_stride))),
+        fmt::format("ec * {} + er", lit(gm)));
   stage("tb", gk, gn, "k0 + er", fmt::format("tn * {} + ec", lit(gn)), fmt::format("row < {} && col < {}", lit(g_.k), lit(g_.n)),
-        d_.element(1, fmt::format("b_base + row * {} + col", lit(g_.n))), fmt::format("er * {} + ec", lit(gn)));
+        d_.element(1, fmt::format("b_base + {} + {}", scaled("row", g_.b_row_stride), scaled("col", g_.b_col_stride))),
+        fmt::format("er * {} + ec", lit(gn)));
   line(2, d_.barrier());
   line(2, fmt::format("for ({0} kk = 0; kk < {1}; kk += 1) {{", i64, lit(gk)));
   for (int i = 0; i < s_.mr; ++i)
@@ -227,7 +232,8 @@ std::optional<GemmEpilogueSource> gemm_epilogue_source(const LaunchPlan& plan, s
 
 std::string gemm_canonical(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                            std::string_view fingerprint) {
-  std::string strides;
+  std::string strides = fmt::format("a {} {} {}, b {} {} {};", g.a_offset, g.a_row_stride, g.a_col_stride, g.b_offset,
+                                    g.b_row_stride, g.b_col_stride);
   for (size_t j = 0; j < g.a_batch_stride.size(); ++j)
     strides += fmt::format("{},{};", g.a_batch_stride[j], g.b_batch_stride[j]);
   std::string canonical =

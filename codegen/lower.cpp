@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kiln/ir/host_tensor.h"
 #include "kiln/ir/index_map.h"
@@ -194,6 +195,8 @@ class KernelBuilder {
     return std::move(k_);
   }
   bool finish_empty() const { return k_.stores.empty(); }
+  /// The kernel as built so far.
+  const kir::Kernel& kernel() const { return k_; }
   void add_store(const kir::Store& s) { k_.stores.push_back(s); }
   /// Where member `v`'s elements lie in the domain when it derives from a reduction of the
   /// kernel (over the reduction's kept dims, through elementwise ops and views forwards);
@@ -338,6 +341,15 @@ class Lowering {
   /// positions known only at run time, so it cannot be recomputed there.
   void store_gather_data(int32_t k);
   void lower_matmul_region(int32_t k, ValueId mm);
+  /// Where a matmul operand's elements lie, when it can be read in place: a stored value
+  /// of type `t`, or views of one (the region's `member` views included) whose positions
+  /// are affine in the operand's indices, as the Kernel IR's affine analysis finds them.
+  struct OperandLayout {
+    int32_t buffer = -1;
+    int64_t offset = 0;
+    std::vector<int64_t> strides;  // per operand dim, in elements
+  };
+  std::optional<OperandLayout> layout_in_place(ValueId o, DType t, const std::vector<bool>& member);
   /// A region around a scatter or cumsum (trait::InOrder): one kernel that walks its points
   /// in order (a scatter's data copied into its result first).
   void lower_in_order_region(int32_t k, ValueId w);
@@ -346,12 +358,22 @@ class Lowering {
   /// of one kernel per stage (log2(width) * (log2(width) + 1) / 2 launches, O(n log^2 n)
   /// work, every pair of a stage in parallel); a kernel writing the sorted positions.
   void lower_argsort_region(int32_t k, ValueId w);
+  /// Adds `b`'s kernel to the launch list, or the GEMM step it is when it is a matrix
+  /// product written as a contraction (kir::gemm_of_contraction).
   void add_kernel(KernelBuilder& b) {
+    kir::Kernel k = b.finish();
     LaunchPlan::Step step;
+    if (auto gemm = kir::gemm_of_contraction(k)) {
+      step.gemm = std::move(*gemm);
+      step.gemm.contraction = k.name;
+      for (int32_t* param : {&step.gemm.a, &step.gemm.b, &step.gemm.c}) *param = b.bindings()[static_cast<size_t>(*param)];
+      plan_.steps.push_back(std::move(step));
+      return;
+    }
     step.kernel = static_cast<int32_t>(plan_.kernels.size());
     step.bindings = b.bindings();
     step.scalar_bindings = b.scalar_bindings();
-    plan_.kernels.push_back(b.finish());
+    plan_.kernels.push_back(std::move(k));
     plan_.steps.push_back(std::move(step));
   }
   /// A kernel over v's shape that writes v into `buffer` (outputs nothing else computes,
@@ -1173,53 +1195,88 @@ void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool
   plan_.steps.push_back(std::move(step));
 }
 
+std::optional<Lowering::OperandLayout> Lowering::layout_in_place(ValueId o, DType t, const std::vector<bool>& member) {
+  // Only views down to a stored value: building the load of anything else could add
+  // buffers to the plan (a gather's data) that a copy of it would not use.
+  ValueId root = o;
+  while (stored(root) < 0) {
+    const Node& n = g_.node(root);
+    if (!n.info().is_view() || (n.kernel >= 0 && !member[root])) return std::nullopt;
+    root = n.operands[0];
+  }
+  const Shape& s = g_.type(o).shape;
+  KernelBuilder b(*this, "operand", s, std::vector<bool>(static_cast<size_t>(s.rank()), false), member);
+  const Ref x = b.value_at(g_, o, identity_map(s), kir::kNoRef);
+  const kir::Kernel& k = b.kernel();
+  const kir::Inst& load = k.insts[static_cast<size_t>(x)];
+  if (load.code != kir::Code::Load || load.args.size() != 1 ||
+      k.buffers[static_cast<size_t>(load.buffer)].type.dtype != t)
+    return std::nullopt;  // masked (a pad), or converted
+  const std::optional<kir::Affine> at = kir::affine_analysis(k)[static_cast<size_t>(load.args[0])];
+  if (!at) return std::nullopt;  // through a div or mod (a reshape across a transpose)
+  return OperandLayout{b.bindings()[static_cast<size_t>(load.buffer)], at->base, at->stride};
+}
+
 void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   const auto ki = static_cast<size_t>(k);
   const Node& n = g_.node(mm);
   const DType t = n.type.dtype;
   const Shape& cs = n.type.shape;
   const int r = cs.rank();
-  // Operands in memory, contiguous, of the result's type. An operand computed in this
-  // region (a view, or an output of the region too) is computed first.
+  // Operands of the result's type, read where they lie when they can be (a view of a stored
+  // value), else computed into a buffer of their own first. An operand that is an output
+  // of the region too is computed into its buffer first.
   std::vector<bool> member(g_.size(), false);
   for (ValueId v : index_.members[ki]) member[v] = v != mm;
   std::vector<ValueId> written;
-  int32_t ab[2];
+  OperandLayout layout[2];
   for (size_t i = 0; i < 2; ++i) {
     const ValueId o = n.operands[i];
-    const int32_t b = stored(o);
-    if (b >= 0 && !member[o] && g_.type(o).dtype == t) {
-      ab[i] = b;
-    } else if (b >= 0 && member[o] && g_.type(o).dtype == t && mp_.buffer_of[o] == b) {
-      ab[i] = b;
+    int32_t b = stored(o);
+    if (b >= 0 && member[o] && g_.type(o).dtype == t && mp_.buffer_of[o] == b) {
       copy_kernel(o, b, t, member);
       written.push_back(o);
+    } else if (auto in_place = layout_in_place(o, t, member)) {
+      layout[i] = std::move(*in_place);
+      continue;
     } else {
-      ab[i] = new_buffer(TensorType{t, g_.type(o).shape});
-      copy_kernel(o, ab[i], t, member);
+      b = new_buffer(TensorType{t, g_.type(o).shape});
+      copy_kernel(o, b, t, member);
     }
+    const Shape& s = g_.type(o).shape;
+    const auto row_major = s.strides();
+    layout[i] = {b, 0, std::vector<int64_t>(row_major.begin(), row_major.begin() + s.rank())};
   }
   LaunchPlan::Gemm gemm;
   gemm.dtype = t;
   const Shape& as = g_.type(n.operands[0]).shape;
-  const Shape& bs = g_.type(n.operands[1]).shape;
   gemm.m = cs[r - 2];
   gemm.n = cs[r - 1];
   gemm.k = as[as.rank() - 1];
   for (int j = 0; j < r - 2; ++j) gemm.batch.push_back(cs[j]);
-  auto batch_strides = [&](const Shape& s) {
+  // Per result batch dim, the operand's stride along it (its dims are right-aligned with
+  // the result's; one it lacks, or of one element, broadcasts).
+  auto batch_strides = [&](const Shape& s, const std::vector<int64_t>& strides) {
     std::vector<int64_t> out(static_cast<size_t>(r - 2), 0);
-    const auto st = s.strides();
     for (int j = 0; j < s.rank() - 2; ++j) {
       const int cj = j + (r - s.rank());
-      if (s[j] != 1) out[static_cast<size_t>(cj)] = st[static_cast<size_t>(j)];
+      if (s[j] != 1) out[static_cast<size_t>(cj)] = strides[static_cast<size_t>(j)];
     }
     return out;
   };
-  gemm.a_batch_stride = batch_strides(as);
-  gemm.b_batch_stride = batch_strides(bs);
-  gemm.a = ab[0];
-  gemm.b = ab[1];
+  for (int i = 0; i < 2; ++i) {
+    const Shape& s = g_.type(n.operands[static_cast<size_t>(i)]).shape;
+    const OperandLayout& l = layout[i];
+    const int64_t rows = l.strides[static_cast<size_t>(s.rank() - 2)], cols = l.strides[static_cast<size_t>(s.rank() - 1)];
+    if (i == 0) {
+      std::tie(gemm.a, gemm.a_offset, gemm.a_row_stride, gemm.a_col_stride) = std::tuple(l.buffer, l.offset, rows, cols);
+      gemm.a_batch_stride = batch_strides(s, l.strides);
+    } else {
+      std::tie(gemm.b, gemm.b_offset, gemm.b_row_stride, gemm.b_col_stride) = std::tuple(l.buffer, l.offset, rows, cols);
+      gemm.b_batch_stride = batch_strides(s, l.strides);
+    }
+  }
+  kir::normalize_unit_dims(gemm);
   gemm.c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
   override_[mm] = gemm.c;
   LaunchPlan::Step step;
@@ -1314,8 +1371,18 @@ std::string LaunchPlan::str() const {
                              format_scalar(s.fixed_scalars[i], s.fixed_scalars[i].is_int() ? DType::I64 : DType::F64));
       out += fmt::format("  @{}({})\n", kernels[static_cast<size_t>(s.kernel)].name, binds);
     } else {
-      out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", s.gemm.c, s.gemm.a, s.gemm.b,
-                         dtype_name(s.gemm.dtype), s.gemm.m, s.gemm.n, s.gemm.k, s.gemm.batch.str());
+      const Gemm& g = s.gemm;
+      out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", g.c, g.a, g.b, dtype_name(g.dtype), g.m,
+                         g.n, g.k, g.batch.str());
+      // An operand read in place through a view: where its elements lie.
+      auto layout = [&](char name, int64_t offset, int64_t rows, int64_t cols, const std::vector<int64_t>& batch) {
+        std::string text = fmt::format("    // {}: offset {}, rows {}, columns {}", name, offset, rows, cols);
+        if (!batch.empty()) text += fmt::format(", batch {}", fmt::join(batch, " "));
+        return text + "\n";
+      };
+      if (!g.contraction.empty()) out += fmt::format("    // the contraction @{}\n", g.contraction);
+      if (!g.a_row_major()) out += layout('a', g.a_offset, g.a_row_stride, g.a_col_stride, g.a_batch_stride);
+      if (!g.b_row_major()) out += layout('b', g.b_offset, g.b_row_stride, g.b_col_stride, g.b_batch_stride);
       out += "    // " + s.gemm.schedule.str() + "\n";
     }
   }
@@ -1328,6 +1395,28 @@ std::string LaunchPlan::str() const {
 }
 
 LaunchPlan lower_to_kernels(const Graph& fused, const MemoryPlan& memory) { return Lowering(fused, memory).run(); }
+
+namespace {
+
+// One past the farthest element an operand of `rows` x `cols` matrices reaches.
+int64_t operand_extent(const LaunchPlan::Gemm& g, int64_t offset, const std::vector<int64_t>& batch_strides,
+                       int64_t rows, int64_t row_stride, int64_t cols, int64_t col_stride) {
+  if (g.batch.numel() == 0 || rows == 0 || cols == 0) return 0;
+  int64_t farthest = offset + std::max<int64_t>(0, (rows - 1) * row_stride) + std::max<int64_t>(0, (cols - 1) * col_stride);
+  for (size_t d = 0; d < batch_strides.size(); ++d)
+    farthest += std::max<int64_t>(0, (g.batch[static_cast<int>(d)] - 1) * batch_strides[d]);
+  return farthest + 1;
+}
+
+}  // namespace
+
+int64_t LaunchPlan::Gemm::a_extent() const {
+  return operand_extent(*this, a_offset, a_batch_stride, m, a_row_stride, k, a_col_stride);
+}
+
+int64_t LaunchPlan::Gemm::b_extent() const {
+  return operand_extent(*this, b_offset, b_batch_stride, k, b_row_stride, n, b_col_stride);
+}
 
 int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
   if (i + 1 >= plan.steps.size() || plan.steps[i].kernel >= 0 || plan.steps[i + 1].kernel < 0) return 0;

@@ -340,10 +340,13 @@ std::vector<Variant> single_knob_gemm_variants(const LaunchPlan::Gemm& g, const 
 }
 
 std::string gemm_structure(const LaunchPlan::Gemm& g) {
-  // The batch dims' count and which operand each broadcasts over: what the walk depends on.
+  // The batch dims' count and which operand each broadcasts over, and which operand's rows
+  // are not contiguous (a transposed view, read in place): what the walk depends on.
   std::string out = fmt::format("gemm {}", dtype_name(g.dtype));
   for (size_t d = 0; d < g.a_batch_stride.size(); ++d)
     out += fmt::format(" batch{}{}", g.a_batch_stride[d] == 0 ? "-a" : "", g.b_batch_stride[d] == 0 ? "-b" : "");
+  if (g.a_col_stride != 1) out += " a-strided";
+  if (g.b_col_stride != 1) out += " b-strided";
   return out;
 }
 

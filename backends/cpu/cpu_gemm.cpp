@@ -26,7 +26,7 @@ namespace {
 
 // Element offsets of batch `batch`'s A and B matrices (broadcast batch dims have stride 0).
 std::pair<int64_t, int64_t> batch_offsets(const LaunchPlan::Gemm& g, int64_t batch) {
-  int64_t aoff = 0, boff = 0, rem = batch;
+  int64_t aoff = g.a_offset, boff = g.b_offset, rem = batch;
   for (int j = g.batch.rank() - 1; j >= 0; --j) {
     const int64_t idx = rem % g.batch[j];
     rem /= g.batch[j];
@@ -36,29 +36,45 @@ std::pair<int64_t, int64_t> batch_offsets(const LaunchPlan::Gemm& g, int64_t bat
   return {aoff, boff};
 }
 
-// rows x depth of A (row stride lda) as panels of mr rows: per step of the depth, mr values.
-template <class T>
-void pack_a(const T* a, int64_t lda, int64_t rows, int64_t depth, int mr, T* out) {
+// rows x depth of A (steps rs along a row, cs along the depth) as panels of mr rows: per
+// step of the depth, mr values. kUnitDepth (cs == 1, a row-major A) is compiled apart: the
+// general step slowed the attention-shaped product's packing by a tenth.
+template <class T, bool kUnitDepth>
+void pack_a_panels(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t depth, int mr, T* out) {
   for (int64_t i0 = 0; i0 < rows; i0 += mr) {
     const int64_t h = std::min<int64_t>(mr, rows - i0);
-    const T* panel = a + i0 * lda;
+    const T* panel = a + i0 * rs;
     for (int64_t p = 0; p < depth; ++p) {
-      for (int64_t i = 0; i < h; ++i) out[i] = panel[i * lda + p];
+      const T* column = panel + (kUnitDepth ? p : p * cs);
+      for (int64_t i = 0; i < h; ++i) out[i] = column[i * rs];
       for (int64_t i = h; i < mr; ++i) out[i] = T(0);
       out += mr;
     }
   }
 }
 
-// depth x cols of B (row stride ldb) as panels of nr columns: per step of the depth, nr values.
 template <class T>
-void pack_b(const T* b, int64_t ldb, int64_t depth, int64_t cols, int nr, T* out) {
-  for (int64_t j0 = 0; j0 < cols; j0 += nr) {
+void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t depth, int mr, T* out) {
+  if (cs == 1) pack_a_panels<T, true>(a, rs, cs, rows, depth, mr, out);
+  else pack_a_panels<T, false>(a, rs, cs, rows, depth, mr, out);
+}
+
+// depth x cols of B (steps rs along the depth, cs along a row) as panels of nr columns: per
+// step of the depth, nr values.
+template <class T>
+void pack_b(const T* b, int64_t rs, int64_t cs, int64_t depth, int64_t cols, int nr, T* out) {
+  for (int64_t j0 = 0; j0 < cols; j0 += nr, out += depth * nr) {
     const int64_t w = std::min<int64_t>(nr, cols - j0);
     for (int64_t p = 0; p < depth; ++p) {
-      std::memcpy(out, b + p * ldb + j0, static_cast<size_t>(w) * sizeof(T));
-      std::fill(out + w, out + nr, T(0));
-      out += nr;
+      if (cs == 1) std::memcpy(out + p * nr, b + p * rs + j0, static_cast<size_t>(w) * sizeof(T));
+      std::fill(out + p * nr + w, out + (p + 1) * nr, T(0));
+    }
+    if (cs == 1) continue;
+    // Columns apart (a transposed B): each is walked down the depth, along which it is
+    // contiguous when B is a transpose, rather than gathering a row of the panel per step.
+    for (int64_t j = 0; j < w; ++j) {
+      const T* column = b + (j0 + j) * cs;
+      for (int64_t p = 0; p < depth; ++p) out[p * nr + j] = column[p * rs];
     }
   }
 }
@@ -139,8 +155,8 @@ class PackedB {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t bi = u / (kpanels * cpanels), p0 = u / cpanels % kpanels * s.kc, jp = u % cpanels;
         const int64_t depth = std::min(s.kc, g.k - p0), w = std::min<int64_t>(s.nr, g.n - jp * s.nr);
-        pack_b(b + batch_offsets(g, bi).second + p0 * g.n + jp * s.nr, g.n, depth, w, s.nr,
-               data_.data() + offset(bi, p0, jp * s.nr));
+        pack_b(b + batch_offsets(g, bi).second + p0 * g.b_row_stride + jp * s.nr * g.b_col_stride, g.b_row_stride,
+               g.b_col_stride, depth, w, s.nr, data_.data() + offset(bi, p0, jp * s.nr));
       }
     };
     const int64_t panels = batches(g) * kpanels * cpanels;
@@ -177,6 +193,7 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
                const std::function<void(int64_t, int64_t)>* rows_done) {
   const kir::GemmSchedule& s = g.schedule;
   const int64_t m = g.m, n = g.n, k = g.k;
+  const int64_t ars = g.a_row_stride, acs = g.a_col_stride, brs = g.b_row_stride, bcs = g.b_col_stride;
   const int64_t mblocks = (m + s.mc - 1) / s.mc, nblocks = (n + s.nc - 1) / s.nc;
   const int64_t tasks = g.batch.numel() * mblocks * nblocks;
   const bool parallel = m * n * k >= s.serial_below && tasks > 1;
@@ -201,11 +218,13 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     T* edge = scratch(tile, static_cast<int64_t>(s.mr) * s.nr);
     for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
       const int64_t depth = std::min(s.kc, k - p0);
-      pack_a(am + i0 * k + p0, k, rows, depth, s.mr, ap);
-      // One row panel uses each B panel once: its whole panels are read in place, unpacked.
-      const bool b_in_place = rpanels == 1 && !packed_b;
+      pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
+      // One row panel uses each B panel once: its whole panels are read in place, unpacked,
+      // where a row's columns are adjacent.
+      const bool b_in_place = rpanels == 1 && !packed_b && bcs == 1;
       const T* bblock = packed_b ? packed_b->panel(bi, p0, j0) : bp;
-      if (!packed_b && !b_in_place) pack_b(bm + p0 * n + j0, n, depth, cols, s.nr, bp);
+      const T* bpos = bm + p0 * brs + j0 * bcs;  // the block's first element
+      if (!packed_b && !b_in_place) pack_b(bpos, brs, bcs, depth, cols, s.nr, bp);
       for (int64_t jp = 0; jp < cpanels; ++jp) {
         const int64_t w = std::min<int64_t>(s.nr, cols - jp * s.nr);
         for (int64_t ip = 0; ip < rpanels; ++ip) {
@@ -217,10 +236,10 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
           const T* bpanel = bblock + jp * s.nr * depth;
           int64_t ldb = s.nr;
           if (b_in_place && w == s.nr) {
-            bpanel = bm + p0 * n + j0 + jp * s.nr;
-            ldb = n;
+            bpanel = bpos + jp * s.nr;
+            ldb = brs;
           } else if (b_in_place) {  // a partial panel still needs its zero padding
-            pack_b(bm + p0 * n + j0 + jp * s.nr, n, depth, w, s.nr, bp);
+            pack_b(bpos + jp * s.nr, brs, 1, depth, w, s.nr, bp);
             bpanel = bp;
           }
           void* args[5] = {ap + ip * s.mr * depth, const_cast<T*>(bpanel), whole ? ct : edge, accumulate, &ldb};

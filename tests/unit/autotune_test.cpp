@@ -171,6 +171,15 @@ const char* const kProducts[] = {
   %y = matmul %a, %b : f32[3,20,72]
   return %y
 })",
+    // Operands read in place through views: both transposed, then B a slice of wider rows.
+    R"(graph @views(%a: f32[300,67], %b: f32[3,131,300], %w: f32[300,150]) -> (f32[3,67,131], f32[67,100]) {
+  %at = permute %a {perm = [1, 0]} : f32[67,300]
+  %bt = permute %b {perm = [0, 2, 1]} : f32[3,300,131]
+  %y = matmul %at, %bt : f32[3,67,131]
+  %ws = slice %w {start = [0, 25], stop = [300, 125]} : f32[300,100]
+  %z = matmul %at, %ws : f32[67,100]
+  return %y, %z
+})",
 };
 
 // The GEMM steps of `text` on `b`, with their default blockings.

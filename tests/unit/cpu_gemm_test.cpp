@@ -115,6 +115,78 @@ TEST(CpuGemm, BatchedBroadcastAndTransposedOperands) {
               {filled(DType::F32, Shape{8, 128, 64}, 9), filled(DType::F32, Shape{8, 128, 64}, 10)}, "transposed B");
 }
 
+// Operands that are views of stored values (transposed, permuted batch dims, sliced with a
+// step or backwards, broadcast by expand) are read where they lie: the plan has no kernel
+// that copies them, and the product is the interpreter's. Sizes span several blocks of
+// rows and depth panels, so that B is packed once, per task, and read unpacked.
+TEST(CpuGemm, OperandsAreReadInPlaceThroughViews) {
+  const std::string text = R"(graph @g(%a: T[300,130], %b: T[3,520,300], %c: T[300,3,90]) -> (T[3,130,520], T[3,130,45], T[3,45,520]) {
+  %at = permute %a {perm = [1, 0]} : T[130,300]
+  %bt = permute %b {perm = [0, 2, 1]} : T[3,300,520]
+  %p = matmul %at, %bt : T[3,130,520]
+  %a2 = slice %a {start = [299, 0], stop = [-1, 130], step = [-1, 1]} : T[300,130]
+  %a3 = permute %a2 {perm = [1, 0]} : T[130,300]
+  %a4 = reshape %a3 : T[1,130,300]
+  %a5 = expand %a4 : T[3,130,300]
+  %cs = slice %c {start = [0, 0, 0], stop = [300, 3, 90], step = [1, 1, 2]} : T[300,3,45]
+  %ct = permute %cs {perm = [1, 0, 2]} : T[3,300,45]
+  %q = matmul %a5, %ct : T[3,130,45]
+  %ctt = permute %ct {perm = [0, 2, 1]} : T[3,45,300]
+  %r = matmul %ctt, %bt : T[3,45,520]
+  return %p, %q, %r
+})";
+  for (DType t : {DType::F32, DType::I32}) {
+    std::string typed = text;
+    for (size_t at; (at = typed.find("T[")) != std::string::npos;) typed.replace(at, 1, dtype_name(t));
+    const Graph fused = run_pipeline(test::parse_or_fail(typed), pipeline_for_level(2)).take();
+    const LaunchPlan plan = lower_to_kernels(fused, plan_memory(fused));
+    for (const kir::Kernel& k : plan.kernels) EXPECT_EQ(k.name.rfind("copy_", 0), std::string::npos) << plan.str();
+    expect_same(typed, {filled(t, Shape{300, 130}, 13), filled(t, Shape{3, 520, 300}, 14), filled(t, Shape{300, 3, 90}, 15)},
+                fmt::format("views of {}", dtype_name(t)));
+  }
+}
+
+// A matrix product written as a broadcast product summed over one axis (an einsum) is a
+// reduction kernel that lowering runs as a GEMM step (kir::gemm_of_contraction): every dtype
+// the GEMM multiplies, sizes off the tiles, an empty sum, a batch over which B broadcasts,
+// and C's dims in either order (which load is A follows from them).
+TEST(CpuGemm, ContractionsRunAsGemmSteps) {
+  // C[b, i, j] = sum_p a[b, i, p] * w[j, p], or C[b, j, i] when `swapped`.
+  auto contraction = [](DType t, int64_t batch, int64_t m, int64_t n, int64_t k, bool swapped) {
+    const std::string ty(dtype_name(t));
+    const std::string c = swapped ? fmt::format("[{},{},{}]", batch, n, m) : fmt::format("[{},{},{}]", batch, m, n);
+    const std::string full = swapped ? fmt::format("[{},{},{},{}]", batch, n, m, k) : fmt::format("[{},{},{},{}]", batch, m, n, k);
+    const std::string a1 = swapped ? fmt::format("[{},1,{},{}]", batch, m, k) : fmt::format("[{},{},1,{}]", batch, m, k);
+    const std::string w1 = swapped ? fmt::format("[1,{},1,{}]", n, k) : fmt::format("[1,1,{},{}]", n, k);
+    return fmt::format(R"(graph @g(%a: {0}[{1},{2},{4}], %w: {0}[{3},{4}]) -> {0}{5} {{
+  %a1 = reshape %a : {0}{7}
+  %a2 = expand %a1 : {0}{6}
+  %w1 = reshape %w : {0}{8}
+  %w2 = expand %w1 : {0}{6}
+  %p = mul %a2, %w2 : {0}{6}
+  %c = reduce_sum %p {{axes = [3]}} : {0}{5}
+  return %c
+}})",
+                       ty, batch, m, n, k, c, full, a1, w1);
+  };
+  struct Case {
+    DType t;
+    int64_t batch, m, n, k;
+    bool swapped;
+  };
+  for (const Case& c : {Case{DType::F32, 3, 33, 70, 300, false}, Case{DType::F32, 2, 7, 1, 33, true},
+                        Case{DType::F64, 1, 1, 33, 7, false}, Case{DType::I64, 2, 40, 33, 1023, true},
+                        Case{DType::F32, 2, 5, 6, 0, false}}) {
+    const std::string text = contraction(c.t, c.batch, c.m, c.n, c.k, c.swapped);
+    const Graph fused = run_pipeline(test::parse_or_fail(text), pipeline_for_level(2)).take();
+    const LaunchPlan plan = lower_to_kernels(fused, plan_memory(fused));
+    ASSERT_EQ(plan.steps.size(), 1u) << text << plan.str();
+    EXPECT_EQ(plan.steps[0].kernel, -1) << text << plan.str();
+    EXPECT_FALSE(plan.steps[0].gemm.contraction.empty());
+    expect_same(text, {filled(c.t, Shape{c.batch, c.m, c.k}, 16), filled(c.t, Shape{c.n, c.k}, 17)}, text);
+  }
+}
+
 // Several blocks of rows read the same panels of B, which the cpu packs once for all of them
 // (PackedB): per-batch and broadcast B, depth panels and columns with edges, exact integers.
 TEST(CpuGemm, BPackedOnceForSeveralBlocksOfRows) {

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,11 @@ struct LaunchPlan {
     std::vector<std::byte> data;  // Constant
   };
 
-  /// C[b] = A[b] x B[b] over the broadcast batch dims `batch`, row-major, all of `dtype`.
+  /// C[b] = A[b] x B[b] over the broadcast batch dims `batch`, all of `dtype`. C is
+  /// row-major; an operand is read where it lies: a view of a stored value (a transpose,
+  /// a slice, a broadcast) is not copied first. Element (b..., i, j) of A is at
+  /// a_offset + sum(b_d * a_batch_stride[d]) + i * a_row_stride + j * a_col_stride of its
+  /// buffer, and likewise for B; lower_to_kernels sets every stride.
   struct Gemm {
     int32_t a = -1, b = -1, c = -1;  // buffers
     DType dtype = DType::F32;
@@ -42,8 +47,21 @@ struct LaunchPlan {
     Shape batch;                        // the result's batch dims
     std::vector<int64_t> a_batch_stride;  // per batch dim, in elements (0: broadcast)
     std::vector<int64_t> b_batch_stride;
+    int64_t a_offset = 0, a_row_stride = 0, a_col_stride = 0;  // in elements: along m, along k
+    int64_t b_offset = 0, b_row_stride = 0, b_col_stride = 0;  // along k, along n
+
+    /// Whether each operand is its buffer's row-major matrices (batch strides aside).
+    bool a_row_major() const { return a_offset == 0 && a_row_stride == k && a_col_stride == 1; }
+    bool b_row_major() const { return b_offset == 0 && b_row_stride == n && b_col_stride == 1; }
+    /// Elements operand A (or B) reaches in its buffer: one past the farthest, 0 when the
+    /// product reads none.
+    int64_t a_extent() const;
+    int64_t b_extent() const;
     /// How it runs; filled by the backend's engine like `schedules` (default after lowering).
     kir::GemmSchedule schedule;
+    /// The kernel it replaces when it computes a contraction kernel (kir::gemm_of_contraction),
+    /// for dumps; empty for a matmul.
+    std::string contraction;
   };
 
   struct Step {
@@ -82,6 +100,23 @@ int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i);
 /// Whether the product of GEMM step steps[i] may be read after step i + 1 (its epilogue):
 /// its buffer is not a temporary, or a later step binds it.
 bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i);
+
+namespace kir {
+
+/// The GEMM step that computes `k`, when `k` is a matrix product written as a contraction
+/// (an einsum, a broadcast product summed; codegen/contraction.cpp): one store, row-major
+/// over the kept dims, of the sum over the one reduced dim of the product of two plain
+/// loads, all of f32, f64, i32 or i64, where only one load steps along the next-to-last
+/// kept dim (C's rows: that load is A) and only the other along the last (C's columns);
+/// earlier kept dims are batch dims. `a`, `b` and `c` are `k`'s buffer params, strides and
+/// offsets those of the loads; the schedule is left default. nullopt for any other kernel.
+std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k);
+
+/// Gives the strides along `g`'s dims of one element (whose index is always 0) their
+/// row-major values, so that an operand row-major but for them is said to be.
+void normalize_unit_dims(LaunchPlan::Gemm& g);
+
+}  // namespace kir
 
 /// Lowers `fused` (the output of the fuse pass) with buffers from `memory`. Throws
 /// kiln::Error naming the kernel when a region cannot be lowered.
