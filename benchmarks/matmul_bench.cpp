@@ -60,7 +60,7 @@ void bench(const char* name, double flops, int runs, const std::function<kiln::T
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only = "W6,W7,ATT";
+  std::string only = "W6,W7,ATT,W6T,EIN";
   int runs = 21;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];

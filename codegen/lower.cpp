@@ -17,7 +17,6 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "kiln/ir/host_tensor.h"
 #include "kiln/ir/index_map.h"
@@ -228,6 +227,18 @@ class KernelBuilder {
     return add_inst({Code::Arg, OpKind::Add, t, {}, -1, a, {}});
   }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
+  /// Element `p` of plan buffer `buffer`, which holds a row-major tensor of `type`.
+  Ref load_at(int32_t buffer, const std::string& name, const TensorType& type, const IndexMap& p) {
+    return load(param_for(buffer, name, type, false), type.dtype, {offset_of(p, type.shape)});
+  }
+  /// Over a domain of C's dims then one reduced dim: stores the sum of `a` x `b` (of type
+  /// `c.dtype`, wrapping) row-major into plan buffer `buffer`, which holds C of type `c`.
+  void store_contraction(Ref a, Ref b, int32_t buffer, const std::string& name, const TensorType& c) {
+    const Ref sum = add_inst({Code::Reduce, OpKind::ReduceSum, c.dtype, {op(OpKind::Mul, c.dtype, {a, b})}, -1, 0, {}});
+    IndexMap p;
+    for (int d = 0; d < c.shape.rank(); ++d) p.push_back(IndexExpr::dim(d, c.shape[d]));
+    k_.stores.push_back({param_for(buffer, name, c, true), offset_of(p, c.shape), sum, kir::kNoRef});
+  }
 
  private:
   /// Whether key `ka` at lane position `ia` sorts before key `kb` at `ib` in argsort `n`'s
@@ -341,15 +352,17 @@ class Lowering {
   /// positions known only at run time, so it cannot be recomputed there.
   void store_gather_data(int32_t k);
   void lower_matmul_region(int32_t k, ValueId mm);
-  /// Where a matmul operand's elements lie, when it can be read in place: a stored value
-  /// of type `t`, or views of one (the region's `member` views included) whose positions
-  /// are affine in the operand's indices, as the Kernel IR's affine analysis finds them.
-  struct OperandLayout {
-    int32_t buffer = -1;
-    int64_t offset = 0;
-    std::vector<int64_t> strides;  // per operand dim, in elements
-  };
-  std::optional<OperandLayout> layout_in_place(ValueId o, DType t, const std::vector<bool>& member);
+  /// Whether matmul operand `o` is a value of type `t` stored in a buffer, or views of one
+  /// (the region's `member` views included): what the contraction may read in place.
+  bool views_of_stored(ValueId o, DType t, const std::vector<bool>& member);
+  /// Matmul `mm`'s product as the Kernel IR contraction it is, over [batch..., M, N,
+  /// reduce K]: the sum of A's element times B's, stored into buffer `c`. An operand is
+  /// read from `copied[i]` when that is a buffer (it was computed there), else through
+  /// its views. Returns the GEMM step kir::gemm_of_contraction finds in it, or nullopt
+  /// with `unfit[i]` set for each operand whose load is no plain load at affine offsets (a
+  /// pad, a reshape of a transpose).
+  std::optional<LaunchPlan::Gemm> matmul_contraction(ValueId mm, const int32_t copied[2], int32_t c,
+                                                     const std::vector<bool>& member, bool unfit[2]);
   /// A region around a scatter or cumsum (trait::InOrder): one kernel that walks its points
   /// in order (a scatter's data copied into its result first).
   void lower_in_order_region(int32_t k, ValueId w);
@@ -365,7 +378,7 @@ class Lowering {
     LaunchPlan::Step step;
     if (auto gemm = kir::gemm_of_contraction(k)) {
       step.gemm = std::move(*gemm);
-      step.gemm.contraction = k.name;
+      step.gemm.name = k.name;
       for (int32_t* param : {&step.gemm.a, &step.gemm.b, &step.gemm.c}) *param = b.bindings()[static_cast<size_t>(*param)];
       plan_.steps.push_back(std::move(step));
       return;
@@ -1195,92 +1208,101 @@ void Lowering::copy_kernel(ValueId v, int32_t buffer, DType as, std::vector<bool
   plan_.steps.push_back(std::move(step));
 }
 
-std::optional<Lowering::OperandLayout> Lowering::layout_in_place(ValueId o, DType t, const std::vector<bool>& member) {
-  // Only views down to a stored value: building the load of anything else could add
+bool Lowering::views_of_stored(ValueId o, DType t, const std::vector<bool>& member) {
+  // Views down to a stored value only: building the load of anything else could add
   // buffers to the plan (a gather's data) that a copy of it would not use.
-  ValueId root = o;
-  while (stored(root) < 0) {
-    const Node& n = g_.node(root);
-    if (!n.info().is_view() || (n.kernel >= 0 && !member[root])) return std::nullopt;
-    root = n.operands[0];
+  if (g_.type(o).dtype != t) return false;
+  while (stored(o) < 0) {
+    const Node& n = g_.node(o);
+    if (!n.info().is_view() || (n.kernel >= 0 && !member[o])) return false;
+    o = n.operands[0];
   }
-  const Shape& s = g_.type(o).shape;
-  KernelBuilder b(*this, "operand", s, std::vector<bool>(static_cast<size_t>(s.rank()), false), member);
-  const Ref x = b.value_at(g_, o, identity_map(s), kir::kNoRef);
-  const kir::Kernel& k = b.kernel();
-  const kir::Inst& load = k.insts[static_cast<size_t>(x)];
-  if (load.code != kir::Code::Load || load.args.size() != 1 ||
-      k.buffers[static_cast<size_t>(load.buffer)].type.dtype != t)
-    return std::nullopt;  // masked (a pad), or converted
-  const std::optional<kir::Affine> at = kir::affine_analysis(k)[static_cast<size_t>(load.args[0])];
-  if (!at) return std::nullopt;  // through a div or mod (a reshape across a transpose)
-  return OperandLayout{b.bindings()[static_cast<size_t>(load.buffer)], at->base, at->stride};
+  return true;
+}
+
+std::optional<LaunchPlan::Gemm> Lowering::matmul_contraction(ValueId mm, const int32_t copied[2], int32_t c,
+                                                             const std::vector<bool>& member, bool unfit[2]) {
+  const Node& n = g_.node(mm);
+  const DType t = n.type.dtype;
+  const Shape& cs = n.type.shape;
+  const int r = cs.rank();
+  const int64_t k = g_.type(n.operands[0]).shape.dims().back();
+  Shape domain = cs;
+  domain.push_back(k);
+  std::vector<bool> reduced(static_cast<size_t>(r + 1), false);
+  reduced.back() = true;
+  KernelBuilder b(*this, g_.kernels()[static_cast<size_t>(n.kernel)].name, domain, reduced, member);
+  Ref x[2];
+  for (int i = 0; i < 2; ++i) {
+    const ValueId o = n.operands[static_cast<size_t>(i)];
+    const Shape& s = g_.type(o).shape;
+    // Batch dims right-aligned with C's (one of one element broadcasts); then A's rows and
+    // the depth, or the depth and B's columns.
+    IndexMap p;
+    for (int j = 0; j < s.rank() - 2; ++j) {
+      const int d = j + (r - s.rank());
+      p.push_back(s[j] == 1 ? IndexExpr::constant(0) : IndexExpr::dim(d, domain[d]));
+    }
+    p.push_back(i == 0 ? IndexExpr::dim(r - 2, domain[r - 2]) : IndexExpr::dim(r, k));
+    p.push_back(i == 0 ? IndexExpr::dim(r, k) : IndexExpr::dim(r - 1, domain[r - 1]));
+    x[i] = copied[i] >= 0 ? b.load_at(copied[i], name(o), TensorType{t, s}, p) : b.value_at(g_, o, p, kir::kNoRef);
+  }
+  const std::vector<std::optional<kir::Affine>> affine = kir::affine_analysis(b.kernel());
+  for (int i = 0; i < 2; ++i) {
+    const kir::Inst& load = b.kernel().insts[static_cast<size_t>(x[i])];
+    unfit[i] = load.code != kir::Code::Load || load.args.size() != 1 || !affine[static_cast<size_t>(load.args[0])];
+  }
+  if (unfit[0] || unfit[1]) return std::nullopt;
+  b.store_contraction(x[0], x[1], c, name(mm), n.type);
+  const kir::Kernel contraction = b.finish();
+  std::optional<LaunchPlan::Gemm> gemm = kir::gemm_of_contraction(contraction);
+  if (!gemm) return std::nullopt;
+  for (int32_t* param : {&gemm->a, &gemm->b, &gemm->c}) *param = b.bindings()[static_cast<size_t>(*param)];
+  gemm->name = contraction.name;
+  return gemm;
 }
 
 void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   const auto ki = static_cast<size_t>(k);
   const Node& n = g_.node(mm);
   const DType t = n.type.dtype;
-  const Shape& cs = n.type.shape;
-  const int r = cs.rank();
-  // Operands of the result's type, read where they lie when they can be (a view of a stored
-  // value), else computed into a buffer of their own first. An operand that is an output
-  // of the region too is computed into its buffer first.
+  // Operands are read where they lie when they are views of stored values of the result's
+  // type; any other is computed into a buffer first (into its own, when it is an output of
+  // the region too).
   std::vector<bool> member(g_.size(), false);
   for (ValueId v : index_.members[ki]) member[v] = v != mm;
+  std::vector<bool> in_contraction = member;
   std::vector<ValueId> written;
-  OperandLayout layout[2];
+  int32_t copied[2] = {-1, -1};
+  auto compute_first = [&](size_t i) {
+    const ValueId o = n.operands[i];
+    copied[i] = new_buffer(TensorType{t, g_.type(o).shape});
+    copy_kernel(o, copied[i], t, member);
+  };
   for (size_t i = 0; i < 2; ++i) {
     const ValueId o = n.operands[i];
-    int32_t b = stored(o);
+    const int32_t b = stored(o);
     if (b >= 0 && member[o] && g_.type(o).dtype == t && mp_.buffer_of[o] == b) {
       copy_kernel(o, b, t, member);
       written.push_back(o);
-    } else if (auto in_place = layout_in_place(o, t, member)) {
-      layout[i] = std::move(*in_place);
-      continue;
-    } else {
-      b = new_buffer(TensorType{t, g_.type(o).shape});
-      copy_kernel(o, b, t, member);
-    }
-    const Shape& s = g_.type(o).shape;
-    const auto row_major = s.strides();
-    layout[i] = {b, 0, std::vector<int64_t>(row_major.begin(), row_major.begin() + s.rank())};
-  }
-  LaunchPlan::Gemm gemm;
-  gemm.dtype = t;
-  const Shape& as = g_.type(n.operands[0]).shape;
-  gemm.m = cs[r - 2];
-  gemm.n = cs[r - 1];
-  gemm.k = as[as.rank() - 1];
-  for (int j = 0; j < r - 2; ++j) gemm.batch.push_back(cs[j]);
-  // Per result batch dim, the operand's stride along it (its dims are right-aligned with
-  // the result's; one it lacks, or of one element, broadcasts).
-  auto batch_strides = [&](const Shape& s, const std::vector<int64_t>& strides) {
-    std::vector<int64_t> out(static_cast<size_t>(r - 2), 0);
-    for (int j = 0; j < s.rank() - 2; ++j) {
-      const int cj = j + (r - s.rank());
-      if (s[j] != 1) out[static_cast<size_t>(cj)] = strides[static_cast<size_t>(j)];
-    }
-    return out;
-  };
-  for (int i = 0; i < 2; ++i) {
-    const Shape& s = g_.type(n.operands[static_cast<size_t>(i)]).shape;
-    const OperandLayout& l = layout[i];
-    const int64_t rows = l.strides[static_cast<size_t>(s.rank() - 2)], cols = l.strides[static_cast<size_t>(s.rank() - 1)];
-    if (i == 0) {
-      std::tie(gemm.a, gemm.a_offset, gemm.a_row_stride, gemm.a_col_stride) = std::tuple(l.buffer, l.offset, rows, cols);
-      gemm.a_batch_stride = batch_strides(s, l.strides);
-    } else {
-      std::tie(gemm.b, gemm.b_offset, gemm.b_row_stride, gemm.b_col_stride) = std::tuple(l.buffer, l.offset, rows, cols);
-      gemm.b_batch_stride = batch_strides(s, l.strides);
+      in_contraction[o] = false;  // read back from its buffer
+    } else if (!views_of_stored(o, t, in_contraction)) {
+      compute_first(i);
     }
   }
-  kir::normalize_unit_dims(gemm);
-  gemm.c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
-  override_[mm] = gemm.c;
+  const int32_t c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
+  bool unfit[2] = {false, false};
+  std::optional<LaunchPlan::Gemm> gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
+  if (!gemm) {  // a view that no strides describe: computed first, then it reads row-major
+    for (size_t i = 0; i < 2; ++i)
+      if (unfit[i]) compute_first(i);
+    gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
+  }
+  if (!gemm) throw Error(fmt::format("internal error: matmul %{} ({}) is not a contraction of its operands' buffers", name(mm),
+                                     n.type.str()));
+  override_[mm] = c;
   LaunchPlan::Step step;
-  step.gemm = std::move(gemm);
+  step.gemm = std::move(*gemm);
   plan_.steps.push_back(std::move(step));
   // The epilogue, reading the product from memory.
   std::vector<ValueId> outputs;
@@ -1340,6 +1362,22 @@ LaunchPlan Lowering::run() {
 
 }  // namespace
 
+namespace {
+
+// `contraction @k0 over [30, 50, reduce 20]: a at 20*d0 + 1*d2; b at 1*d1 + 50*d2`: what a
+// GEMM step computes, as the Kernel IR's access comments write a kernel's loads.
+std::string gemm_contraction_str(const LaunchPlan::Gemm& g) {
+  std::string domain;
+  for (int j = 0; j < g.batch.rank(); ++j) domain += fmt::format("{}, ", g.batch[j]);
+  kir::Affine a{g.a_offset, g.a_batch_stride}, b{g.b_offset, g.b_batch_stride};
+  for (int64_t stride : {g.a_row_stride, int64_t{0}, g.a_col_stride}) a.stride.push_back(stride);
+  for (int64_t stride : {int64_t{0}, g.b_col_stride, g.b_row_stride}) b.stride.push_back(stride);
+  return fmt::format("contraction @{} over [{}{}, {}, reduce {}]: a at {}; b at {}", g.name, domain, g.m, g.n, g.k,
+                     kir::affine_str(a), kir::affine_str(b));
+}
+
+}  // namespace
+
 std::string LaunchPlan::str() const {
   std::string out;
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -1374,15 +1412,7 @@ std::string LaunchPlan::str() const {
       const Gemm& g = s.gemm;
       out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", g.c, g.a, g.b, dtype_name(g.dtype), g.m,
                          g.n, g.k, g.batch.str());
-      // An operand read in place through a view: where its elements lie.
-      auto layout = [&](char name, int64_t offset, int64_t rows, int64_t cols, const std::vector<int64_t>& batch) {
-        std::string text = fmt::format("    // {}: offset {}, rows {}, columns {}", name, offset, rows, cols);
-        if (!batch.empty()) text += fmt::format(", batch {}", fmt::join(batch, " "));
-        return text + "\n";
-      };
-      if (!g.contraction.empty()) out += fmt::format("    // the contraction @{}\n", g.contraction);
-      if (!g.a_row_major()) out += layout('a', g.a_offset, g.a_row_stride, g.a_col_stride, g.a_batch_stride);
-      if (!g.b_row_major()) out += layout('b', g.b_offset, g.b_row_stride, g.b_col_stride, g.b_batch_stride);
+      out += "    // " + gemm_contraction_str(g) + "\n";
       out += "    // " + s.gemm.schedule.str() + "\n";
     }
   }

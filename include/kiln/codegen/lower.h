@@ -1,7 +1,9 @@
 // kiln/codegen/lower.h - from a fused graph to kernels and the order to launch them.
 //
 // Every kernel region of the fused graph becomes one Kernel IR kernel (a matmul region
-// becomes a GEMM step and, when it has one, a kernel for its epilogue). Graph outputs that
+// becomes the contraction kernel of its product, which runs as a GEMM step, and a kernel for
+// its epilogue when it has one; any other kernel that is a contraction runs as a GEMM step
+// too: kir::gemm_of_contraction). Graph outputs that
 // no kernel writes (a view, a constant, a source) get a small kernel of their own. Buffers
 // come from the memory plan; values outside kernels that are cheap to recompute (views,
 // splat constants, arange, rand) are recomputed where they are read.
@@ -59,9 +61,8 @@ struct LaunchPlan {
     int64_t b_extent() const;
     /// How it runs; filled by the backend's engine like `schedules` (default after lowering).
     kir::GemmSchedule schedule;
-    /// The kernel it replaces when it computes a contraction kernel (kir::gemm_of_contraction),
-    /// for dumps; empty for a matmul.
-    std::string contraction;
+    /// The kernel region whose contraction it computes (kir::gemm_of_contraction), for dumps.
+    std::string name;
   };
 
   struct Step {
