@@ -372,11 +372,18 @@ class Lowering {
   /// work, every pair of a stage in parallel); a kernel writing the sorted positions.
   void lower_argsort_region(int32_t k, ValueId w);
   /// Adds `b`'s kernel to the launch list, or the GEMM step it is when it is a matrix
-  /// product written as a contraction (kir::gemm_of_contraction).
+  /// product written as a contraction (kir::gemm_of_contraction) with at least
+  /// kGemmContractionSide rows and columns. A narrower one (a dot product per row, a
+  /// matrix-vector product) stays a reduction kernel: its sums are long rows that the
+  /// kernel's schedules reduce in parallel, where a GEMM's tiles would be mostly padding
+  /// and each work-item of a GPU's would walk the whole depth (fuzz: a 1 x 287625 x 3
+  /// product past lavapipe's loop budget).
+  static constexpr int64_t kGemmContractionSide = 8;
   void add_kernel(KernelBuilder& b) {
     kir::Kernel k = b.finish();
     LaunchPlan::Step step;
-    if (auto gemm = kir::gemm_of_contraction(k)) {
+    std::optional<LaunchPlan::Gemm> gemm = kir::gemm_of_contraction(k);
+    if (gemm && gemm->m >= kGemmContractionSide && gemm->n >= kGemmContractionSide) {
       step.gemm = std::move(*gemm);
       step.gemm.name = k.name;
       for (int32_t* param : {&step.gemm.a, &step.gemm.b, &step.gemm.c}) *param = b.bindings()[static_cast<size_t>(*param)];

@@ -1,7 +1,8 @@
 // Differential test: every registered device against the reference interpreter on random
 // graphs (tools/testing: the same check as `kiln fuzz`), in two sizes. The small graphs (dims up to 4) reach every op, dtype, broadcast and
 // view chain; the large ones (dims up to 96) reach vector loops and their remainders, the
-// split across cores, split-reductions and the GEMM path.
+// split across cores, split-reductions and the GEMM path, for matmuls and for einsum-style
+// contractions.
 //
 // Comparisons are exact (bit for bit; any NaN equals any NaN) for every output whose value
 // no approximated computation feeds. What a backend may compute differently is listed in
@@ -44,6 +45,7 @@ struct Mode {
 // Which code paths of a compiling backend the graphs reached (for the large mode's claim).
 struct Reached {
   int vector_loops = 0, thread_splits = 0, split_reductions = 0, gemms = 0;
+  int contraction_gemms = 0;  // GEMM steps of regions with no matmul: einsum-style sums
   int group_reductions = 0;  // work-group devices: a row per group (tree or subgroups)
 };
 
@@ -56,7 +58,14 @@ void tally(Backend& backend, const Graph& g, Reached& r) {
     if (s.grain < s.iterations) ++r.thread_splits;
     if (s.lanes_reduce && s.reduction != kir::ReductionStrategy::Serial) ++r.group_reductions;
   }
-  for (const LaunchPlan::Step& st : c.plan.steps) r.gemms += st.kernel < 0;
+  for (const LaunchPlan::Step& st : c.plan.steps) {
+    if (st.kernel >= 0) continue;
+    ++r.gemms;
+    const auto of_matmul = [&](const Node& n) {
+      return n.op == OpKind::Matmul && n.kernel >= 0 && c.fused.kernels()[static_cast<size_t>(n.kernel)].name == st.gemm.name;
+    };
+    r.contraction_gemms += std::none_of(c.fused.nodes().begin(), c.fused.nodes().end(), of_matmul);
+  }
   PipelineOptions po;
   po.verify_each = false;
   const std::vector<const PassInfo*> split_only{find_pass("split-reductions")};
@@ -111,6 +120,7 @@ TEST_P(DevicesMatchInterpreter, LargeRandomGraphs) {
   // The large graphs must reach the paths small ones never do.
   EXPECT_GT(r.split_reductions, 0);
   EXPECT_GT(r.gemms, 0);
+  EXPECT_GT(r.contraction_gemms, 0);
   if (engine_for(GetParam()).backend()->capabilities().local_memory) {  // work-groups
     EXPECT_GT(r.group_reductions, 0);
     return;

@@ -265,6 +265,30 @@ class Generator {
         add(OpKind::Matmul, {x, b});
         // A repeated subexpression for CSE.
         if (chance(0.3)) add(OpKind::Matmul, {x, b});
+        // A product of x's shape as ONNX Einsum writes it, a[..., M, 1, K] * c[N, K] summed
+        // over K: a reduction kernel that lowering runs as a GEMM step when its operands are
+        // in memory (kir::gemm_of_contraction), so they are fresh inputs.
+        if (is_float(tx.dtype) && chance(0.5)) {
+          const int r = tx.shape.rank();
+          const int64_t n = pick(1, static_cast<int>(opt_.max_dim));  // wide enough for a GEMM in large graphs
+          Shape lifted(tx.shape.dims().first(static_cast<size_t>(r - 1)));
+          Shape full = lifted;
+          lifted.push_back(1);
+          lifted.push_back(k);
+          full.push_back(n);
+          full.push_back(k);
+          const TensorType xl{tx.dtype, lifted}, product{tx.dtype, full};
+          Attrs sum = Graph::make_attrs(OpKind::ReduceSum);
+          set(sum, OpKind::ReduceSum, "axes").ints = {r};
+          const ValueId a = g_.add_input(fmt::format("a{}", g_.size()), tx);
+          const ValueId bt = g_.add_input(fmt::format("c{}", g_.size()), TensorType{tx.dtype, {n, k}});
+          const auto xr = g_.add(OpKind::Reshape, std::array{a}, Graph::make_attrs(OpKind::Reshape), &xl);
+          if (!xr) break;
+          const auto xe = g_.add(OpKind::Expand, std::array{*xr}, Graph::make_attrs(OpKind::Expand), &product);
+          const auto be = g_.add(OpKind::Expand, std::array{bt}, Graph::make_attrs(OpKind::Expand), &product);
+          if (!xe || !be) break;
+          if (const auto p = g_.add(OpKind::Mul, std::array{*xe, *be})) add(OpKind::ReduceSum, {*p}, std::move(sum));
+        }
         break;
       }
     }
