@@ -1148,12 +1148,10 @@ void check_dtypes(const Kernel& k, const Capabilities& caps, const DeviceNames& 
   }
 }
 
-namespace {
-
-// Loop iterations a point's helpers may run: the GLSL dialect's fmod (also float mod's)
-// shifts and subtracts once per bit of its operands' exponent difference, at worst 276 + 3 x
-// 23 + 1 times in f32 and 2098 + 3 x 52 + 1 in f64 (glsl_dialect.cpp), and lavapipe counts
-// those iterations against the same budget as the kernel's own.
+// The GLSL dialect's fmod (also float mod's) shifts and subtracts once per bit of its
+// operands' exponent difference, at worst 276 + 3 x 23 + 1 times in f32 and 2098 + 3 x 52 + 1
+// in f64 (glsl_dialect.cpp), and lavapipe counts those iterations against the same budget
+// as the kernel's own.
 int64_t helper_iterations_per_point(const Kernel& k) {
   int64_t n = 0;
   for (const Inst& in : k.insts)
@@ -1161,8 +1159,6 @@ int64_t helper_iterations_per_point(const Kernel& k) {
       n += in.type == DType::F64 ? 2255 : 346;
   return n;
 }
-
-}  // namespace
 
 int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities& caps) {
   // Per iteration of the walk: each stage's pass along the reduced dims (shared out among a

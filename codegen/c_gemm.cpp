@@ -250,20 +250,26 @@ void check_matmul_dtype(DType dtype, const Capabilities& caps, const DeviceNames
                             dtype == DType::F64 ? names.f64_feature : names.i64_feature));
 }
 
-int64_t c_gemm_loop_iterations(const LaunchPlan::Gemm& g) {
+int64_t c_gemm_loop_iterations(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue) {
   // GemmEmitter::body's loops: the steps along K, each staging both tiles and multiplying
-  // group_k deep, then the walk over the register block.
+  // group_k deep, then the walk over the register block, where each element may run the
+  // epilogue's helper loops.
   const GemmSchedule& s = g.schedule;
   const int64_t ls = std::max<int64_t>(1, s.local_size());
   const int64_t steps = (g.k + s.group_k - 1) / s.group_k;
   const int64_t per_step = 1 + (s.group_m * s.group_k + ls - 1) / ls + (s.group_k * s.group_n + ls - 1) / ls + s.group_k;
-  return steps * per_step + s.mr * s.nr;
+  const int64_t helpers = epilogue ? helper_iterations_per_point(epilogue->kernel) : 0;
+  return steps * per_step + int64_t{s.mr} * s.nr * (1 + helpers);
+}
+
+bool gemm_epilogue_fits(const LaunchPlan::Gemm& g, const GemmEpilogueSource& epilogue, const Capabilities& caps) {
+  return caps.max_loop_iterations <= 0 || c_gemm_loop_iterations(g, &epilogue) <= caps.max_loop_iterations;
 }
 
 std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                         std::string_view name, const Capabilities& caps, const CDialect& dialect) {
   if (g.dtype == DType::Bool) throw Error("matmul of bool tensors is not supported (cast them to an integer type)");
-  check_loop_budget(c_gemm_loop_iterations(g), caps,
+  check_loop_budget(c_gemm_loop_iterations(g, epilogue), caps,
                     fmt::format("a {}x{}x{} matmul (work-groups of {} x {} tiles, {} work-items)", g.m, g.k, g.n, g.schedule.group_m,
                                 g.schedule.group_n, g.schedule.local_size()));
   return GemmEmitter(g, epilogue, store_product, std::string(name), caps, dialect).program();

@@ -312,7 +312,7 @@ class VulkanBackend final : public Backend {
   }
   bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,
                           const GemmEpilogue& epilogue) override {
-    if (!epilogue.ir) return false;
+    if (!epilogue.ir || !kir::gemm_epilogue_fits(g, {*epilogue.ir, epilogue.product_param}, caps_)) return false;
     run_gemm(g, buffers, &epilogue);
     return true;
   }

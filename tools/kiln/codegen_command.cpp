@@ -67,14 +67,16 @@ Backend& backend_for(const CodegenOptions& o) {
   return *b;
 }
 
-// Each GEMM step of `plan` with the epilogue computed in its registers (when it has one) and
-// whether it stores the product; with --kernel, only the GEMM whose epilogue is that kernel.
+// Each GEMM step of `plan` with the epilogue computed in its registers (when it has one and
+// it fits the loop budget of `caps`, as the device decides) and whether it stores the
+// product; with --kernel, only the GEMM whose epilogue is that kernel.
 template <typename Fn>
-void for_each_gemm(const LaunchPlan& plan, const std::string& only, bool& found, Fn&& fn) {
+void for_each_gemm(const LaunchPlan& plan, const Capabilities& caps, const std::string& only, bool& found, Fn&& fn) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const LaunchPlan::Step& step = plan.steps[i];
     if (step.kernel >= 0) continue;
-    const std::optional<kir::GemmEpilogueSource> epilogue = kir::gemm_epilogue_source(plan, i);
+    std::optional<kir::GemmEpilogueSource> epilogue = kir::gemm_epilogue_source(plan, i);
+    if (epilogue && !kir::gemm_epilogue_fits(step.gemm, *epilogue, caps)) epilogue.reset();
     if (!only.empty() && !(epilogue && epilogue->kernel.name == only)) continue;
     found = true;
     fn(step.gemm, epilogue ? &*epilogue : nullptr, !epilogue || gemm_product_read_after_epilogue(plan, i));
@@ -164,7 +166,7 @@ Command add_codegen_command(CLI::App& app) {
               }
               // GEMM steps: a program each, with the epilogue the device computes in its
               // registers (gemm_with_epilogue) when the step has one.
-              for_each_gemm(c.plan, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
+              for_each_gemm(c.plan, caps, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
                 out += gemm_header("//", gemm, e) + kir::opencl_gemm_source(gemm, e, store, "gemm", caps);
               });
             } else if (opts->target == "glsl" || opts->target == "spirv") {
@@ -181,7 +183,7 @@ Command add_codegen_command(CLI::App& app) {
                 out += fmt::format("{} ---- kernel @{} ----\n", comment, k.name);
                 show(kir::glsl_source(k, c.plan.schedules[i], caps), k.name);
               }
-              for_each_gemm(c.plan, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
+              for_each_gemm(c.plan, caps, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
                 out += gemm_header(comment, gemm, e);
                 show(kir::glsl_gemm_source(gemm, e, store, caps), "gemm");
               });

@@ -52,10 +52,15 @@ std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSour
                                std::string_view name, const Capabilities& caps);
 /// At most how many loop iterations one work-item runs in the C-family kernel of `k` run
 /// with `s` (every loop the emitter writes, nested ones multiplied, and the loops of the
-/// GLSL fmod helper each point may call), or of GEMM step `g` (its epilogue's aside). What Capabilities::max_loop_iterations is
-/// checked against.
+/// GLSL fmod helper each point may call), or of GEMM step `g` with `epilogue` computed on
+/// each element of its register block. What Capabilities::max_loop_iterations is checked
+/// against.
 int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities& caps);
-int64_t c_gemm_loop_iterations(const LaunchPlan::Gemm& g);
+int64_t c_gemm_loop_iterations(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue = nullptr);
+/// Whether GEMM step `g` may compute `epilogue` in its registers on a device of `caps`:
+/// within its loop budget (an epilogue of fmods may not be: lavapipe). When it may not,
+/// the epilogue runs as its own kernel after the product.
+bool gemm_epilogue_fits(const LaunchPlan::Gemm& g, const GemmEpilogueSource& epilogue, const Capabilities& caps);
 /// GLSL 4.50 for Vulkan (codegen/glsl_dialect.cpp): a compute shader of one kernel, named
 /// `main` as GLSL requires. Buffers are std430 storage blocks at bindings 0, 1... of set 0
 /// (Kernel::buffers order, bool as uint8_t), scalars push constants in Kernel::scalars order
