@@ -297,8 +297,8 @@ std::string GemmSchedule::str() const {
   if (group_m > 0)
     return fmt::format("gemm {{group = {}x{}x{}, mr = {}, nr = {}, local = {}}}", group_m, group_n, group_k, mr, nr,
                        local_size());
-  return fmt::format("gemm {{mr = {}, nr = {}, vector = {}, kc = {}, mc = {}, nc = {}, serial_below = {}}}", mr, nr,
-                     vector_width, kc, mc, nc, serial_below);
+  return fmt::format("gemm {{mr = {}, nr = {}, vector = {}, kc = {}, mc = {}, nc = {}, serial_below = {}{}}}", mr, nr,
+                     vector_width, kc, mc, nc, serial_below, threads > 0 ? fmt::format(", threads = {}", threads) : "");
 }
 
 namespace {

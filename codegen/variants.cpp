@@ -300,6 +300,10 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   add(knobs, "nr", nrs, base.nr);
   add(knobs, "kc", kcs, base.kc);
   add(knobs, "mc", mcs, base.mc);
+  // Fewer workers than cores, as for kernels: a product that splits into tasks may run
+  // faster on fewer when the cores share their caches or other work.
+  const int64_t tasks = g.batch.numel() * ((g.m + base.mc - 1) / base.mc) * ((g.n + base.nc - 1) / base.nc);
+  if (g.m * g.n * g.k >= base.serial_below && tasks > 1) add(knobs, "threads", powers_of_two(1, caps.cores / 2), base.threads);
   return knobs;
 }
 
@@ -323,6 +327,7 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   }
   s.mr = static_cast<int>(setting(v, "mr").value_or(s.mr));
   s.nr = static_cast<int>(setting(v, "nr").value_or(s.nr));
+  s.threads = static_cast<int>(setting(v, "threads").value_or(s.threads));
   if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
   if (auto kc = setting(v, "kc")) s.kc = *kc;
   // Blocks stay whole register tiles, and no narrower than they were: a B block as wide as

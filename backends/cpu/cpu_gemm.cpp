@@ -160,7 +160,7 @@ class PackedB {
       }
     };
     const int64_t panels = batches(g) * kpanels * cpanels;
-    if (parallel) parallel_range(panels, 16, pack);
+    if (parallel) parallel_range(panels, 16, pack, s.threads);
     else pack(0, panels);
   }
   PackedB(const PackedB&) = delete;
@@ -257,9 +257,12 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     for (int64_t t = 0; t < tasks; ++t) task(t);
     return;
   }
-  parallel_range(tasks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) task(t);
-  });
+  parallel_range(
+      tasks, 1,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) task(t);
+      },
+      s.threads);
 }
 
 bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g.batch.numel() == 0; }

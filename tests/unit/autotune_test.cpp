@@ -296,6 +296,37 @@ TEST(AutotuneVariants, ThreadsIsAKnobOfCpuKernelsThatSplit) {
   EXPECT_FALSE(threads_knob(small));
 }
 
+// So it is of cpu GEMM steps that split into tasks, and a blocking with it computes what the
+// default does; a product too small to split has none.
+TEST(AutotuneVariants, ThreadsIsAKnobOfCpuGemmsThatSplit) {
+  Backend& b = backend_under_test();
+  const Capabilities& caps = b.capabilities();
+  if (caps.local_memory || caps.cores < 2) GTEST_SKIP() << "a cpu knob, where there are cores to leave idle";
+  auto has_threads = [&](const LaunchPlan::Gemm& g) {
+    for (const kir::Knob& knob : kir::gemm_schedule_knobs(g, g.schedule, caps))
+      if (knob.name == "threads") return true;
+    return false;
+  };
+  const LaunchPlan::Gemm g = gemms_of(b, R"(graph @mm(%a: f32[512,300], %b: f32[300,131]) -> f32[512,131] {
+  %y = matmul %a, %b : f32[512,131]
+  return %y
+})").at(0);
+  ASSERT_TRUE(has_threads(g)) << g.schedule.str();
+  kir::Variant one;
+  one.settings = {{"threads", 1}};
+  const std::optional<kir::GemmSchedule> s = kir::apply_gemm_variant(g, g.schedule, one, caps);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->threads, 1);
+  EXPECT_NE(s->str().find("threads = 1"), std::string::npos);
+  autotune::GemmBench bench(b, g);
+  const std::optional<std::string> diff = autotune::compare_products(g.dtype, bench.product(g.schedule), bench.product(*s));
+  EXPECT_FALSE(diff) << *diff;
+  EXPECT_FALSE(has_threads(gemms_of(b, R"(graph @mm(%a: f32[8,8], %b: f32[8,8]) -> f32[8,8] {
+  %y = matmul %a, %b : f32[8,8]
+  return %y
+})").at(0)));
+}
+
 // A tuning whose budget runs out early has tried each knob's nearest values, not all of the
 // first knob's: the knobs take turns, each one's values nearest the default's first.
 TEST(AutotuneVariants, CandidatesTakeTurnsByKnobNearestValuesFirst) {

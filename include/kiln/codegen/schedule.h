@@ -118,7 +118,8 @@ struct Schedule {
 ///
 /// CPU (`group_m == 0`): C is computed in tiles of `mr` x `nr` by a micro-kernel that keeps
 /// the tile in registers; A is packed in blocks of `mc` x `kc` (in L2), B in blocks of `kc` x
-/// `nc` (in L3); the tasks of the parallel split are (batch, mc block, nc block).
+/// `nc` (in L3); the tasks of the parallel split are (batch, mc block, nc block), on at most
+/// `threads` workers.
 ///
 /// GPU (`group_m > 0`): a work-group computes a `group_m` x `group_n` tile of C, stepping
 /// along K by `group_k`: each step stages a `group_m` x `group_k` tile of A and a `group_k` x
@@ -136,6 +137,7 @@ struct GemmSchedule {
   int64_t nc = 1024;   // columns of a packed B block
   /// Below this many multiply-adds (m * n * k) the product runs on the calling thread.
   int64_t serial_below = 1 << 18;
+  int threads = 0;  // cpu: most workers the tasks (and B's packing) run on (0: every core)
   // ---- work-group tiling (GPU backends; 0 on cpu) ----
   int64_t group_m = 0;  // rows of C per work-group: a multiple of mr
   int64_t group_n = 0;  // columns of C per work-group: a multiple of nr
