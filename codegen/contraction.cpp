@@ -31,6 +31,18 @@ bool plain_load(const Kernel& k, Ref r, DType t) {
   return !p.written && p.type.dtype == t;
 }
 
+// Gives the strides along `g`'s dims of one element (whose index is always 0, so any stride
+// is right for it) their row-major values: a column step of 1 is what lets the cpu read B's
+// panels in place, and what the tuner's key calls not strided (gemm_structure).
+void normalize_unit_dims(LaunchPlan::Gemm& g) {
+  if (g.m == 1) g.a_row_stride = g.k;
+  if (g.k == 1) {
+    g.a_col_stride = 1;
+    g.b_row_stride = g.n;
+  }
+  if (g.n == 1) g.b_col_stride = 1;
+}
+
 }  // namespace
 
 std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k) {
@@ -115,17 +127,6 @@ std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k) {
   g.b_col_stride = b.stride[ndim];
   normalize_unit_dims(g);
   return g;
-}
-
-void normalize_unit_dims(LaunchPlan::Gemm& g) {
-  // The index along a dim of one element is always 0: any stride is right for it, and the
-  // row-major one keeps a row-major operand so.
-  if (g.m == 1) g.a_row_stride = g.k;
-  if (g.k == 1) {
-    g.a_col_stride = 1;
-    g.b_row_stride = g.n;
-  }
-  if (g.n == 1) g.b_col_stride = 1;
 }
 
 }  // namespace kiln::kir

@@ -52,9 +52,6 @@ struct LaunchPlan {
     int64_t a_offset = 0, a_row_stride = 0, a_col_stride = 0;  // in elements: along m, along k
     int64_t b_offset = 0, b_row_stride = 0, b_col_stride = 0;  // along k, along n
 
-    /// Whether each operand is its buffer's row-major matrices (batch strides aside).
-    bool a_row_major() const { return a_offset == 0 && a_row_stride == k && a_col_stride == 1; }
-    bool b_row_major() const { return b_offset == 0 && b_row_stride == n && b_col_stride == 1; }
     /// Elements operand A (or B) reaches in its buffer: one past the farthest, 0 when the
     /// product reads none.
     int64_t a_extent() const;
@@ -112,10 +109,6 @@ namespace kir {
 /// earlier kept dims are batch dims. `a`, `b` and `c` are `k`'s buffer params, strides and
 /// offsets those of the loads; the schedule is left default. nullopt for any other kernel.
 std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k);
-
-/// Gives the strides along `g`'s dims of one element (whose index is always 0) their
-/// row-major values, so that an operand row-major but for them is said to be.
-void normalize_unit_dims(LaunchPlan::Gemm& g);
 
 }  // namespace kir
 
