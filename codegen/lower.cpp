@@ -227,6 +227,8 @@ class KernelBuilder {
     return add_inst({Code::Arg, OpKind::Add, t, {}, -1, a, {}});
   }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
+  /// The row-major offset of position `p` in a tensor of shape `s`.
+  Ref offset_at(const IndexMap& p, const Shape& s) { return offset_of(p, s); }
   /// Element `p` of plan buffer `buffer`, which holds a row-major tensor of `type`.
   Ref load_at(int32_t buffer, const std::string& name, const TensorType& type, const IndexMap& p) {
     return load(param_for(buffer, name, type, false), type.dtype, {offset_of(p, type.shape)});
@@ -356,9 +358,9 @@ class Lowering {
   /// (the region's `member` views included): what the contraction may read in place.
   bool views_of_stored(ValueId o, DType t, const std::vector<bool>& member);
   /// Matmul `mm`'s product as the Kernel IR contraction it is, over [batch..., M, N,
-  /// reduce K]: the sum of A's element times B's, stored into buffer `c`. An operand is
-  /// read from `copied[i]` when that is a buffer (it was computed there), else through
-  /// its views. Returns the GEMM step kir::gemm_of_contraction finds in it, or nullopt
+  /// reduce K]: the sum of A's element times B's in `mm`'s compute type, stored into buffer
+  /// `c` of that type. An operand is read from `copied[i]` when that is a buffer (it was
+  /// computed there, in the compute type), else through its views. Returns the GEMM step kir::gemm_of_contraction finds in it, or nullopt
   /// with `unfit[i]` set for each operand whose load is no plain load at affine offsets (a
   /// pad, a reshape of a transpose).
   std::optional<LaunchPlan::Gemm> matmul_contraction(ValueId mm, const int32_t copied[2], int32_t c,
@@ -1230,7 +1232,7 @@ bool Lowering::views_of_stored(ValueId o, DType t, const std::vector<bool>& memb
 std::optional<LaunchPlan::Gemm> Lowering::matmul_contraction(ValueId mm, const int32_t copied[2], int32_t c,
                                                              const std::vector<bool>& member, bool unfit[2]) {
   const Node& n = g_.node(mm);
-  const DType t = n.type.dtype;
+  const DType t = compute_dtype(n.type.dtype);
   const Shape& cs = n.type.shape;
   const int r = cs.rank();
   const int64_t k = g_.type(n.operands[0]).shape.dims().back();
@@ -1260,7 +1262,7 @@ std::optional<LaunchPlan::Gemm> Lowering::matmul_contraction(ValueId mm, const i
     unfit[i] = load.code != kir::Code::Load || load.args.size() != 1 || !affine[static_cast<size_t>(load.args[0])];
   }
   if (unfit[0] || unfit[1]) return std::nullopt;
-  b.store_contraction(x[0], x[1], c, name(mm), n.type);
+  b.store_contraction(x[0], x[1], c, name(mm), TensorType{t, cs});
   const kir::Kernel contraction = b.finish();
   std::optional<LaunchPlan::Gemm> gemm = kir::gemm_of_contraction(contraction);
   if (!gemm) return std::nullopt;
@@ -1272,10 +1274,13 @@ std::optional<LaunchPlan::Gemm> Lowering::matmul_contraction(ValueId mm, const i
 void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   const auto ki = static_cast<size_t>(k);
   const Node& n = g_.node(mm);
-  const DType t = n.type.dtype;
-  // Operands are read where they lie when they are views of stored values of the result's
-  // type; any other is computed into a buffer first (into its own, when it is an output of
-  // the region too).
+  // The GEMM multiplies in the result's compute type: a storage type's operands are
+  // converted into buffers of it first, and its product is stored once in the storage
+  // type after (rounded or wrapped, as the interpreter stores it: docs/ir.md 5.7).
+  const DType t = compute_dtype(n.type.dtype);
+  // Operands are read where they lie when they are views of stored values of that type; any
+  // other is computed into a buffer first (into its own, when it is an output of the region
+  // too).
   std::vector<bool> member(g_.size(), false);
   for (ValueId v : index_.members[ki]) member[v] = v != mm;
   std::vector<bool> in_contraction = member;
@@ -1297,7 +1302,8 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
       compute_first(i);
     }
   }
-  const int32_t c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
+  const int32_t stored_c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
+  const int32_t c = t == n.type.dtype ? stored_c : new_buffer(TensorType{t, n.type.shape});
   bool unfit[2] = {false, false};
   std::optional<LaunchPlan::Gemm> gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
   if (!gemm) {  // a view that no strides describe: computed first, then it reads row-major
@@ -1307,10 +1313,18 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   }
   if (!gemm) throw Error(fmt::format("internal error: matmul %{} ({}) is not a contraction of its operands' buffers", name(mm),
                                      n.type.str()));
-  override_[mm] = c;
+  override_[mm] = stored_c;
   LaunchPlan::Step step;
   step.gemm = std::move(*gemm);
   plan_.steps.push_back(std::move(step));
+  if (c != stored_c) {  // the product in its storage type: an epilogue the GEMM may fuse
+    KernelBuilder b(*this, fmt::format("store_{}", name(mm)), n.type.shape,
+                    std::vector<bool>(static_cast<size_t>(n.type.shape.rank()), false), {});
+    const IndexMap p = identity_map(n.type.shape);
+    const Ref x = b.cast(b.load_at(c, name(mm), TensorType{t, n.type.shape}, p), n.type.dtype);
+    b.add_store({b.param_for(stored_c, name(mm), n.type, true), b.offset_at(p, n.type.shape), x, kir::kNoRef});
+    add_kernel(b);
+  }
   // The epilogue, reading the product from memory.
   std::vector<ValueId> outputs;
   for (ValueId v : index_.outputs[ki])

@@ -476,9 +476,6 @@ Expected<TensorType> rule_argsort(const TypeRuleInput& in) {
 Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   const TensorType &a = in.operands[0], &b = in.operands[1];
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));
-  KILN_REQUIRE(is_compute_dtype(promote(a.dtype, b.dtype)),
-               "'matmul' of {} and {} is not supported: it multiplies {}, {}, {} and {} (cast the operands to {} first)",
-               a.str(), b.str(), "i32", "i64", "f32", "f64", dtype_name(compute_dtype(promote(a.dtype, b.dtype))));
   KILN_REQUIRE(a.shape.rank() >= 2 && b.shape.rank() >= 2, "'matmul' needs operands of rank 2 or more, got {} and {}", a.str(), b.str());
   const int ra = a.shape.rank(), rb = b.shape.rank();
   KILN_REQUIRE(a.shape[ra - 1] == b.shape[rb - 2], "'matmul' contracting dims differ: {} and {} ({} vs {})", a.str(),

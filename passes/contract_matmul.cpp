@@ -7,8 +7,9 @@
 //   %b1 = reshape %b : f32[B,1,K,N]      %b2 = expand %b1 : f32[B,M,K,N]
 //   %p  = mul %a2, %b2 : f32[B,M,K,N]
 //   %c  = reduce_sum %p {axes = [2]} : f32[B,M,N]
-// (operands cast to the result type first, f64 for floats; an i32 product sums in i64 and is
-// cast back, which wraps as the interpreter's i32 matmul does: the pass changes no value).
+// (operands cast to f64 for floats, i64 for integers, and the sum cast back to the result
+// type, which rounds once or wraps as the interpreter's matmul does: the pass changes no
+// value).
 // Nothing [B,M,K,N] is ever stored: fusion
 // makes one reduction kernel over that domain whose loads read A and B through index maps,
 // with the matmul's epilogue fused after the sum, so a backend without a GEMM library step
@@ -38,7 +39,8 @@ Graph contract_matmul(const Graph& g, const PassOptions&) {
     }
     // Floats multiply and add in f64, as the interpreter's matmul does: the product of two
     // f32 is exact there, and the sum rounds once at the end, so the values are unchanged.
-    const DType t = is_float(n.type.dtype) ? DType::F64 : n.type.dtype;
+    // Integers wrap in i64 as the interpreter's do, and keep their low bits when cast back.
+    const DType t = is_float(n.type.dtype) ? DType::F64 : DType::I64;
     const Shape& out = n.type.shape;
     const int rank = out.rank();
     const int64_t m = out[rank - 2], nn = out[rank - 1];
@@ -69,17 +71,16 @@ Graph contract_matmul(const Graph& g, const PassOptions&) {
     };
     const ValueId a = operand(n.operands[0], true), b = operand(n.operands[1], false);
     const ValueId product = add(OpKind::Mul, TensorType{t, full}, {a, b});
-    const DType sum_type = t == DType::I32 ? DType::I64 : t;
     Node sum;
     sum.op = OpKind::ReduceSum;
-    sum.type = TensorType{sum_type, out};
+    sum.type = TensorType{t, out};
     sum.operands = {product};
     sum.attrs = Graph::make_attrs(OpKind::ReduceSum);
     sum.attr("axes").present = true;
     sum.attr("axes").ints = {rank - 1};
     sum.loc = n.loc;
     ValueId result = r.add(std::move(sum));
-    if (sum_type != n.type.dtype) result = add(OpKind::Cast, n.type, {result});
+    if (t != n.type.dtype) result = add(OpKind::Cast, n.type, {result});
     r.out().node(result).name = n.name;
     r.set(v, result);
   }
