@@ -102,8 +102,9 @@ int main(int argc, char** argv) {
     kiln::Tensor q = kiln::from_vector<float>(gen(8 * 128 * 64, 20, -1, 1), {8, 128, 64}, g_device);
     kiln::Tensor k = kiln::from_vector<float>(gen(8 * 128 * 64, 21, -1, 1), {8, 128, 64}, g_device);
     bench("EIN", 2.0 * 8 * 128 * 128 * 64, runs, [&] {
-      return (q.reshape({8, 128, 1, 64}).expand({8, 128, 128, 64}) * k.reshape({8, 1, 128, 64}).expand({8, 128, 128, 64}))
-          .sum({3});
+      const kiln::Tensor qe = q.reshape({8, 128, 1, 64}).expand({8, 128, 128, 64});
+      const kiln::Tensor ke = k.reshape({8, 1, 128, 64}).expand({8, 128, 128, 64});
+      return (qe * ke).sum({3});
     });
   }
   if (want("ATT")) {  // attention scores: [8,128,64] x [8,64,128]

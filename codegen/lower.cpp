@@ -360,9 +360,9 @@ class Lowering {
   /// Matmul `mm`'s product as the Kernel IR contraction it is, over [batch..., M, N,
   /// reduce K]: the sum of A's element times B's in `mm`'s compute type, stored into buffer
   /// `c` of that type. An operand is read from `copied[i]` when that is a buffer (it was
-  /// computed there, in the compute type), else through its views. Returns the GEMM step kir::gemm_of_contraction finds in it, or nullopt
-  /// with `unfit[i]` set for each operand whose load is no plain load at affine offsets (a
-  /// pad, a reshape of a transpose).
+  /// computed there, in the compute type), else through its views. Returns the GEMM step
+  /// kir::gemm_of_contraction finds in it, or nullopt with `unfit[i]` set for each operand
+  /// whose load is no plain load at affine offsets (a pad, a reshape of a transpose).
   std::optional<LaunchPlan::Gemm> matmul_contraction(ValueId mm, const int32_t copied[2], int32_t c,
                                                      const std::vector<bool>& member, bool unfit[2]);
   /// A region around a scatter or cumsum (trait::InOrder): one kernel that walks its points
@@ -388,7 +388,8 @@ class Lowering {
     if (gemm && gemm->m >= kGemmContractionSide && gemm->n >= kGemmContractionSide) {
       step.gemm = std::move(*gemm);
       step.gemm.name = k.name;
-      for (int32_t* param : {&step.gemm.a, &step.gemm.b, &step.gemm.c}) *param = b.bindings()[static_cast<size_t>(*param)];
+      for (int32_t* param : {&step.gemm.a, &step.gemm.b, &step.gemm.c})
+        *param = b.bindings()[static_cast<size_t>(*param)];
       plan_.steps.push_back(std::move(step));
       return;
     }
@@ -1311,8 +1312,9 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
       if (unfit[i]) compute_first(i);
     gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
   }
-  if (!gemm) throw Error(fmt::format("internal error: matmul %{} ({}) is not a contraction of its operands' buffers", name(mm),
-                                     n.type.str()));
+  if (!gemm)
+    throw Error(fmt::format("internal error: matmul %{} ({}) is not a contraction of its operands' buffers",
+                            name(mm), n.type.str()));
   override_[mm] = stored_c;
   LaunchPlan::Step step;
   step.gemm = std::move(*gemm);
@@ -1453,7 +1455,8 @@ namespace {
 int64_t operand_extent(const LaunchPlan::Gemm& g, int64_t offset, const std::vector<int64_t>& batch_strides,
                        int64_t rows, int64_t row_stride, int64_t cols, int64_t col_stride) {
   if (g.batch.numel() == 0 || rows == 0 || cols == 0) return 0;
-  int64_t farthest = offset + std::max<int64_t>(0, (rows - 1) * row_stride) + std::max<int64_t>(0, (cols - 1) * col_stride);
+  int64_t farthest = offset + std::max<int64_t>(0, (rows - 1) * row_stride) +
+                     std::max<int64_t>(0, (cols - 1) * col_stride);
   for (size_t d = 0; d < batch_strides.size(); ++d)
     farthest += std::max<int64_t>(0, (g.batch[static_cast<int>(d)] - 1) * batch_strides[d]);
   return farthest + 1;

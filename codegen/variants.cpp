@@ -303,7 +303,8 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   // Fewer workers than cores, as for kernels: a product that splits into tasks may run
   // faster on fewer when the cores share their caches or other work.
   const int64_t tasks = g.batch.numel() * ((g.m + base.mc - 1) / base.mc) * ((g.n + base.nc - 1) / base.nc);
-  if (g.m * g.n * g.k >= base.serial_below && tasks > 1) add(knobs, "threads", powers_of_two(1, caps.cores / 2), base.threads);
+  if (g.m * g.n * g.k >= base.serial_below && tasks > 1)
+    add(knobs, "threads", powers_of_two(1, caps.cores / 2), base.threads);
   return knobs;
 }
 

@@ -62,7 +62,8 @@ void tally(Backend& backend, const Graph& g, Reached& r) {
     if (st.kernel >= 0) continue;
     ++r.gemms;
     const auto of_matmul = [&](const Node& n) {
-      return n.op == OpKind::Matmul && n.kernel >= 0 && c.fused.kernels()[static_cast<size_t>(n.kernel)].name == st.gemm.name;
+      return n.op == OpKind::Matmul && n.kernel >= 0 &&
+             c.fused.kernels()[static_cast<size_t>(n.kernel)].name == st.gemm.name;
     };
     r.contraction_gemms += std::none_of(c.fused.nodes().begin(), c.fused.nodes().end(), of_matmul);
   }

@@ -94,8 +94,8 @@ Command add_fuzz_command(CLI::App& app) {
             std::cout << fmt::format("fuzz: {} graphs on {} ({} runs, {:.1f} s), seeds {}..{}{}\n", runs / devices.size(),
                                      fmt::join(names, ", "), runs, s, opts->seed, opts->seed + opts->count - 1,
                                      opts->big ? ", big shapes" : "");
-            std::cout << fmt::format("{} passed, {}{} failed\n", runs - failures - refused,
-                                     refused ? fmt::format("{} refused by a device's loop budget, ", refused) : "", failures);
+            const std::string refusals = refused ? fmt::format("{} refused by a device's loop budget, ", refused) : "";
+            std::cout << fmt::format("{} passed, {}{} failed\n", runs - failures - refused, refusals, failures);
             return failures == 0 ? 0 : 1;
           }};
 }
