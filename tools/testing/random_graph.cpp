@@ -267,8 +267,10 @@ class Generator {
         if (chance(0.3)) add(OpKind::Matmul, {x, b});
         // A product of x's shape as ONNX Einsum writes it, a[..., M, 1, K] * c[N, K] summed
         // over K: a reduction kernel that lowering runs as a GEMM step when its operands are
-        // in memory (kir::gemm_of_contraction), so they are fresh inputs.
-        if (is_float(tx.dtype) && chance(0.5)) {
+        // in memory (kir::gemm_of_contraction), so they are fresh inputs, and when it is at
+        // least 8 x 8, so only large graphs draw it (small ones keep their draws, and the
+        // test time a driver's compiles of their kernels cost).
+        if (opt_.max_dim >= 8 && is_float(tx.dtype) && chance(0.5)) {
           const int r = tx.shape.rank();
           const int64_t n = pick(1, static_cast<int>(opt_.max_dim));  // wide enough for a GEMM in large graphs
           Shape lifted(tx.shape.dims().first(static_cast<size_t>(r - 1)));
