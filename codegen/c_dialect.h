@@ -89,6 +89,22 @@ class CDialect {
   virtual std::string vector_splat(std::string_view x, DType t, int lanes) const = 0;
   virtual std::string vector_lane(std::string_view v, int i) const = 0;
 
+  /// Whether the language computes on vectors (OpenCL C's float16: arithmetic, comparisons
+  /// that select through `?:`, the math built-ins, element-wise conversions), so that a
+  /// work-item's lanes of a value are one vector variable where the kernel allows it
+  /// (c_lanes_as_vectors). Where it is true: `x`, a vector of `lanes`, converted element by
+  /// element to `to`; and the statement that writes vector `value` of `lanes` elements (of
+  /// the buffer's own type) to buffer `b` from element `index`.
+  virtual bool vector_values() const { return false; }
+  virtual std::string vector_convert(std::string_view x, DType to, int lanes) const {
+    (void)x, (void)to, (void)lanes;
+    KILN_ASSERT(false, "a vector conversion in a dialect without vector values");
+  }
+  virtual std::string buffer_store_vector(int b, std::string_view index, int lanes, std::string_view value) const {
+    (void)b, (void)index, (void)lanes, (void)value;
+    KILN_ASSERT(false, "a vector value stored in a dialect without vector values");
+  }
+
   /// Buffers read and written a vector at a time: the type of `lanes` elements of a buffer of
   /// `t` as they lie in memory, or "" where the language reads and writes buffers element by
   /// element only (GLSL: a storage buffer is an array of scalars, and a vector view of it

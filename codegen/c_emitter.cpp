@@ -80,6 +80,7 @@ class CEmitter {
       lanes_reduced_ = k.reduced[static_cast<size_t>(lane_dim_)];
       KILN_ASSERT(k.domain[lane_dim_] % lanes_ == 0 && !k.in_order,
                   "a work-item's lanes divide the last dim, and an in-order walk has none");
+      vectors_ = d.vector_values() && c_lanes_as_vectors(k, lanes_);
     }
   }
 
@@ -189,21 +190,40 @@ class CEmitter {
   // where the dialect has them. Case A (the last dim reduced): the row loop steps by
   // `lanes_`, with an accumulator per lane folded after it; case B (kept): a work-item's
   // `lanes_` kept points. A value that depends on the last dim is one variable per lane
-  // (`v7_2`); the others are shared.
+  // (`v7_2`); the others are shared. Where the dialect has vector values and the kernel
+  // allows them (c_lanes_as_vectors), such a value is one vector variable instead (`v7`, a
+  // float16), and a position that varies along the lanes is lane 0's, a scalar.
   int lanes_ = 1;
   int lane_dim_ = -1;
   uint64_t lane_bit_ = 0;
   bool lanes_reduced_ = false;  // case A
+  bool vectors_ = false;        // lanes held as vectors
+  bool vec_ = false;            // the expression being written is a vector of lanes
   int lane_ = 0;                // the lane whose expressions are being written
   bool per_lane(Ref r) const { return (deps_[static_cast<size_t>(r)] & lane_bit_) != 0; }
   // Reduction r keeps one accumulator per lane: along a row of lanes, or per kept lane.
   bool lane_accumulators(Ref r) const { return lanes_ > 1 && (lanes_reduced_ || per_lane(r)); }
   /// The variable holding instruction r's value in the current lane.
-  std::string v(Ref r) const { return per_lane(r) ? fmt::format("v{}_{}", r, lane_) : fmt::format("v{}", r); }
+  std::string v(Ref r) const { return per_lane(r) && !vectors_ ? fmt::format("v{}_{}", r, lane_) : fmt::format("v{}", r); }
+  /// Whether r's value is a vector of lanes (vectors_): the float values that vary along
+  /// them (the integers that do are positions, lane 0's).
+  bool vector_value(Ref r) const { return vectors_ && per_lane(r) && is_float(k_.insts[static_cast<size_t>(r)].type); }
+  /// `x`, of the expression's shape (a vector where vec_), converted to `t`.
+  std::string convert_to(std::string_view x, DType t) const {
+    return vec_ ? d_.vector_convert(x, t, lanes_) : d_.convert(x, d_.type(t));
+  }
+  /// The helper (kiln_<name>) computing IEEE 754's maximum or minimum of float type `t` in the
+  /// expression's shape: max_f32, or max_f32x16 on vectors of 16.
+  std::string min_max_helper(bool max, DType t) const {
+    return fmt::format("{}_{}{}", max ? "max" : "min", dtype_name(t), vec_ ? fmt::format("x{}", lanes_) : "");
+  }
+  /// The type of a value of `t` in the expression's shape.
+  std::string value_type(DType t) const { return vec_ ? d_.vector_type(t, lanes_) : d_.type(t); }
   /// Accumulator variable of reduction r (`suffix`: v or p for an arg reduction) in the
   /// current lane.
   std::string acc(Ref r, std::string_view suffix = "") const {
-    return lane_accumulators(r) ? fmt::format("a{}{}_{}", r, suffix, lane_) : fmt::format("a{}{}", r, suffix);
+    if (!lane_accumulators(r)) return fmt::format("a{}{}", r, suffix);
+    return vectors_ ? fmt::format("a{}{}l", r, suffix) : fmt::format("a{}{}_{}", r, suffix, lane_);
   }
   // Whether `offset` (a load's or a store's) addresses `lanes_` consecutive elements for the
   // lanes: it steps by one along the last dim. One vector access where the dialect has it.
@@ -211,10 +231,11 @@ class CEmitter {
     const std::optional<Affine>& a = affine_[static_cast<size_t>(offset)];
     return lanes_ > 1 && a && a->stride[static_cast<size_t>(lane_dim_)] == 1;
   }
-  // Runs `body` once per lane, lane_ set (once, lane 0, when `lanes` is false).
+  // Runs `body` once per lane, lane_ set (once, lane 0, when `lanes` is false or the lanes
+  // are one vector).
   template <class F>
   void for_lanes(bool lanes, F&& body) {
-    for (lane_ = 0; lane_ < (lanes ? lanes_ : 1); ++lane_) body();
+    for (lane_ = 0; lane_ < (lanes && !vectors_ ? lanes_ : 1); ++lane_) body();
     lane_ = 0;
   }
   std::string idx_type() const { return d_.type(idx_); }
@@ -268,7 +289,17 @@ void CEmitter::ensure(Scope& s, Ref r) {
              std::ranges::all_of(reads(in), [&](Ref a) { return available(p, a); });
     };
     while (at->parent && fits(*at->parent)) at = at->parent;
-    const std::string type = index_[static_cast<size_t>(x)] ? idx_type() : d_.type(in.type);
+    const std::string type = index_[static_cast<size_t>(x)] ? idx_type()
+                             : vector_value(x)             ? d_.vector_type(in.type, lanes_)
+                                                           : d_.type(in.type);
+    if (vector_value(x)) {  // one vector of lanes: a vector load, or the expression on vectors
+      vec_ = true;
+      const std::string value = in.code == Code::Load ? d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_) : expr(x);
+      vec_ = false;
+      line(*at, fmt::format("{}{} {} = {};", d_.let(), type, v(x), value));
+      at->has[static_cast<size_t>(x)] = 1;
+      continue;
+    }
     // The lanes' elements of a buffer they read contiguously: one vector load, then a lane each.
     const DType memory = in.code == Code::Load ? k_.buffers[static_cast<size_t>(in.buffer)].type.dtype : DType::F32;
     const bool vector_load = in.code == Code::Load && in.args.size() == 1 && per_lane(x) && !is_replaced(in) &&
@@ -324,7 +355,10 @@ std::string CEmitter::op_expr(const Inst& in) {
   const DType at = in.args.empty() ? in.type : k_.insts[static_cast<size_t>(in.args.back())].type;
   const bool f = is_float(at);
   std::vector<std::string> a;
-  for (Ref r : in.args) a.push_back(v(r));
+  for (Ref r : in.args) {  // operands of a vector expression are vectors, the shared ones splat
+    const DType t = k_.insts[static_cast<size_t>(r)].type;
+    a.push_back(vec_ && !vector_value(r) ? d_.vector_splat(v(r), t, lanes_) : v(r));
+  }
   // Bools order as 0 < 1, compared as ints (GLSL has no ordering of bools).
   const bool ordered = op == OpKind::Lt || op == OpKind::Le || op == OpKind::Gt || op == OpKind::Ge;
   if (ordered && at == DType::Bool)
@@ -336,20 +370,24 @@ std::string CEmitter::op_expr(const Inst& in) {
   auto via_double = [&](std::string_view fn_expr_fmt, std::string_view fn) -> std::string {
     if (in_double(fn)) {
       std::vector<std::string> wide;
-      for (const std::string& x : a) wide.push_back(d_.convert(x, dbl));
-      return d_.convert(fmt::format("({})", fmt::format(fmt::runtime(fn_expr_fmt), wide[0], wide.size() > 1 ? wide[1] : "", dbl)),
-                        d_.type(DType::F32));
+      for (const std::string& x : a) wide.push_back(convert_to(x, DType::F64));
+      return convert_to(fmt::format("({})", fmt::format(fmt::runtime(fn_expr_fmt), wide[0], wide.size() > 1 ? wide[1] : "", dbl)),
+                        DType::F32);
     }
     return fmt::format(fmt::runtime(fn_expr_fmt), a[0], a.size() > 1 ? a[1] : "", d_.type(in.type));
   };
-  // The dialect's name for `fn` on `t`; its own helpers (GLSL's kiln_sin...) are emitted once.
+  // The dialect's name for `fn` on `t`; its own helpers (GLSL's kiln_sin...) are emitted once,
+  // in the vector form of the lanes (`kiln_exp16`) where the expression is one.
   auto dialect_math = [&](std::string_view fn, DType t) {
     std::string name = d_.math(fn, t);
-    if (name.starts_with("kiln_")) helpers_.insert(name);
+    if (!name.starts_with("kiln_")) return name;
+    if (vec_) name += std::to_string(lanes_);
+    helpers_.insert(name);
     return name;
   };
   auto math = [&](std::string_view fn) { return dialect_math(fn, in_double(fn) ? DType::F64 : in.type); };
-  const std::string zero = f ? d_.float_literal(0, at) : at == DType::Bool ? "false" : d_.int_literal(0, at);
+  std::string zero = f ? d_.float_literal(0, at) : at == DType::Bool ? "false" : d_.int_literal(0, at);
+  if (vec_) zero = d_.vector_splat(zero, at, lanes_);
   switch (op) {
     case OpKind::Neg: return f ? fmt::format("(-{})", a[0]) : wrap('-', zero, a[0], at);
     case OpKind::Abs:
@@ -422,8 +460,9 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Min: {
       const bool max = op == OpKind::Max;
       if (f) {
-        helpers_.insert(fmt::format("{}_{}", max ? "max" : "min", dtype_name(at)));
-        return fmt::format("kiln_{}_{}({}, {})", max ? "max" : "min", dtype_name(at), a[0], a[1]);
+        const std::string h = min_max_helper(max, at);
+        helpers_.insert(h);
+        return fmt::format("kiln_{}({}, {})", h, a[0], a[1]);
       }
       if (at == DType::Bool) return fmt::format("({} {} {})", a[0], max ? "||" : "&&", a[1]);
       return fmt::format("({0} {2} {1} ? {0} : {1})", a[0], a[1], max ? ">" : "<");
@@ -511,7 +550,9 @@ std::string CEmitter::expr(Ref r) {
         return fmt::format("({} {} {})", position(in.args[0]), sign, position(in.args[1]));
       }
       return op_expr(in);
-    case Code::Cast: return cast_expr(v(in.args[0]), k_.insts[static_cast<size_t>(in.args[0])].type, in.type);
+    case Code::Cast:
+      if (vec_) return convert_to(v(in.args[0]), in.type);  // f32 and f64 (c_lanes_as_vectors)
+      return cast_expr(v(in.args[0]), k_.insts[static_cast<size_t>(in.args[0])].type, in.type);
     case Code::Narrow: {
       const auto t = static_cast<DType>(in.imm);
       return from_memory(to_memory(v(in.args[0]), t), t);
@@ -577,8 +618,9 @@ std::string CEmitter::combine(const Inst& r, std::string_view acc, std::string_v
     case OpKind::ReduceMin: {
       const bool max = r.op == OpKind::ReduceMax;
       if (f) {
-        helpers_.insert(fmt::format("{}_{}", max ? "max" : "min", dtype_name(t)));
-        return fmt::format("kiln_{}_{}({}, {})", max ? "max" : "min", dtype_name(t), acc, x);
+        const std::string h = min_max_helper(max, t);
+        helpers_.insert(h);
+        return fmt::format("kiln_{}({}, {})", h, acc, x);
       }
       return fmt::format("({0} {2} {1} ? {0} : {1})", x, acc, max ? ">" : "<");
     }
@@ -622,6 +664,9 @@ void CEmitter::emit_stage(Scope& point, int stage) {
         const DType vt = arg_value_type(in);
         line(point, fmt::format("{} {} = {}; {} {} = -1;", d_.type(vt), acc(r, "v"),
                                 is_float(vt) ? d_.float_literal(0, vt) : d_.int_literal(0, vt), i64, acc(r, "p")));
+      } else if (vectors_ && lane_accumulators(r)) {  // one vector of the lanes' accumulators
+        const DType t = acc_type(in);
+        line(point, fmt::format("{} {} = {};", d_.vector_type(t, lanes_), acc(r), d_.vector_splat(identity(in), t, lanes_)));
       } else {
         line(point, fmt::format("{} {} = {};", d_.type(acc_type(in)), acc(r), identity(in)));
       }
@@ -639,8 +684,11 @@ void CEmitter::emit_stage(Scope& point, int stage) {
       const std::string x = bool_values ? d_.convert(v(in.args[0]), d_.type(DType::I32)) : v(in.args[0]);
       if (!is_arg(in)) {
         const DType t = acc_type(in);
-        const std::string wide = t == in.type ? x : d_.convert(x, d_.type(t));
+        vec_ = vectors_ && lane_accumulators(r);  // a vector of accumulators takes a vector
+        const std::string lanes_x = vec_ && !vector_value(in.args[0]) ? d_.vector_splat(x, in.type, lanes_) : x;
+        const std::string wide = t == in.type ? lanes_x : convert_to(lanes_x, t);
         line(loop, fmt::format("{} = {};", acc(r), combine(in, acc(r), wide)));
+        vec_ = false;
         return;
       }
       // First best wins; for floats a NaN beats every number, and the first NaN stays.
@@ -665,6 +713,12 @@ void CEmitter::emit_stage(Scope& point, int stage) {
     // Case A's lanes are folded into a<r> by now; case B's kept lanes each have a result.
     for_lanes(per_lane(r), [&] {
       const std::string a = per_lane(r) ? acc(r, is_arg(in) ? "p" : "") : fmt::format("a{}{}", r, is_arg(in) ? "p" : "");
+      if (vector_value(r)) {  // case B's kept lanes, one vector
+        vec_ = true;
+        line(point, fmt::format("{}{} {} = {};", d_.let(), value_type(in.type), v(r), from == in.type ? a : convert_to(a, in.type)));
+        vec_ = false;
+        return;
+      }
       line(point, fmt::format("{}{} {} = {};", d_.let(), d_.type(in.type), v(r),
                               in.type == DType::Bool ? fmt::format("({} != 0)", a) : cast_expr(a, from, in.type)));
     });
@@ -677,15 +731,19 @@ void CEmitter::fold_lanes(Scope& point, const std::vector<Ref>& reds) {
   // decide its ties, so any order gives the interpreter's answer.
   for (Ref r : reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
+    // Lane l's state: a variable of its own, or an element of the lanes' vector.
+    auto lane_state = [&](std::string_view suffix, int l) {
+      return vectors_ ? d_.vector_lane(fmt::format("a{}{}l", r, suffix), l) : fmt::format("a{}{}_{}", r, suffix, l);
+    };
     if (is_arg(in)) {
-      line(point, fmt::format("{} a{}v = a{}v_0; {} a{}p = a{}p_0;", d_.type(arg_value_type(in)), r, r,
-                              d_.type(DType::I64), r, r));
+      line(point, fmt::format("{} a{}v = {}; {} a{}p = {};", d_.type(arg_value_type(in)), r, lane_state("v", 0),
+                              d_.type(DType::I64), r, lane_state("p", 0)));
     } else {
-      line(point, fmt::format("{} a{} = a{}_0;", d_.type(acc_type(in)), r, r));
+      line(point, fmt::format("{} a{} = {};", d_.type(acc_type(in)), r, lane_state("", 0)));
     }
     for (int l = 1; l < lanes_; ++l) {
-      const std::string b = fmt::format("a{}{}_{}", r, is_arg(in) ? "v" : "", l);
-      line(point, merge(in, fmt::format("a{}{}", r, is_arg(in) ? "v" : ""), fmt::format("a{}p", r), b, fmt::format("a{}p_{}", r, l)));
+      const std::string b = lane_state(is_arg(in) ? "v" : "", l);
+      line(point, merge(in, fmt::format("a{}{}", r, is_arg(in) ? "v" : ""), fmt::format("a{}p", r), b, lane_state("p", l)));
     }
   }
 }
@@ -794,6 +852,10 @@ void CEmitter::emit_stores(Scope& point) {
   auto store_line = [&](Scope& s, const Store& st) {
     const DType memory = k_.buffers[static_cast<size_t>(st.buffer)].type.dtype;
     const bool lanes = per_lane(st.offset) || per_lane(st.value) || (st.guard != kNoRef && per_lane(st.guard));
+    if (vector_value(st.value)) {  // unguarded and contiguous, of the buffer's type (c_lanes_as_vectors)
+      line(s, d_.buffer_store_vector(st.buffer, v(st.offset), lanes_, v(st.value)));
+      return;
+    }
     if (lanes && st.guard == kNoRef && per_lane(st.offset) && contiguous_in_lanes(st.offset) &&
         !d_.memory_vector_type(memory, lanes_).empty()) {  // the lanes' elements in one vector store
       std::vector<std::string> values;
@@ -938,7 +1000,16 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
     if (h.starts_with("max_") || h.starts_with("min_")) {
       // IEEE 754-2019 maximum/minimum, as the interpreter: NaN wins, +0 > -0.
       const bool max = h.starts_with("max_");
-      const DType t = h.ends_with("f64") ? DType::F64 : DType::F32;
+      const DType t = h.substr(4, 3) == "f64" ? DType::F64 : DType::F32;
+      if (const size_t x = h.find('x', 4); x != std::string::npos) {  // on vectors (max_f32x16): selects per element
+        const std::string ty = d_.vector_type(t, std::stoi(h.substr(x + 1)));
+        out += fmt::format("{0}{1} kiln_{2}({1} a, {1} b) {{\n"
+                           "  return ({3} | {4}) ? a + b : a == b ? ({5} ? {6} : {7}) : (a {8} b ? a : b);\n"
+                           "}}\n",
+                           q, ty, h, d_.is_nan("a"), d_.is_nan("b"), d_.sign_bit("a", t), max ? "b" : "a", max ? "a" : "b",
+                           max ? ">" : "<");
+        continue;
+      }
       const std::string ty = d_.type(t);
       out += fmt::format(
           "{0}{1} kiln_{2}_{3}({1} a, {1} b) {{\n"

@@ -1,5 +1,7 @@
 // codegen/opencl_dialect.cpp - the OpenCL C dialect of the C-family emitter.
+#include <cctype>
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -46,6 +48,26 @@ constexpr const char* kTanhF32 =
     "  r = ax > 9.0f ? copysign(1.0f, x) : r;  // rounds to +-1 (also the infinities)\n"
     "  return isnan(x) ? x : r;\n"
     "}\n";
+
+// `helper` (kExpF32, kTanhF32) on vectors of `lanes` floats, named with the lanes
+// (kiln_exp16): the same text, since OpenCL C applies operators, `?:` with a vector
+// condition and the built-ins element by element, and widens a scalar operand to a vector.
+std::string widened_helper(std::string_view helper, int lanes) {
+  std::string out;
+  const std::string n = std::to_string(lanes);
+  for (size_t i = 0; i < helper.size();) {
+    auto at = [&](std::string_view word) { return helper.substr(i, word.size()) == word; };
+    auto word_start = i == 0 || !(std::isalnum(static_cast<unsigned char>(helper[i - 1])) || helper[i - 1] == '_');
+    if (word_start && (at("float ") || at("uint ") || at("as_float(") || at("as_uint(") || at("kiln_exp(") || at("kiln_tanh("))) {
+      const size_t end = helper.find_first_of(" (", i);
+      out.append(helper.substr(i, end - i)).append(n);
+      i = end;
+      continue;
+    }
+    out += helper[i++];
+  }
+  return out;
+}
 
 class OpenClDialect final : public CDialect {
  public:
@@ -107,8 +129,12 @@ class OpenClDialect final : public CDialect {
     return t == DType::F32 && (fn == "exp" || fn == "tanh") ? fmt::format("kiln_{}", fn) : std::string(fn);
   }
   std::string helper(std::string_view name) const override {
-    if (name == "kiln_exp") return kExpF32;
-    if (name == "kiln_tanh") return kTanhF32;
+    for (std::string_view fn : {"kiln_exp", "kiln_tanh"}) {
+      if (!name.starts_with(fn)) continue;
+      const std::string_view text = fn == "kiln_exp" ? kExpF32 : kTanhF32;
+      if (name == fn) return std::string(text);
+      return widened_helper(text, std::stoi(std::string(name.substr(fn.size()))));  // kiln_exp16
+    }
     return "";
   }
   bool double_math(std::string_view) const override { return true; }
@@ -121,6 +147,14 @@ class OpenClDialect final : public CDialect {
     return fmt::format("(({})({}))", vector_type(t, lanes), x);
   }
   std::string vector_lane(std::string_view v, int i) const override { return fmt::format("{}.s{:x}", v, i); }
+
+  bool vector_values() const override { return true; }
+  std::string vector_convert(std::string_view x, DType to, int lanes) const override {
+    return fmt::format("convert_{}{}({})", type(to), lanes, x);
+  }
+  std::string buffer_store_vector(int b, std::string_view index, int lanes, std::string_view value) const override {
+    return fmt::format("vstore{}({}, 0, b{} + {});", lanes, value, b, index);
+  }
 
   std::string memory_vector_type(DType t, int lanes) const override { return fmt::format("{}{}", memory_type(t), lanes); }
   std::string buffer_vector_load(int b, std::string_view index, int lanes) const override {

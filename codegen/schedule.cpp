@@ -53,6 +53,12 @@ constexpr int64_t kSmallGpuKernel = int64_t{1} << 20;
 
 // A work-item's lanes by default on a work-item device (work_item_lane_counts), from what
 // the tuner measured (benchmarks/RESULTS.md):
+// - PoCL (Capabilities::vectorizes_work_item_loop) in OpenCL C, whose vector values
+//   (Capabilities::vector_values) hold a work-item's lanes where the kernel allows them
+//   (c_lanes_as_vectors): a native register of the widest element, 16 f32 lanes with
+//   AVX-512, in every kernel, elementwise ones too. With the lanes as float16 values W2 ran
+//   6.1 ms against 10.2 with one lane, W3 5.9-10.1 against 18.0 with 4 scalar lanes, W4 4.6
+//   against 5.3 (8 lanes: within the noise of 16; benchmarks/RESULTS.md). Otherwise:
 // - PoCL (Capabilities::vectorizes_work_item_loop) vectorizes the loop over a work-group's
 //   work-items only where it is innermost, which a walk along a reduction is not; lanes are
 //   what it vectorizes there. Rows (the last dim reduced) take up to 4: W3 16.9 ms against
@@ -71,6 +77,12 @@ constexpr int64_t kSmallGpuKernel = int64_t{1} << 20;
 //   small to fill the GPU (kSmallGpuKernel), whose launch costs more than their loads. GLSL
 //   reads lanes one by one, and Vulkan GPUs keep one lane.
 int default_lanes(const Kernel& k, const Schedule& s, const Capabilities& caps) {
+  if (caps.vectorizes_work_item_loop && caps.vector_values) {  // a native register of the widest element
+    const int64_t register_lanes = std::max<int64_t>(1, caps.vector_bytes / static_cast<int64_t>(widest_element(k)));
+    const std::vector<int64_t> counts = work_item_lane_counts(k);
+    for (auto lanes = counts.rbegin(); lanes != counts.rend(); ++lanes)
+      if (*lanes <= register_lanes && c_lanes_as_vectors(k, static_cast<int>(*lanes))) return static_cast<int>(*lanes);
+  }
   int64_t most = 1;
   if (caps.emulated_work_groups && s.lanes_reduce) most = 4;
   else if (caps.vectorizes_work_item_loop && k.has_reduction()) most = 8;
@@ -248,8 +260,8 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   s.reduction = s.lanes_reduce && caps.local_memory && s.local_size > 1 && cooperative ? ReductionStrategy::WorkGroupTree
                                                                                        : ReductionStrategy::Serial;
   if (s.reduction == ReductionStrategy::WorkGroupTree) {
-    int64_t fit = 1;  // no more work-items than elements in a row
-    while (fit < s.elements_per_iteration && fit < s.local_size) fit *= 2;
+    int64_t fit = 1;  // no more work-items than a row has lanes' worth of elements
+    while (fit * s.vector_width < s.elements_per_iteration && fit < s.local_size) fit *= 2;
     s.local_size = fit;
     // Where work-groups are loops on CPU cores, each level of the tree is a barrier that
     // splits the group's loop: 64 work-items (6 levels) ran W5a's partial sums on PoCL in

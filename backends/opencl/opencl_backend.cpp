@@ -134,7 +134,8 @@ class OpenClBackend final : public Backend {
     caps_.emulated_work_groups = info_.type == "cpu";
     // PoCL's work-group vectorizer: a kernel's own loop inside the work-item loop stops it.
     caps_.vectorizes_work_item_loop = caps_.emulated_work_groups;
-    caps_.vector_loads = true;  // vloadN / vstoreN
+    caps_.vector_loads = true;   // vloadN / vstoreN
+    caps_.vector_values = true;  // floatN arithmetic
     caps_.exact_math = false;  // the device's libm, not the host's
     // Warnings about generated code (a self-comparison from `eq %x, %x`) are not the user's
     // to read; KILN_OPENCL_OPTIONS adds options of the user's (-cl-opt-disable...).

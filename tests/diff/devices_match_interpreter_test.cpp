@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "kiln/backend/backend.h"
+#include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/interpreter.h"
@@ -47,6 +48,7 @@ struct Reached {
   int vector_loops = 0, thread_splits = 0, split_reductions = 0, gemms = 0;
   int contraction_gemms = 0;  // GEMM steps of regions with no matmul: einsum-style sums
   int group_reductions = 0;  // work-group devices: a row per group (tree or subgroups)
+  int vector_lanes = 0;      // a work-item's lanes held as vector values (c_lanes_as_vectors)
 };
 
 void tally(Backend& backend, const Graph& g, Reached& r) {
@@ -57,6 +59,7 @@ void tally(Backend& backend, const Graph& g, Reached& r) {
     if (k.domain.rank() > 0 && s.vector_width > 1 && k.domain[k.domain.rank() - 1] > s.vector_width) ++r.vector_loops;
     if (s.grain < s.iterations) ++r.thread_splits;
     if (s.lanes_reduce && s.reduction != kir::ReductionStrategy::Serial) ++r.group_reductions;
+    if (backend.capabilities().vector_values && kir::c_lanes_as_vectors(k, s.vector_width)) ++r.vector_lanes;
   }
   for (const LaunchPlan::Step& st : c.plan.steps) {
     if (st.kernel >= 0) continue;
@@ -124,6 +127,9 @@ TEST_P(DevicesMatchInterpreter, LargeRandomGraphs) {
   EXPECT_GT(r.contraction_gemms, 0);
   if (engine_for(GetParam()).backend()->capabilities().local_memory) {  // work-groups
     EXPECT_GT(r.group_reductions, 0);
+    if (engine_for(GetParam()).backend()->capabilities().vector_values) {
+      EXPECT_GT(r.vector_lanes, 0);
+    }
     return;
   }
   EXPECT_GT(r.vector_loops, 0);

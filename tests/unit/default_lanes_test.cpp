@@ -1,5 +1,6 @@
 // Lanes per work-item by default (default_schedule's `vector_width` on work-item devices),
 // as the tuner measured them on PoCL, lavapipe and an H100 (codegen/schedule.cpp).
+#include "kiln/codegen/c_source.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "test_util.h"
 
@@ -76,6 +77,39 @@ TEST(DefaultLanes, EmulatedWorkGroupsTakeFourAlongRowsAndEightOverColumnsOnPocl)
   EXPECT_EQ(lanes(kRows, pocl), 4);
   EXPECT_EQ(lanes(kColumns, pocl), 8);
   EXPECT_EQ(lanes(kElementwise, pocl), 1);
+}
+
+TEST(DefaultLanes, PoclWithVectorValuesTakesANativeRegisterWhereTheLanesAreVectors) {
+  Capabilities pocl = gpu(true);
+  pocl.emulated_work_groups = true;
+  pocl.vectorizes_work_item_loop = true;
+  pocl.vector_values = true;
+  pocl.vector_bytes = 64;  // AVX-512
+  pocl.cores = 2;
+  EXPECT_EQ(lanes(kRows, pocl), 16);
+  EXPECT_EQ(lanes(kColumns, pocl), 16);
+  EXPECT_EQ(lanes(kElementwise, pocl), 16);
+  // A register holds 8 f64.
+  EXPECT_EQ(lanes("graph @wide(%x: f64[512,512]) -> f64[512,512] {\n"
+                  "  %t = tanh %x : f64[512,512]\n"
+                  "  return %t\n}",
+                  pocl),
+            8);
+  // A transposed read along the lanes has no vector form: scalar lanes, PoCL's old defaults.
+  const std::string transposed =
+      "graph @t(%x: f32[512,512]) -> f32[512,512] {\n"
+      "  %p = permute %x {perm = [1, 0]} : f32[512,512]\n"
+      "  %t = tanh %p : f32[512,512]\n"
+      "  return %t\n}";
+  EXPECT_FALSE(kir::c_lanes_as_vectors(test::only_kernel(transposed), 16));
+  EXPECT_EQ(lanes(transposed, pocl), 1);
+  // Nor does an integer sum along a row (its accumulators would be vectors of i64).
+  const std::string int_rows =
+      "graph @ir(%x: i32[64,256]) -> i64[64] {\n"
+      "  %s = reduce_sum %x {axes = [1]} : i64[64]\n"
+      "  return %s\n}";
+  EXPECT_FALSE(kir::c_lanes_as_vectors(test::only_kernel(int_rows), 16));
+  EXPECT_EQ(lanes(int_rows, pocl), 4);
 }
 
 }  // namespace

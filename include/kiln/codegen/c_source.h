@@ -50,6 +50,14 @@ std::optional<GemmEpilogueSource> gemm_epilogue_source(const LaunchPlan& plan, s
 /// C is not written (only the epilogue's outputs are read later).
 std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                                std::string_view name, const Capabilities& caps);
+/// Whether a C-family work-item with `lanes` lanes (Schedule::vector_width) can hold each
+/// value of `k` that varies along the last dim as one vector, in a language that computes
+/// on vectors (CDialect::vector_values): every such value is an f32 or f64 load, store,
+/// conversion or reduction, or an op with a vector form (arithmetic, max/min, relu, exp,
+/// log, tanh, erf, sqrt, rsqrt, sigmoid), read and written contiguously along the lanes,
+/// and every such position only addresses those reads and writes. Otherwise the emitter
+/// writes the lanes one by one in scalar code.
+bool c_lanes_as_vectors(const Kernel& k, int lanes);
 /// At most how many loop iterations one work-item runs in the C-family kernel of `k` run
 /// with `s` (every loop the emitter writes, nested ones multiplied, and the loops of the
 /// GLSL fmod helper each point may call), or of GEMM step `g` with `epilogue` computed on

@@ -38,6 +38,10 @@ struct Capabilities {
   /// The kernel language reads a work-item's lanes of consecutive elements with one vector
   /// load (OpenCL C's vloadN); GLSL's storage buffers are arrays of scalars, read lane by lane.
   bool vector_loads = false;
+  /// The kernel language computes on vectors (OpenCL C's float16), so a work-item's lanes
+  /// are one vector value wherever the kernel allows it (c_lanes_as_vectors), not a scalar
+  /// per lane that the driver's compiler must put back together.
+  bool vector_values = false;
   /// Loop iterations one work-item may run in all, over every loop of its kernel (0: no
   /// limit). lavapipe ends a shader's loops after 65535 back-edges (Mesa's
   /// LP_MAX_TGSI_LOOP_ITERATIONS), silently; default_schedule keeps rows under it and the
