@@ -94,14 +94,15 @@ class CDialect {
   /// work-item's lanes of a value are one vector variable where the kernel allows it
   /// (c_lanes_as_vectors). Where it is true: `x`, a vector of `lanes`, converted element by
   /// element to `to`; and the statement that writes vector `value` of `lanes` elements (of
-  /// the buffer's own type) to buffer `b` from element `index`.
+  /// the array's own type) to `array` (a buffer `b0`, or a private array) from element
+  /// `index` (vector_load reads them back).
   virtual bool vector_values() const { return false; }
   virtual std::string vector_convert(std::string_view x, DType to, int lanes) const {
     (void)x, (void)to, (void)lanes;
     KILN_ASSERT(false, "a vector conversion in a dialect without vector values");
   }
-  virtual std::string buffer_store_vector(int b, std::string_view index, int lanes, std::string_view value) const {
-    (void)b, (void)index, (void)lanes, (void)value;
+  virtual std::string vector_store(std::string_view array, std::string_view index, int lanes, std::string_view value) const {
+    (void)array, (void)index, (void)lanes, (void)value;
     KILN_ASSERT(false, "a vector value stored in a dialect without vector values");
   }
 

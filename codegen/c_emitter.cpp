@@ -13,10 +13,11 @@
 // depends on are defined: values of the kept dims are computed once per point, not once per
 // element of a row, and constants once per work-item.
 //
-// Rounding: f32 division, square roots and the libm functions outside the VectorMath trait
-// (sin, cos, pow) are computed in double and rounded once when the device has doubles and the
-// language the double function (GLSL has no double exp, sin, cos or pow), as the interpreter
-// computes them, and so is sigmoid (its f32 exp overflows where the result is a subnormal);
+// Rounding: f32 division and square roots are the language's where the device rounds them
+// correctly (Capabilities::exact_f32_divide_sqrt). Otherwise they, and the libm functions
+// outside the VectorMath trait (sin, cos, pow), are computed in double and rounded once when
+// the device has doubles and the language the double function (GLSL has no double exp, sin,
+// cos or pow), as the interpreter computes them, and so is sigmoid (its f32 exp overflows where the result is a subnormal);
 // exp, log, tanh and erf use the device's f32 versions (the differential oracle compares them
 // with a tolerance), or the dialect's own where the language's are too loose (GLSL: kiln_exp...,
 // codegen/glsl_dialect.cpp) or too slow (OpenCL: kiln_exp, kiln_tanh). f32 sums and products
@@ -40,7 +41,7 @@ namespace {
 class CEmitter {
  public:
   CEmitter(const Kernel& k, const Schedule& s, const Capabilities& caps, const CDialect& d)
-      : k_(k), s_(s), d_(d), fp64_(caps.fp64), subgroup_size_(caps.subgroup_size), deps_(dim_dependence(k)),
+      : k_(k), s_(s), d_(d), fp64_(caps.fp64), exact_divide_sqrt_(caps.exact_f32_divide_sqrt), subgroup_size_(caps.subgroup_size), deps_(dim_dependence(k)),
         stage_(reduction_stage(k)) {
     for (int i = 0; i < k.domain.rank(); ++i) {
       const uint64_t bit = uint64_t{1} << i;
@@ -163,13 +164,18 @@ class CEmitter {
   }
   bool is_arg(const Inst& r) const { return op_info(r.op).has(trait::ArgReduce); }
   bool is_replaced(const Inst& in) const { return in.code == Code::Load && in.buffer == replaced_buffer_; }
-  // The instructions `in`'s expression reads: none for a replaced load (its offset is not needed).
-  std::span<const Ref> reads(const Inst& in) const { return is_replaced(in) ? std::span<const Ref>() : std::span<const Ref>(in.args); }
+  // The instructions `in`'s expression reads: none for a replaced load (its offset is not
+  // needed) or a value in the row cache.
+  std::span<const Ref> reads(const Inst& in) const {
+    const bool from_cache = !cache_filled_.empty() && cache_filled_[static_cast<size_t>(&in - k_.insts.data())];
+    return is_replaced(in) || from_cache ? std::span<const Ref>() : std::span<const Ref>(in.args);
+  }
 
   const Kernel& k_;
   const Schedule& s_;
   const CDialect& d_;
   bool fp64_;
+  bool exact_divide_sqrt_;  // Capabilities::exact_f32_divide_sqrt
   int subgroup_size_;  // Capabilities::subgroup_size
   // Positions (index_instructions) and the walk's counters are computed in idx_: i64, or
   // i32 where the schedule says so (index_fits_32 proved it exact).
@@ -260,6 +266,14 @@ class CEmitter {
   int replaced_buffer_ = -1;       // emit_point: loads of this buffer are `replacement_`
   std::string replacement_;
   std::string locals_;             // local-memory arrays
+  // The row cache (kir::row_cached_values; a row per work-item only): per instruction,
+  // whether its value is kept in private array c<r> indexed by the row position `r`, and
+  // whether a finished pass has filled it (later passes read it there). Values a pass
+  // writes to their arrays wait in cache_pending_ until that pass ends.
+  std::vector<uint8_t> cached_, cache_filled_;
+  std::vector<Ref> cache_pending_;
+  // The statement(s) moving value x between its registers and its row-cache array.
+  std::string cache_access(Ref x, bool store);
 };
 
 // ---------------------------------------------------------------------------------------
@@ -292,28 +306,54 @@ void CEmitter::ensure(Scope& s, Ref r) {
     const std::string type = index_[static_cast<size_t>(x)] ? idx_type()
                              : vector_value(x)             ? d_.vector_type(in.type, lanes_)
                                                            : d_.type(in.type);
+    const bool from_cache = !cache_filled_.empty() && cache_filled_[static_cast<size_t>(x)];
+    if (from_cache) {
+      line(*at, cache_access(x, false));
+      at->has[static_cast<size_t>(x)] = 1;
+      continue;
+    }
     if (vector_value(x)) {  // one vector of lanes: a vector load, or the expression on vectors
       vec_ = true;
       const std::string value = in.code == Code::Load ? d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_) : expr(x);
       vec_ = false;
       line(*at, fmt::format("{}{} {} = {};", d_.let(), type, v(x), value));
-      at->has[static_cast<size_t>(x)] = 1;
-      continue;
+    } else {
+      // The lanes' elements of a buffer they read contiguously: one vector load, then a lane each.
+      const DType memory = in.code == Code::Load ? k_.buffers[static_cast<size_t>(in.buffer)].type.dtype : DType::F32;
+      const bool vector_load = in.code == Code::Load && in.args.size() == 1 && per_lane(x) && !is_replaced(in) &&
+                               contiguous_in_lanes(in.args[0]) && !d_.memory_vector_type(memory, lanes_).empty();
+      if (vector_load)
+        line(*at, fmt::format("{}{} l{} = {};", d_.let(), d_.memory_vector_type(memory, lanes_), x,
+                              d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_)));
+      for_lanes(per_lane(x), [&] {
+        const std::string value =
+            vector_load ? from_memory(d_.vector_lane(fmt::format("l{}", x), lane_), memory) : expr(x);
+        line(*at, fmt::format("{}{} {} = {};", d_.let(), type, v(x), value));
+      });
     }
-    // The lanes' elements of a buffer they read contiguously: one vector load, then a lane each.
-    const DType memory = in.code == Code::Load ? k_.buffers[static_cast<size_t>(in.buffer)].type.dtype : DType::F32;
-    const bool vector_load = in.code == Code::Load && in.args.size() == 1 && per_lane(x) && !is_replaced(in) &&
-                             contiguous_in_lanes(in.args[0]) && !d_.memory_vector_type(memory, lanes_).empty();
-    if (vector_load)
-      line(*at, fmt::format("{}{} l{} = {};", d_.let(), d_.memory_vector_type(memory, lanes_), x,
-                            d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_)));
-    for_lanes(per_lane(x), [&] {
-      const std::string value =
-          vector_load ? from_memory(d_.vector_lane(fmt::format("l{}", x), lane_), memory) : expr(x);
-      line(*at, fmt::format("{}{} {} = {};", d_.let(), type, v(x), value));
-    });
     at->has[static_cast<size_t>(x)] = 1;
+    if (!cached_.empty() && cached_[static_cast<size_t>(x)]) {  // kept for the row's later passes
+      line(*at, cache_access(x, true));
+      cache_pending_.push_back(x);
+    }
   }
+}
+
+std::string CEmitter::cache_access(Ref x, bool store) {
+  const Inst& in = k_.insts[static_cast<size_t>(x)];
+  const std::string array = fmt::format("c{}", x);
+  if (vector_value(x)) {
+    if (store) return d_.vector_store(array, "r", lanes_, v(x));
+    return fmt::format("{}{} {} = {};", d_.let(), d_.vector_type(in.type, lanes_), v(x), d_.vector_load(array, "r", lanes_));
+  }
+  std::string out;
+  for_lanes(per_lane(x), [&] {
+    const std::string at = d_.subscript(array, lane_ == 0 ? std::string("r") : fmt::format("(r + {})", idx_literal(lane_)));
+    out += store ? fmt::format("{} = {};", at, v(x)) : fmt::format("{}{} {} = {};", d_.let(), d_.type(in.type), v(x), at);
+    out += ' ';
+  });
+  out.pop_back();
+  return out;
 }
 
 std::string CEmitter::wrap(char op, std::string_view a, std::string_view b, DType t) {
@@ -413,7 +453,9 @@ std::string CEmitter::op_expr(const Inst& in) {
       helpers_.insert(h);
       return fmt::format("kiln_{}({}, {})", h, a[0], a[1]);
     }
-    case OpKind::Sqrt: return via_double(fmt::format("{}({{0}})", math("sqrt")), "sqrt");
+    case OpKind::Sqrt:
+      if (in.type == DType::F32 && exact_divide_sqrt_) return fmt::format("{}({})", dialect_math("sqrt", in.type), a[0]);
+      return via_double(fmt::format("{}({{0}})", math("sqrt")), "sqrt");
     case OpKind::Rsqrt: {
       const DType w = in_double("sqrt") ? DType::F64 : in.type;
       return via_double(fmt::format("({} / {}({{0}}))", d_.float_literal(1, w), math("sqrt")), "sqrt");
@@ -444,6 +486,7 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Sub: return f ? fmt::format("({} - {})", a[0], a[1]) : wrap('-', a[0], a[1], at);
     case OpKind::Mul: return f ? fmt::format("({} * {})", a[0], a[1]) : wrap('*', a[0], a[1], at);
     case OpKind::Div: {
+      if (in.type == DType::F32 && exact_divide_sqrt_) return fmt::format("({} / {})", a[0], a[1]);
       const std::string fn = d_.divide(in_double("") ? DType::F64 : in.type);
       if (fn.empty()) return via_double("({0} / {1})", "");
       helpers_.insert(fn);
@@ -703,6 +746,8 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   line(point, reduced_loop_head("r"));
   point.text += loop.text;
   line(point, reduced_loop_tail());
+  for (Ref x : cache_pending_) cache_filled_[static_cast<size_t>(x)] = 1;
+  cache_pending_.clear();
   if (lanes_reduced_) fold_lanes(point, reds);
 
   if (subgroups_) combine_in_subgroups(point, reds);
@@ -853,7 +898,7 @@ void CEmitter::emit_stores(Scope& point) {
     const DType memory = k_.buffers[static_cast<size_t>(st.buffer)].type.dtype;
     const bool lanes = per_lane(st.offset) || per_lane(st.value) || (st.guard != kNoRef && per_lane(st.guard));
     if (vector_value(st.value)) {  // unguarded and contiguous, of the buffer's type (c_lanes_as_vectors)
-      line(s, d_.buffer_store_vector(st.buffer, v(st.offset), lanes_, v(st.value)));
+      line(s, d_.vector_store(fmt::format("b{}", st.buffer), v(st.offset), lanes_, v(st.value)));
       return;
     }
     if (lanes && st.guard == kNoRef && per_lane(st.offset) && contiguous_in_lanes(st.offset) &&
@@ -1145,6 +1190,15 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   }
   if (kept_lanes) line(point, fmt::format("{}{} it = wi * {};", d_.let(), idx, idx_literal(lanes_)));
   define_dims(point, kept_dims_, "it");
+  if (s_.reduction == ReductionStrategy::Serial) {  // a row per work-item: its own row cache
+    const std::vector<Ref> cached = row_cached_values(k_, s_);
+    cached_.assign(cached.empty() ? 0 : k_.insts.size(), 0);
+    cache_filled_.assign(cached_.size(), 0);
+    for (Ref r : cached) {
+      cached_[static_cast<size_t>(r)] = 1;
+      line(point, fmt::format("{} c{}[{}];", d_.type(k_.insts[static_cast<size_t>(r)].type), r, reduced_points_));
+    }
+  }
   for (int st = 1; st <= stages_; ++st) emit_stage(point, st);
   emit_stores(point);
 

@@ -152,8 +152,8 @@ class OpenClDialect final : public CDialect {
   std::string vector_convert(std::string_view x, DType to, int lanes) const override {
     return fmt::format("convert_{}{}({})", type(to), lanes, x);
   }
-  std::string buffer_store_vector(int b, std::string_view index, int lanes, std::string_view value) const override {
-    return fmt::format("vstore{}({}, 0, b{} + {});", lanes, value, b, index);
+  std::string vector_store(std::string_view array, std::string_view index, int lanes, std::string_view value) const override {
+    return fmt::format("vstore{}({}, 0, {} + {});", lanes, value, array, index);
   }
 
   std::string memory_vector_type(DType t, int lanes) const override { return fmt::format("{}{}", memory_type(t), lanes); }

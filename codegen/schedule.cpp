@@ -227,6 +227,13 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // 128 KiB of stack (TBB workers have a few MiB).
   s.row_cache_elements = 16384;
   s.row_cache_bytes = 128 * 1024;
+  // A row per work-item caches them in private arrays: on the stack of a CPU thread where
+  // work-groups are its loops (PoCL, whose threads have a few MiB), spilled to memory on a
+  // GPU, which recomputes instead.
+  if (caps.local_memory) {
+    s.row_cache_bytes = caps.vectorizes_work_item_loop ? 64 * 1024 : 0;
+    if (s.row_cache_bytes == 0) s.row_cache_elements = 0;
+  }
   // A row's first pass reads it from memory, and the passes after it (softmax's exp and
   // division, layer norm's variance and stores) compute from cache while the memory system
   // idles: the second pass prefetches the next row, and this row's stores for writing.

@@ -808,50 +808,13 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
 }
 
 void KernelEmitter::plan_row_cache() {
-  if (!sched_.lanes_reduce || width_ == 1) return;
+  if (width_ == 1) return;
   int64_t row = 1;
   for (int d = 0; d < rank_; ++d)
     if (k_.reduced[static_cast<size_t>(d)]) row *= k_.domain[d];
-  if (row <= 0 || row > sched_.row_cache_elements) return;
-  // The instructions each pass over the row evaluates (reductions' values come ready).
-  auto reach = [&](std::vector<Ref> roots) {
-    std::set<Ref> seen;
-    while (!roots.empty()) {
-      const Ref r = roots.back();
-      roots.pop_back();
-      if (!seen.insert(r).second) continue;
-      const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (in.code == Code::Reduce) continue;
-      for (Ref a : in.args) roots.push_back(a);
-    }
-    return seen;
-  };
-  std::vector<std::set<Ref>> passes;
-  for (int st = 1; st <= num_stages_; ++st) {
-    std::vector<Ref> roots;
-    for (Ref red : reduces_of_stage(st))
-      for (Ref a : k_.insts[static_cast<size_t>(red)].args) roots.push_back(a);
-    passes.push_back(reach(roots));
-  }
-  std::vector<Ref> roots;
-  for (const kir::Store& st : k_.stores)
-    if (store_is_inner(st)) roots.insert(roots.end(), {st.value, st.offset});
-  passes.push_back(reach(roots));
-  uint64_t reduced_mask = 0;
-  for (int d = 0; d < rank_; ++d)
-    if (k_.reduced[static_cast<size_t>(d)]) reduced_mask |= uint64_t{1} << d;
-  int64_t cached_bytes = 0;
-  for (size_t i = 0; i < k_.insts.size(); ++i) {
-    const Inst& in = k_.insts[i];
-    const bool expensive = in.code == Code::Op && is_float(in.type) && op_info(in.op).has(trait::Expensive);
-    if (!expensive || !(deps_[i] & reduced_mask)) continue;
-    const auto count = std::count_if(passes.begin(), passes.end(), [&](const std::set<Ref>& p) { return p.count(static_cast<Ref>(i)); });
-    if (count < 2) continue;
-    const int64_t bytes = row * static_cast<int64_t>(dtype_size(in.type));
-    if (cached_bytes + bytes > sched_.row_cache_bytes) break;  // the stack of a worker thread is finite
-    cached_bytes += bytes;
+  for (Ref r : kir::row_cached_values(k_, sched_)) {
     llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
-    row_cache_.buffers[static_cast<Ref>(i)] = eb.CreateAlloca(llvm::ArrayType::get(reg_type(in.type), static_cast<uint64_t>(row)));
+    row_cache_.buffers[r] = eb.CreateAlloca(llvm::ArrayType::get(reg_type(k_.insts[static_cast<size_t>(r)].type), static_cast<uint64_t>(row)));
   }
 }
 

@@ -143,6 +143,7 @@ class OpenClBackend final : public Backend {
     // The interpreter's f32 division and sqrt are IEEE's, correctly rounded; OpenCL's default
     // allows 2.5 and 3 ulp (NVIDIA's driver uses that freedom, PoCL does not).
     if (info_.correctly_rounded_divide_sqrt) options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
+    caps_.exact_f32_divide_sqrt = info_.correctly_rounded_divide_sqrt;
     if (const char* extra = std::getenv("KILN_OPENCL_OPTIONS"); extra && *extra) options_ += fmt::format(" {}", extra);
     names_ = {fmt::format("opencl:{} ({})", index, info_.name), "cl_khr_fp64", "64-bit integers"};
     fingerprint_ = fmt::format("opencl|{}|{}|{}|{}|{}|options {}|kiln {} codegen {}", info_.platform,

@@ -42,6 +42,10 @@ struct Capabilities {
   /// are one vector value wherever the kernel allows it (c_lanes_as_vectors), not a scalar
   /// per lane that the driver's compiler must put back together.
   bool vector_values = false;
+  /// f32 division and square roots round correctly, as the interpreter's (OpenCL built with
+  /// -cl-fp32-correctly-rounded-divide-sqrt where the device offers it): the C-family emitter
+  /// writes them in f32, not through double (which rounds to the same value, at a cost).
+  bool exact_f32_divide_sqrt = false;
   /// Loop iterations one work-item may run in all, over every loop of its kernel (0: no
   /// limit). lavapipe ends a shader's loops after 65535 back-edges (Mesa's
   /// LP_MAX_TGSI_LOOP_ITERATIONS), silently; default_schedule keeps rows under it and the
@@ -183,6 +187,13 @@ std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_vie
 /// walk, `s.local_size` and `s.reduction`: at least `per_item` iterations per work-item, more
 /// where the device's limit on work-groups per launch needs it.
 void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item);
+
+/// The values a row's walk (case A) computes once and keeps in a per-row array for its later
+/// passes over the row (softmax's exp, which its sum and its stores both read): the
+/// expensive float ops that vary along the row and that two passes need, in instruction
+/// order, while the row has at most `s.row_cache_elements` elements and the arrays fit
+/// `s.row_cache_bytes`. Empty when the schedule has no row cache.
+std::vector<Ref> row_cached_values(const Kernel& k, const Schedule& s);
 
 /// Lanes a work-item of a work-item device may compute (`vector_width` there: consecutive
 /// points of the last dim, read with vector loads where the language has them): 1, and the
