@@ -101,7 +101,8 @@ class CDialect {
     (void)x, (void)to, (void)lanes;
     KILN_ASSERT(false, "a vector conversion in a dialect without vector values");
   }
-  virtual std::string vector_store(std::string_view array, std::string_view index, int lanes, std::string_view value) const {
+  virtual std::string vector_store(std::string_view array, std::string_view index, int lanes,
+                                   std::string_view value) const {
     (void)array, (void)index, (void)lanes, (void)value;
     KILN_ASSERT(false, "a vector value stored in a dialect without vector values");
   }

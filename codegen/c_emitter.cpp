@@ -17,7 +17,8 @@
 // correctly (Capabilities::exact_f32_divide_sqrt). Otherwise they, and the libm functions
 // outside the VectorMath trait (sin, cos, pow), are computed in double and rounded once when
 // the device has doubles and the language the double function (GLSL has no double exp, sin,
-// cos or pow), as the interpreter computes them, and so is sigmoid (its f32 exp overflows where the result is a subnormal);
+// cos or pow), as the interpreter computes them, and so is sigmoid (its f32 exp overflows
+// where the result is a subnormal);
 // exp, log, tanh and erf use the device's f32 versions (the differential oracle compares them
 // with a tolerance), or the dialect's own where the language's are too loose (GLSL: kiln_exp...,
 // codegen/glsl_dialect.cpp) or too slow (OpenCL: kiln_exp, kiln_tanh). f32 sums and products
@@ -41,8 +42,8 @@ namespace {
 class CEmitter {
  public:
   CEmitter(const Kernel& k, const Schedule& s, const Capabilities& caps, const CDialect& d)
-      : k_(k), s_(s), d_(d), fp64_(caps.fp64), exact_divide_sqrt_(caps.exact_f32_divide_sqrt), subgroup_size_(caps.subgroup_size), deps_(dim_dependence(k)),
-        stage_(reduction_stage(k)) {
+      : k_(k), s_(s), d_(d), fp64_(caps.fp64), exact_divide_sqrt_(caps.exact_f32_divide_sqrt),
+        subgroup_size_(caps.subgroup_size), deps_(dim_dependence(k)), stage_(reduction_stage(k)) {
     for (int i = 0; i < k.domain.rank(); ++i) {
       const uint64_t bit = uint64_t{1} << i;
       if (k.reduced[static_cast<size_t>(i)]) {
@@ -210,7 +211,9 @@ class CEmitter {
   // Reduction r keeps one accumulator per lane: along a row of lanes, or per kept lane.
   bool lane_accumulators(Ref r) const { return lanes_ > 1 && (lanes_reduced_ || per_lane(r)); }
   /// The variable holding instruction r's value in the current lane.
-  std::string v(Ref r) const { return per_lane(r) && !vectors_ ? fmt::format("v{}_{}", r, lane_) : fmt::format("v{}", r); }
+  std::string v(Ref r) const {
+    return per_lane(r) && !vectors_ ? fmt::format("v{}_{}", r, lane_) : fmt::format("v{}", r);
+  }
   /// Whether r's value is a vector of lanes (vectors_): the float values that vary along
   /// them (the integers that do are positions, lane 0's).
   bool vector_value(Ref r) const { return vectors_ && per_lane(r) && is_float(k_.insts[static_cast<size_t>(r)].type); }
@@ -314,7 +317,8 @@ void CEmitter::ensure(Scope& s, Ref r) {
     }
     if (vector_value(x)) {  // one vector of lanes: a vector load, or the expression on vectors
       vec_ = true;
-      const std::string value = in.code == Code::Load ? d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_) : expr(x);
+      const std::string value =
+          in.code == Code::Load ? d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_) : expr(x);
       vec_ = false;
       line(*at, fmt::format("{}{} {} = {};", d_.let(), type, v(x), value));
     } else {
@@ -344,12 +348,15 @@ std::string CEmitter::cache_access(Ref x, bool store) {
   const std::string array = fmt::format("c{}", x);
   if (vector_value(x)) {
     if (store) return d_.vector_store(array, "r", lanes_, v(x));
-    return fmt::format("{}{} {} = {};", d_.let(), d_.vector_type(in.type, lanes_), v(x), d_.vector_load(array, "r", lanes_));
+    const std::string type = d_.vector_type(in.type, lanes_);
+    return fmt::format("{}{} {} = {};", d_.let(), type, v(x), d_.vector_load(array, "r", lanes_));
   }
   std::string out;
   for_lanes(per_lane(x), [&] {
-    const std::string at = d_.subscript(array, lane_ == 0 ? std::string("r") : fmt::format("(r + {})", idx_literal(lane_)));
-    out += store ? fmt::format("{} = {};", at, v(x)) : fmt::format("{}{} {} = {};", d_.let(), d_.type(in.type), v(x), at);
+    const std::string position = lane_ == 0 ? std::string("r") : fmt::format("(r + {})", idx_literal(lane_));
+    const std::string at = d_.subscript(array, position);
+    out += store ? fmt::format("{} = {};", at, v(x))
+                 : fmt::format("{}{} {} = {};", d_.let(), d_.type(in.type), v(x), at);
     out += ' ';
   });
   out.pop_back();
@@ -411,8 +418,9 @@ std::string CEmitter::op_expr(const Inst& in) {
     if (in_double(fn)) {
       std::vector<std::string> wide;
       for (const std::string& x : a) wide.push_back(convert_to(x, DType::F64));
-      return convert_to(fmt::format("({})", fmt::format(fmt::runtime(fn_expr_fmt), wide[0], wide.size() > 1 ? wide[1] : "", dbl)),
-                        DType::F32);
+      const std::string wide_expr =
+          fmt::format(fmt::runtime(fn_expr_fmt), wide[0], wide.size() > 1 ? wide[1] : "", dbl);
+      return convert_to(fmt::format("({})", wide_expr), DType::F32);
     }
     return fmt::format(fmt::runtime(fn_expr_fmt), a[0], a.size() > 1 ? a[1] : "", d_.type(in.type));
   };
@@ -454,7 +462,8 @@ std::string CEmitter::op_expr(const Inst& in) {
       return fmt::format("kiln_{}({}, {})", h, a[0], a[1]);
     }
     case OpKind::Sqrt:
-      if (in.type == DType::F32 && exact_divide_sqrt_) return fmt::format("{}({})", dialect_math("sqrt", in.type), a[0]);
+      if (in.type == DType::F32 && exact_divide_sqrt_)
+        return fmt::format("{}({})", dialect_math("sqrt", in.type), a[0]);
       return via_double(fmt::format("{}({{0}})", math("sqrt")), "sqrt");
     case OpKind::Rsqrt: {
       const DType w = in_double("sqrt") ? DType::F64 : in.type;
@@ -709,7 +718,8 @@ void CEmitter::emit_stage(Scope& point, int stage) {
                                 is_float(vt) ? d_.float_literal(0, vt) : d_.int_literal(0, vt), i64, acc(r, "p")));
       } else if (vectors_ && lane_accumulators(r)) {  // one vector of the lanes' accumulators
         const DType t = acc_type(in);
-        line(point, fmt::format("{} {} = {};", d_.vector_type(t, lanes_), acc(r), d_.vector_splat(identity(in), t, lanes_)));
+        line(point,
+             fmt::format("{} {} = {};", d_.vector_type(t, lanes_), acc(r), d_.vector_splat(identity(in), t, lanes_)));
       } else {
         line(point, fmt::format("{} {} = {};", d_.type(acc_type(in)), acc(r), identity(in)));
       }
@@ -760,7 +770,8 @@ void CEmitter::emit_stage(Scope& point, int stage) {
       const std::string a = per_lane(r) ? acc(r, is_arg(in) ? "p" : "") : fmt::format("a{}{}", r, is_arg(in) ? "p" : "");
       if (vector_value(r)) {  // case B's kept lanes, one vector
         vec_ = true;
-        line(point, fmt::format("{}{} {} = {};", d_.let(), value_type(in.type), v(r), from == in.type ? a : convert_to(a, in.type)));
+        const std::string value = from == in.type ? a : convert_to(a, in.type);
+        line(point, fmt::format("{}{} {} = {};", d_.let(), value_type(in.type), v(r), value));
         vec_ = false;
         return;
       }
@@ -788,7 +799,8 @@ void CEmitter::fold_lanes(Scope& point, const std::vector<Ref>& reds) {
     }
     for (int l = 1; l < lanes_; ++l) {
       const std::string b = lane_state(is_arg(in) ? "v" : "", l);
-      line(point, merge(in, fmt::format("a{}{}", r, is_arg(in) ? "v" : ""), fmt::format("a{}p", r), b, lane_state("p", l)));
+      const std::string a = fmt::format("a{}{}", r, is_arg(in) ? "v" : "");
+      line(point, merge(in, a, fmt::format("a{}p", r), b, lane_state("p", l)));
     }
   }
 }
@@ -1051,8 +1063,8 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
         out += fmt::format("{0}{1} kiln_{2}({1} a, {1} b) {{\n"
                            "  return ({3} | {4}) ? a + b : a == b ? ({5} ? {6} : {7}) : (a {8} b ? a : b);\n"
                            "}}\n",
-                           q, ty, h, d_.is_nan("a"), d_.is_nan("b"), d_.sign_bit("a", t), max ? "b" : "a", max ? "a" : "b",
-                           max ? ">" : "<");
+                           q, ty, h, d_.is_nan("a"), d_.is_nan("b"), d_.sign_bit("a", t), max ? "b" : "a",
+                           max ? "a" : "b", max ? ">" : "<");
         continue;
       }
       const std::string ty = d_.type(t);

@@ -58,7 +58,8 @@ std::string widened_helper(std::string_view helper, int lanes) {
   for (size_t i = 0; i < helper.size();) {
     auto at = [&](std::string_view word) { return helper.substr(i, word.size()) == word; };
     auto word_start = i == 0 || !(std::isalnum(static_cast<unsigned char>(helper[i - 1])) || helper[i - 1] == '_');
-    if (word_start && (at("float ") || at("uint ") || at("as_float(") || at("as_uint(") || at("kiln_exp(") || at("kiln_tanh("))) {
+    const bool typed = at("float ") || at("uint ") || at("as_float(") || at("as_uint(");
+    if (word_start && (typed || at("kiln_exp(") || at("kiln_tanh("))) {
       const size_t end = helper.find_first_of(" (", i);
       out.append(helper.substr(i, end - i)).append(n);
       i = end;
@@ -152,7 +153,8 @@ class OpenClDialect final : public CDialect {
   std::string vector_convert(std::string_view x, DType to, int lanes) const override {
     return fmt::format("convert_{}{}({})", type(to), lanes, x);
   }
-  std::string vector_store(std::string_view array, std::string_view index, int lanes, std::string_view value) const override {
+  std::string vector_store(std::string_view array, std::string_view index, int lanes,
+                           std::string_view value) const override {
     return fmt::format("vstore{}({}, 0, {} + {});", lanes, value, array, index);
   }
 

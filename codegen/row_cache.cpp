@@ -44,7 +44,8 @@ std::vector<Ref> row_cached_values(const Kernel& k, const Schedule& s) {
   for (int st = 1; st <= stages; ++st) {
     std::vector<Ref> roots;
     for (size_t i = 0; i < k.insts.size(); ++i)
-      if (k.insts[i].code == Code::Reduce && stage[i] == st) roots.insert(roots.end(), k.insts[i].args.begin(), k.insts[i].args.end());
+      if (k.insts[i].code == Code::Reduce && stage[i] == st)
+        roots.insert(roots.end(), k.insts[i].args.begin(), k.insts[i].args.end());
     passes.push_back(reach(roots));
   }
   std::vector<Ref> roots;
@@ -60,7 +61,8 @@ std::vector<Ref> row_cached_values(const Kernel& k, const Schedule& s) {
     const Inst& in = k.insts[i];
     const bool expensive = in.code == Code::Op && is_float(in.type) && op_info(in.op).has(trait::Expensive);
     if (!expensive || !(deps[i] & reduced_mask)) continue;
-    const auto count = std::count_if(passes.begin(), passes.end(), [&](const std::set<Ref>& p) { return p.count(static_cast<Ref>(i)); });
+    const auto needs = [&](const std::set<Ref>& pass) { return pass.count(static_cast<Ref>(i)) > 0; };
+    const auto count = std::count_if(passes.begin(), passes.end(), needs);
     if (count < 2) continue;
     const int64_t bytes = row * static_cast<int64_t>(dtype_size(in.type));
     if (cached_bytes + bytes > s.row_cache_bytes) break;  // a worker's stack is finite

@@ -56,9 +56,9 @@ constexpr int64_t kSmallGpuKernel = int64_t{1} << 20;
 // - PoCL (Capabilities::vectorizes_work_item_loop) in OpenCL C, whose vector values
 //   (Capabilities::vector_values) hold a work-item's lanes where the kernel allows them
 //   (c_lanes_as_vectors): a native register of the widest element, 16 f32 lanes with
-//   AVX-512, in every kernel, elementwise ones too. With the lanes as float16 values W2 ran
-//   6.1 ms against 10.2 with one lane, W3 5.9-10.1 against 18.0 with 4 scalar lanes, W4 4.6
-//   against 5.3 (8 lanes: within the noise of 16; benchmarks/RESULTS.md). Otherwise:
+//   AVX-512, in every kernel, elementwise ones too. With the lanes as float16 values (and
+//   W3's row cache) W2 ran 5.25 ms against 10.1 with one lane, W3 5.4 against 16.6 with 4
+//   scalar lanes, W4 4.25 against 5.26; 8 lanes were within the noise of 16. Otherwise:
 // - PoCL (Capabilities::vectorizes_work_item_loop) vectorizes the loop over a work-group's
 //   work-items only where it is innermost, which a walk along a reduction is not; lanes are
 //   what it vectorizes there. Rows (the last dim reduced) take up to 4: W3 16.9 ms against

@@ -187,6 +187,8 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
       if (caps.subgroup_size > 1) strategies.push_back(static_cast<int64_t>(ReductionStrategy::Subgroup));
       add(knobs, "reduction", strategies, static_cast<int64_t>(base.reduction));
     }
+    // A row per work-item's row cache (PoCL): off, or the default.
+    if (!row_cached_values(k, base).empty()) add(knobs, "row_cache", {0}, base.row_cache_elements);
     return knobs;
   }
   // Arg reductions keep their index bookkeeping per lane: scalar code only.
@@ -234,6 +236,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto r = value_of("reduction")) s.reduction = static_cast<ReductionStrategy>(*r);
     if (auto l = value_of("local")) s.local_size = *l;
     if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
+    if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
     if (s.reduction == ReductionStrategy::Subgroup && s.local_size % std::max(1, caps.subgroup_size) != 0)
       return std::nullopt;
     if (s.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || s.local_size < 2)) return std::nullopt;

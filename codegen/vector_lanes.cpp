@@ -66,7 +66,8 @@ bool c_lanes_as_vectors(const Kernel& k, int lanes) {
     const bool lanes_stored = per_lane(st.offset) || per_lane(st.value) || (st.guard != kNoRef && per_lane(st.guard));
     if (!lanes_stored) continue;
     const DType memory = k.buffers[static_cast<size_t>(st.buffer)].type.dtype;
-    if (st.guard != kNoRef || !per_lane(st.value) || !contiguous(st.offset) || memory != k.insts[static_cast<size_t>(st.value)].type)
+    if (st.guard != kNoRef || !per_lane(st.value) || !contiguous(st.offset) ||
+        memory != k.insts[static_cast<size_t>(st.value)].type)
       return false;
     other_use[static_cast<size_t>(st.value)] = 1;
   }
@@ -98,13 +99,14 @@ bool c_lanes_as_vectors(const Kernel& k, int lanes) {
       }
     } else if (in.code == Code::Reduce && k.reduced[static_cast<size_t>(lane_dim)]) {
       // Along a row of lanes every reduction keeps a vector of accumulators.
-      if (!value_reduction(in.op) || !float_value(in.type) || !float_value(k.insts[static_cast<size_t>(in.args[0])].type))
-        return false;
+      const DType arg = k.insts[static_cast<size_t>(in.args[0])].type;
+      if (!value_reduction(in.op) || !float_value(in.type) || !float_value(arg)) return false;
     }
     for (size_t a = 0; a < in.args.size(); ++a) {
       const auto r = static_cast<size_t>(in.args[a]);
       const bool vector_offset = in.code == Code::Load && lane_value && contiguous(in.args[0]);  // checked above
-      if (!vector_offset && !(lane_value && is_integer(in.type))) other_use[r] = 1;  // a position's operands are positions
+      // A position's operands are positions too.
+      if (!vector_offset && !(lane_value && is_integer(in.type))) other_use[r] = 1;
     }
   }
   return true;

@@ -814,7 +814,8 @@ void KernelEmitter::plan_row_cache() {
     if (k_.reduced[static_cast<size_t>(d)]) row *= k_.domain[d];
   for (Ref r : kir::row_cached_values(k_, sched_)) {
     llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
-    row_cache_.buffers[r] = eb.CreateAlloca(llvm::ArrayType::get(reg_type(k_.insts[static_cast<size_t>(r)].type), static_cast<uint64_t>(row)));
+    llvm::Type* element = reg_type(k_.insts[static_cast<size_t>(r)].type);
+    row_cache_.buffers[r] = eb.CreateAlloca(llvm::ArrayType::get(element, static_cast<uint64_t>(row)));
   }
 }
 
