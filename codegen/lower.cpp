@@ -228,7 +228,7 @@ class KernelBuilder {
   }
   int32_t param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written);
   /// The row-major offset of position `p` in a tensor of shape `s`.
-  Ref offset_at(const IndexMap& p, const Shape& s) { return offset_of(p, s); }
+  Ref offset_of(const IndexMap& p, const Shape& s);
   /// Element `p` of plan buffer `buffer`, which holds a row-major tensor of `type`.
   Ref load_at(int32_t buffer, const std::string& name, const TensorType& type, const IndexMap& p) {
     return load(param_for(buffer, name, type, false), type.dtype, {offset_of(p, type.shape)});
@@ -253,7 +253,6 @@ class KernelBuilder {
   }
   Ref add_inst(Inst in);
   std::unordered_map<Ref, DType> known_;
-  Ref offset_of(const IndexMap& p, const Shape& s);
   Ref in_bounds(const IndexMap& q, const Shape& s);
   // One value at one position under one mask: the unit value_at() memoizes.
   struct Request {
@@ -1324,7 +1323,7 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
                     std::vector<bool>(static_cast<size_t>(n.type.shape.rank()), false), {});
     const IndexMap p = identity_map(n.type.shape);
     const Ref x = b.cast(b.load_at(c, name(mm), TensorType{t, n.type.shape}, p), n.type.dtype);
-    b.add_store({b.param_for(stored_c, name(mm), n.type, true), b.offset_at(p, n.type.shape), x, kir::kNoRef});
+    b.add_store({b.param_for(stored_c, name(mm), n.type, true), b.offset_of(p, n.type.shape), x, kir::kNoRef});
     add_kernel(b);
   }
   // The epilogue, reading the product from memory.

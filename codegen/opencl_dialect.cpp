@@ -1,4 +1,5 @@
 // codegen/opencl_dialect.cpp - the OpenCL C dialect of the C-family emitter.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -133,8 +134,10 @@ class OpenClDialect final : public CDialect {
     for (std::string_view fn : {"kiln_exp", "kiln_tanh"}) {
       if (!name.starts_with(fn)) continue;
       const std::string_view text = fn == "kiln_exp" ? kExpF32 : kTanhF32;
-      if (name == fn) return std::string(text);
-      return widened_helper(text, std::stoi(std::string(name.substr(fn.size()))));  // kiln_exp16
+      const std::string_view lanes = name.substr(fn.size());  // kiln_exp16: 16
+      if (lanes.empty()) return std::string(text);
+      if (std::ranges::all_of(lanes, [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+        return widened_helper(text, std::stoi(std::string(lanes)));
     }
     return "";
   }

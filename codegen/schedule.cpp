@@ -79,9 +79,11 @@ constexpr int64_t kSmallGpuKernel = int64_t{1} << 20;
 int default_lanes(const Kernel& k, const Schedule& s, const Capabilities& caps) {
   if (caps.vectorizes_work_item_loop && caps.vector_values) {  // a native register of the widest element
     const int64_t register_lanes = std::max<int64_t>(1, caps.vector_bytes / static_cast<int64_t>(widest_element(k)));
-    const std::vector<int64_t> counts = work_item_lane_counts(k);
-    for (auto lanes = counts.rbegin(); lanes != counts.rend(); ++lanes)
-      if (*lanes <= register_lanes && c_lanes_as_vectors(k, static_cast<int>(*lanes))) return static_cast<int>(*lanes);
+    int64_t widest = 1;
+    for (int64_t lanes : work_item_lane_counts(k))
+      if (lanes <= register_lanes) widest = lanes;
+    // Whether lanes are vectors does not depend on how many there are: the widest decides.
+    if (widest > 1 && c_lanes_as_vectors(k, static_cast<int>(widest))) return static_cast<int>(widest);
   }
   int64_t most = 1;
   if (caps.emulated_work_groups && s.lanes_reduce) most = 4;

@@ -39,9 +39,8 @@ bool vector_op(OpKind op) {
   }
 }
 
-bool value_reduction(OpKind op) {
-  return op == OpKind::ReduceSum || op == OpKind::ReduceProd || op == OpKind::ReduceMax || op == OpKind::ReduceMin;
-}
+// A reduction to a value (sum, product, max, min), not to a position.
+bool value_reduction(OpKind op) { return !op_info(op).has(trait::ArgReduce); }
 
 }  // namespace
 

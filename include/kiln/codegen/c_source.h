@@ -56,7 +56,8 @@ std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSour
 /// conversion or reduction, or an op with a vector form (arithmetic, max/min, relu, exp,
 /// log, tanh, erf, sqrt, rsqrt, sigmoid), read and written contiguously along the lanes,
 /// and every such position only addresses those reads and writes. Otherwise the emitter
-/// writes the lanes one by one in scalar code.
+/// writes the lanes one by one in scalar code. Beyond `lanes` dividing the last dim, the
+/// answer is the same for every number of lanes.
 bool c_lanes_as_vectors(const Kernel& k, int lanes);
 /// At most how many loop iterations one work-item runs in the C-family kernel of `k` run
 /// with `s` (every loop the emitter writes, nested ones multiplied, and the loops of the
