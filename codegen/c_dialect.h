@@ -93,33 +93,35 @@ class CDialect {
   /// that select through `?:`, the math built-ins, element-wise conversions), so that a
   /// work-item's lanes of a value are one vector variable where the kernel allows it
   /// (c_lanes_as_vectors). Where it is true: `x`, a vector of `lanes`, converted element by
-  /// element to `to`; and the statement that writes vector `value` of `lanes` elements (of
-  /// the array's own type) to `array` (a buffer `b0`, or a private array) from element
-  /// `index` (vector_load reads them back).
+  /// element to `to`. (Such vectors are also elements of private arrays, and buffers are
+  /// read and written a vector at a time: memory_vector_type.)
   virtual bool vector_values() const { return false; }
   virtual std::string vector_convert(std::string_view x, DType to, int lanes) const {
     (void)x, (void)to, (void)lanes;
     KILN_ASSERT(false, "a vector conversion in a dialect without vector values");
   }
-  virtual std::string vector_store(std::string_view array, std::string_view index, int lanes,
-                                   std::string_view value) const {
-    (void)array, (void)index, (void)lanes, (void)value;
-    KILN_ASSERT(false, "a vector value stored in a dialect without vector values");
-  }
 
   /// Buffers read and written a vector at a time: the type of `lanes` elements of a buffer of
   /// `t` as they lie in memory, or "" where the language reads and writes buffers element by
   /// element only (GLSL: a storage buffer is an array of scalars, and a vector view of it
-  /// needs a second binding). Where it is not "": `lanes` consecutive elements of buffer `b`
-  /// from element `index` (any alignment of the element type) in one load, and the statement
-  /// that writes `values` (one per lane, in memory form) there in one store.
+  /// needs a second binding). Where it is not "": the vector of that type made of `values`
+  /// (one per lane, in memory form); `lanes` consecutive elements of buffer `b` (of `t`) from
+  /// element `index` in one load; and the statement that writes vector `value` of the
+  /// buffer's type there in one store. An access is `aligned` where `index` is a multiple of `lanes` and
+  /// the device aligns buffers to the vector's size (Capabilities::buffer_alignment);
+  /// otherwise any alignment of the element type.
   virtual std::string memory_vector_type(DType t, int lanes) const { (void)t, (void)lanes; return ""; }
-  virtual std::string buffer_vector_load(int b, std::string_view index, int lanes) const {
-    (void)b, (void)index, (void)lanes;
+  virtual std::string memory_vector(DType t, std::span<const std::string> values) const {
+    (void)t, (void)values;
+    KILN_ASSERT(false, "a vector in a dialect without memory vectors (memory_vector_type is empty)");
+  }
+  virtual std::string buffer_vector_load(int b, DType t, std::string_view index, int lanes, bool aligned) const {
+    (void)b, (void)t, (void)index, (void)lanes, (void)aligned;
     KILN_ASSERT(false, "a vector load in a dialect without them (memory_vector_type is empty)");
   }
-  virtual std::string buffer_vector_store(int b, std::string_view index, DType t, std::span<const std::string> values) const {
-    (void)b, (void)index, (void)t, (void)values;
+  virtual std::string buffer_vector_store(int b, DType t, std::string_view index, int lanes,
+                                          std::string_view value, bool aligned) const {
+    (void)b, (void)t, (void)index, (void)lanes, (void)value, (void)aligned;
     KILN_ASSERT(false, "a vector store in a dialect without them (memory_vector_type is empty)");
   }
 

@@ -43,7 +43,7 @@ class CEmitter {
  public:
   CEmitter(const Kernel& k, const Schedule& s, const Capabilities& caps, const CDialect& d)
       : k_(k), s_(s), d_(d), fp64_(caps.fp64), exact_divide_sqrt_(caps.exact_f32_divide_sqrt),
-        subgroup_size_(caps.subgroup_size), deps_(dim_dependence(k)), stage_(reduction_stage(k)) {
+        subgroup_size_(caps.subgroup_size), buffer_alignment_(caps.buffer_alignment), deps_(dim_dependence(k)), stage_(reduction_stage(k)) {
     for (int i = 0; i < k.domain.rank(); ++i) {
       const uint64_t bit = uint64_t{1} << i;
       if (k.reduced[static_cast<size_t>(i)]) {
@@ -178,6 +178,7 @@ class CEmitter {
   bool fp64_;
   bool exact_divide_sqrt_;  // Capabilities::exact_f32_divide_sqrt
   int subgroup_size_;  // Capabilities::subgroup_size
+  int buffer_alignment_;  // Capabilities::buffer_alignment
   // Positions (index_instructions) and the walk's counters are computed in idx_: i64, or
   // i32 where the schedule says so (index_fits_32 proved it exact).
   DType idx_ = DType::I64;
@@ -240,6 +241,18 @@ class CEmitter {
     const std::optional<Affine>& a = affine_[static_cast<size_t>(offset)];
     return lanes_ > 1 && a && a->stride[static_cast<size_t>(lane_dim_)] == 1;
   }
+  // Whether that vector access, of elements of `memory`, is aligned to its size: lane 0's
+  // offset is a multiple of the lanes (every work-item's lanes start at one along the last
+  // dim), and the device aligns buffers to at least that size.
+  bool aligned_in_lanes(Ref offset, DType memory) const {
+    if (!contiguous_in_lanes(offset) || lanes_ * static_cast<int64_t>(dtype_size(memory)) > buffer_alignment_ ||
+        k_.domain[lane_dim_] % lanes_ != 0)
+      return false;
+    const Affine& a = *affine_[static_cast<size_t>(offset)];
+    for (size_t d = 0; d < a.stride.size(); ++d)
+      if (static_cast<int>(d) != lane_dim_ && a.stride[d] % lanes_ != 0) return false;
+    return a.base % lanes_ == 0;
+  }
   // Runs `body` once per lane, lane_ set (once, lane 0, when `lanes` is false or the lanes
   // are one vector).
   template <class F>
@@ -277,6 +290,8 @@ class CEmitter {
   std::vector<Ref> cache_pending_;
   // The statement(s) moving value x between its registers and its row-cache array.
   std::string cache_access(Ref x, bool store);
+  // Load `in`'s lanes from its buffer in one vector access.
+  std::string buffer_vector_load(const Inst& in) const;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -317,8 +332,7 @@ void CEmitter::ensure(Scope& s, Ref r) {
     }
     if (vector_value(x)) {  // one vector of lanes: a vector load, or the expression on vectors
       vec_ = true;
-      const std::string value =
-          in.code == Code::Load ? d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_) : expr(x);
+      const std::string value = in.code == Code::Load ? buffer_vector_load(in) : expr(x);
       vec_ = false;
       line(*at, fmt::format("{}{} {} = {};", d_.let(), type, v(x), value));
     } else {
@@ -327,8 +341,7 @@ void CEmitter::ensure(Scope& s, Ref r) {
       const bool vector_load = in.code == Code::Load && in.args.size() == 1 && per_lane(x) && !is_replaced(in) &&
                                contiguous_in_lanes(in.args[0]) && !d_.memory_vector_type(memory, lanes_).empty();
       if (vector_load)
-        line(*at, fmt::format("{}{} l{} = {};", d_.let(), d_.memory_vector_type(memory, lanes_), x,
-                              d_.buffer_vector_load(in.buffer, v(in.args[0]), lanes_)));
+        line(*at, fmt::format("{}{} l{} = {};", d_.let(), d_.memory_vector_type(memory, lanes_), x, buffer_vector_load(in)));
       for_lanes(per_lane(x), [&] {
         const std::string value =
             vector_load ? from_memory(d_.vector_lane(fmt::format("l{}", x), lane_), memory) : expr(x);
@@ -343,13 +356,18 @@ void CEmitter::ensure(Scope& s, Ref r) {
   }
 }
 
+std::string CEmitter::buffer_vector_load(const Inst& in) const {
+  const DType memory = k_.buffers[static_cast<size_t>(in.buffer)].type.dtype;
+  return d_.buffer_vector_load(in.buffer, memory, v(in.args[0]), lanes_, aligned_in_lanes(in.args[0], memory));
+}
+
 std::string CEmitter::cache_access(Ref x, bool store) {
   const Inst& in = k_.insts[static_cast<size_t>(x)];
   const std::string array = fmt::format("c{}", x);
-  if (vector_value(x)) {
-    if (store) return d_.vector_store(array, "r", lanes_, v(x));
-    const std::string type = d_.vector_type(in.type, lanes_);
-    return fmt::format("{}{} {} = {};", d_.let(), type, v(x), d_.vector_load(array, "r", lanes_));
+  if (vector_value(x)) {  // an array of vectors, the row's r-th point in element r / lanes
+    const std::string at = d_.subscript(array, fmt::format("r / {}", idx_literal(lanes_)));
+    if (store) return fmt::format("{} = {};", at, v(x));
+    return fmt::format("{}{} {} = {};", d_.let(), d_.vector_type(in.type, lanes_), v(x), at);
   }
   std::string out;
   for_lanes(per_lane(x), [&] {
@@ -909,15 +927,16 @@ void CEmitter::emit_stores(Scope& point) {
   auto store_line = [&](Scope& s, const Store& st) {
     const DType memory = k_.buffers[static_cast<size_t>(st.buffer)].type.dtype;
     const bool lanes = per_lane(st.offset) || per_lane(st.value) || (st.guard != kNoRef && per_lane(st.guard));
+    const bool aligned = aligned_in_lanes(st.offset, memory);
     if (vector_value(st.value)) {  // unguarded and contiguous, of the buffer's type (c_lanes_as_vectors)
-      line(s, d_.vector_store(fmt::format("b{}", st.buffer), v(st.offset), lanes_, v(st.value)));
+      line(s, d_.buffer_vector_store(st.buffer, memory, v(st.offset), lanes_, v(st.value), aligned));
       return;
     }
     if (lanes && st.guard == kNoRef && per_lane(st.offset) && contiguous_in_lanes(st.offset) &&
         !d_.memory_vector_type(memory, lanes_).empty()) {  // the lanes' elements in one vector store
       std::vector<std::string> values;
       for_lanes(true, [&] { values.push_back(to_memory(v(st.value), memory)); });
-      line(s, d_.buffer_vector_store(st.buffer, v(st.offset), memory, values));
+      line(s, d_.buffer_vector_store(st.buffer, memory, v(st.offset), lanes_, d_.memory_vector(memory, values), aligned));
       return;
     }
     for_lanes(lanes, [&] {
@@ -1208,7 +1227,9 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
     cache_filled_.assign(cached_.size(), 0);
     for (Ref r : cached) {
       cached_[static_cast<size_t>(r)] = 1;
-      line(point, fmt::format("{} c{}[{}];", d_.type(k_.insts[static_cast<size_t>(r)].type), r, reduced_points_));
+      const DType t = k_.insts[static_cast<size_t>(r)].type;
+      line(point, vector_value(r) ? fmt::format("{} c{}[{}];", d_.vector_type(t, lanes_), r, reduced_points_ / lanes_)
+                                  : fmt::format("{} c{}[{}];", d_.type(t), r, reduced_points_));
     }
   }
   for (int st = 1; st <= stages_; ++st) emit_stage(point, st);

@@ -156,18 +156,20 @@ class OpenClDialect final : public CDialect {
   std::string vector_convert(std::string_view x, DType to, int lanes) const override {
     return fmt::format("convert_{}{}({})", type(to), lanes, x);
   }
-  std::string vector_store(std::string_view array, std::string_view index, int lanes,
-                           std::string_view value) const override {
-    return fmt::format("vstore{}({}, 0, {} + {});", lanes, value, array, index);
-  }
-
   std::string memory_vector_type(DType t, int lanes) const override { return fmt::format("{}{}", memory_type(t), lanes); }
-  std::string buffer_vector_load(int b, std::string_view index, int lanes) const override {
+  std::string memory_vector(DType t, std::span<const std::string> values) const override {
+    return fmt::format("(({})({}))", memory_vector_type(t, static_cast<int>(values.size())), fmt::join(values, ", "));
+  }
+  // vloadN and vstoreN take any alignment of the element; an aligned access goes through a
+  // vector pointer, which PoCL writes as one instruction where it splits a vstore16 in three.
+  std::string buffer_vector_load(int b, DType t, std::string_view index, int lanes, bool aligned) const override {
+    if (aligned) return fmt::format("*(__global const {}*)(b{} + {})", memory_vector_type(t, lanes), b, index);
     return fmt::format("vload{}(0, b{} + {})", lanes, b, index);
   }
-  std::string buffer_vector_store(int b, std::string_view index, DType t, std::span<const std::string> values) const override {
-    const int lanes = static_cast<int>(values.size());
-    return fmt::format("vstore{}(({})({}), 0, b{} + {});", lanes, memory_vector_type(t, lanes), fmt::join(values, ", "), b, index);
+  std::string buffer_vector_store(int b, DType t, std::string_view index, int lanes, std::string_view value,
+                                  bool aligned) const override {
+    if (aligned) return fmt::format("*(__global {}*)(b{} + {}) = {};", memory_vector_type(t, lanes), b, index, value);
+    return fmt::format("vstore{}({}, 0, b{} + {});", lanes, value, b, index);
   }
 
   std::string global_id(DType t) const override { return fmt::format("({})get_global_id(0)", type(t)); }

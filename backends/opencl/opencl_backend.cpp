@@ -136,6 +136,7 @@ class OpenClBackend final : public Backend {
     caps_.vectorizes_work_item_loop = caps_.emulated_work_groups;
     caps_.vector_loads = true;   // vloadN / vstoreN
     caps_.vector_values = true;  // floatN arithmetic
+    caps_.buffer_alignment = info_.base_address_align;
     caps_.exact_math = false;  // the device's libm, not the host's
     // Warnings about generated code (a self-comparison from `eq %x, %x`) are not the user's
     // to read; KILN_OPENCL_OPTIONS adds options of the user's (-cl-opt-disable...).

@@ -32,6 +32,7 @@ struct OpenClDeviceInfo {
   /// (-cl-fp32-correctly-rounded-divide-sqrt); without it they may be 2.5 and 3 ulp off.
   bool correctly_rounded_divide_sqrt = false;
   bool subgroups = false;
+  int base_address_align = 0;  // bytes, CL_DEVICE_MEM_BASE_ADDR_ALIGN: a buffer's base
 };
 
 /// Every OpenCL device this process can use (empty when no platform is installed). The

@@ -42,6 +42,10 @@ struct Capabilities {
   /// are one vector value wherever the kernel allows it (c_lanes_as_vectors), not a scalar
   /// per lane that the driver's compiler must put back together.
   bool vector_values = false;
+  /// Bytes every buffer's base is aligned to (0: not known). A vector access of at most that
+  /// many bytes at an offset its size divides is written as an aligned one: PoCL writes
+  /// OpenCL's element-aligned vstore16 as three stores.
+  int buffer_alignment = 0;
   /// f32 division and square roots round correctly, as the interpreter's (OpenCL built with
   /// -cl-fp32-correctly-rounded-divide-sqrt where the device offers it): the C-family emitter
   /// writes them in f32, not through double (which rounds to the same value, at a cost).
