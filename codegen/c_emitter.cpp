@@ -84,6 +84,11 @@ class CEmitter {
                   "a work-item's lanes divide the last dim, and an in-order walk has none");
       vectors_ = d.vector_values() && c_lanes_as_vectors(k, lanes_);
     }
+    // A row per work-item of vector lanes walks it with `accumulators` independent chains of
+    // them where the row splits evenly: a vector max's chain of ~5 dependent instructions
+    // per step left W3's first pass latency-bound on PoCL.
+    if (vectors_ && lanes_reduced_ && !group_per_row_)
+      for (chains_ = std::max(1, s.accumulators); reduced_points_ % (lanes_ * chains_) != 0;) chains_ /= 2;
   }
 
   /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
@@ -140,8 +145,15 @@ class CEmitter {
   // Case A's per-lane states of reductions `reds` merged into one state each (a<r>).
   void fold_lanes(Scope& point, const std::vector<Ref>& reds);
   void emit_stores(Scope& point);
-  std::string reduced_loop_head(std::string_view var) const;
+  // The loop over a row's reduced points (by `chains` steps at a time, where more than one).
+  std::string reduced_loop_head(std::string_view var, int chains = 1) const;
   std::string reduced_loop_tail() const { return group_per_row_ ? "}}" : "}"; }
+  // The text of one step of a row's pass in `point`'s loop over the reduced dims: reductions
+  // `reds` take their arguments (into chain_'s accumulators where chain_ >= 0, whose block
+  // defines the step's `r`).
+  std::string row_step(Scope& point, const std::vector<Ref>& reds);
+  // Each row accumulator's chains combined into its first, in chain order.
+  void fold_chains(Scope& point, const std::vector<Ref>& reds);
   // A work-group's partial states of reductions `reds` combined into every work-item's.
   void combine_in_tree(Scope& point, const std::vector<Ref>& reds);
   void combine_in_subgroups(Scope& point, const std::vector<Ref>& reds);
@@ -207,6 +219,8 @@ class CEmitter {
   bool lanes_reduced_ = false;  // case A
   bool vectors_ = false;        // lanes held as vectors
   bool vec_ = false;            // the expression being written is a vector of lanes
+  int chains_ = 1;              // a row's accumulator chains: `a6l_c2` takes every chains_-th step
+  int chain_ = -1;              // the chain whose accumulators are being written (-1: none)
   int lane_ = 0;                // the lane whose expressions are being written
   bool per_lane(Ref r) const { return (deps_[static_cast<size_t>(r)] & lane_bit_) != 0; }
   // Reduction r keeps one accumulator per lane: along a row of lanes, or per kept lane.
@@ -233,6 +247,7 @@ class CEmitter {
   /// current lane.
   std::string acc(Ref r, std::string_view suffix = "") const {
     if (!lane_accumulators(r)) return fmt::format("a{}{}", r, suffix);
+    if (chain_ >= 0) return fmt::format("a{}{}l_c{}", r, suffix, chain_);
     return vectors_ ? fmt::format("a{}{}l", r, suffix) : fmt::format("a{}{}_{}", r, suffix, lane_);
   }
   // Whether `offset` (a load's or a store's) addresses `lanes_` consecutive elements for the
@@ -699,9 +714,11 @@ std::string CEmitter::combine(const Inst& r, std::string_view acc, std::string_v
   KILN_ASSERT(false, "combine: not a value reduction");
 }
 
-std::string CEmitter::reduced_loop_head(std::string_view var) const {
+std::string CEmitter::reduced_loop_head(std::string_view var, int chains) const {
   const std::string idx = idx_type(), n = idx_literal(reduced_points_);
   const int64_t step = lanes_reduced_ ? lanes_ : 1;  // a row's lanes: consecutive, within the row
+  if (chains > 1)  // a block per chain, each defining `var` (emit_stage)
+    return fmt::format("for ({0} {1}_chains = 0; {1}_chains < {2}; {1}_chains += {3}) {{", idx, var, n, idx_literal(step * chains));
   if (!group_per_row_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += {3}) {{", idx, var, n, idx_literal(step));
   // The work-items of a group stride along the row in a loop whose trip count is the same
   // for all of them, the body guarded: a trip count that differs between work-items
@@ -724,28 +741,12 @@ void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_v
   }
 }
 
-void CEmitter::emit_stage(Scope& point, int stage) {
-  const std::vector<Ref> reds = reductions_of(stage);
-  const std::string i64 = d_.type(DType::I64);
-  for (Ref r : reds) {
-    const Inst& in = k_.insts[static_cast<size_t>(r)];
-    for_lanes(lane_accumulators(r), [&] {
-      if (is_arg(in)) {
-        const DType vt = arg_value_type(in);
-        line(point, fmt::format("{} {} = {}; {} {} = -1;", d_.type(vt), acc(r, "v"),
-                                is_float(vt) ? d_.float_literal(0, vt) : d_.int_literal(0, vt), i64, acc(r, "p")));
-      } else if (vectors_ && lane_accumulators(r)) {  // one vector of the lanes' accumulators
-        const DType t = acc_type(in);
-        line(point,
-             fmt::format("{} {} = {};", d_.vector_type(t, lanes_), acc(r), d_.vector_splat(identity(in), t, lanes_)));
-      } else {
-        line(point, fmt::format("{} {} = {};", d_.type(acc_type(in)), acc(r), identity(in)));
-      }
-    });
-  }
-  // One pass over the reduced dims. Its head is written after its body: values the body
-  // hoists into `point` come before the loop.
+std::string CEmitter::row_step(Scope& point, const std::vector<Ref>& reds) {
   Scope loop = child(point, point.dims | reduced_mask_);
+  if (chain_ >= 0) {  // inside the chain's block
+    loop.indent += 1;
+    line(loop, fmt::format("{}{} r = r_chains + {};", d_.let(), idx_type(), idx_literal(int64_t{chain_} * lanes_)));
+  }
   define_dims(loop, reduced_dims_, "r");
   for (Ref r : reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
@@ -771,11 +772,46 @@ void CEmitter::emit_stage(Scope& point, int stage) {
       line(loop, fmt::format("if ({0} < 0 || {1}) {{ {2} = {3}; {0} = {4}; }}", acc(r, "p"), better, best, x, v(in.args[1])));
     });
   }
-  line(point, reduced_loop_head("r"));
-  point.text += loop.text;
+  return loop.text;
+}
+
+void CEmitter::emit_stage(Scope& point, int stage) {
+  const std::vector<Ref> reds = reductions_of(stage);
+  const std::string i64 = d_.type(DType::I64);
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    for_lanes(lane_accumulators(r), [&] {
+      if (is_arg(in)) {
+        const DType vt = arg_value_type(in);
+        line(point, fmt::format("{} {} = {}; {} {} = -1;", d_.type(vt), acc(r, "v"),
+                                is_float(vt) ? d_.float_literal(0, vt) : d_.int_literal(0, vt), i64, acc(r, "p")));
+      } else if (vectors_ && lane_accumulators(r)) {  // one vector of the lanes' accumulators (per chain)
+        const DType t = acc_type(in);
+        const std::string type = d_.vector_type(t, lanes_), start = d_.vector_splat(identity(in), t, lanes_);
+        if (chains_ == 1) line(point, fmt::format("{} {} = {};", type, acc(r), start));
+        for (chain_ = 0; chains_ > 1 && chain_ < chains_; ++chain_) line(point, fmt::format("{} {} = {};", type, acc(r), start));
+        chain_ = -1;
+      } else {
+        line(point, fmt::format("{} {} = {};", d_.type(acc_type(in)), acc(r), identity(in)));
+      }
+    });
+  }
+  // One pass over the reduced dims. Its head is written after its body: values the body
+  // hoists into `point` come before the loop. With chains, the body once per chain, each in
+  // a block of its own.
+  std::string body;
+  if (chains_ == 1) body = row_step(point, reds);
+  for (chain_ = 0; chains_ > 1 && chain_ < chains_; ++chain_) {
+    const std::string block_indent(static_cast<size_t>(point.indent + 1) * 2, ' ');
+    body += block_indent + "{\n" + row_step(point, reds) + block_indent + "}\n";
+  }
+  chain_ = -1;
+  line(point, reduced_loop_head("r", chains_));
+  point.text += body;
   line(point, reduced_loop_tail());
   for (Ref x : cache_pending_) cache_filled_[static_cast<size_t>(x)] = 1;
   cache_pending_.clear();
+  if (chains_ > 1) fold_chains(point, reds);
   if (lanes_reduced_) fold_lanes(point, reds);
 
   if (subgroups_) combine_in_subgroups(point, reds);
@@ -798,6 +834,17 @@ void CEmitter::emit_stage(Scope& point, int stage) {
     });
     point.has[static_cast<size_t>(r)] = 1;
   }
+}
+
+void CEmitter::fold_chains(Scope& point, const std::vector<Ref>& reds) {
+  vec_ = true;
+  for (Ref r : reds) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    const std::string a = acc(r);
+    line(point, fmt::format("{} {} = {}_c0;", d_.vector_type(acc_type(in), lanes_), a, a));
+    for (int c = 1; c < chains_; ++c) line(point, fmt::format("{} = {};", a, combine(in, a, fmt::format("{}_c{}", a, c))));
+  }
+  vec_ = false;
 }
 
 void CEmitter::fold_lanes(Scope& point, const std::vector<Ref>& reds) {

@@ -287,6 +287,11 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     // whole subgroups.
     if (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0) s.reduction = ReductionStrategy::Subgroup;
   }
+  // A row per work-item of vector lanes on PoCL walks it with four chains of accumulators:
+  // one vector max per step is a chain of ~5 dependent instructions (W3 5.0 -> 4.6 ms).
+  if (caps.emulated_work_groups && caps.vector_values && s.reduction == ReductionStrategy::Serial && s.lanes_reduce &&
+      s.vector_width > 1 && c_lanes_as_vectors(k, s.vector_width))
+    s.accumulators = 4;
   place_work_items(s, caps, 1);
   if (k.in_order) {
     // One worker, one lane, the iterations in order (a tile is a run of the last dim).

@@ -112,5 +112,30 @@ TEST(DefaultLanes, PoclWithVectorValuesTakesANativeRegisterWhereTheLanesAreVecto
   EXPECT_EQ(lanes(int_rows, pocl), 4);
 }
 
+TEST(DefaultLanes, PoclWalksARowOfVectorLanesWithFourChainsOfAccumulators) {
+  Capabilities pocl = gpu(true);
+  pocl.emulated_work_groups = true;
+  pocl.vectorizes_work_item_loop = true;
+  pocl.vector_values = true;
+  pocl.vector_bytes = 64;
+  pocl.cores = 2;
+  auto schedule = [&](const std::string& text, const Capabilities& caps) {
+    return kir::default_schedule(test::only_kernel(text), caps);
+  };
+  const kir::Schedule rows = schedule(kRows, pocl);
+  ASSERT_EQ(rows.reduction, kir::ReductionStrategy::Serial);
+  EXPECT_EQ(rows.accumulators, 4);
+  // Scalar lanes (an integer row sum) and kept lanes (column sums) keep one chain, and so
+  // does a GPU.
+  EXPECT_EQ(schedule("graph @ir(%x: i32[4096,256]) -> i64[4096] {\n"
+                     "  %s = reduce_sum %x {axes = [1]} : i64[4096]\n"
+                     "  return %s\n}",
+                     pocl)
+                .accumulators,
+            1);
+  EXPECT_EQ(schedule(kColumns, pocl).accumulators, 1);
+  EXPECT_EQ(schedule(kRows, gpu(true)).accumulators, 1);
+}
+
 }  // namespace
 }  // namespace kiln
