@@ -89,6 +89,7 @@ class CEmitter {
     // per step left W3's first pass latency-bound on PoCL.
     if (vectors_ && lanes_reduced_ && !group_per_row_)
       for (chains_ = std::max(1, s.accumulators); reduced_points_ % (lanes_ * chains_) != 0;) chains_ /= 2;
+    f32_sums_ = vectors_ && lanes_reduced_ && !group_per_row_ && fp64_ && reduced_points_ / (lanes_ * chains_) <= s.f32_run;
   }
 
   /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
@@ -151,7 +152,9 @@ class CEmitter {
   // The text of one step of a row's pass in `point`'s loop over the reduced dims: reductions
   // `reds` take their arguments (into chain_'s accumulators where chain_ >= 0, whose block
   // defines the step's `r`).
-  std::string row_step(Scope& point, const std::vector<Ref>& reds);
+  std::string row_step(Scope& point, const std::vector<Ref>& reds, int depth);
+  // The f64 pass again over the row for f32 sums (narrow_sum) that came out not finite.
+  void resum_overflowed(Scope& point, const std::vector<Ref>& reds);
   // Each row accumulator's chains combined into its first, in chain order.
   void fold_chains(Scope& point, const std::vector<Ref>& reds);
   // A work-group's partial states of reductions `reds` combined into every work-item's.
@@ -221,6 +224,14 @@ class CEmitter {
   bool vec_ = false;            // the expression being written is a vector of lanes
   int chains_ = 1;              // a row's accumulator chains: `a6l_c2` takes every chains_-th step
   int chain_ = -1;              // the chain whose accumulators are being written (-1: none)
+  // A row per work-item of vector lanes whose accumulator lanes each add at most
+  // Schedule::f32_run values sums f32 in f32, as the cpu backend does (a convert and an f64
+  // add per element cost W3's second pass a tenth of its time on PoCL); a row whose sum is
+  // not finite is summed again in f64 (accumulators named `a9w`: wide_), for the range the
+  // IR promises.
+  bool f32_sums_ = false;
+  std::string wide_;
+  bool narrow_sum(const Inst& r) const { return f32_sums_ && r.op == OpKind::ReduceSum && r.type == DType::F32; }
   int lane_ = 0;                // the lane whose expressions are being written
   bool per_lane(Ref r) const { return (deps_[static_cast<size_t>(r)] & lane_bit_) != 0; }
   // Reduction r keeps one accumulator per lane: along a row of lanes, or per kept lane.
@@ -246,9 +257,9 @@ class CEmitter {
   /// Accumulator variable of reduction r (`suffix`: v or p for an arg reduction) in the
   /// current lane.
   std::string acc(Ref r, std::string_view suffix = "") const {
-    if (!lane_accumulators(r)) return fmt::format("a{}{}", r, suffix);
-    if (chain_ >= 0) return fmt::format("a{}{}l_c{}", r, suffix, chain_);
-    return vectors_ ? fmt::format("a{}{}l", r, suffix) : fmt::format("a{}{}_{}", r, suffix, lane_);
+    if (!lane_accumulators(r)) return fmt::format("a{}{}{}", r, wide_, suffix);
+    if (chain_ >= 0) return fmt::format("a{}{}{}l_c{}", r, wide_, suffix, chain_);
+    return vectors_ ? fmt::format("a{}{}{}l", r, wide_, suffix) : fmt::format("a{}{}{}_{}", r, wide_, suffix, lane_);
   }
   // Whether `offset` (a load's or a store's) addresses `lanes_` consecutive elements for the
   // lanes: it steps by one along the last dim. One vector access where the dialect has it.
@@ -668,6 +679,7 @@ std::string CEmitter::expr(Ref r) {
 DType CEmitter::acc_type(const Inst& r) const {
   if (r.type == DType::Bool) return DType::I32;  // local memory and arithmetic hold ints
   if (r.type != DType::F32 || !fp64_ || is_arg(r)) return r.type;
+  if (narrow_sum(r) && wide_.empty()) return DType::F32;
   // f32 sums and products in double: the interpreter's range (a sum of values near the f32
   // maximum that ends in range must not overflow), and products that neither underflow nor
   // overflow on the way.
@@ -741,10 +753,10 @@ void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_v
   }
 }
 
-std::string CEmitter::row_step(Scope& point, const std::vector<Ref>& reds) {
+std::string CEmitter::row_step(Scope& point, const std::vector<Ref>& reds, int depth) {
   Scope loop = child(point, point.dims | reduced_mask_);
+  loop.indent = point.indent + depth;
   if (chain_ >= 0) {  // inside the chain's block
-    loop.indent += 1;
     line(loop, fmt::format("{}{} r = r_chains + {};", d_.let(), idx_type(), idx_literal(int64_t{chain_} * lanes_)));
   }
   define_dims(loop, reduced_dims_, "r");
@@ -800,10 +812,10 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   // hoists into `point` come before the loop. With chains, the body once per chain, each in
   // a block of its own.
   std::string body;
-  if (chains_ == 1) body = row_step(point, reds);
+  if (chains_ == 1) body = row_step(point, reds, 1);
   for (chain_ = 0; chains_ > 1 && chain_ < chains_; ++chain_) {
     const std::string block_indent(static_cast<size_t>(point.indent + 1) * 2, ' ');
-    body += block_indent + "{\n" + row_step(point, reds) + block_indent + "}\n";
+    body += block_indent + "{\n" + row_step(point, reds, 2) + block_indent + "}\n";
   }
   chain_ = -1;
   line(point, reduced_loop_head("r", chains_));
@@ -813,6 +825,7 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   cache_pending_.clear();
   if (chains_ > 1) fold_chains(point, reds);
   if (lanes_reduced_) fold_lanes(point, reds);
+  if (f32_sums_) resum_overflowed(point, reds);
 
   if (subgroups_) combine_in_subgroups(point, reds);
   else if (group_per_row_) combine_in_tree(point, reds);
@@ -836,6 +849,38 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   }
 }
 
+void CEmitter::resum_overflowed(Scope& point, const std::vector<Ref>& reds) {
+  std::vector<Ref> narrow;
+  std::string overflowed;
+  for (Ref r : reds)
+    if (narrow_sum(k_.insts[static_cast<size_t>(r)])) {
+      narrow.push_back(r);
+      // a - a is NaN exactly where a is infinite or NaN.
+      overflowed += fmt::format("{}{}", overflowed.empty() ? "" : " || ", d_.is_nan(fmt::format("(a{0} - a{0})", r)));
+    }
+  if (narrow.empty()) return;
+  // The body first: values it hoists into `point` come before the `if`. The row's values
+  // that the first pass cached are read back from the cache.
+  wide_ = "w";
+  const std::string body = row_step(point, narrow, 2);
+  Scope again = child(point, point.dims);
+  for (Ref r : narrow) {
+    const Inst& in = k_.insts[static_cast<size_t>(r)];
+    line(again, fmt::format("{} {} = {};", d_.vector_type(DType::F64, lanes_), acc(r),
+                            d_.vector_splat(identity(in), DType::F64, lanes_)));
+  }
+  line(again, reduced_loop_head("r"));
+  again.text += body;
+  line(again, reduced_loop_tail());
+  fold_lanes(again, narrow);
+  for (Ref r : narrow) line(again, fmt::format("a{} = {};", r, cast_expr(fmt::format("a{}w", r), DType::F64, DType::F32)));
+  wide_.clear();
+  cache_pending_.clear();
+  line(point, fmt::format("if ({}) {{  // f32 sums out of f32's range: again in f64", overflowed));
+  point.text += again.text;
+  line(point, "}");
+}
+
 void CEmitter::fold_chains(Scope& point, const std::vector<Ref>& reds) {
   vec_ = true;
   for (Ref r : reds) {
@@ -854,17 +899,18 @@ void CEmitter::fold_lanes(Scope& point, const std::vector<Ref>& reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
     // Lane l's state: a variable of its own, or an element of the lanes' vector.
     auto lane_state = [&](std::string_view suffix, int l) {
-      return vectors_ ? d_.vector_lane(fmt::format("a{}{}l", r, suffix), l) : fmt::format("a{}{}_{}", r, suffix, l);
+      return vectors_ ? d_.vector_lane(fmt::format("a{}{}{}l", r, wide_, suffix), l)
+                      : fmt::format("a{}{}{}_{}", r, wide_, suffix, l);
     };
     if (is_arg(in)) {
       line(point, fmt::format("{} a{}v = {}; {} a{}p = {};", d_.type(arg_value_type(in)), r, lane_state("v", 0),
                               d_.type(DType::I64), r, lane_state("p", 0)));
     } else {
-      line(point, fmt::format("{} a{} = {};", d_.type(acc_type(in)), r, lane_state("", 0)));
+      line(point, fmt::format("{} a{}{} = {};", d_.type(acc_type(in)), r, wide_, lane_state("", 0)));
     }
     for (int l = 1; l < lanes_; ++l) {
       const std::string b = lane_state(is_arg(in) ? "v" : "", l);
-      const std::string a = fmt::format("a{}{}", r, is_arg(in) ? "v" : "");
+      const std::string a = fmt::format("a{}{}{}", r, wide_, is_arg(in) ? "v" : "");
       line(point, merge(in, a, fmt::format("a{}p", r), b, lane_state("p", l)));
     }
   }

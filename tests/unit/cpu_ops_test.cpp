@@ -1056,6 +1056,46 @@ TEST(CpuReduce, F32SumsAndProductsHaveTheRangeOfF64) {
        HostTensor::from_vector<float>(rows, {2, 37})});
 }
 
+TEST(CpuReduce, F32SumsOfLongRowsInF32LanesHaveTheRangeOfF64) {
+  // Rows long enough that a device sums them in f32 lanes (the cpu backend; OpenCL's vector
+  // lanes, a row per work-item): columns 0 and 64 share a lane there, whose f32 sum 3e38 +
+  // 3e38 overflows; the row is summed again in f64, to 3e38. Other rows: an infinity stays
+  // one, a NaN stays NaN, small integers sum exactly.
+  constexpr int kRows = 512, kCols = 256;
+  std::vector<float> x(static_cast<size_t>(kRows) * kCols);
+  for (int r = 0; r < kRows; ++r) {
+    float* row = x.data() + static_cast<ptrdiff_t>(r) * kCols;
+    for (int c = 0; c < kCols; ++c) row[c] = static_cast<float>((r + c) % 7);
+    if (r % 4 == 0) {
+      std::fill(row, row + kCols, 0.0f);
+      row[0] = row[64] = 3e38f;
+      row[128] = -3e38f;
+    }
+    if (r % 4 == 1) row[200] = INFINITY;
+    if (r % 4 == 2) row[17] = NAN;
+  }
+  expect_same(
+      "graph @rows(%x: f32[512,256]) -> f32[512] {\n"
+      "  %s = reduce_sum %x {axes = [1]} : f32[512]\n"
+      "  return %s\n}\n",
+      {HostTensor::from_vector<float>(x, {kRows, kCols})});
+  // The same where the summed values come from a row cache (softmax's exp, kept for the
+  // division): the f64 pass reads them back. exp(88.7) = 3.3e38, weighted 1, 1, -1.
+  std::vector<float> z(static_cast<size_t>(kRows) * kCols, 0.0f), w(kCols, 0.0f);
+  for (int r = 0; r < kRows; ++r)
+    for (int c : {0, 64, 128}) z[static_cast<size_t>(r) * kCols + static_cast<size_t>(c)] = 88.7f;
+  w[0] = w[64] = 1.0f;
+  w[128] = -1.0f;
+  expect_same(
+      "graph @cached(%z: f32[512,256], %w: f32[256]) -> f32[512,256] {\n"
+      "  %e = exp %z : f32[512,256]\n"
+      "  %m = mul %e, %w : f32[512,256]\n"
+      "  %s = reduce_sum %m {axes = [1], keepdim} : f32[512,1]\n"
+      "  %y = div %e, %s : f32[512,256]\n"
+      "  return %y\n}\n",
+      {HostTensor::from_vector<float>(z, {kRows, kCols}), HostTensor::from_vector<float>(w, {kCols})}, kExpUlp);
+}
+
 TEST(CpuReduce, ArgMaxArgMinTiesAndNaN) {
   // Rows of 37 (past a vector width): ties (the first index wins) and NaN (the first NaN
   // wins) at positions before, inside and after the first vector.
