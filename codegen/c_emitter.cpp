@@ -43,7 +43,8 @@ class CEmitter {
  public:
   CEmitter(const Kernel& k, const Schedule& s, const Capabilities& caps, const CDialect& d)
       : k_(k), s_(s), d_(d), fp64_(caps.fp64), exact_divide_sqrt_(caps.exact_f32_divide_sqrt),
-        subgroup_size_(caps.subgroup_size), buffer_alignment_(caps.buffer_alignment), deps_(dim_dependence(k)), stage_(reduction_stage(k)) {
+        subgroup_size_(caps.subgroup_size), buffer_alignment_(caps.buffer_alignment), deps_(dim_dependence(k)),
+        stage_(reduction_stage(k)) {
     for (int i = 0; i < k.domain.rank(); ++i) {
       const uint64_t bit = uint64_t{1} << i;
       if (k.reduced[static_cast<size_t>(i)]) {
@@ -89,7 +90,8 @@ class CEmitter {
     // per step left W3's first pass latency-bound on PoCL.
     if (vectors_ && lanes_reduced_ && !group_per_row_)
       for (chains_ = std::max(1, s.accumulators); reduced_points_ % (lanes_ * chains_) != 0;) chains_ /= 2;
-    f32_sums_ = vectors_ && lanes_reduced_ && !group_per_row_ && fp64_ && reduced_points_ / (lanes_ * chains_) <= s.f32_run;
+    f32_sums_ =
+        vectors_ && lanes_reduced_ && !group_per_row_ && fp64_ && reduced_points_ / (lanes_ * chains_) <= s.f32_run;
   }
 
   /// The entry point's text; the helpers it calls are added to `helpers`, and whether it
@@ -269,10 +271,9 @@ class CEmitter {
   }
   // Whether that vector access, of elements of `memory`, is aligned to its size: lane 0's
   // offset is a multiple of the lanes (every work-item's lanes start at one along the last
-  // dim), and the device aligns buffers to at least that size.
+  // dim, which they divide), and the device aligns buffers to at least that size.
   bool aligned_in_lanes(Ref offset, DType memory) const {
-    if (!contiguous_in_lanes(offset) || lanes_ * static_cast<int64_t>(dtype_size(memory)) > buffer_alignment_ ||
-        k_.domain[lane_dim_] % lanes_ != 0)
+    if (!contiguous_in_lanes(offset) || lanes_ * static_cast<int64_t>(dtype_size(memory)) > buffer_alignment_)
       return false;
     const Affine& a = *affine_[static_cast<size_t>(offset)];
     for (size_t d = 0; d < a.stride.size(); ++d)
@@ -367,7 +368,8 @@ void CEmitter::ensure(Scope& s, Ref r) {
       const bool vector_load = in.code == Code::Load && in.args.size() == 1 && per_lane(x) && !is_replaced(in) &&
                                contiguous_in_lanes(in.args[0]) && !d_.memory_vector_type(memory, lanes_).empty();
       if (vector_load)
-        line(*at, fmt::format("{}{} l{} = {};", d_.let(), d_.memory_vector_type(memory, lanes_), x, buffer_vector_load(in)));
+        line(*at,
+             fmt::format("{}{} l{} = {};", d_.let(), d_.memory_vector_type(memory, lanes_), x, buffer_vector_load(in)));
       for_lanes(per_lane(x), [&] {
         const std::string value =
             vector_load ? from_memory(d_.vector_lane(fmt::format("l{}", x), lane_), memory) : expr(x);
@@ -730,7 +732,8 @@ std::string CEmitter::reduced_loop_head(std::string_view var, int chains) const 
   const std::string idx = idx_type(), n = idx_literal(reduced_points_);
   const int64_t step = lanes_reduced_ ? lanes_ : 1;  // a row's lanes: consecutive, within the row
   if (chains > 1)  // a block per chain, each defining `var` (emit_stage)
-    return fmt::format("for ({0} {1}_chains = 0; {1}_chains < {2}; {1}_chains += {3}) {{", idx, var, n, idx_literal(step * chains));
+    return fmt::format("for ({0} {1}_chains = 0; {1}_chains < {2}; {1}_chains += {3}) {{", idx, var, n,
+                       idx_literal(step * chains));
   if (!group_per_row_) return fmt::format("for ({0} {1} = 0; {1} < {2}; {1} += {3}) {{", idx, var, n, idx_literal(step));
   // The work-items of a group stride along the row in a loop whose trip count is the same
   // for all of them, the body guarded: a trip count that differs between work-items
@@ -801,7 +804,8 @@ void CEmitter::emit_stage(Scope& point, int stage) {
         const DType t = acc_type(in);
         const std::string type = d_.vector_type(t, lanes_), start = d_.vector_splat(identity(in), t, lanes_);
         if (chains_ == 1) line(point, fmt::format("{} {} = {};", type, acc(r), start));
-        for (chain_ = 0; chains_ > 1 && chain_ < chains_; ++chain_) line(point, fmt::format("{} {} = {};", type, acc(r), start));
+        for (chain_ = 0; chains_ > 1 && chain_ < chains_; ++chain_)
+          line(point, fmt::format("{} {} = {};", type, acc(r), start));
         chain_ = -1;
       } else {
         line(point, fmt::format("{} {} = {};", d_.type(acc_type(in)), acc(r), identity(in)));
@@ -873,7 +877,8 @@ void CEmitter::resum_overflowed(Scope& point, const std::vector<Ref>& reds) {
   again.text += body;
   line(again, reduced_loop_tail());
   fold_lanes(again, narrow);
-  for (Ref r : narrow) line(again, fmt::format("a{} = {};", r, cast_expr(fmt::format("a{}w", r), DType::F64, DType::F32)));
+  for (Ref r : narrow)
+    line(again, fmt::format("a{} = {};", r, cast_expr(fmt::format("a{}w", r), DType::F64, DType::F32)));
   wide_.clear();
   cache_pending_.clear();
   line(point, fmt::format("if ({}) {{  // f32 sums out of f32's range: again in f64", overflowed));
@@ -887,7 +892,8 @@ void CEmitter::fold_chains(Scope& point, const std::vector<Ref>& reds) {
     const Inst& in = k_.insts[static_cast<size_t>(r)];
     const std::string a = acc(r);
     line(point, fmt::format("{} {} = {}_c0;", d_.vector_type(acc_type(in), lanes_), a, a));
-    for (int c = 1; c < chains_; ++c) line(point, fmt::format("{} = {};", a, combine(in, a, fmt::format("{}_c{}", a, c))));
+    for (int c = 1; c < chains_; ++c)
+      line(point, fmt::format("{} = {};", a, combine(in, a, fmt::format("{}_c{}", a, c))));
   }
   vec_ = false;
 }
@@ -1029,7 +1035,8 @@ void CEmitter::emit_stores(Scope& point) {
         !d_.memory_vector_type(memory, lanes_).empty()) {  // the lanes' elements in one vector store
       std::vector<std::string> values;
       for_lanes(true, [&] { values.push_back(to_memory(v(st.value), memory)); });
-      line(s, d_.buffer_vector_store(st.buffer, memory, v(st.offset), lanes_, d_.memory_vector(memory, values), aligned));
+      line(s,
+           d_.buffer_vector_store(st.buffer, memory, v(st.offset), lanes_, d_.memory_vector(memory, values), aligned));
       return;
     }
     for_lanes(lanes, [&] {

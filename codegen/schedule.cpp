@@ -288,7 +288,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     if (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0) s.reduction = ReductionStrategy::Subgroup;
   }
   // A row per work-item of vector lanes on PoCL walks it with four chains of accumulators:
-  // one vector max per step is a chain of ~5 dependent instructions (W3 5.0 -> 4.6 ms).
+  // one vector max per step is a chain of ~5 dependent instructions (W3 5.0 -> 4.5 ms).
   if (caps.emulated_work_groups && caps.vector_values && s.reduction == ReductionStrategy::Serial && s.lanes_reduce &&
       s.vector_width > 1 && c_lanes_as_vectors(k, s.vector_width))
     s.accumulators = 4;
