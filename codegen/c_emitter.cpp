@@ -739,6 +739,12 @@ std::string CEmitter::reduced_loop_head(std::string_view var, int chains) const 
   // for all of them, the body guarded: a trip count that differs between work-items
   // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
   // then writes past the row (seen under valgrind), and uniform loops suit GPUs too.
+  if (s_.row_blocks) {  // work-item l walks block l of the row, per_item points long
+    const int64_t per_item = (reduced_points_ + s_.local_size * step - 1) / (s_.local_size * step) * step;
+    return fmt::format(
+        "for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ {5}{0} {1} = {4} * {2} + {1}_base; if ({1} < {6}) {{",
+        idx, var, idx_literal(per_item), idx_literal(step), d_.local_id(idx_), d_.let(), n);
+  }
   const std::string lane0 = step == 1 ? d_.local_id(idx_) : fmt::format("{} * {}", d_.local_id(idx_), idx_literal(step));
   return fmt::format("for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ {5}{0} {1} = {1}_base + {4}; if ({1} < {2}) {{",
                      idx, var, n, idx_literal(s_.local_size * step), lane0, d_.let());

@@ -186,6 +186,7 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
                                          static_cast<int64_t>(ReductionStrategy::WorkGroupTree)};
       if (caps.subgroup_size > 1) strategies.push_back(static_cast<int64_t>(ReductionStrategy::Subgroup));
       add(knobs, "reduction", strategies, static_cast<int64_t>(base.reduction));
+      add(knobs, "row_blocks", {0, 1}, base.row_blocks);
     }
     // A row per work-item of vector lanes: its chains of accumulators (c_emitter.cpp).
     if (base.reduction == ReductionStrategy::Serial && base.lanes_reduce && base.vector_width > 1 &&
@@ -242,6 +243,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
     if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
     if (auto x = value_of("accumulators")) s.accumulators = static_cast<int>(*x);
+    if (auto x = value_of("row_blocks")) s.row_blocks = static_cast<int>(*x);
     if (s.reduction == ReductionStrategy::Subgroup && s.local_size % std::max(1, caps.subgroup_size) != 0)
       return std::nullopt;
     if (s.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || s.local_size < 2)) return std::nullopt;

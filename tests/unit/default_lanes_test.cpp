@@ -137,5 +137,25 @@ TEST(DefaultLanes, PoclWalksARowOfVectorLanesWithFourChainsOfAccumulators) {
   EXPECT_EQ(schedule(kRows, gpu(true)).accumulators, 1);
 }
 
+TEST(DefaultLanes, PoclWalksAWorkGroupsRowInBlocksAndOtherDevicesInterleave) {
+  const std::string sum_all =
+      "graph @all(%x: f32[16,262144]) -> f32[16] {\n"
+      "  %s = reduce_sum %x {axes = [1]} : f32[16]\n"
+      "  return %s\n}";
+  Capabilities pocl = gpu(true);
+  pocl.emulated_work_groups = true;
+  pocl.vectorizes_work_item_loop = true;
+  pocl.cores = 2;
+  const kir::Schedule blocks = kir::default_schedule(test::only_kernel(sum_all), pocl);
+  ASSERT_EQ(blocks.reduction, kir::ReductionStrategy::WorkGroupTree);
+  EXPECT_EQ(blocks.row_blocks, 1);
+  // lavapipe runs work-items side by side in SIMD lanes: they interleave, as on a GPU.
+  Capabilities lavapipe = gpu(false);
+  lavapipe.emulated_work_groups = true;
+  lavapipe.cores = 2;
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), lavapipe).row_blocks, 0);
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), gpu(true)).row_blocks, 0);
+}
+
 }  // namespace
 }  // namespace kiln

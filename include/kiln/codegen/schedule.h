@@ -112,6 +112,10 @@ struct Schedule {
   int64_t global_size = 0;         // work-items in all: a multiple of local_size
   int64_t elements_per_item = 1;   // iterations each work-item runs (grid-stride)
   ReductionStrategy reduction = ReductionStrategy::Serial;
+  /// A work-group per row: 1, each work-item walks a contiguous block of the row (where a
+  /// CPU runs the work-items one after another: PoCL); 0, the group's work-items interleave
+  /// along it (GPUs, whose neighbouring work-items then read neighbouring elements).
+  int row_blocks = 0;
   /// Width of position arithmetic: 64, or 32 where index_fits_32 allows it (GPUs emulate
   /// 64-bit integer division and multiplication).
   int index_bits = 64;
