@@ -185,6 +185,28 @@ void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item) {
   s.global_size = groups * s.local_size;
 }
 
+void settle_row_walk(const Kernel& k, Schedule& s, const Capabilities& caps, std::optional<int> chains,
+                     std::optional<int> blocks) {
+  s.accumulators = 1;
+  s.row_blocks = 0;
+  if (!s.lanes_reduce) return;
+  if (s.reduction != ReductionStrategy::Serial) {
+    // A group's work-items, run one after another where the kernel has a loop of its own
+    // (every tree does), each stream a contiguous block of the row; interleaved, each read a
+    // few lanes per stride of the group (W5a: 2.85 -> 1.21 ms on PoCL).
+    s.row_blocks = blocks.value_or(caps.vectorizes_work_item_loop ? 1 : 0);
+    return;
+  }
+  if (!caps.vector_values || s.vector_width < 2 || !c_lanes_as_vectors(k, s.vector_width)) return;
+  // One vector max per step is a chain of ~5 dependent instructions: four chains on PoCL
+  // (W3 5.0 -> 4.5 ms). As many as divide the row, as the emitter takes them.
+  s.accumulators = chains.value_or(caps.emulated_work_groups ? 4 : 1);
+  int64_t row = 1;
+  for (int d = 0; d < k.domain.rank(); ++d)
+    if (k.reduced[static_cast<size_t>(d)]) row *= k.domain[d];
+  while (s.accumulators > 1 && row % (int64_t{s.vector_width} * s.accumulators) != 0) s.accumulators /= 2;
+}
+
 Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   Schedule s;
   const int rank = k.domain.rank();
@@ -286,16 +308,8 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     // slot per subgroup replace the tree's log2(local_size) barriers; the groups must be
     // whole subgroups.
     if (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0) s.reduction = ReductionStrategy::Subgroup;
-    // Where a kernel's own loop keeps PoCL from vectorizing across work-items, each runs its
-    // walk of the row alone: a contiguous block each streams, where interleaved work-items
-    // each read a few lanes per stride of the group (W5a: 2.85 -> 1.21 ms).
-    s.row_blocks = caps.vectorizes_work_item_loop ? 1 : 0;
   }
-  // A row per work-item of vector lanes on PoCL walks it with four chains of accumulators:
-  // one vector max per step is a chain of ~5 dependent instructions (W3 5.0 -> 4.5 ms).
-  if (caps.emulated_work_groups && caps.vector_values && s.reduction == ReductionStrategy::Serial && s.lanes_reduce &&
-      s.vector_width > 1 && c_lanes_as_vectors(k, s.vector_width))
-    s.accumulators = 4;
+  if (caps.local_memory) settle_row_walk(k, s, caps, std::nullopt, std::nullopt);
   place_work_items(s, caps, 1);
   if (k.in_order) {
     // One worker, one lane, the iterations in order (a tile is a run of the last dim).

@@ -186,12 +186,13 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
                                          static_cast<int64_t>(ReductionStrategy::WorkGroupTree)};
       if (caps.subgroup_size > 1) strategies.push_back(static_cast<int64_t>(ReductionStrategy::Subgroup));
       add(knobs, "reduction", strategies, static_cast<int64_t>(base.reduction));
+      // How a work-group walks its row; how many accumulator chains a row per work-item of
+      // vector lanes keeps (settle_row_walk: a setting the strategy ignores is dropped, so
+      // it yields the base schedule, which the tuner measures once).
       add(knobs, "row_blocks", {0, 1}, base.row_blocks);
+      if (caps.vector_values && c_lanes_as_vectors(k, base.vector_width))
+        add(knobs, "accumulators", {1, 2, 4}, base.accumulators);
     }
-    // A row per work-item of vector lanes: its chains of accumulators (c_emitter.cpp).
-    if (base.reduction == ReductionStrategy::Serial && base.lanes_reduce && base.vector_width > 1 &&
-        caps.vector_values && c_lanes_as_vectors(k, base.vector_width))
-      add(knobs, "accumulators", {1, 2, 4}, base.accumulators);
     // A row per work-item's row cache (PoCL): off, or the default.
     if (!row_cached_values(k, base).empty()) add(knobs, "row_cache", {0}, base.row_cache_elements);
     return knobs;
@@ -242,8 +243,13 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto l = value_of("local")) s.local_size = *l;
     if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
     if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
-    if (auto x = value_of("accumulators")) s.accumulators = static_cast<int>(*x);
-    if (auto x = value_of("row_blocks")) s.row_blocks = static_cast<int>(*x);
+    if (value_of("reduction") || value_of("vector") || value_of("accumulators") || value_of("row_blocks")) {
+      auto knob = [&](std::string_view name) -> std::optional<int> {
+        if (auto x = value_of(name)) return static_cast<int>(*x);
+        return std::nullopt;
+      };
+      settle_row_walk(k, s, caps, knob("accumulators"), knob("row_blocks"));
+    }
     if (s.reduction == ReductionStrategy::Subgroup && s.local_size % std::max(1, caps.subgroup_size) != 0)
       return std::nullopt;
     if (s.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || s.local_size < 2)) return std::nullopt;

@@ -2,6 +2,7 @@
 // as the tuner measured them on PoCL, lavapipe and an H100 (codegen/schedule.cpp).
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/variants.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -155,6 +156,43 @@ TEST(DefaultLanes, PoclWalksAWorkGroupsRowInBlocksAndOtherDevicesInterleave) {
   lavapipe.cores = 2;
   EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), lavapipe).row_blocks, 0);
   EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), gpu(true)).row_blocks, 0);
+}
+
+TEST(DefaultLanes, TheTunersStrategyKnobTakesThatStrategysOwnRowWalk) {
+  Capabilities pocl = gpu(true);
+  pocl.emulated_work_groups = true;
+  pocl.vectorizes_work_item_loop = true;
+  pocl.vector_values = true;
+  pocl.vector_bytes = 64;
+  pocl.cores = 2;
+  auto variant = [&](const kir::Kernel& k, const kir::Schedule& base, const char* text) {
+    std::optional<kir::Schedule> s = kir::apply_variant(k, base, *kir::Variant::parse(text), pocl);
+    EXPECT_TRUE(s.has_value()) << text;
+    return s.value_or(base);
+  };
+  // A row per work-item by default: a work-group tree takes PoCL's blocks, not the chains.
+  const kir::Kernel rows = test::only_kernel(kRows);
+  const kir::Schedule serial = kir::default_schedule(rows, pocl);
+  ASSERT_EQ(serial.reduction, kir::ReductionStrategy::Serial);
+  const kir::Schedule tree = variant(rows, serial, "reduction=1");
+  EXPECT_EQ(tree.row_blocks, 1);
+  EXPECT_EQ(tree.accumulators, 1);
+  EXPECT_EQ(variant(rows, serial, "reduction=1 row_blocks=0").row_blocks, 0);
+  // Settings the strategy ignores change nothing: the tuner measures the base once.
+  EXPECT_EQ(variant(rows, serial, "row_blocks=1"), serial);
+  EXPECT_EQ(variant(rows, tree, "accumulators=4"), tree);
+  // Back from a tree to a row per work-item: PoCL's four chains, or the knob's.
+  EXPECT_EQ(variant(rows, tree, "reduction=0").accumulators, 4);
+  EXPECT_EQ(variant(rows, tree, "accumulators=2 reduction=0").accumulators, 2);
+  // Chains that do not divide the row are halved until they do, as the emitter takes them.
+  const kir::Kernel short_rows = test::only_kernel(
+      "graph @short(%x: f32[4096,80]) -> f32[4096] {\n"
+      "  %s = reduce_sum %x {axes = [1]} : f32[4096]\n"
+      "  return %s\n}");
+  const kir::Schedule short_serial = kir::default_schedule(short_rows, pocl);
+  ASSERT_EQ(short_serial.vector_width, 16);
+  EXPECT_EQ(short_serial.accumulators, 1);
+  EXPECT_EQ(variant(short_rows, short_serial, "accumulators=4"), short_serial);
 }
 
 }  // namespace

@@ -211,5 +211,14 @@ std::vector<int64_t> work_item_lane_counts(const Kernel& k);
 /// Recomputes the walk (`iterations`, `elements_per_iteration`) after a knob changed `tile`.
 void update_walk(const Kernel& k, Schedule& s);
 
+/// How a work-item device walks a reduced row under `s.reduction`, as the C-family emitter
+/// reads it: a row per work-item whose lanes are vectors takes `chains` accumulator chains
+/// (by default 4 on PoCL, else 1), as many as divide the row; a work-group per row takes
+/// `blocks` (by default 1 where the device runs a group's work-items one after another:
+/// `vectorizes_work_item_loop`, PoCL). The other field is 1 or 0: it would change nothing, and
+/// a tuner candidate that differs only there would run the same code.
+void settle_row_walk(const Kernel& k, Schedule& s, const Capabilities& caps, std::optional<int> chains,
+                     std::optional<int> blocks);
+
 }  // namespace kir
 }  // namespace kiln
