@@ -20,6 +20,20 @@ Capabilities gpu(bool vector_loads) {
   return c;
 }
 
+// PoCL on an AVX-512 CPU: work-groups as loops on two cores, vectorized across work-items
+// where that loop is innermost; with `vector_values`, OpenCL C's float16 (a 64-byte register).
+Capabilities pocl_caps(bool vector_values) {
+  Capabilities c = gpu(true);
+  c.emulated_work_groups = true;
+  c.vectorizes_work_item_loop = true;
+  c.cores = 2;
+  if (vector_values) {
+    c.vector_values = true;
+    c.vector_bytes = 64;
+  }
+  return c;
+}
+
 int lanes(const std::string& text, const Capabilities& caps) {
   return kir::default_schedule(test::only_kernel(text), caps).vector_width;
 }
@@ -71,22 +85,14 @@ TEST(DefaultLanes, LanesDivideTheLastDim) {
 }
 
 TEST(DefaultLanes, EmulatedWorkGroupsTakeFourAlongRowsAndEightOverColumnsOnPocl) {
-  Capabilities pocl = gpu(true);
-  pocl.emulated_work_groups = true;
-  pocl.vectorizes_work_item_loop = true;
-  pocl.cores = 2;
+  const Capabilities pocl = pocl_caps(false);
   EXPECT_EQ(lanes(kRows, pocl), 4);
   EXPECT_EQ(lanes(kColumns, pocl), 8);
   EXPECT_EQ(lanes(kElementwise, pocl), 1);
 }
 
 TEST(DefaultLanes, PoclWithVectorValuesTakesANativeRegisterWhereTheLanesAreVectors) {
-  Capabilities pocl = gpu(true);
-  pocl.emulated_work_groups = true;
-  pocl.vectorizes_work_item_loop = true;
-  pocl.vector_values = true;
-  pocl.vector_bytes = 64;  // AVX-512
-  pocl.cores = 2;
+  const Capabilities pocl = pocl_caps(true);
   EXPECT_EQ(lanes(kRows, pocl), 16);
   EXPECT_EQ(lanes(kColumns, pocl), 16);
   EXPECT_EQ(lanes(kElementwise, pocl), 16);
@@ -114,12 +120,7 @@ TEST(DefaultLanes, PoclWithVectorValuesTakesANativeRegisterWhereTheLanesAreVecto
 }
 
 TEST(DefaultLanes, PoclWalksARowOfVectorLanesWithFourChainsOfAccumulators) {
-  Capabilities pocl = gpu(true);
-  pocl.emulated_work_groups = true;
-  pocl.vectorizes_work_item_loop = true;
-  pocl.vector_values = true;
-  pocl.vector_bytes = 64;
-  pocl.cores = 2;
+  const Capabilities pocl = pocl_caps(true);
   auto schedule = [&](const std::string& text, const Capabilities& caps) {
     return kir::default_schedule(test::only_kernel(text), caps);
   };
@@ -143,10 +144,7 @@ TEST(DefaultLanes, PoclWalksAWorkGroupsRowInBlocksAndOtherDevicesInterleave) {
       "graph @all(%x: f32[16,262144]) -> f32[16] {\n"
       "  %s = reduce_sum %x {axes = [1]} : f32[16]\n"
       "  return %s\n}";
-  Capabilities pocl = gpu(true);
-  pocl.emulated_work_groups = true;
-  pocl.vectorizes_work_item_loop = true;
-  pocl.cores = 2;
+  const Capabilities pocl = pocl_caps(false);
   const kir::Schedule blocks = kir::default_schedule(test::only_kernel(sum_all), pocl);
   ASSERT_EQ(blocks.reduction, kir::ReductionStrategy::WorkGroupTree);
   EXPECT_EQ(blocks.row_blocks, 1);
@@ -159,12 +157,7 @@ TEST(DefaultLanes, PoclWalksAWorkGroupsRowInBlocksAndOtherDevicesInterleave) {
 }
 
 TEST(DefaultLanes, TheTunersStrategyKnobTakesThatStrategysOwnRowWalk) {
-  Capabilities pocl = gpu(true);
-  pocl.emulated_work_groups = true;
-  pocl.vectorizes_work_item_loop = true;
-  pocl.vector_values = true;
-  pocl.vector_bytes = 64;
-  pocl.cores = 2;
+  const Capabilities pocl = pocl_caps(true);
   auto variant = [&](const kir::Kernel& k, const kir::Schedule& base, const char* text) {
     std::optional<kir::Schedule> s = kir::apply_variant(k, base, *kir::Variant::parse(text), pocl);
     EXPECT_TRUE(s.has_value()) << text;
