@@ -86,10 +86,12 @@ class CEmitter {
       vectors_ = d.vector_values() && c_lanes_as_vectors(k, lanes_);
     }
     // A row per work-item of vector lanes walks it with `accumulators` independent chains of
-    // them where the row splits evenly: a vector max's chain of ~5 dependent instructions
-    // per step left W3's first pass latency-bound on PoCL.
-    if (vectors_ && lanes_reduced_ && !group_per_row_)
-      for (chains_ = std::max(1, s.accumulators); reduced_points_ % (lanes_ * chains_) != 0;) chains_ /= 2;
+    // them (kir::settle_row_walk chose as many as divide the row): a vector max's chain of ~5
+    // dependent instructions per step left W3's first pass latency-bound on PoCL.
+    if (vectors_ && lanes_reduced_ && !group_per_row_) {
+      chains_ = std::max(1, s.accumulators);
+      KILN_ASSERT(reduced_points_ % (lanes_ * chains_) == 0, "accumulator chains that divide the row (settle_row_walk)");
+    }
     f32_sums_ =
         vectors_ && lanes_reduced_ && !group_per_row_ && fp64_ && reduced_points_ / (lanes_ * chains_) <= s.f32_run;
   }
@@ -286,6 +288,13 @@ class CEmitter {
   void for_lanes(bool lanes, F&& body) {
     for (lane_ = 0; lane_ < (lanes && !vectors_ ? lanes_ : 1); ++lane_) body();
     lane_ = 0;
+  }
+  // Runs `body` once per accumulator chain, chain_ set (once, chain_ -1, with one chain).
+  template <class F>
+  void for_chains(F&& body) {
+    if (chains_ == 1) return body();
+    for (chain_ = 0; chain_ < chains_; ++chain_) body();
+    chain_ = -1;
   }
   std::string idx_type() const { return d_.type(idx_); }
   std::string idx_literal(int64_t v) const { return d_.int_literal(v, idx_); }
@@ -809,10 +818,7 @@ void CEmitter::emit_stage(Scope& point, int stage) {
       } else if (vectors_ && lane_accumulators(r)) {  // one vector of the lanes' accumulators (per chain)
         const DType t = acc_type(in);
         const std::string type = d_.vector_type(t, lanes_), start = d_.vector_splat(identity(in), t, lanes_);
-        if (chains_ == 1) line(point, fmt::format("{} {} = {};", type, acc(r), start));
-        for (chain_ = 0; chains_ > 1 && chain_ < chains_; ++chain_)
-          line(point, fmt::format("{} {} = {};", type, acc(r), start));
-        chain_ = -1;
+        for_chains([&] { line(point, fmt::format("{} {} = {};", type, acc(r), start)); });
       } else {
         line(point, fmt::format("{} {} = {};", d_.type(acc_type(in)), acc(r), identity(in)));
       }
@@ -822,12 +828,11 @@ void CEmitter::emit_stage(Scope& point, int stage) {
   // hoists into `point` come before the loop. With chains, the body once per chain, each in
   // a block of its own.
   std::string body;
-  if (chains_ == 1) body = row_step(point, reds, 1);
-  for (chain_ = 0; chains_ > 1 && chain_ < chains_; ++chain_) {
-    const std::string block_indent(static_cast<size_t>(point.indent + 1) * 2, ' ');
-    body += block_indent + "{\n" + row_step(point, reds, 2) + block_indent + "}\n";
-  }
-  chain_ = -1;
+  const std::string block_indent(static_cast<size_t>(point.indent + 1) * 2, ' ');
+  for_chains([&] {
+    if (chain_ < 0) body += row_step(point, reds, 1);
+    else body += block_indent + "{\n" + row_step(point, reds, 2) + block_indent + "}\n";
+  });
   line(point, reduced_loop_head("r", chains_));
   point.text += body;
   line(point, reduced_loop_tail());

@@ -201,10 +201,8 @@ void settle_row_walk(const Kernel& k, Schedule& s, const Capabilities& caps, std
   // One vector max per step is a chain of ~5 dependent instructions: four chains on PoCL
   // (W3 5.0 -> 4.5 ms). As many as divide the row, as the emitter takes them.
   s.accumulators = chains.value_or(caps.emulated_work_groups ? 4 : 1);
-  int64_t row = 1;
-  for (int d = 0; d < k.domain.rank(); ++d)
-    if (k.reduced[static_cast<size_t>(d)]) row *= k.domain[d];
-  while (s.accumulators > 1 && row % (int64_t{s.vector_width} * s.accumulators) != 0) s.accumulators /= 2;
+  while (s.accumulators > 1 && s.elements_per_iteration % (int64_t{s.vector_width} * s.accumulators) != 0)
+    s.accumulators /= 2;
 }
 
 Schedule default_schedule(const Kernel& k, const Capabilities& caps) {

@@ -243,13 +243,11 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto l = value_of("local")) s.local_size = *l;
     if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
     if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
-    if (value_of("reduction") || value_of("vector") || value_of("accumulators") || value_of("row_blocks")) {
-      auto knob = [&](std::string_view name) -> std::optional<int> {
-        if (auto x = value_of(name)) return static_cast<int>(*x);
-        return std::nullopt;
-      };
-      settle_row_walk(k, s, caps, knob("accumulators"), knob("row_blocks"));
-    }
+    auto knob = [&](std::string_view name) -> std::optional<int> {
+      if (auto x = value_of(name)) return static_cast<int>(*x);
+      return std::nullopt;
+    };
+    settle_row_walk(k, s, caps, knob("accumulators"), knob("row_blocks"));
     if (s.reduction == ReductionStrategy::Subgroup && s.local_size % std::max(1, caps.subgroup_size) != 0)
       return std::nullopt;
     if (s.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || s.local_size < 2)) return std::nullopt;
