@@ -17,6 +17,7 @@
 #include "kiln/frontend/lazy.h"
 #include "kiln/ir/text.h"
 #include "node_context.h"
+#include "op_history.h"
 
 namespace kiln::onnx {
 namespace detail {
@@ -37,6 +38,7 @@ struct NeedsInputValue {
 Tensor NodeContext::input(size_t i) {
   if (!has_input(i)) invalid(fmt::format("input {} is missing", i));
   Input& in = *inputs_[i];
+  if (folding_ && in.value) return kiln::constant(*in.value, device_);
   if (!in.tensor.defined()) in.tensor = kiln::constant(*in.value, device_);
   return in.tensor;
 }
@@ -189,6 +191,26 @@ std::string node_label(const ::onnx::NodeProto& n, int64_t opset) {
                           : fmt::format("node '{}' ({}, opset {})", n.name(), n.op_type(), opset);
 }
 
+// The version of `row`'s op in force at `opset`; Unsupported unless the converter was
+// written for it.
+int checked_version(const ConverterRow& row, int64_t opset) {
+  const int version = op_version_at(row.op, opset);
+  if (version == 0)
+    throw Error(fmt::format("{} does not exist at opset {} (ONNX defines it from opset {})", row.op, opset,
+                            op_versions(row.op).front().version));
+  if (version < row.first_version)
+    throw Unsupported(fmt::format("{}-{} (in force at opset {}) is not supported: kiln maps versions {} to {}", row.op,
+                                  version, opset, row.first_version, row.last_version));
+  if (version > row.last_version)
+    throw Unsupported(fmt::format("{}-{} (in force at opset {}) is newer than kiln's converter, written for versions "
+                                  "{} to {}{}",
+                                  row.op, version, opset, row.first_version, row.last_version,
+                                  opset > last_known_opset()
+                                      ? fmt::format(" (kiln knows ONNX through opset {})", last_known_opset())
+                                      : std::string()));
+  return version;
+}
+
 struct Importer {
   const ::onnx::ModelProto& model;
   const ImportOptions& options;
@@ -221,9 +243,7 @@ struct Importer {
                                         node.domain()));
         const ConverterRow* row = find_converter(node.op_type());
         if (!row) throw Unsupported(fmt::format("op {} is not supported", node.op_type()));
-        if (result.opset < row->since_opset)
-          throw Unsupported(fmt::format("{} is mapped from opset {} on; this model uses opset {}", node.op_type(),
-                                        row->since_opset, result.opset));
+        const int version = checked_version(*row, result.opset);
         for (const auto& a : node.attribute()) {
           bool handled = false;
           for (std::string_view h : row->attributes) handled = handled || h == a.name();
@@ -251,7 +271,8 @@ struct Importer {
         }
         if (!fixing_helps) fixable.clear();
         while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();
-        NodeContext ctx(node, result.opset, inputs, dev, base_dir);
+        NodeContext ctx(node, result.opset, version, inputs, dev, base_dir);
+        if (all_known) ctx.set_folding();
         std::vector<Tensor> outs = row->convert(ctx);
         for (int k = 0; k < node.output_size(); ++k) {
           const std::string& name = node.output(k);
@@ -290,8 +311,24 @@ struct Importer {
   }
 
   Shape input_shape(const ::onnx::ValueInfoProto& vi) {
-    if (auto it = options.input_shapes.find(vi.name()); it != options.input_shapes.end()) return it->second;
     const auto& tt = vi.type().tensor_type();
+    if (auto it = options.input_shapes.find(vi.name()); it != options.input_shapes.end()) {
+      // A given shape sizes the symbolic dims; the dims the model states must agree.
+      const Shape& given = it->second;
+      if (tt.has_shape()) {
+        const auto& dims = tt.shape().dim();
+        bool fits = dims.size() == given.rank();
+        for (int d = 0; fits && d < dims.size(); ++d)
+          fits = !dims[d].has_dim_value() || dims[d].dim_value() == given[d];
+        if (!fits) {
+          std::vector<std::string> declared;
+          for (const auto& d : dims) declared.push_back(d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param());
+          throw Error(fmt::format("input '{}' is given the shape {}, the model declares [{}]", vi.name(), given.str(),
+                                  fmt::join(declared, ", ")));
+        }
+      }
+      return given;
+    }
     if (!tt.has_shape()) throw Error(fmt::format("input '{}' has no shape: give one in ImportOptions::input_shapes "
                                                  "(--input-shape {}=2x3)", vi.name(), vi.name()));
     std::vector<int64_t> dims;
@@ -484,7 +521,12 @@ Expected<HostTensor> read_tensor_file(const std::string& path) {
 
 std::vector<SupportedOp> supported_ops() {
   std::vector<SupportedOp> out;
-  for (const auto& r : detail::converter_rows()) out.push_back({std::string(r.op), r.since_opset});
+  for (const auto& r : detail::converter_rows()) {
+    SupportedOp op{std::string(r.op), r.first_version, r.last_version, {}};
+    for (const detail::OpVersion& v : detail::op_versions(r.op))
+      if (v.version >= r.first_version && v.version <= r.last_version) op.versions.push_back(v.version);
+    out.push_back(std::move(op));
+  }
   return out;
 }
 

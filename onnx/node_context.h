@@ -26,12 +26,16 @@ class NodeContext {
     std::vector<std::string> fixable;
   };
 
-  NodeContext(const ::onnx::NodeProto& node, int64_t opset, std::vector<Input*> inputs, Device device,
+  NodeContext(const ::onnx::NodeProto& node, int64_t opset, int version, std::vector<Input*> inputs, Device device,
               const std::string& base_dir)
-      : node_(node), opset_(opset), inputs_(std::move(inputs)), device_(device), base_dir_(base_dir) {}
+      : node_(node), opset_(opset), version_(version), inputs_(std::move(inputs)), device_(device),
+        base_dir_(base_dir) {}
 
   const ::onnx::NodeProto& node() const { return node_; }
   int64_t opset() const { return opset_; }
+  /// The version of the node's op in force at the model's opset (ReduceMean-18 at opset
+  /// 18 to 21): what a converter branches on where the op's semantics changed.
+  int version() const { return version_; }
   /// The device tensors are recorded on while importing (values are computed there).
   Device device() const { return device_; }
 
@@ -40,6 +44,11 @@ class NodeContext {
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   /// Input `i` as a tensor in the graph (a known value becomes a `constant`).
   Tensor input(size_t i);
+  /// The node's inputs are all known and its outputs are evaluated while importing: known
+  /// inputs become constants of this node alone. Evaluating a constant that other nodes
+  /// share would make it a computed value, which kiln::trace then takes for a captured
+  /// tensor (an extra graph parameter).
+  void set_folding() { folding_ = true; }
   /// Input `i`'s value, which the op needs at import time; throws when it depends on a
   /// model input whose value is not fixed.
   const HostTensor& value(size_t i, std::string_view role);
@@ -80,19 +89,25 @@ class NodeContext {
   const ::onnx::AttributeProto* find(std::string_view name) const;
   const ::onnx::NodeProto& node_;
   int64_t opset_;
+  int version_;
   std::vector<Input*> inputs_;
   Device device_;
   const std::string& base_dir_;
   std::vector<std::pair<Tensor, HostTensor>> known_;
+  bool folding_ = false;
 };
 
 /// Converts one node; returns one tensor per ONNX output the op defines (an undefined
 /// tensor for an optional output it does not produce).
 using Converter = std::vector<Tensor> (*)(NodeContext& ctx);
 
+/// A converter and the versions of its op it was written for: every version ONNX defines
+/// from `first_version` through `last_version` (onnx/op_history.inc). A model whose opset
+/// puts another version in force is refused, never imported with these semantics.
 struct ConverterRow {
   std::string_view op;
-  int since_opset;          // the earliest opset whose semantics the converter implements
+  int first_version;
+  int last_version;
   Converter convert;
   std::span<const std::string_view> attributes;  // every attribute it reads; others are refused
 };

@@ -110,6 +110,14 @@ std::vector<Tensor> HardSigmoid(NodeContext& c) {
   Tensor y = coef(c, "alpha", 0.2, x) * x + coef(c, "beta", 0.5, x);
   return {y.maximum(c.scalar_like(0, x)).minimum(c.scalar_like(1, x))};
 }
+// Gelu-20: 0.5 x (1 + erf(x / sqrt 2)), or its tanh approximation; the frontend's own
+// decompositions of both.
+std::vector<Tensor> Gelu(NodeContext& c) {
+  const std::string a = c.attr_string("approximate", "none");
+  if (a != "none" && a != "tanh") c.invalid(fmt::format("approximate '{}' is none of none, tanh", a));
+  return {c.input(0).gelu(a == "tanh" ? GeluApproximation::Tanh : GeluApproximation::Erf)};
+}
+
 std::vector<Tensor> HardSwish(NodeContext& c) {
   Tensor x = c.input(0);
   require_float(c, x);
@@ -129,7 +137,7 @@ std::vector<Tensor> Shrink(NodeContext& c) {
 std::vector<Tensor> PRelu(NodeContext& c) {
   Tensor x = c.input(0), slope = c.input(1);
   // Before opset 7 a [C] slope is per channel: axis 1, not the last.
-  if (c.opset() < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.size(0) == x.size(1) && slope.size(0) != 1)
+  if (c.version() < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.size(0) == x.size(1) && slope.size(0) != 1)
     slope = along_axis(slope, 1, x.rank());
   return {where(x.lt(c.scalar_like(0, x)), x * slope, x)};
 }
@@ -137,7 +145,7 @@ std::vector<Tensor> PRelu(NodeContext& c) {
 // Clip: bounds are attributes before opset 11 and optional inputs from 11 on.
 std::vector<Tensor> Clip(NodeContext& c) {
   Tensor x = c.input(0);
-  if (c.opset() < 11) {
+  if (c.version() < 11) {
     const double lo = c.attr_float("min", -std::numeric_limits<double>::infinity());
     const double hi = c.attr_float("max", std::numeric_limits<double>::infinity());
     return {x.maximum(c.scalar_like(lo, x)).minimum(c.scalar_like(hi, x))};
@@ -159,7 +167,7 @@ void same_dtype(NodeContext& c, const Tensor& a, const Tensor& b) {
 // B's dims lined up with A's from `axis` on (from the end when no axis is given).
 Tensor second_operand(NodeContext& c, const Tensor& a) {
   Tensor b = c.input(1);
-  if (c.opset() >= 7 || c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis")) return b;
+  if (c.version() >= 7 || c.attr_int("broadcast", 0) == 0 || !c.has_attr("axis")) return b;
   const int64_t axis = normalize_axis(c, c.attr_int("axis"), a.rank(), "axis");
   if (axis + b.rank() > a.rank()) c.invalid(fmt::format("B {} does not fit A {} from axis {}", b.shape().str(), a.shape().str(), axis));
   std::vector<int64_t> dims(static_cast<size_t>(a.rank()), 1);
@@ -259,7 +267,7 @@ std::vector<Tensor> CastLike(NodeContext& c) {
 
 // Inference: the identity, with an all-true mask when asked for.
 std::vector<Tensor> Dropout(NodeContext& c) {
-  if (c.opset() >= 12 && c.has_input(2) && c.value(2, "training_mode").get_int(0) != 0) {
+  if (c.version() >= 12 && c.has_input(2) && c.value(2, "training_mode").get_int(0) != 0) {
     // Training drops elements at random, except at ratio 0, where it is the identity.
     const double ratio = c.has_input(1) ? c.value(1, "ratio").get_double(0) : 0.5;
     if (ratio != 0) c.unsupported("Dropout in training mode is not supported (it is random)");
@@ -275,7 +283,10 @@ constexpr std::string_view kAlphaGamma[] = {"alpha", "gamma"};
 constexpr std::string_view kShrink[] = {"lambd", "bias"};
 constexpr std::string_view kClip[] = {"min", "max"};
 constexpr std::string_view kIsInf[] = {"detect_positive", "detect_negative"};
-constexpr std::string_view kCast[] = {"to"};
+// Cast-19's saturate applies to float8 results only, which kiln refuses by their type.
+constexpr std::string_view kCast[] = {"to", "saturate"};
+constexpr std::string_view kSaturate[] = {"saturate"};
+constexpr std::string_view kGelu[] = {"approximate"};
 constexpr std::string_view kMod[] = {"fmod"};
 constexpr std::string_view kBitShift[] = {"direction"};
 constexpr std::string_view kLegacyBroadcast[] = {"broadcast", "axis", "consumed_inputs"};
@@ -285,70 +296,71 @@ constexpr std::string_view kDropout[] = {"seed", "ratio", "is_test"};
 }  // namespace
 
 const ConverterRow kElementwiseRows[] = {
-    {"Abs", 6, Abs, {}},
-    {"Neg", 6, Neg, {}},
-    {"Identity", 1, Identity, {}},
-    {"Not", 1, Not, {}},
-    {"Exp", 6, Exp, {}},
-    {"Log", 6, Log, {}},
-    {"Sqrt", 6, Sqrt, {}},
-    {"Sin", 7, Sin, {}},
-    {"Cos", 7, Cos, {}},
-    {"Tan", 7, Tan, {}},
-    {"Asin", 7, Asin, {}},
-    {"Acos", 7, Acos, {}},
-    {"Atan", 7, Atan, {}},
-    {"Tanh", 6, Tanh, {}},
-    {"Sigmoid", 6, Sigmoid, {}},
-    {"Erf", 9, Erf, {}},
-    {"Floor", 6, Floor, {}},
-    {"Ceil", 6, Ceil, {}},
-    {"Reciprocal", 6, Reciprocal, {}},
-    {"Sinh", 9, Sinh, {}},
-    {"Cosh", 9, Cosh, {}},
-    {"Asinh", 9, Asinh, {}},
-    {"Acosh", 9, Acosh, {}},
-    {"Atanh", 9, Atanh, {}},
-    {"Softsign", 1, Softsign, {}},
-    {"IsNaN", 9, IsNaN, {}},
-    {"IsInf", 10, IsInf, kIsInf},
-    {"Relu", 6, Relu, {}},
-    {"Sign", 9, Sign, {}},
-    {"Round", 11, Round, {}},
-    {"LeakyRelu", 6, LeakyRelu, kActivation},
-    {"Elu", 6, Elu, kActivation},
-    {"Celu", 12, Celu, kActivation},
-    {"Selu", 6, Selu, kAlphaGamma},
-    {"ThresholdedRelu", 10, ThresholdedRelu, kActivation},
-    {"HardSigmoid", 6, HardSigmoid, kAlphaBeta},
-    {"HardSwish", 14, HardSwish, {}},
-    {"Softplus", 1, Softplus, {}},
-    {"Shrink", 9, Shrink, kShrink},
-    {"PRelu", 1, PRelu, kConsumed},
-    {"Clip", 6, Clip, kClip},
-    {"Add", 1, Add, kLegacyBroadcast},
-    {"Sub", 1, Sub, kLegacyBroadcast},
-    {"Mul", 1, Mul, kLegacyBroadcast},
-    {"Div", 1, Div, kLegacyBroadcast},
-    {"Pow", 1, Pow, kLegacyBroadcast},
-    {"Equal", 1, Equal, kLegacyBroadcast},
-    {"Less", 1, Less, kLegacyBroadcast},
-    {"LessOrEqual", 12, LessOrEqual, {}},
-    {"Greater", 1, Greater, kLegacyBroadcast},
-    {"GreaterOrEqual", 12, GreaterOrEqual, {}},
-    {"And", 1, And, kLegacyBroadcast},
-    {"Or", 1, Or, kLegacyBroadcast},
-    {"Xor", 1, Xor, kLegacyBroadcast},
-    {"Max", 1, variadic<0>, kConsumed},
-    {"Min", 1, variadic<1>, kConsumed},
-    {"Sum", 1, variadic<2>, kConsumed},
-    {"Mean", 1, variadic<3>, kConsumed},
-    {"Mod", 10, Mod, kMod},
-    {"BitShift", 11, BitShift, kBitShift},
-    {"Where", 9, Where, {}},
-    {"Cast", 6, Cast, kCast},
-    {"CastLike", 15, CastLike, {}},
-    {"Dropout", 7, Dropout, kDropout},
+    {"Abs", 6, 13, Abs, {}},
+    {"Neg", 6, 13, Neg, {}},
+    {"Identity", 1, 25, Identity, {}},
+    {"Not", 1, 1, Not, {}},
+    {"Exp", 6, 13, Exp, {}},
+    {"Log", 6, 13, Log, {}},
+    {"Sqrt", 6, 13, Sqrt, {}},
+    {"Sin", 7, 22, Sin, {}},
+    {"Cos", 7, 22, Cos, {}},
+    {"Tan", 7, 22, Tan, {}},
+    {"Asin", 7, 22, Asin, {}},
+    {"Acos", 7, 22, Acos, {}},
+    {"Atan", 7, 22, Atan, {}},
+    {"Tanh", 6, 13, Tanh, {}},
+    {"Sigmoid", 6, 13, Sigmoid, {}},
+    {"Erf", 9, 13, Erf, {}},
+    {"Floor", 6, 13, Floor, {}},
+    {"Ceil", 6, 13, Ceil, {}},
+    {"Reciprocal", 6, 13, Reciprocal, {}},
+    {"Sinh", 9, 22, Sinh, {}},
+    {"Cosh", 9, 22, Cosh, {}},
+    {"Asinh", 9, 22, Asinh, {}},
+    {"Acosh", 9, 22, Acosh, {}},
+    {"Atanh", 9, 22, Atanh, {}},
+    {"Softsign", 1, 22, Softsign, {}},
+    {"IsNaN", 9, 20, IsNaN, {}},
+    {"IsInf", 10, 20, IsInf, kIsInf},
+    {"Relu", 6, 14, Relu, {}},
+    {"Sign", 9, 13, Sign, {}},
+    {"Round", 11, 22, Round, {}},
+    {"LeakyRelu", 6, 16, LeakyRelu, kActivation},
+    {"Elu", 6, 22, Elu, kActivation},
+    {"Celu", 12, 12, Celu, kActivation},
+    {"Selu", 6, 22, Selu, kAlphaGamma},
+    {"ThresholdedRelu", 10, 22, ThresholdedRelu, kActivation},
+    {"HardSigmoid", 6, 22, HardSigmoid, kAlphaBeta},
+    {"HardSwish", 14, 22, HardSwish, {}},
+    {"Gelu", 20, 20, Gelu, kGelu},
+    {"Softplus", 1, 22, Softplus, {}},
+    {"Shrink", 9, 9, Shrink, kShrink},
+    {"PRelu", 1, 16, PRelu, kConsumed},
+    {"Clip", 6, 13, Clip, kClip},
+    {"Add", 1, 14, Add, kLegacyBroadcast},
+    {"Sub", 1, 14, Sub, kLegacyBroadcast},
+    {"Mul", 1, 14, Mul, kLegacyBroadcast},
+    {"Div", 1, 14, Div, kLegacyBroadcast},
+    {"Pow", 1, 15, Pow, kLegacyBroadcast},
+    {"Equal", 1, 19, Equal, kLegacyBroadcast},
+    {"Less", 1, 13, Less, kLegacyBroadcast},
+    {"LessOrEqual", 12, 16, LessOrEqual, {}},
+    {"Greater", 1, 13, Greater, kLegacyBroadcast},
+    {"GreaterOrEqual", 12, 16, GreaterOrEqual, {}},
+    {"And", 1, 7, And, kLegacyBroadcast},
+    {"Or", 1, 7, Or, kLegacyBroadcast},
+    {"Xor", 1, 7, Xor, kLegacyBroadcast},
+    {"Max", 1, 13, variadic<0>, kConsumed},
+    {"Min", 1, 13, variadic<1>, kConsumed},
+    {"Sum", 1, 13, variadic<2>, kConsumed},
+    {"Mean", 1, 13, variadic<3>, kConsumed},
+    {"Mod", 10, 28, Mod, kMod},
+    {"BitShift", 11, 28, BitShift, kBitShift},
+    {"Where", 9, 16, Where, {}},
+    {"Cast", 6, 23, Cast, kCast},
+    {"CastLike", 15, 23, CastLike, kSaturate},
+    {"Dropout", 7, 22, Dropout, kDropout},
 };
 const std::span<const ConverterRow> elementwise_rows = kElementwiseRows;
 

@@ -116,7 +116,7 @@ constexpr std::string_view kGridSample[] = {"align_corners", "mode", "padding_mo
 }  // namespace
 
 const ConverterRow kGridSampleRows[] = {
-    {"GridSample", 16, GridSample, kGridSample},
+    {"GridSample", 16, 16, GridSample, kGridSample},
 };
 const std::span<const ConverterRow> grid_sample_rows = kGridSampleRows;
 

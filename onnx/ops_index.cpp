@@ -153,7 +153,7 @@ std::vector<Tensor> MaxUnpool(NodeContext& c) {
 // implementation, which sorts anyway.
 std::vector<Tensor> TopK(NodeContext& c) {
   const Tensor x = c.input(0);
-  const std::vector<int64_t> k = c.opset() >= 10 ? c.ints(1, "K") : std::vector<int64_t>{c.attr_int("k")};
+  const std::vector<int64_t> k = c.version() >= 10 ? c.ints(1, "K") : std::vector<int64_t>{c.attr_int("k")};
   if (k.size() != 1) c.invalid("its K must hold one value");
   const auto [values, indices] =
       x.topk(k[0], normalize_axis(c, c.attr_int("axis", -1), x.rank(), "axis"), c.attr_int("largest", 1) != 0);
@@ -171,15 +171,15 @@ constexpr std::string_view kBatchDims[] = {"batch_dims"};
 }  // namespace
 
 const ConverterRow kIndexRows[] = {
-    {"Gather", 1, Gather, kAxis},
-    {"GatherElements", 11, GatherElements, kAxis},
-    {"GatherND", 11, GatherND, kBatchDims},
-    {"Scatter", 9, ScatterElements, kAxis},
-    {"ScatterElements", 11, ScatterElements, kAxisReduction},
-    {"ScatterND", 11, ScatterND, kReduction},
-    {"ReverseSequence", 10, ReverseSequence, kReverseSequence},
-    {"MaxUnpool", 9, MaxUnpool, kMaxUnpool},
-    {"TopK", 1, TopK, kTopK},
+    {"Gather", 1, 13, Gather, kAxis},
+    {"GatherElements", 11, 13, GatherElements, kAxis},
+    {"GatherND", 11, 13, GatherND, kBatchDims},
+    {"Scatter", 9, 11, ScatterElements, kAxis},
+    {"ScatterElements", 11, 18, ScatterElements, kAxisReduction},
+    {"ScatterND", 11, 18, ScatterND, kReduction},
+    {"ReverseSequence", 10, 28, ReverseSequence, kReverseSequence},
+    {"MaxUnpool", 9, 22, MaxUnpool, kMaxUnpool},
+    {"TopK", 1, 24, TopK, kTopK},
 };
 const std::span<const ConverterRow> index_rows = kIndexRows;
 

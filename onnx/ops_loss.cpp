@@ -51,8 +51,8 @@ constexpr std::string_view kLoss[] = {"reduction", "ignore_index"};
 }  // namespace
 
 const ConverterRow kLossRows[] = {
-    {"NegativeLogLikelihoodLoss", 12, NegativeLogLikelihoodLoss, kLoss},
-    {"SoftmaxCrossEntropyLoss", 12, SoftmaxCrossEntropyLoss, kLoss},
+    {"NegativeLogLikelihoodLoss", 12, 22, NegativeLogLikelihoodLoss, kLoss},
+    {"SoftmaxCrossEntropyLoss", 12, 13, SoftmaxCrossEntropyLoss, kLoss},
 };
 const std::span<const ConverterRow> loss_rows = kLossRows;
 

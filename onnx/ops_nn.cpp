@@ -89,6 +89,32 @@ std::vector<Tensor> InstanceNormalization(NodeContext& c) {
   return {y * along_axis(c.input(1), 1, x.rank()) + along_axis(c.input(2), 1, x.rank())};
 }
 
+// GroupNormalization: the channels in num_groups groups, each normalized over its channels
+// and spatial dims; then scaled and shifted per group (version 18) or per channel (21).
+// Narrow floats compute their statistics in f32, as stash_type 1 says.
+std::vector<Tensor> GroupNormalization(NodeContext& c) {
+  const Tensor x = c.input(0);
+  if (!is_float(x.dtype())) c.invalid("its input must be float");
+  if (x.rank() < 3) c.invalid(fmt::format("its input must be [N, C, spatial...], got {}", x.shape().str()));
+  if (c.attr_int("stash_type", 1) != 1) c.unsupported("stash_type other than 1 (float) is not supported");
+  const int64_t groups = c.attr_int("num_groups"), channels = x.size(1), n = x.size(0);
+  if (groups < 1 || channels % groups != 0)
+    c.invalid(fmt::format("{} channels do not fall into {} groups", channels, groups));
+  const int64_t per_group = c.version() >= 21 ? channels : groups;
+  for (size_t k : {size_t{1}, size_t{2}})
+    if (c.shape(k).numel() != per_group || c.shape(k).rank() != 1)
+      c.invalid(fmt::format("its {} must be [{}], got {}", k == 1 ? "scale" : "bias", per_group, c.shape(k).str()));
+  const DType stats = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  const Tensor grouped = x.to(stats).reshape({n, groups, -1});
+  const Tensor y = normalize(c, grouped, {2}, c.attr_float("epsilon", 1e-5)).y.reshape(dims_of(x.shape())).to(x.dtype());
+  // Per group: each group's value repeated over its channels.
+  auto per_channel = [&](const Tensor& v) {
+    if (per_group == channels) return along_axis(v, 1, x.rank());
+    return along_axis(v.reshape({groups, 1}).expand({groups, channels / groups}).reshape({channels}), 1, x.rank());
+  };
+  return {y * per_channel(c.input(1)) + per_channel(c.input(2))};
+}
+
 std::vector<Tensor> MeanVarianceNormalization(NodeContext& c) {
   Tensor x = c.input(0);
   const Axes axes = c.attr_ints("axes", std::vector<int64_t>{0, 2, 3});
@@ -217,19 +243,21 @@ constexpr std::string_view kGemm[] = {"alpha", "beta", "transA", "transB", "broa
 constexpr std::string_view kBatchNorm[] = {"epsilon", "momentum", "training_mode", "is_test", "spatial"};
 constexpr std::string_view kLayerNorm[] = {"axis", "epsilon", "stash_type"};
 constexpr std::string_view kEpsilon[] = {"epsilon"};
+constexpr std::string_view kGroupNorm[] = {"epsilon", "num_groups", "stash_type"};
 constexpr std::string_view kEquation[] = {"equation"};
 constexpr std::string_view kAxes[] = {"axes"};
 
 }  // namespace
 
 const ConverterRow kNnRows[] = {
-    {"MatMul", 1, MatMul, {}},
-    {"Einsum", 12, Einsum, kEquation},
-    {"Gemm", 6, Gemm, kGemm},
-    {"BatchNormalization", 6, BatchNormalization, kBatchNorm},
-    {"LayerNormalization", 17, LayerNormalization, kLayerNorm},
-    {"InstanceNormalization", 6, InstanceNormalization, kEpsilon},
-    {"MeanVarianceNormalization", 9, MeanVarianceNormalization, kAxes},
+    {"MatMul", 1, 13, MatMul, {}},
+    {"Einsum", 12, 28, Einsum, kEquation},
+    {"Gemm", 6, 13, Gemm, kGemm},
+    {"BatchNormalization", 6, 15, BatchNormalization, kBatchNorm},
+    {"LayerNormalization", 17, 17, LayerNormalization, kLayerNorm},
+    {"InstanceNormalization", 6, 22, InstanceNormalization, kEpsilon},
+    {"GroupNormalization", 18, 21, GroupNormalization, kGroupNorm},
+    {"MeanVarianceNormalization", 9, 13, MeanVarianceNormalization, kAxes},
 };
 const std::span<const ConverterRow> nn_rows = kNnRows;
 

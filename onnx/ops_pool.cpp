@@ -342,7 +342,7 @@ std::vector<Tensor> LRN(NodeContext& c) {
 constexpr std::string_view kMaxPool[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "ceil_mode",
                                           "storage_order"};
 constexpr std::string_view kAveragePool[] = {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode",
-                                              "count_include_pad"};
+                                              "count_include_pad", "dilations"};  // dilations from version 19
 constexpr std::string_view kLrn[] = {"alpha", "beta", "bias", "size"};
 constexpr std::string_view kConv[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "group"};
 constexpr std::string_view kConvTranspose[] = {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "group",
@@ -351,13 +351,13 @@ constexpr std::string_view kConvTranspose[] = {"kernel_shape", "strides", "pads"
 }  // namespace
 
 const ConverterRow kPoolRows[] = {
-    {"MaxPool", 1, MaxPool, kMaxPool},
-    {"AveragePool", 1, AveragePool, kAveragePool},
-    {"Conv", 1, Conv, kConv},
-    {"ConvInteger", 10, ConvInteger, kConv},
-    {"QLinearConv", 10, QLinearConv, kConv},
-    {"LRN", 1, LRN, kLrn},
-    {"ConvTranspose", 1, ConvTranspose, kConvTranspose},
+    {"MaxPool", 1, 22, MaxPool, kMaxPool},
+    {"AveragePool", 1, 22, AveragePool, kAveragePool},
+    {"Conv", 1, 22, Conv, kConv},
+    {"ConvInteger", 10, 10, ConvInteger, kConv},
+    {"QLinearConv", 10, 10, QLinearConv, kConv},
+    {"LRN", 1, 13, LRN, kLrn},
+    {"ConvTranspose", 1, 22, ConvTranspose, kConvTranspose},
 };
 const std::span<const ConverterRow> pool_rows = kPoolRows;
 

@@ -27,7 +27,9 @@ std::vector<Tensor> DequantizeLinear(NodeContext& c) {
   const Tensor scale = per_axis(c, c.input(1), axis, x.rank(), "x_scale");
   Tensor centered = x.to(DType::I32);
   if (c.has_input(2)) centered = centered - per_axis(c, c.input(2), axis, x.rank(), "x_zero_point").to(DType::I32);
-  return {centered.to(DType::F32) * scale.to(DType::F32)};
+  // In f32, as ONNX Runtime computes; from version 19 the result has the scale's type
+  // (f16, bf16), before it the scale is f32.
+  return {(centered.to(DType::F32) * scale.to(DType::F32)).to(scale.dtype())};
 }
 
 // Scale and zero point from the data's range, widened to hold 0, for uint8.
@@ -67,6 +69,8 @@ std::vector<Tensor> QLinearMatMul(NodeContext& c) {
 }
 
 constexpr std::string_view kAxis[] = {"axis"};
+// Version 19's saturate applies to float8 results only, which kiln refuses by their type.
+constexpr std::string_view kAxisSaturate[] = {"axis", "saturate"};
 
 }  // namespace
 
@@ -89,11 +93,11 @@ Tensor quantize(NodeContext& c, const Tensor& scaled, const Tensor& zero_point, 
 }
 
 const ConverterRow kQuantRows[] = {
-    {"QuantizeLinear", 10, QuantizeLinear, kAxis},
-    {"DequantizeLinear", 10, DequantizeLinear, kAxis},
-    {"DynamicQuantizeLinear", 11, DynamicQuantizeLinear, {}},
-    {"MatMulInteger", 10, MatMulInteger, {}},
-    {"QLinearMatMul", 10, QLinearMatMul, {}},
+    {"QuantizeLinear", 10, 19, QuantizeLinear, kAxisSaturate},
+    {"DequantizeLinear", 10, 19, DequantizeLinear, kAxis},
+    {"DynamicQuantizeLinear", 11, 11, DynamicQuantizeLinear, {}},
+    {"MatMulInteger", 10, 10, MatMulInteger, {}},
+    {"QLinearMatMul", 10, 21, QLinearMatMul, {}},
 };
 const std::span<const ConverterRow> quant_rows = kQuantRows;
 

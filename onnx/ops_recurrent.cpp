@@ -299,9 +299,9 @@ constexpr std::string_view kLstm[] = {"activation_alpha", "activation_beta", "ac
 }  // namespace
 
 const ConverterRow kRecurrentRows[] = {
-    {"RNN", 7, RNN, kRecurrent},
-    {"GRU", 7, GRU, kGru},
-    {"LSTM", 7, LSTM, kLstm},
+    {"RNN", 7, 22, RNN, kRecurrent},
+    {"GRU", 7, 22, GRU, kGru},
+    {"LSTM", 7, 22, LSTM, kLstm},
 };
 const std::span<const ConverterRow> recurrent_rows = kRecurrentRows;
 

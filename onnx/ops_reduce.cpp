@@ -1,4 +1,6 @@
 // onnx/ops_reduce.cpp - reductions, arg-reductions and the softmax family.
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -10,13 +12,14 @@ namespace kiln::onnx::detail {
 
 namespace {
 
-// The axes a Reduce* node reduces: from its `axes` attribute, or (ReduceSum from opset 13)
-// its second input; none means every axis unless noop_with_empty_axes says otherwise.
-// Returns nullopt for "reduce nothing".
+// The axes a Reduce* node reduces: from its `axes` attribute, or its second input (ReduceSum
+// from version 13, the other Reduce* from version 18); none means every axis unless
+// noop_with_empty_axes says otherwise. Returns nullopt for "reduce nothing".
 std::optional<Axes> reduce_axes(NodeContext& c, int64_t rank) {
   std::vector<int64_t> axes;
-  const bool axes_input = c.node().op_type() == "ReduceSum" && c.opset() >= 13;
+  const bool axes_input = c.version() >= (c.node().op_type() == "ReduceSum" ? 13 : 18);
   if (axes_input) {
+    if (c.has_attr("axes")) c.invalid("its axes are an input from this version on, not an attribute");
     if (c.has_input(1)) axes = c.ints(1, "axes");
   } else if (auto a = c.attr_ints_opt("axes")) {
     axes = *a;
@@ -40,6 +43,25 @@ std::vector<Tensor> reduce(NodeContext& c) {
   if (!axes) return {x};
   if (x.dtype() == DType::Bool) c.unsupported(fmt::format("{} of bool is not supported", c.node().op_type()));
   auto back = [&](Tensor t) { return t.dtype() == x.dtype() ? t : t.to(x.dtype()); };
+  if (R == Reduction::Max || R == Reduction::Min) {
+    // From version 18 the max of an empty set is the type's lowest value (-inf), the min its
+    // highest; kiln's max and min refuse empty axes, so the result is that constant.
+    bool empty = false;
+    for (int64_t a : *axes) empty = empty || x.size(a) == 0;
+    if (empty && c.version() >= 18) {
+      if (!is_float(x.dtype())) c.unsupported("the max or min of an empty set of integers is not supported");
+      std::vector<int64_t> dims = dims_of(x.shape());
+      for (int64_t a : *axes) dims[static_cast<size_t>(a)] = 1;
+      Tensor out = c.scalar(R == Reduction::Max ? -INFINITY : INFINITY, x.dtype()).expand(dims);
+      if (!keep) {
+        std::vector<int64_t> kept;
+        for (int64_t d = 0; d < x.rank(); ++d)
+          if (std::find(axes->begin(), axes->end(), d) == axes->end()) kept.push_back(x.size(d));
+        out = out.reshape(kept);
+      }
+      return {out};
+    }
+  }
   switch (R) {
     case Reduction::Sum: return {x.sum(*axes, keep)};
     case Reduction::Mean: return {back(x.mean(*axes, keep))};
@@ -85,7 +107,7 @@ std::vector<Tensor> CumSum(NodeContext& c) {
 // flattened into rows, the rest into one row each.
 template <class F>
 Tensor over_axis(NodeContext& c, const Tensor& x, F f) {
-  if (c.opset() >= 13) return f(x, normalize_axis(c, c.attr_int("axis", -1), x.rank(), "axis"));
+  if (c.version() >= 13) return f(x, normalize_axis(c, c.attr_int("axis", -1), x.rank(), "axis"));
   const int64_t axis = normalize_axis(c, c.attr_int("axis", 1), x.rank(), "axis");
   int64_t rows = 1;
   for (int64_t d = 0; d < axis; ++d) rows *= x.size(d);
@@ -123,24 +145,24 @@ constexpr std::string_view kCumSum[] = {"exclusive", "reverse"};
 }  // namespace
 
 const ConverterRow kReduceRows[] = {
-    {"ReduceSum", 1, reduce<Reduction::Sum>, kReduce},
-    {"ReduceMean", 1, reduce<Reduction::Mean>, kReduce},
-    {"ReduceMax", 1, reduce<Reduction::Max>, kReduce},
-    {"ReduceMin", 1, reduce<Reduction::Min>, kReduce},
-    {"ReduceProd", 1, reduce<Reduction::Prod>, kReduce},
-    {"ReduceL1", 1, reduce<Reduction::L1>, kReduce},
-    {"ReduceL2", 1, reduce<Reduction::L2>, kReduce},
-    {"ReduceLogSum", 1, reduce<Reduction::LogSum>, kReduce},
-    {"ReduceLogSumExp", 1, reduce<Reduction::LogSumExp>, kReduce},
-    {"ReduceSumSquare", 1, reduce<Reduction::SumSquare>, kReduce},
-    {"ArgMax", 1, arg_reduce<true>, kArg},
-    {"ArgMin", 1, arg_reduce<false>, kArg},
-    {"CumSum", 11, CumSum, kCumSum},
-    {"Softmax", 1, Softmax, kAxis},
-    {"LogSoftmax", 1, LogSoftmax, kAxis},
-    {"Hardmax", 1, Hardmax, kAxis},
-    {"GlobalAveragePool", 1, global_pool<false>, {}},
-    {"GlobalMaxPool", 1, global_pool<true>, {}},
+    {"ReduceSum", 1, 13, reduce<Reduction::Sum>, kReduce},
+    {"ReduceMean", 1, 18, reduce<Reduction::Mean>, kReduce},
+    {"ReduceMax", 1, 20, reduce<Reduction::Max>, kReduce},
+    {"ReduceMin", 1, 20, reduce<Reduction::Min>, kReduce},
+    {"ReduceProd", 1, 18, reduce<Reduction::Prod>, kReduce},
+    {"ReduceL1", 1, 18, reduce<Reduction::L1>, kReduce},
+    {"ReduceL2", 1, 18, reduce<Reduction::L2>, kReduce},
+    {"ReduceLogSum", 1, 28, reduce<Reduction::LogSum>, kReduce},
+    {"ReduceLogSumExp", 1, 28, reduce<Reduction::LogSumExp>, kReduce},
+    {"ReduceSumSquare", 1, 18, reduce<Reduction::SumSquare>, kReduce},
+    {"ArgMax", 1, 13, arg_reduce<true>, kArg},
+    {"ArgMin", 1, 13, arg_reduce<false>, kArg},
+    {"CumSum", 11, 14, CumSum, kCumSum},
+    {"Softmax", 1, 13, Softmax, kAxis},
+    {"LogSoftmax", 1, 13, LogSoftmax, kAxis},
+    {"Hardmax", 1, 13, Hardmax, kAxis},
+    {"GlobalAveragePool", 1, 22, global_pool<false>, {}},
+    {"GlobalMaxPool", 1, 22, global_pool<true>, {}},
 };
 const std::span<const ConverterRow> reduce_rows = kReduceRows;
 

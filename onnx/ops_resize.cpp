@@ -20,6 +20,7 @@ struct Resize1d {
   std::string mode, transform, nearest_mode;
   double cubic_a = -0.75, extrapolation = 0;
   bool exclude_outside = false;
+  bool symmetric_allowed = false;  // half_pixel_symmetric exists from Resize-19 on
   double roi_start = 0, roi_end = 1;
 };
 
@@ -51,6 +52,12 @@ std::pair<std::vector<std::vector<double>>, std::vector<bool>> resize_matrix(con
     const auto x = static_cast<double>(o);
     double xo = 0;
     if (r.transform == "half_pixel") xo = (x + 0.5) / scale - 0.5;
+    else if (r.transform == "half_pixel_symmetric" && r.symmetric_allowed) {
+      // Resize-19: half_pixel, shifted so that the rounding of the output size is split
+      // evenly between both ends.
+      const double center = static_cast<double>(in) / 2, adjustment = static_cast<double>(out) / out_width;
+      xo = center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+    }
     else if (r.transform == "pytorch_half_pixel") xo = out_width != 1 ? (x + 0.5) / scale - 0.5 : 0;
     else if (r.transform == "align_corners") xo = out_width == 1 ? 0 : x * static_cast<double>(in - 1) / (out_width - 1);
     else if (r.transform == "asymmetric") xo = x / scale;
@@ -96,6 +103,58 @@ std::pair<std::vector<std::vector<double>>, std::vector<bool>> resize_matrix(con
   return {m, extrapolated};
 }
 
+// Resize-18's `axes` (scales, sizes and roi name only those axes) and
+// `keep_aspect_ratio_policy` (sizes bound one scale shared by those axes), rewritten into
+// the full-rank scales, sizes and roi of the versions before.
+void resize_18_attributes(NodeContext& c, const Tensor& x, std::vector<double>& scales, std::vector<int64_t>& sizes,
+                          std::vector<double>& roi) {
+  const int64_t rank = x.rank();
+  std::vector<int64_t> axes(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) axes[static_cast<size_t>(d)] = d;
+  if (auto a = c.attr_ints_opt("axes")) {
+    axes = *a;
+    for (int64_t& d : axes) d = normalize_axis(c, d, rank, "axis");
+    const size_t given = std::max(scales.size(), sizes.size());
+    if (given != axes.size()) c.invalid(fmt::format("it has {} scales or sizes for {} axes", given, axes.size()));
+    std::vector<double> full_scales(scales.empty() ? 0 : static_cast<size_t>(rank), 1.0);
+    std::vector<int64_t> full_sizes = sizes.empty() ? std::vector<int64_t>{} : dims_of(x.shape());
+    std::vector<double> full_roi;
+    if (!roi.empty()) {
+      if (roi.size() != 2 * axes.size()) c.invalid("tf_crop_and_resize needs an roi of 2 values per axis");
+      full_roi.assign(static_cast<size_t>(rank), 0.0);
+      full_roi.resize(2 * static_cast<size_t>(rank), 1.0);
+    }
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto d = static_cast<size_t>(axes[k]);
+      if (!scales.empty()) full_scales[d] = scales[k];
+      if (!sizes.empty()) full_sizes[d] = sizes[k];
+      if (!roi.empty()) {
+        full_roi[d] = roi[k];
+        full_roi[d + static_cast<size_t>(rank)] = roi[k + axes.size()];
+      }
+    }
+    scales = std::move(full_scales);
+    sizes = std::move(full_sizes);
+    roi = std::move(full_roi);
+  }
+  const std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy == "stretch" || sizes.empty()) return;
+  if (policy != "not_larger" && policy != "not_smaller")
+    c.invalid(fmt::format("keep_aspect_ratio_policy '{}' is none of stretch, not_larger, not_smaller", policy));
+  double scale = policy == "not_larger" ? INFINITY : 0;
+  for (int64_t d : axes) {
+    const double s = static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(x.size(d));
+    scale = policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
+  }
+  // One ratio for every listed axis; each output size is it times the input's, rounded
+  // half up. Both are kept: the coordinates transform with the ratio, not size / input.
+  scales.assign(static_cast<size_t>(rank), 1.0);
+  for (int64_t d : axes) {
+    scales[static_cast<size_t>(d)] = scale;
+    sizes[static_cast<size_t>(d)] = static_cast<int64_t>(std::floor(scale * static_cast<double>(x.size(d)) + 0.5));
+  }
+}
+
 std::vector<Tensor> Resize(NodeContext& c) {
   Tensor x = c.input(0);
   if (!is_float(x.dtype())) c.unsupported(fmt::format("Resize of {} is not supported", dtype_name(x.dtype())));
@@ -105,7 +164,7 @@ std::vector<Tensor> Resize(NodeContext& c) {
   std::vector<double> scales;
   std::vector<int64_t> sizes;
   std::vector<double> roi;
-  if (c.node().op_type() == "Upsample" || c.opset() < 11) {
+  if (c.node().op_type() == "Upsample" || c.version() < 11) {
     r.transform = "asymmetric";
     r.nearest_mode = "floor";
     const HostTensor& s = c.value(1, "scales");
@@ -125,17 +184,25 @@ std::vector<Tensor> Resize(NodeContext& c) {
       for (int64_t i = 0; i < v.numel(); ++i) scales.push_back(v.get_double(i));
     }
     if (c.has_input(3) && c.shape(3).numel() > 0) sizes = c.ints(3, "sizes");
+    r.symmetric_allowed = c.version() >= 19;
   }
   if (scales.empty() == sizes.empty()) c.invalid("exactly one of scales and sizes must be given");
+  resize_18_attributes(c, x, scales, sizes, roi);
   if (static_cast<int64_t>(std::max(scales.size(), sizes.size())) != rank)
     c.invalid(fmt::format("its scales or sizes do not match the input's rank {}", rank));
   if (r.transform == "tf_crop_and_resize" && static_cast<int64_t>(roi.size()) != 2 * rank)
     c.invalid("tf_crop_and_resize needs an roi of 2 * rank values");
+  if (c.attr_int("antialias", 0) != 0 && r.mode != "nearest")
+    for (int64_t d = 0; d < rank; ++d) {
+      const double scale = scales.empty() ? static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(x.size(d))
+                                          : scales[static_cast<size_t>(d)];
+      if (scale < 1) c.unsupported("antialias when downsampling is not supported");
+    }
   for (int64_t d = 0; d < rank; ++d) {
     const int64_t in = x.size(d);
     const double scale = scales.empty() ? static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(in)
                                         : scales[static_cast<size_t>(d)];
-    const int64_t out = scales.empty() ? sizes[static_cast<size_t>(d)]
+    const int64_t out = !sizes.empty() ? sizes[static_cast<size_t>(d)]
                                        : static_cast<int64_t>(std::floor(scale * static_cast<double>(in)));
     if (scale <= 0 || out < 1 || in < 1) c.invalid(fmt::format("axis {} would resize {} to {}", d, in, out));
     if (!roi.empty()) {
@@ -165,13 +232,14 @@ std::vector<Tensor> Resize(NodeContext& c) {
 }
 
 constexpr std::string_view kResize[] = {"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
-                                         "exclude_outside", "extrapolation_value"};
+                                         "exclude_outside", "extrapolation_value", "antialias", "axes",
+                                         "keep_aspect_ratio_policy"};
 
 }  // namespace
 
 const ConverterRow kResizeRows[] = {
-    {"Resize", 10, Resize, kResize},
-    {"Upsample", 9, Resize, kResize},
+    {"Resize", 10, 19, Resize, kResize},
+    {"Upsample", 9, 10, Resize, kResize},
 };
 const std::span<const ConverterRow> resize_rows = kResizeRows;
 

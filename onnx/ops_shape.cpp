@@ -70,7 +70,7 @@ std::vector<Tensor> Range(NodeContext& c) {
 
 std::vector<Tensor> Reshape(NodeContext& c) {
   Tensor x = c.input(0);
-  std::vector<int64_t> shape = c.opset() >= 5 ? c.ints(1, "shape") : c.attr_ints("shape");
+  std::vector<int64_t> shape = c.version() >= 5 ? c.ints(1, "shape") : c.attr_ints("shape");
   const bool allow_zero = c.attr_int("allowzero", 0) != 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && !allow_zero) {
@@ -103,7 +103,7 @@ std::vector<Tensor> Transpose(NodeContext& c) {
 
 std::vector<int64_t> axes_of(NodeContext& c, int64_t rank, bool required) {
   std::vector<int64_t> axes;
-  if (c.opset() >= 13) {
+  if (c.version() >= 13) {
     if (c.has_input(1)) axes = c.ints(1, "axes");
     else if (required) c.invalid("input 1 (axes) is required");
   } else {
@@ -125,7 +125,7 @@ std::vector<Tensor> Squeeze(NodeContext& c) {
 
 std::vector<Tensor> Unsqueeze(NodeContext& c) {
   Tensor x = c.input(0);
-  const int64_t out_rank = x.rank() + static_cast<int64_t>(c.opset() >= 13 ? c.shape(1).numel()
+  const int64_t out_rank = x.rank() + static_cast<int64_t>(c.version() >= 13 ? c.shape(1).numel()
                                                                            : static_cast<int64_t>(c.attr_ints("axes").size()));
   for (int64_t a : axes_of(c, out_rank, true)) x = x.unsqueeze(a);
   return {x};
@@ -159,7 +159,7 @@ std::vector<Tensor> Concat(NodeContext& c) {
 std::vector<Tensor> Slice(NodeContext& c) {
   Tensor x = c.input(0);
   std::vector<int64_t> starts, ends, axes, steps;
-  if (c.opset() >= 10) {
+  if (c.version() >= 10) {
     starts = c.ints(1, "starts");
     ends = c.ints(2, "ends");
     if (c.has_input(3)) axes = c.ints(3, "axes");
@@ -200,11 +200,12 @@ std::vector<Tensor> Slice(NodeContext& c) {
 std::vector<Tensor> Pad(NodeContext& c) {
   Tensor x = c.input(0);
   const std::string mode = c.attr_string("mode", "constant");
-  if (mode != "constant" && mode != "edge" && mode != "reflect")
-    c.invalid(fmt::format("mode '{}' is none of constant, reflect, edge", mode));
+  const bool wrap_allowed = c.version() >= 19;
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && !(mode == "wrap" && wrap_allowed))
+    c.invalid(fmt::format("mode '{}' is none of constant, reflect, edge{}", mode, wrap_allowed ? ", wrap" : ""));
   std::vector<int64_t> pads;
   double value = 0;
-  if (c.opset() >= 11) {
+  if (c.version() >= 11) {
     pads = c.ints(1, "pads");
     if (c.has_input(2)) {
       const HostTensor& v = c.value(2, "constant_value");
@@ -215,6 +216,18 @@ std::vector<Tensor> Pad(NodeContext& c) {
     value = c.attr_float("value", 0.0);
   }
   const auto rank = static_cast<size_t>(x.rank());
+  if (c.version() >= 18 && c.has_input(3)) {
+    // Pad-18's axes: the pads name only these axes (begins, then ends); the others get 0.
+    const std::vector<int64_t> axes = c.ints(3, "axes");
+    if (pads.size() != 2 * axes.size()) c.invalid(fmt::format("it has {} pads for {} axes", pads.size(), axes.size()));
+    std::vector<int64_t> full(2 * rank, 0);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto d = static_cast<size_t>(normalize_axis(c, axes[k], x.rank(), "axis"));
+      full[d] = pads[k];
+      full[d + rank] = pads[k + axes.size()];
+    }
+    pads = std::move(full);
+  }
   if (pads.size() != 2 * rank) c.invalid(fmt::format("it has {} pads for rank {}", pads.size(), rank));
   std::vector<int64_t> low(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(rank)),
       high(pads.begin() + static_cast<std::ptrdiff_t>(rank), pads.end());
@@ -231,12 +244,20 @@ std::vector<Tensor> Pad(NodeContext& c) {
     const Number fill = is_float(x.dtype()) ? Number(value) : Number(static_cast<int64_t>(value));
     return {x.pad(low, high, fill)};
   }
-  // edge repeats the border element; reflect mirrors the elements next to it.
+  // edge repeats the border element; reflect mirrors the elements next to it; wrap
+  // continues periodically (the copies of the axis around it, sliced).
   for (size_t d = 0; d < rank; ++d) {
     const auto a = static_cast<int64_t>(d);
     const int64_t n = x.size(a);
     if (low[d] == 0 && high[d] == 0) continue;
     if (n == 0) c.invalid(fmt::format("axis {} is empty: there is nothing to {}", d, mode));
+    if (mode == "wrap") {
+      const int64_t before = (low[d] + n - 1) / n, after = (high[d] + n - 1) / n;
+      const std::vector<Tensor> copies(static_cast<size_t>(before + 1 + after), x);
+      const int64_t start = before * n - low[d];
+      x = kiln::cat(copies, a).slice(a, start, start + low[d] + n + high[d]);
+      continue;
+    }
     if (mode == "reflect" && (low[d] > n - 1 || high[d] > n - 1))
       c.invalid(fmt::format("reflect pads of {} and {} exceed axis {} of {} elements less one", low[d], high[d], d, n));
     std::vector<Tensor> parts;
@@ -277,13 +298,24 @@ std::vector<Tensor> Split(NodeContext& c) {
   Tensor x = c.input(0);
   const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), x.rank(), "axis");
   std::vector<int64_t> sizes;
-  if (c.opset() >= 13) {
+  if (c.version() >= 13) {
     if (c.has_input(1)) sizes = c.ints(1, "split");
   } else {
     sizes = c.attr_ints("split", std::vector<int64_t>{});
   }
   const int64_t n = x.size(axis);
   const auto parts = static_cast<int64_t>(c.node().output_size());
+  if (c.version() >= 18 && c.has_attr("num_outputs")) {
+    // Split-18: num_outputs parts of ceil(n / num_outputs), the last one smaller.
+    const int64_t k = c.attr_int("num_outputs");
+    if (!sizes.empty()) c.invalid("it has both a split input and num_outputs");
+    if (k != parts) c.invalid(fmt::format("num_outputs is {}, but it has {} outputs", k, parts));
+    if (k < 1 || k > std::max<int64_t>(n, 1)) c.invalid(fmt::format("{} elements do not split into {} parts", n, k));
+    const int64_t each = (n + k - 1) / k;
+    for (int64_t at = 0; at < n; at += each) sizes.push_back(std::min(each, n - at));
+    if (static_cast<int64_t>(sizes.size()) != k)
+      c.invalid(fmt::format("{} elements in parts of {} do not make {} parts", n, each, k));
+  }
   if (sizes.empty()) {
     if (parts == 0 || n % parts != 0) c.invalid(fmt::format("{} elements do not split into {} equal parts", n, parts));
     sizes.assign(static_cast<size_t>(parts), n / parts);
@@ -393,7 +425,7 @@ constexpr std::string_view kPerm[] = {"perm"};
 constexpr std::string_view kAxes[] = {"axes"};
 constexpr std::string_view kSlice[] = {"starts", "ends", "axes"};
 constexpr std::string_view kPad[] = {"mode", "pads", "value"};
-constexpr std::string_view kSplit[] = {"axis", "split"};
+constexpr std::string_view kSplit[] = {"axis", "split", "num_outputs"};
 constexpr std::string_view kTrilu[] = {"upper"};
 constexpr std::string_view kEyeLike[] = {"dtype", "k"};
 constexpr std::string_view kBlock[] = {"blocksize", "mode"};
@@ -402,30 +434,30 @@ constexpr std::string_view kWindow[] = {"output_datatype", "periodic"};
 }  // namespace
 
 const ConverterRow kShapeRows[] = {
-    {"Constant", 1, Constant, kConstant},
-    {"Shape", 1, ShapeOp, kShape},
-    {"Size", 1, Size, {}},
-    {"ConstantOfShape", 9, ConstantOfShape, kValue},
-    {"Range", 11, Range, {}},
-    {"Reshape", 1, Reshape, kReshape},
-    {"Flatten", 1, Flatten, kAxis},
-    {"Transpose", 1, Transpose, kPerm},
-    {"Squeeze", 1, Squeeze, kAxes},
-    {"Unsqueeze", 1, Unsqueeze, kAxes},
-    {"Expand", 8, Expand, {}},
-    {"Concat", 4, Concat, kAxis},
-    {"Slice", 1, Slice, kSlice},
-    {"Pad", 2, Pad, kPad},
-    {"Tile", 6, Tile, {}},
-    {"Split", 2, Split, kSplit},
-    {"OneHot", 9, OneHot, kAxis},
-    {"Trilu", 14, Trilu, kTrilu},
-    {"EyeLike", 9, EyeLike, kEyeLike},
-    {"DepthToSpace", 1, DepthToSpace, kBlock},
-    {"SpaceToDepth", 1, SpaceToDepth, kBlock},
-    {"HannWindow", 17, HannWindow, kWindow},
-    {"HammingWindow", 17, HammingWindow, kWindow},
-    {"BlackmanWindow", 17, BlackmanWindow, kWindow},
+    {"Constant", 1, 25, Constant, kConstant},
+    {"Shape", 1, 25, ShapeOp, kShape},
+    {"Size", 1, 25, Size, {}},
+    {"ConstantOfShape", 9, 25, ConstantOfShape, kValue},
+    {"Range", 11, 11, Range, {}},
+    {"Reshape", 1, 25, Reshape, kReshape},
+    {"Flatten", 1, 25, Flatten, kAxis},
+    {"Transpose", 1, 25, Transpose, kPerm},
+    {"Squeeze", 1, 25, Squeeze, kAxes},
+    {"Unsqueeze", 1, 25, Unsqueeze, kAxes},
+    {"Expand", 8, 13, Expand, {}},
+    {"Concat", 4, 13, Concat, kAxis},
+    {"Slice", 1, 13, Slice, kSlice},
+    {"Pad", 2, 25, Pad, kPad},
+    {"Tile", 6, 13, Tile, {}},
+    {"Split", 2, 18, Split, kSplit},
+    {"OneHot", 9, 28, OneHot, kAxis},
+    {"Trilu", 14, 14, Trilu, kTrilu},
+    {"EyeLike", 9, 22, EyeLike, kEyeLike},
+    {"DepthToSpace", 1, 28, DepthToSpace, kBlock},
+    {"SpaceToDepth", 1, 13, SpaceToDepth, kBlock},
+    {"HannWindow", 17, 17, HannWindow, kWindow},
+    {"HammingWindow", 17, 17, HammingWindow, kWindow},
+    {"BlackmanWindow", 17, 17, BlackmanWindow, kWindow},
 };
 const std::span<const ConverterRow> shape_rows = kShapeRows;
 

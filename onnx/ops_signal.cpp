@@ -122,8 +122,8 @@ constexpr std::string_view kStft[] = {"onesided"};
 }  // namespace
 
 const ConverterRow kSignalRows[] = {
-    {"DFT", 17, DFT, kDft},
-    {"STFT", 17, STFT, kStft},
+    {"DFT", 17, 17, DFT, kDft},
+    {"STFT", 17, 17, STFT, kStft},
 };
 const std::span<const ConverterRow> signal_rows = kSignalRows;
 

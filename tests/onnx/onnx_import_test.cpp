@@ -332,6 +332,82 @@ TEST(OnnxImport, SoftmaxFollowsItsOpset) {
   }
 }
 
+TEST(OnnxImport, ReduceMeanFromVersion18TakesItsAxesAsAnInput) {
+  // The RMS norm of Llama-style decoders as the dynamo exporter writes it at opset 18.
+  // kiln once read only the attribute, reduced over every axis, and computed wrong values.
+  ModelBuilder b(18);
+  b.input("x", TensorProto::FLOAT, {2, 2});
+  b.initializer_i64("axes", {-1});
+  add_attr_int(b.node("ReduceMean", {"x", "axes"}, {"y"}), "keepdims", 1);
+  b.output("y");
+  const onnx::Model m = onnx::load(b.save("reduce_mean18.onnx"));
+  const auto y = m({from_vector(std::vector<float>{1, 3, 10, 30}, {2, 2}, Device::cpu())})[0];
+  EXPECT_EQ(y.shape(), Shape({2, 1}));
+  EXPECT_THAT(y.to_vector<float>(), ::testing::ElementsAre(2.0f, 20.0f));
+}
+
+TEST(OnnxImport, AnOpVersionNewerThanItsConverterIsRefusedNamingIt) {
+  // GridSample-20 renamed its modes and went N-d; kiln's converter is GridSample-16's.
+  ModelBuilder b(20);
+  b.input("x", TensorProto::FLOAT, {1, 1, 2, 2});
+  b.input("grid", TensorProto::FLOAT, {1, 2, 2, 2});
+  b.node("GridSample", {"x", "grid"}, {"y"}, "sampler");
+  b.output("y");
+  const std::string e = error_of(b.save("grid_sample20.onnx"));
+  EXPECT_THAT(e, ::testing::HasSubstr("node 'sampler' (GridSample, opset 20)")) << e;
+  EXPECT_THAT(e, ::testing::HasSubstr("GridSample-20 (in force at opset 20) is newer than kiln's converter")) << e;
+  // An op that does not exist yet at the model's opset is an invalid model.
+  ModelBuilder old(12);
+  old.input("x", TensorProto::FLOAT, {2});
+  old.node("HardSwish", {"x"}, {"y"});
+  old.output("y");
+  EXPECT_THAT(error_of(old.save("hard_swish12.onnx")), ::testing::HasSubstr("HardSwish does not exist at opset 12"));
+}
+
+TEST(OnnxImport, SplitFromVersion18SplitsIntoNumOutputsPartsTheLastSmaller) {
+  ModelBuilder b(18);
+  b.input("x", TensorProto::FLOAT, {7});
+  add_attr_int(b.node("Split", {"x"}, {"a", "b", "c"}), "num_outputs", 3);
+  for (const char* o : {"a", "b", "c"}) b.output(o);
+  const onnx::Model m = onnx::load(b.save("split18.onnx"));
+  const auto y = m({from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6}, {7}, Device::cpu())});
+  ASSERT_EQ(y.size(), 3u);
+  EXPECT_THAT(y[0].to_vector<float>(), ::testing::ElementsAre(0.0f, 1.0f, 2.0f));
+  EXPECT_THAT(y[1].to_vector<float>(), ::testing::ElementsAre(3.0f, 4.0f, 5.0f));
+  EXPECT_THAT(y[2].to_vector<float>(), ::testing::ElementsAre(6.0f));
+}
+
+TEST(OnnxImport, AnInitializerUsedDirectlyAndThroughIdentityIsOneWeight) {
+  // One node reads the initializer, a second reads it through Identity, a third reads it
+  // again: evaluating the Identity while importing once turned the shared constant into a
+  // computed value, which the trace then took for an extra graph parameter.
+  for (const auto weights : {onnx::Weights::Inline, onnx::Weights::Parameters}) {
+    ModelBuilder b;
+    b.input("x", TensorProto::FLOAT, {2});
+    b.initializer("w", {2}, {1, 2});
+    b.node("Add", {"x", "w"}, {"a"});
+    b.node("Identity", {"w"}, {"w2"});
+    b.node("Mul", {"a", "w2"}, {"m"});
+    b.node("Sub", {"m", "w"}, {"y"});
+    b.output("y");
+    onnx::ImportOptions options;
+    options.weights = weights;
+    options.inline_max_elements = 0;
+    const onnx::Model m = onnx::load(b.save("identity_of_weight.onnx"), options);
+    EXPECT_EQ(m.graph.inputs().size(), 1 + m.weight_names.size());
+    const auto y = m({from_vector(std::vector<float>{10, 20}, {2}, Device::cpu())})[0];
+    EXPECT_THAT(y.to_vector<float>(), ::testing::ElementsAre(10.0f, 42.0f));  // (x + w) * w - w
+  }
+}
+
+TEST(OnnxImport, OpVersionsAreONNXsAndEveryConverterNamesRealOnes) {
+  for (const onnx::SupportedOp& op : onnx::supported_ops()) {
+    ASSERT_FALSE(op.versions.empty()) << op.name;
+    EXPECT_EQ(op.versions.front(), op.first_version) << op.name << ": first_version is not a version ONNX defines";
+    EXPECT_EQ(op.versions.back(), op.last_version) << op.name << ": last_version is not a version ONNX defines";
+  }
+}
+
 TEST(OnnxImport, NotAModelIsAClearError) {
   const fs::path p = fs::temp_directory_path() / ("kiln_not_onnx_" + std::to_string(::getpid()) + ".onnx");
   std::ofstream(p) << "graph @g() {}";

@@ -90,10 +90,14 @@ Expected<std::vector<std::string>> model_input_names(const std::string& path);
 /// The tensors of an ONNX TensorProto file (`input_0.pb` of ONNX's test data).
 Expected<HostTensor> read_tensor_file(const std::string& path);
 
-/// The ONNX ops the importer maps, with the opset versions it has checked each against.
+/// The ONNX ops the importer maps, with the versions of each (ONNX's per-op versions: an
+/// opset puts in force the newest version at or below it) its converter was written for.
+/// A model whose opset puts another version in force is refused naming it.
 struct SupportedOp {
   std::string name;
-  int since_opset;  // the earliest version the mapping handles
+  int first_version;
+  int last_version;
+  std::vector<int> versions;  // the versions ONNX defines from first through last
 };
 std::vector<SupportedOp> supported_ops();
 

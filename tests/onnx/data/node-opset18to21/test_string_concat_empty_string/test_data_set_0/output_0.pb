@@ -1,0 +1,1 @@
+2abc2abcBresult
