@@ -16,8 +16,7 @@ namespace {
 struct CheckOptions {
   std::string file;
   std::string device = "all";
-  int64_t seed = 0;
-  std::vector<std::string> inputs;
+  InputOptions inputs;
 };
 
 std::string_view precision_name(test::Precision p) {
@@ -38,10 +37,11 @@ Command add_check_command(CLI::App& app) {
   sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
   sub->add_option("--device", opts->device, "A device name, or 'all' for every compiling device (see kiln devices)")
       ->capture_default_str();
-  add_input_options(sub, opts->inputs, opts->seed);
+  add_input_options(sub, opts->inputs);
   return {sub, [opts]() {
-            const Graph g = load_graph(opts->file);
-            const std::vector<HostTensor> inputs = make_inputs(g, opts->inputs, opts->seed);
+            const RunnableGraph runnable = load_runnable(opts->file, opts->inputs);
+            const Graph& g = runnable.graph;
+            const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs);
             std::vector<Device> devices;
             if (opts->device == "all") {
               for (Device d : registered_devices())

@@ -39,11 +39,35 @@ void write_output(const std::string& path, const std::string& text);
 /// imported with its weights inline). Throws kiln::Error with the diagnostic.
 Graph load_graph(const std::string& path);
 
-/// The parameters of `g`: NAME=FILE.npy for those `specs` name, seeded random values for the
-/// rest (floats uniform in [-1, 1), integers in [-8, 8), bools fair). Throws kiln::Error.
-std::vector<HostTensor> make_inputs(const Graph& g, const std::vector<std::string>& specs, int64_t seed);
-/// `--seed N` and `--input NAME=FILE.npy` (repeatable) on `sub`, for make_inputs.
-void add_input_options(CLI::App* sub, std::vector<std::string>& inputs, int64_t& seed);
+/// What a command runs a graph with: `--input NAME=FILE.npy` and `--input-shape NAME=2x3`
+/// (each repeatable), and the seed of the inputs no file gives.
+struct InputOptions {
+  std::vector<std::string> files;
+  std::vector<std::string> shapes;
+  int64_t seed = 0;
+};
+/// `--seed`, `--input` and `--input-shape` on `sub`.
+void add_input_options(CLI::App* sub, InputOptions& options);
+
+/// A graph to run, and the names its parameters answer to besides their SSA names: for an
+/// ONNX model, the model's own input names (`gpu_0/data_0`, sanitized to `gpu_0_data_0`).
+struct RunnableGraph {
+  Graph graph;
+  std::vector<std::string> source_names;  // one per parameter; "" where there is none
+};
+/// load_graph, where an ONNX model's symbolic dims take their sizes from `--input-shape`,
+/// else from the shape of the `--input` file given for that input.
+RunnableGraph load_runnable(const std::string& path, const InputOptions& options);
+
+/// The parameters of `g`: the .npy files that `--input` names (by SSA or model name), seeded
+/// random values for the rest (floats uniform in [-1, 1), integers in [-8, 8), bools fair).
+/// Throws kiln::Error.
+std::vector<HostTensor> make_inputs(const RunnableGraph& g, const InputOptions& options);
+
+/// NAME=VALUE split at the first '='; kiln::Error naming `option` otherwise.
+std::pair<std::string, std::string> split_spec(const std::string& spec, std::string_view option);
+/// "2x3x4" (or "scalar") as a Shape; kiln::Error otherwise.
+Shape parse_shape(const std::string& text);
 
 /// A duration for people: "230 ns", "38.4 us", "8.57 ms"; "-" when not positive (unmeasured).
 std::string time_text(double ns);

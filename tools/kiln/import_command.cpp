@@ -23,29 +23,6 @@ struct ImportCommandOptions {
   bool stats = false;
 };
 
-std::pair<std::string, std::string> split_spec(const std::string& spec, std::string_view option) {
-  const size_t eq = spec.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-    throw Error(fmt::format("error: {} takes NAME=VALUE, got '{}'", option, spec));
-  return {spec.substr(0, eq), spec.substr(eq + 1)};
-}
-
-Shape parse_shape(const std::string& text) {
-  std::vector<int64_t> dims;
-  if (text != "scalar") {
-    size_t at = 0;
-    while (at <= text.size()) {
-      const size_t x = std::min(text.find('x', at), text.size());
-      const std::string d = text.substr(at, x - at);
-      if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos)
-        throw Error(fmt::format("error: --input-shape: '{}' is not a shape like 2x3x4 (or 'scalar')", text));
-      dims.push_back(std::stoll(d));
-      at = x + 1;
-    }
-  }
-  return Shape(std::span<const int64_t>(dims));
-}
-
 }  // namespace
 
 Command add_import_command(CLI::App& app) {
@@ -105,6 +82,14 @@ Command add_import_command(CLI::App& app) {
                                        weight_elements);
               std::cerr << fmt::format("// imported: {} nodes; after -O2: {} nodes in {} kernels\n", before.nodes,
                                        after.nodes, after.kernels);
+              // The names --input and ImportOptions take, beside the parameters they became.
+              const auto params = model.graph.inputs();
+              for (size_t k = 0; k < model.input_names.size(); ++k)
+                std::cerr << fmt::format("// input '{}': %{} {}\n", model.input_names[k],
+                                         model.graph.node(params[k]).name, model.graph.type(params[k]).str());
+              for (size_t k = 0; k < model.output_names.size(); ++k)
+                std::cerr << fmt::format("// output '{}': {}\n", model.output_names[k],
+                                         model.graph.type(model.graph.outputs()[k]).str());
             }
             return 0;
           }};

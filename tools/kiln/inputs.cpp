@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "kiln/ir/scalar_semantics.h"
+#include "kiln/onnx/onnx.h"
 #include "kiln/runtime/npy.h"
 
 namespace kiln::cli {
@@ -29,9 +30,57 @@ HostTensor random_input(const TensorType& type, int64_t seed, size_t input_index
 
 }  // namespace
 
-std::vector<HostTensor> make_inputs(const Graph& g, const std::vector<std::string>& specs, int64_t seed) {
+std::pair<std::string, std::string> split_spec(const std::string& spec, std::string_view option) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw Error(fmt::format("error: {} takes NAME=VALUE, got '{}'", option, spec));
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
+Shape parse_shape(const std::string& text) {
+  std::vector<int64_t> dims;
+  if (text != "scalar") {
+    size_t at = 0;
+    while (at <= text.size()) {
+      const size_t x = std::min(text.find('x', at), text.size());
+      const std::string d = text.substr(at, x - at);
+      if (d.empty() || d.size() > 18 || d.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(fmt::format("error: --input-shape: '{}' is not a shape like 2x3x4 (or 'scalar')", text));
+      dims.push_back(std::stoll(d));
+      at = x + 1;
+    }
+  }
+  return Shape(std::span<const int64_t>(dims));
+}
+
+RunnableGraph load_runnable(const std::string& path, const InputOptions& options) {
+  if (!path.ends_with(".onnx")) {
+    if (!options.shapes.empty()) throw Error("error: --input-shape is for ONNX models; IR text states its shapes");
+    RunnableGraph g{load_graph(path), {}};
+    g.source_names.assign(g.graph.inputs().size(), "");
+    return g;
+  }
+  onnx::ImportOptions import;
+  import.weights = onnx::Weights::Inline;  // every parameter left is one of the model's inputs
+  for (const std::string& spec : options.files) {
+    auto [name, file] = split_spec(spec, "--input");
+    if (name[0] == '%') continue;  // an SSA name: the model's name is what sizes a dim
+    import.input_shapes[name] = read_npy(file).shape();
+  }
+  for (const std::string& spec : options.shapes) {
+    auto [name, shape] = split_spec(spec, "--input-shape");
+    import.input_shapes[name] = parse_shape(shape);
+  }
+  onnx::Model model = onnx::load(path, import);
+  RunnableGraph g{std::move(model.graph), std::move(model.input_names)};
+  g.source_names.resize(g.graph.inputs().size());
+  return g;
+}
+
+std::vector<HostTensor> make_inputs(const RunnableGraph& rg, const InputOptions& options) {
+  const Graph& g = rg.graph;
   std::map<std::string, std::string> files;
-  for (const std::string& spec : specs) {
+  for (const std::string& spec : options.files) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
       throw Error(fmt::format("--input '{}' must look like NAME=FILE.npy", spec));
@@ -42,26 +91,42 @@ std::vector<HostTensor> make_inputs(const Graph& g, const std::vector<std::strin
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const Node& in = g.node(g.inputs()[i]);
+    const std::string& source = i < rg.source_names.size() ? rg.source_names[i] : std::string();
     auto it = files.find(in.name);
+    if (it == files.end() && !source.empty()) it = files.find(source);
     if (it == files.end()) {
-      inputs.push_back(random_input(in.type, seed, i));
+      inputs.push_back(random_input(in.type, options.seed, i));
       continue;
     }
     HostTensor t = read_npy(it->second);
     if (!(t.type() == in.type))
-      throw Error(fmt::format("{}: error: input %{} expects {}, the file holds {}", it->second, in.name,
+      throw Error(fmt::format("{}: error: input {} expects {}, the file holds {}", it->second,
+                              source.empty() ? "%" + in.name : fmt::format("'{}' (%{})", source, in.name),
                               in.type.str(), t.type().str()));
     inputs.push_back(std::move(t));
     files.erase(it);
   }
-  if (!files.empty())
-    throw Error(fmt::format("--input names '{}', which is not a parameter of @{}", files.begin()->first, g.name()));
+  if (!files.empty()) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const std::string& source = i < rg.source_names.size() ? rg.source_names[i] : std::string();
+      names.push_back(source.empty() ? g.node(g.inputs()[i]).name : source);
+    }
+    throw Error(fmt::format("--input names '{}', which is not an input of @{} (its inputs: {})", files.begin()->first,
+                            g.name(), names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
+  }
   return inputs;
 }
 
-void add_input_options(CLI::App* sub, std::vector<std::string>& inputs, int64_t& seed) {
-  sub->add_option("--seed", seed, "Seed for the random inputs")->capture_default_str();
-  sub->add_option("--input", inputs, "Take parameter NAME from a .npy file (repeatable)")->type_name("NAME=FILE.npy");
+void add_input_options(CLI::App* sub, InputOptions& options) {
+  sub->add_option("--seed", options.seed, "Seed for the random inputs")->capture_default_str();
+  sub->add_option("--input", options.files,
+                  "Take input NAME (its SSA name, or an ONNX model's own input name) from a .npy file (repeatable)")
+      ->type_name("NAME=FILE.npy");
+  sub->add_option("--input-shape", options.shapes,
+                  "An ONNX model's input shape where its dims are symbolic and no --input file gives them "
+                  "(repeatable)")
+      ->type_name("NAME=2x3x4");
 }
 
 }  // namespace kiln::cli

@@ -16,8 +16,7 @@ namespace {
 
 struct RunOptions {
   std::string file;
-  int64_t seed = 0;
-  std::vector<std::string> inputs;
+  InputOptions inputs;
   bool print = false;
   bool full = false;
   std::string save_dir;
@@ -43,7 +42,7 @@ Command add_run_command(CLI::App& app) {
   auto opts = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand("run", "Run a graph on seeded random inputs or .npy files and report its outputs.");
   sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
-  add_input_options(sub, opts->inputs, opts->seed);
+  add_input_options(sub, opts->inputs);
   sub->add_flag("--print", opts->print, "Print the values of every output");
   sub->add_flag("--full", opts->full, "With --print, print every value (no '...' summary)");
   sub->add_option("--save", opts->save_dir, "Write every output as DIR/<name>.npy")->type_name("DIR");
@@ -52,8 +51,9 @@ Command add_run_command(CLI::App& app) {
   sub->add_flag("--check", opts->check, "Also run the reference interpreter and report the largest difference");
   return {sub, [opts]() {
             const Device device = Device::parse(opts->device);
-            const Graph g = load_graph(opts->file);
-            const std::vector<HostTensor> inputs = make_inputs(g, opts->inputs, opts->seed);
+            const RunnableGraph runnable = load_runnable(opts->file, opts->inputs);
+            const Graph& g = runnable.graph;
+            const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs);
             const std::vector<HostTensor> outputs = run_on_host(device, g, inputs);
             if (opts->check) {
               const std::vector<HostTensor> expected = interpret(g, inputs);
