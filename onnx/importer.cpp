@@ -218,6 +218,7 @@ struct Importer {
   const std::vector<std::string>& fixed;  // model inputs replaced by their given values
   const std::vector<HostTensor>& initializers;  // the graph's, in its order, read once per load
   Model result;
+  std::vector<size_t> weight_initializers;  // the initializer of each of result.weight_names
 
   std::vector<Tensor> run_nodes(const std::vector<Tensor>& args,
                                 const std::vector<std::pair<std::string, HostTensor>>& known_inits,
@@ -377,15 +378,15 @@ struct Importer {
     }
     for (int k = 0; k < g.initializer_size(); ++k) {
       const ::onnx::TensorProto& t = g.initializer(k);
-      HostTensor v = initializers[static_cast<size_t>(k)];
+      const HostTensor& v = initializers[static_cast<size_t>(k)];
       if (options.weights == Weights::Parameters && v.numel() > options.inline_max_elements) {
         examples.push_back(kiln::zeros(v.shape(), v.dtype(), Device::interp()));
         arg_names.push_back(t.name());
         arg_inputs.push_back("");
         result.weight_names.push_back(t.name());
-        result.weights.push_back(std::move(v));
+        weight_initializers.push_back(static_cast<size_t>(k));  // moved into result.weights once imported
       } else {
-        known.emplace_back(t.name(), std::move(v));
+        known.emplace_back(t.name(), v);
       }
     }
     if (examples.empty()) {
@@ -447,19 +448,24 @@ struct Importer {
 }  // namespace detail
 
 Model load(const std::string& path, const ImportOptions& options) {
-  const ::onnx::ModelProto model = detail::read_model_file(path);
+  ::onnx::ModelProto model = detail::read_model_file(path);
   const std::string base_dir = std::filesystem::path(path).parent_path().string();
   std::vector<HostTensor> initializers;
   std::vector<std::string> fixed;
   try {
-    for (const auto& t : model.graph().initializer()) initializers.push_back(detail::tensor_from_proto(t, base_dir));
+    // Each initializer's bytes are dropped from the message once read: the weights are in
+    // memory once, not twice.
+    for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+      initializers.push_back(detail::tensor_from_proto(t, base_dir));
+      t.clear_raw_data();
+    }
   } catch (const Unsupported& e) {
     throw Unsupported(fmt::format("{}: {}", path, e.what()));
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
   for (;;) {
-    detail::Importer imp{model, options, path, base_dir, fixed, initializers, {}};
+    detail::Importer imp{model, options, path, base_dir, fixed, initializers, {}, {}};
     try {
       imp.run();
     } catch (const detail::NeedsInputValue& need) {
@@ -481,6 +487,7 @@ Model load(const std::string& path, const ImportOptions& options) {
     }
     if (Status st = verify(imp.result.graph); !st)
       throw Error(fmt::format("{}: the imported graph does not verify (a kiln bug): {}", path, st.error().str()));
+    for (size_t k : imp.weight_initializers) imp.result.weights.push_back(std::move(initializers[k]));
     return std::move(imp.result);
   }
 }
@@ -527,6 +534,12 @@ std::vector<SupportedOp> supported_ops() {
       if (v.version >= r.first_version && v.version <= r.last_version) op.versions.push_back(v.version);
     out.push_back(std::move(op));
   }
+  return out;
+}
+
+std::vector<int> op_versions(const std::string& op) {
+  std::vector<int> out;
+  for (const detail::OpVersion& v : detail::op_versions(op)) out.push_back(v.version);
   return out;
 }
 

@@ -1,31 +1,66 @@
 // onnx/proto.cpp - ONNX files and TensorProtos read into kiln types.
 #include "proto.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
 namespace kiln::onnx::detail {
 namespace {
 
-std::string read_bytes(const std::string& path, int64_t offset = 0, int64_t length = -1) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open the file", path));
-  in.seekg(0, std::ios::end);
-  const int64_t size = in.tellg();
-  if (offset < 0 || offset > size || (length >= 0 && offset + length > size))
-    throw Error(fmt::format("{}: bytes [{}, {}) are past its end ({} bytes)", path, offset,
-                            length < 0 ? size : offset + length, size));
-  if (length < 0) length = size - offset;
-  std::string bytes(static_cast<size_t>(length), '\0');
-  in.seekg(offset);
-  in.read(bytes.data(), length);
-  if (!in) throw Error(fmt::format("{}: read failed", path));
-  return bytes;
-}
+// A file mapped read-only: its bytes without a copy (the page cache's own pages).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(fmt::format("{}: cannot open the file", path));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error(fmt::format("{}: cannot open the file (not a regular file)", path));
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (data_ == MAP_FAILED) {
+        data_ = nullptr;
+        ::close(fd);
+        throw Error(fmt::format("{}: cannot map the file", path));
+      }
+    }
+    ::close(fd);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() {
+    if (data_) ::munmap(data_, size_);
+  }
+  const char* data() const { return static_cast<const char*>(data_); }
+  size_t size() const { return size_; }
+  /// Bytes [offset, offset + length) (to the end for length < 0); kiln::Error past the end.
+  std::string_view range(int64_t offset, int64_t length) const {
+    const auto size = static_cast<int64_t>(size_);
+    if (offset < 0 || offset > size || (length >= 0 && (length > size || offset > size - length)))
+      throw Error(fmt::format("{}: bytes [{}, {}) are past its end ({} bytes)", path_, offset,
+                              length < 0 ? size : offset + length, size));
+    if (length < 0) length = size - offset;
+    return {data() + offset, static_cast<size_t>(length)};
+  }
+
+ private:
+  std::string path_;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // A tensor of `type` from the repeated field `field`, each value put by `set(out, i, value)`.
 // The field's size is checked before anything is allocated (tensor_from_proto).
@@ -83,7 +118,10 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
   // overcommits memory, the 1.5 TB tensor it named was allocated and filled, and the
   // kernel killed the process).
   try {
-    std::string raw;
+    // Raw bytes are copied once, from the parsed message or the mapped external file into
+    // the tensor (whose alignment kernels rely on).
+    std::optional<MappedFile> external;
+    std::string_view raw;
     bool has_raw = t.has_raw_data();
     if (t.data_location() == P::EXTERNAL) {
       std::string location;
@@ -97,7 +135,8 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
       const std::filesystem::path p = std::filesystem::path(location);
       if (p.is_absolute() || location.find("..") != std::string::npos)
         throw Error(fmt::format("its external data file '{}' is outside the model's folder", location));
-      raw = read_bytes((std::filesystem::path(base_dir) / p).string(), offset, length);
+      external.emplace((std::filesystem::path(base_dir) / p).string());
+      raw = external->range(offset, length);
       has_raw = true;
     } else if (has_raw) {
       raw = t.raw_data();
@@ -106,7 +145,7 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
       if (static_cast<int64_t>(raw.size()) != *checked_bytes(type))
         throw Error(fmt::format("raw_data holds {} bytes for {} elements of {} bytes", raw.size(), type.shape.numel(),
                                 dtype_size(dtype)));
-      HostTensor out(type);
+      HostTensor out = HostTensor::uninitialized(type);
       if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
       if (dtype == DType::Bool)
         for (int64_t i = 0; i < out.numel(); ++i) out.set_int(i, out.get_int(i) != 0);
@@ -142,9 +181,13 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
 }
 
 ::onnx::ModelProto read_model_file(const std::string& path) {
-  const std::string bytes = read_bytes(path);
+  const MappedFile file(path);
+  if (file.size() > static_cast<size_t>(INT_MAX))
+    throw Error(fmt::format("{}: {} bytes is past protobuf's 2 GiB limit (large weights belong in external data)",
+                            path, file.size()));
   ::onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) throw Error(fmt::format("{}: not an ONNX model (the protobuf does not parse)", path));
+  if (!model.ParseFromArray(file.data(), static_cast<int>(file.size())))
+    throw Error(fmt::format("{}: not an ONNX model (the protobuf does not parse)", path));
   if (!model.has_graph()) throw Error(fmt::format("{}: the model has no graph", path));
   return model;
 }
