@@ -1,4 +1,5 @@
 // tools/kiln/import_command.cpp - `kiln import`: an ONNX model as kiln IR text.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -21,14 +22,36 @@ struct ImportCommandOptions {
   std::vector<std::string> shapes;  // NAME=2x3x4
   std::vector<std::string> values;  // NAME=FILE.npy
   bool stats = false;
+  bool list_ops = false;
 };
+
+// docs/onnx.md's table of converters: each op with the versions kiln maps, the opsets those
+// are in force at, and ONNX's newer versions, which a model's opset may not reach.
+std::string ops_table() {
+  std::string out = "| op | versions kiln maps | opsets | newer versions (refused) |\n|---|---|---|---|\n";
+  std::vector<onnx::SupportedOp> ops = onnx::supported_ops();
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (const onnx::SupportedOp& op : ops) {
+    const std::vector<int> all = onnx::op_versions(op.name);
+    std::vector<int> newer;
+    for (int v : all)
+      if (v > op.last_version) newer.push_back(v);
+    const std::string last_opset = newer.empty() ? fmt::format("{}+", op.first_version)
+                                                 : fmt::format("{}-{}", op.first_version, newer.front() - 1);
+    out += fmt::format("| {} | {} | {} | {} |\n", op.name, fmt::join(op.versions, ", "), last_opset,
+                       newer.empty() ? std::string("") : fmt::format("{}", fmt::join(newer, ", ")));
+  }
+  return out;
+}
 
 }  // namespace
 
 Command add_import_command(CLI::App& app) {
   auto opts = std::make_shared<ImportCommandOptions>();
   CLI::App* sub = app.add_subcommand("import", "Import an ONNX model as kiln IR (see docs/onnx.md).");
-  sub->add_option("file", opts->file, "the .onnx file")->required();
+  sub->add_option("file", opts->file, "the .onnx file");
+  sub->add_flag("--list-ops", opts->list_ops,
+                "print the ONNX ops kiln maps, with the op versions (and so opsets) each handles, as a Markdown table");
   sub->add_option("-o,--output", opts->output, "where to write the IR (default: stdout)");
   sub->add_option("--weights", opts->weights,
                   "params: weights are graph parameters, written as .npy files beside -o (FILE.weights/NAME.npy); "
@@ -42,6 +65,11 @@ Command add_import_command(CLI::App& app) {
       ->type_name("NAME=FILE.npy");
   sub->add_flag("--stats", opts->stats, "print the model's size and the kernels it fuses into, to stderr");
   return {sub, [opts]() {
+            if (opts->list_ops) {
+              std::cout << ops_table();
+              return 0;
+            }
+            if (opts->file.empty()) throw Error("error: kiln import needs a .onnx file (or --list-ops)");
             onnx::ImportOptions options;
             options.weights = opts->weights == "inline" ? onnx::Weights::Inline : onnx::Weights::Parameters;
             for (const std::string& s : opts->shapes) {

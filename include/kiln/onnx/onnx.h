@@ -100,5 +100,8 @@ struct SupportedOp {
   std::vector<int> versions;  // the versions ONNX defines from first through last
 };
 std::vector<SupportedOp> supported_ops();
+/// Every version ONNX defines of `op` in its default domain, through the newest opset kiln
+/// knows (the history is generated from onnx's operator schemas); empty for an unknown op.
+std::vector<int> op_versions(const std::string& op);
 
 }  // namespace kiln::onnx
