@@ -15,6 +15,7 @@
 # The matmul workloads follow, against the peers' GEMMs in alternating processes; then, on
 # opencl:0, W1-W5b beside a device copy (kiln_opencl_copy_peer) and the matmul workloads
 # against CLBlast (kiln_clblast_peer) on the same device.
+# With MODELS=1 the real-model suite follows (benchmarks/models/README.md).
 # The exit status is 1 when a workload result disagrees with the hand loop's or a peer fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -118,5 +119,17 @@ for r in rows:
     print(f"| {r['workload']} | {r['peer']} | {r['variant']} | {r['threads']} | {r['median_ms']:.4g} "
           f"| {r['min_ms']:.4g} | {r['max_ms']:.4g} |")
 PY
+fi
+
+# The real-model suite (benchmarks/models): with MODELS=1, kiln on cpu, opencl:0 and
+# vulkan:0 against onnxruntime on the models export.py wrote to benchmarks/models/out (the
+# peers' venv: ../shared/peers/setup_jit_venv.sh, then benchmarks/models/export.py).
+if [[ ${MODELS:-0} == 1 ]]; then
+  venv=${PEERS_VENV:-$HOME/.cache/peers-venv}
+  if [[ -x $venv/bin/python && -d benchmarks/models/out ]]; then
+    "$venv/bin/python" benchmarks/models/run.py --kiln-bench build-release/bin/kiln_model_bench || status=1
+  else
+    echo "run.sh: skipping the model suite (no $venv or no benchmarks/models/out: see benchmarks/models/README.md)" >&2
+  fi
 fi
 exit "$status"

@@ -18,6 +18,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -116,6 +117,10 @@ def main() -> None:
                 continue
             cells.append(f"ok, {ms(k['import_s'])} / {ms(k['steady_s'])} ({k['steady_s'] / r['ort_run_s']:.1f}x)")
         print("| " + " | ".join(cells) + " |")
+    failed = [f"{r['model']} on {dev}" for r in rows for dev in devices if r["kiln"][dev]["status"] != "ok"]
+    if failed:
+        print("\nnot ok: " + ", ".join(failed))
+        sys.exit(1)
 
 
 if __name__ == "__main__":
