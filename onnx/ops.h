@@ -22,6 +22,15 @@ extern const std::span<const ConverterRow> quant_rows;        // ops_quant.cpp
 
 inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()}; }
 
+/// `f(x)` computed in f32 and rounded once where `x` is f16 or bf16: an ONNX op that kiln
+/// builds from several primitives (softmax, layer norm, GELU) rounds its result once, as
+/// ONNX Runtime and PyTorch compute it, not after each primitive (2 ulps off in f16).
+template <class F>
+Tensor rounded_once(const Tensor& x, F f) {
+  if (x.dtype() != DType::F16 && x.dtype() != DType::BF16) return f(x);
+  return f(x.to(DType::F32)).to(x.dtype());
+}
+
 /// `axis` in [-rank, rank) made non-negative; kiln::Error naming `what` otherwise.
 int64_t normalize_axis(NodeContext& c, int64_t axis, int64_t rank, std::string_view what);
 

@@ -21,6 +21,12 @@ void require_float(NodeContext& c, const Tensor& x) {
                               c.node().op_type(), dtype_name(x.dtype())));
 }
 
+// log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)): no overflow where exp(x) is infinite
+// (softplus(100) is 100, not inf), as ONNX Runtime computes it.
+Tensor softplus(NodeContext& c, const Tensor& x) {
+  return x.maximum(c.scalar_like(0, x)) + ((c.scalar_like(0, x) - x.abs()).exp() + c.scalar_like(1, x)).log();
+}
+
 #define UNARY(Name, expr)                                  \
   std::vector<Tensor> Name(NodeContext& c) {               \
     Tensor x = c.input(0);                                 \
@@ -115,7 +121,16 @@ std::vector<Tensor> HardSigmoid(NodeContext& c) {
 std::vector<Tensor> Gelu(NodeContext& c) {
   const std::string a = c.attr_string("approximate", "none");
   if (a != "none" && a != "tanh") c.invalid(fmt::format("approximate '{}' is none of none, tanh", a));
-  return {c.input(0).gelu(a == "tanh" ? GeluApproximation::Tanh : GeluApproximation::Erf)};
+  return {rounded_once(c.input(0), [&](const Tensor& x) {
+    return x.gelu(a == "tanh" ? GeluApproximation::Tanh : GeluApproximation::Erf);
+  })};
+}
+
+// Mish-18: x tanh(softplus(x)), softplus as Softplus computes it.
+std::vector<Tensor> Mish(NodeContext& c) {
+  Tensor x = c.input(0);
+  require_float(c, x);
+  return {rounded_once(x, [&](const Tensor& t) { return t * softplus(c, t).tanh(); })};
 }
 
 std::vector<Tensor> HardSwish(NodeContext& c) {
@@ -127,7 +142,7 @@ std::vector<Tensor> HardSwish(NodeContext& c) {
 std::vector<Tensor> Softplus(NodeContext& c) {
   Tensor x = c.input(0);
   require_float(c, x);
-  return {(x.exp() + c.scalar_like(1, x)).log()};
+  return {rounded_once(x, [&](const Tensor& t) { return softplus(c, t); })};
 }
 std::vector<Tensor> Shrink(NodeContext& c) {
   Tensor x = c.input(0);
@@ -334,6 +349,7 @@ const ConverterRow kElementwiseRows[] = {
     {"HardSigmoid", 6, 22, HardSigmoid, kAlphaBeta},
     {"HardSwish", 14, 22, HardSwish, {}},
     {"Gelu", 20, 20, Gelu, kGelu},
+    {"Mish", 18, 22, Mish, {}},
     {"Softplus", 1, 22, Softplus, {}},
     {"Shrink", 9, 9, Shrink, kShrink},
     {"PRelu", 1, 16, PRelu, kConsumed},

@@ -82,7 +82,12 @@ std::vector<Tensor> GridSample(NodeContext& c) {
   s.flat = x.reshape({s.n, s.ch, s.h * s.w});
   const Tensor g = grid.to(x.dtype());
   const Tensor gx = s.unnormalize(g.slice(3, 0, 1).squeeze(3), s.w), gy = s.unnormalize(g.slice(3, 1, 2).squeeze(3), s.h);
-  const std::string mode = c.attr_string("mode", "bilinear");
+  // GridSample-20 named the modes linear and cubic (and took N-d inputs, which kiln
+  // refuses above); on 4-d inputs they are bilinear and bicubic.
+  std::string mode = c.attr_string("mode", c.version() >= 20 ? "linear" : "bilinear");
+  if (c.version() >= 20 && (mode == "linear" || mode == "cubic")) mode = mode == "linear" ? "bilinear" : "bicubic";
+  else if (c.version() >= 20 && (mode == "bilinear" || mode == "bicubic"))
+    c.invalid(fmt::format("mode '{}' is none of linear, nearest, cubic (the names from version 20 on)", mode));
   if (mode == "nearest") return {s.tap(s.pad(gx, s.w).round(), s.pad(gy, s.h).round())};
   if (mode == "bilinear") {
     const Tensor ix = s.pad(gx, s.w), iy = s.pad(gy, s.h);
@@ -116,7 +121,7 @@ constexpr std::string_view kGridSample[] = {"align_corners", "mode", "padding_mo
 }  // namespace
 
 const ConverterRow kGridSampleRows[] = {
-    {"GridSample", 16, 16, GridSample, kGridSample},
+    {"GridSample", 16, 22, GridSample, kGridSample},
 };
 const std::span<const ConverterRow> grid_sample_rows = kGridSampleRows;
 

@@ -74,8 +74,12 @@ std::vector<Tensor> LayerNormalization(NodeContext& c) {
   const int64_t axis = normalize_axis(c, c.attr_int("axis", -1), x.rank(), "axis");
   Axes axes;
   for (int64_t d = axis; d < x.rank(); ++d) axes.push_back(d);
-  const Normalized n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5));
-  Tensor y = n.y * c.input(1);
+  // stash_type 1: f16 and bf16 inputs normalize in f32, and the mean and inverse standard
+  // deviation outputs stay f32; the result is rounded to the input's type before the
+  // scale and bias, as the op's function body says.
+  const bool narrow = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
+  const Normalized n = normalize(c, narrow ? x.to(DType::F32) : x, axes, c.attr_float("epsilon", 1e-5));
+  Tensor y = (narrow ? n.y.to(x.dtype()) : n.y) * c.input(1);
   if (c.has_input(2)) y = y + c.input(2);
   return {y, n.mean, n.inv_std};
 }

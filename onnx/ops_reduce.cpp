@@ -116,10 +116,14 @@ Tensor over_axis(NodeContext& c, const Tensor& x, F f) {
 }
 
 std::vector<Tensor> Softmax(NodeContext& c) {
-  return {over_axis(c, c.input(0), [](const Tensor& t, int64_t a) { return t.softmax(a); })};
+  return {rounded_once(c.input(0), [&](const Tensor& x) {
+    return over_axis(c, x, [](const Tensor& t, int64_t a) { return t.softmax(a); });
+  })};
 }
 std::vector<Tensor> LogSoftmax(NodeContext& c) {
-  return {over_axis(c, c.input(0), [](const Tensor& t, int64_t a) { return t.log_softmax(a); })};
+  return {rounded_once(c.input(0), [&](const Tensor& x) {
+    return over_axis(c, x, [](const Tensor& t, int64_t a) { return t.log_softmax(a); });
+  })};
 }
 // 1 at the first maximum along the axis, 0 elsewhere.
 std::vector<Tensor> Hardmax(NodeContext& c) {

@@ -347,15 +347,16 @@ TEST(OnnxImport, ReduceMeanFromVersion18TakesItsAxesAsAnInput) {
 }
 
 TEST(OnnxImport, AnOpVersionNewerThanItsConverterIsRefusedNamingIt) {
-  // GridSample-20 renamed its modes and went N-d; kiln's converter is GridSample-16's.
+  // DFT-20 takes its axis as an input where DFT-17 had an attribute; kiln's converter is
+  // DFT-17's.
   ModelBuilder b(20);
-  b.input("x", TensorProto::FLOAT, {1, 1, 2, 2});
-  b.input("grid", TensorProto::FLOAT, {1, 2, 2, 2});
-  b.node("GridSample", {"x", "grid"}, {"y"}, "sampler");
+  b.input("x", TensorProto::FLOAT, {1, 4, 1});
+  b.node("DFT", {"x"}, {"y"}, "spectrum");
   b.output("y");
-  const std::string e = error_of(b.save("grid_sample20.onnx"));
-  EXPECT_THAT(e, ::testing::HasSubstr("node 'sampler' (GridSample, opset 20)")) << e;
-  EXPECT_THAT(e, ::testing::HasSubstr("GridSample-20 (in force at opset 20) is newer than kiln's converter")) << e;
+  const std::string e = error_of(b.save("dft20.onnx"));
+  EXPECT_THAT(e, ::testing::HasSubstr("node 'spectrum' (DFT, opset 20)")) << e;
+  EXPECT_THAT(e, ::testing::HasSubstr("DFT-20 (in force at opset 20) is newer than kiln's converter, written for "
+                                      "versions 17 to 17")) << e;
   // An op that does not exist yet at the model's opset is an invalid model.
   ModelBuilder old(12);
   old.input("x", TensorProto::FLOAT, {2});

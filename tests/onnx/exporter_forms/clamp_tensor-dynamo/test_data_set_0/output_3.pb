@@ -1,0 +1,1 @@
+BmaximumJ0ØsŸ?yŸ	>+ý?ß¾…nk>l]¸¾•vK?ƒJ¾…nk>db…¾; >AU·¿

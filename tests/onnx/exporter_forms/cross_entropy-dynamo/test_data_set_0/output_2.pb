@@ -1,0 +1,1 @@
+Bnll_lossJ9*A

@@ -1,0 +1,1 @@
+Blinalg_vector_normJПЅ?UІЏ?мЋ@ЭХ@А&Ы?ТM@?

@@ -1,0 +1,1 @@
+Blinalg_vector_norm_1J xèd?œÛ@€@¤á;@ËZ@jÜ¤?yb@<^Ï?

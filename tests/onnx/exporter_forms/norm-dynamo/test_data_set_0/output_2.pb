@@ -1,0 +1,1 @@
+Blinalg_vector_norm_2J¤„@

@@ -1,0 +1,1 @@
+Bindex_selectJ0'cj?–ƒ?“A€¾®m¿“A€¾®m¿ïw$?4^C¿ïw$?4^C¿ïw$?4^C¿
