@@ -145,7 +145,10 @@ std::vector<std::string> NodeContext::attr_strings(std::string_view name) const 
 
 HostTensor NodeContext::attr_tensor(std::string_view name) const {
   return attr_or<HostTensor>(*this, find(name), name, ::onnx::AttributeProto::TENSOR, "a tensor", std::nullopt,
-                             [&](const auto& a) { return tensor_from_proto(a.t(), base_dir_); });
+                             [&](const auto& a) {
+                               ExternalFiles files(base_dir_);
+                               return tensor_from_proto(a.t(), files);
+                             });
 }
 
 Tensor NodeContext::scalar(double v, DType dtype) const {
@@ -273,7 +276,6 @@ struct Importer {
         if (!fixing_helps) fixable.clear();
         while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();
         NodeContext ctx(node, result.opset, version, inputs, dev, base_dir);
-        if (all_known) ctx.set_folding();
         std::vector<Tensor> outs = row->convert(ctx);
         for (int k = 0; k < node.output_size(); ++k) {
           const std::string& name = node.output(k);
@@ -455,8 +457,9 @@ Model load(const std::string& path, const ImportOptions& options) {
   try {
     // Each initializer's bytes are dropped from the message once read: the weights are in
     // memory once, not twice.
+    detail::ExternalFiles files(base_dir);
     for (auto& t : *model.mutable_graph()->mutable_initializer()) {
-      initializers.push_back(detail::tensor_from_proto(t, base_dir));
+      initializers.push_back(detail::tensor_from_proto(t, files));
       t.clear_raw_data();
     }
   } catch (const Unsupported& e) {
@@ -520,7 +523,8 @@ Expected<HostTensor> read_tensor_file(const std::string& path) {
     if (!in) return make_error(fmt::format("{}: cannot open the file", path));
     ::onnx::TensorProto t;
     if (!t.ParseFromIstream(&in)) return make_error(fmt::format("{}: not an ONNX TensorProto", path));
-    return detail::tensor_from_proto(t, std::filesystem::path(path).parent_path().string());
+    detail::ExternalFiles files(std::filesystem::path(path).parent_path().string());
+    return detail::tensor_from_proto(t, files);
   } catch (const Error& e) {
     return make_error(fmt::format("{}: {}", path, e.what()));
   }

@@ -29,7 +29,7 @@ class NodeContext {
   NodeContext(const ::onnx::NodeProto& node, int64_t opset, int version, std::vector<Input*> inputs, Device device,
               const std::string& base_dir)
       : node_(node), opset_(opset), version_(version), inputs_(std::move(inputs)), device_(device),
-        base_dir_(base_dir) {}
+        base_dir_(base_dir), folding_(all_known(inputs_)) {}
 
   const ::onnx::NodeProto& node() const { return node_; }
   int64_t opset() const { return opset_; }
@@ -44,11 +44,6 @@ class NodeContext {
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   /// Input `i` as a tensor in the graph (a known value becomes a `constant`).
   Tensor input(size_t i);
-  /// The node's inputs are all known and its outputs are evaluated while importing: known
-  /// inputs become constants of this node alone. Evaluating a constant that other nodes
-  /// share would make it a computed value, which kiln::trace then takes for a captured
-  /// tensor (an extra graph parameter).
-  void set_folding() { folding_ = true; }
   /// Input `i`'s value, which the op needs at import time; throws when it depends on a
   /// model input whose value is not fixed.
   const HostTensor& value(size_t i, std::string_view role);
@@ -94,7 +89,16 @@ class NodeContext {
   Device device_;
   const std::string& base_dir_;
   std::vector<std::pair<Tensor, HostTensor>> known_;
-  bool folding_ = false;
+  /// Every input is known, so the importer evaluates the node's outputs at once: its known
+  /// inputs become constants of this node alone. Evaluating a constant that other nodes
+  /// share would make it a computed value, which kiln::trace then takes for a captured
+  /// tensor (an extra graph parameter).
+  bool folding_;
+  static bool all_known(const std::vector<Input*>& inputs) {
+    for (const Input* in : inputs)
+      if (in && !in->value) return false;
+    return true;
+  }
 };
 
 /// Converts one node; returns one tensor per ONNX output the op defines (an undefined

@@ -27,8 +27,8 @@ inline std::vector<int64_t> dims_of(const Shape& s) { return {s.begin(), s.end()
 /// ONNX Runtime and PyTorch compute it, not after each primitive (2 ulps off in f16).
 template <class F>
 Tensor rounded_once(const Tensor& x, F f) {
-  if (x.dtype() != DType::F16 && x.dtype() != DType::BF16) return f(x);
-  return f(x.to(DType::F32)).to(x.dtype());
+  if (!is_float(x.dtype()) || is_compute_dtype(x.dtype())) return f(x);
+  return f(x.to(compute_dtype(x.dtype()))).to(x.dtype());
 }
 
 /// `axis` in [-rank, rank) made non-negative; kiln::Error naming `what` otherwise.

@@ -82,21 +82,20 @@ std::vector<Tensor> GridSample(NodeContext& c) {
   s.flat = x.reshape({s.n, s.ch, s.h * s.w});
   const Tensor g = grid.to(x.dtype());
   const Tensor gx = s.unnormalize(g.slice(3, 0, 1).squeeze(3), s.w), gy = s.unnormalize(g.slice(3, 1, 2).squeeze(3), s.h);
-  // GridSample-20 named the modes linear and cubic (and took N-d inputs, which kiln
-  // refuses above); on 4-d inputs they are bilinear and bicubic.
-  std::string mode = c.attr_string("mode", c.version() >= 20 ? "linear" : "bilinear");
-  if (c.version() >= 20 && (mode == "linear" || mode == "cubic")) mode = mode == "linear" ? "bilinear" : "bicubic";
-  else if (c.version() >= 20 && (mode == "bilinear" || mode == "bicubic"))
-    c.invalid(fmt::format("mode '{}' is none of linear, nearest, cubic (the names from version 20 on)", mode));
+  // GridSample-20 renamed bilinear and bicubic to linear and cubic (and took N-d inputs,
+  // which kiln refuses above).
+  const bool renamed = c.version() >= 20;
+  const std::string linear = renamed ? "linear" : "bilinear", cubic = renamed ? "cubic" : "bicubic";
+  const std::string mode = c.attr_string("mode", linear);
   if (mode == "nearest") return {s.tap(s.pad(gx, s.w).round(), s.pad(gy, s.h).round())};
-  if (mode == "bilinear") {
+  if (mode == linear) {
     const Tensor ix = s.pad(gx, s.w), iy = s.pad(gy, s.h);
     const Tensor x0 = ix.floor(), y0 = iy.floor(), x1 = x0 + s.k(1, x0), y1 = y0 + s.k(1, y0);
     const Tensor nw = (x1 - ix) * (y1 - iy), ne = (ix - x0) * (y1 - iy), sw = (x1 - ix) * (iy - y0), se = (ix - x0) * (iy - y0);
     return {s.tap(x0, y0) * Sampler::per_channel(nw) + s.tap(x1, y0) * Sampler::per_channel(ne) +
             s.tap(x0, y1) * Sampler::per_channel(sw) + s.tap(x1, y1) * Sampler::per_channel(se)};
   }
-  if (mode == "bicubic") {
+  if (mode == cubic) {
     // Padding applies to each tap's coordinate, not to the sampling point.
     const Tensor x0 = gx.floor(), y0 = gy.floor();
     const auto wx = cubic_weights(s, gx - x0), wy = cubic_weights(s, gy - y0);
@@ -113,7 +112,7 @@ std::vector<Tensor> GridSample(NodeContext& c) {
     }
     return {out};
   }
-  c.invalid(fmt::format("mode '{}' is none of bilinear, nearest, bicubic", mode));
+  c.invalid(fmt::format("mode '{}' is none of {}, nearest, {}", mode, linear, cubic));
 }
 
 constexpr std::string_view kGridSample[] = {"align_corners", "mode", "padding_mode"};

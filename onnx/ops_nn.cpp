@@ -77,9 +77,8 @@ std::vector<Tensor> LayerNormalization(NodeContext& c) {
   // stash_type 1: f16 and bf16 inputs normalize in f32, and the mean and inverse standard
   // deviation outputs stay f32; the result is rounded to the input's type before the
   // scale and bias, as the op's function body says.
-  const bool narrow = x.dtype() == DType::F16 || x.dtype() == DType::BF16;
-  const Normalized n = normalize(c, narrow ? x.to(DType::F32) : x, axes, c.attr_float("epsilon", 1e-5));
-  Tensor y = (narrow ? n.y.to(x.dtype()) : n.y) * c.input(1);
+  const Normalized n = normalize(c, x.to(compute_dtype(x.dtype())), axes, c.attr_float("epsilon", 1e-5));
+  Tensor y = n.y.to(x.dtype()) * c.input(1);
   if (c.has_input(2)) y = y + c.input(2);
   return {y, n.mean, n.inv_std};
 }
@@ -108,8 +107,7 @@ std::vector<Tensor> GroupNormalization(NodeContext& c) {
   for (size_t k : {size_t{1}, size_t{2}})
     if (c.shape(k).numel() != per_group || c.shape(k).rank() != 1)
       c.invalid(fmt::format("its {} must be [{}], got {}", k == 1 ? "scale" : "bias", per_group, c.shape(k).str()));
-  const DType stats = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
-  const Tensor grouped = x.to(stats).reshape({n, groups, -1});
+  const Tensor grouped = x.to(compute_dtype(x.dtype())).reshape({n, groups, -1});
   const Tensor y = normalize(c, grouped, {2}, c.attr_float("epsilon", 1e-5)).y.reshape(dims_of(x.shape())).to(x.dtype());
   // Per group: each group's value repeated over its channels.
   auto per_channel = [&](const Tensor& v) {

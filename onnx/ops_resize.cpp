@@ -188,16 +188,12 @@ std::vector<Tensor> Resize(NodeContext& c) {
   }
   if (scales.empty() == sizes.empty()) c.invalid("exactly one of scales and sizes must be given");
   resize_18_attributes(c, x, scales, sizes, roi);
+  // Resize-18's antialias widens the filter when downsampling with linear or cubic.
+  const bool antialias = c.attr_int("antialias", 0) != 0 && r.mode != "nearest";
   if (static_cast<int64_t>(std::max(scales.size(), sizes.size())) != rank)
     c.invalid(fmt::format("its scales or sizes do not match the input's rank {}", rank));
   if (r.transform == "tf_crop_and_resize" && static_cast<int64_t>(roi.size()) != 2 * rank)
     c.invalid("tf_crop_and_resize needs an roi of 2 * rank values");
-  if (c.attr_int("antialias", 0) != 0 && r.mode != "nearest")
-    for (int64_t d = 0; d < rank; ++d) {
-      const double scale = scales.empty() ? static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(x.size(d))
-                                          : scales[static_cast<size_t>(d)];
-      if (scale < 1) c.unsupported("antialias when downsampling is not supported");
-    }
   for (int64_t d = 0; d < rank; ++d) {
     const int64_t in = x.size(d);
     const double scale = scales.empty() ? static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(in)
@@ -205,6 +201,7 @@ std::vector<Tensor> Resize(NodeContext& c) {
     const int64_t out = !sizes.empty() ? sizes[static_cast<size_t>(d)]
                                        : static_cast<int64_t>(std::floor(scale * static_cast<double>(in)));
     if (scale <= 0 || out < 1 || in < 1) c.invalid(fmt::format("axis {} would resize {} to {}", d, in, out));
+    if (antialias && scale < 1) c.unsupported("antialias when downsampling is not supported");
     if (!roi.empty()) {
       r.roi_start = roi[static_cast<size_t>(d)];
       r.roi_end = roi[static_cast<size_t>(d + rank)];

@@ -9,13 +9,11 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
 
 namespace kiln::onnx::detail {
-namespace {
 
 // A file mapped read-only: its bytes without a copy (the page cache's own pages).
 class MappedFile {
@@ -62,6 +60,20 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+ExternalFiles::ExternalFiles(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+ExternalFiles::~ExternalFiles() = default;
+
+std::string_view ExternalFiles::bytes(const std::string& location, int64_t offset, int64_t length) {
+  const std::filesystem::path p = std::filesystem::path(location);
+  if (p.is_absolute() || location.find("..") != std::string::npos)
+    throw Error(fmt::format("its external data file '{}' is outside the model's folder", location));
+  std::unique_ptr<MappedFile>& file = mapped_[location];
+  if (!file) file = std::make_unique<MappedFile>((std::filesystem::path(base_dir_) / p).string());
+  return file->range(offset, length);
+}
+
+namespace {
+
 // A tensor of `type` from the repeated field `field`, each value put by `set(out, i, value)`.
 // The field's size is checked before anything is allocated (tensor_from_proto).
 template <class Field, class Set>
@@ -103,7 +115,7 @@ DType dtype_from_onnx(int elem_type, const std::string& what) {
                                 what, elem_type_name(elem_type)));
 }
 
-HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& base_dir) {
+HostTensor tensor_from_proto(const ::onnx::TensorProto& t, ExternalFiles& files) {
   using P = ::onnx::TensorProto;
   const std::string what = t.name().empty() ? std::string("a tensor") : fmt::format("tensor '{}'", t.name());
   const DType dtype = dtype_from_onnx(t.data_type(), what);
@@ -120,7 +132,6 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
   try {
     // Raw bytes are copied once, from the parsed message or the mapped external file into
     // the tensor (whose alignment kernels rely on).
-    std::optional<MappedFile> external;
     std::string_view raw;
     bool has_raw = t.has_raw_data();
     if (t.data_location() == P::EXTERNAL) {
@@ -132,11 +143,7 @@ HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& ba
         else if (kv.key() == "length") length = std::stoll(kv.value());
       }
       if (location.empty()) throw Error("its external data names no location");
-      const std::filesystem::path p = std::filesystem::path(location);
-      if (p.is_absolute() || location.find("..") != std::string::npos)
-        throw Error(fmt::format("its external data file '{}' is outside the model's folder", location));
-      external.emplace((std::filesystem::path(base_dir) / p).string());
-      raw = external->range(offset, length);
+      raw = files.bytes(location, offset, length);
       has_raw = true;
     } else if (has_raw) {
       raw = t.raw_data();

@@ -1,7 +1,10 @@
 // onnx/proto.h - ONNX protobuf files read into kiln types (internal to the onnx module).
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include <onnx/onnx_pb.h>
 
@@ -16,9 +19,28 @@ std::string elem_type_name(int elem_type);
 /// kiln's dtype for an ONNX element type; throws Unsupported naming `what` otherwise.
 DType dtype_from_onnx(int elem_type, const std::string& what);
 
-/// The tensor's values; external data is read relative to `base_dir`. Throws kiln::Error
+class MappedFile;
+
+/// The external data files of one model, each mapped once while its tensors are read
+/// (a model's hundreds of weights usually share one file).
+class ExternalFiles {
+ public:
+  explicit ExternalFiles(std::string base_dir);
+  ~ExternalFiles();
+  ExternalFiles(const ExternalFiles&) = delete;
+  ExternalFiles& operator=(const ExternalFiles&) = delete;
+  /// Bytes [offset, offset + length) (to the end for length < 0) of `location`, a path
+  /// relative to the model's folder that must stay inside it. Throws kiln::Error.
+  std::string_view bytes(const std::string& location, int64_t offset, int64_t length);
+
+ private:
+  std::string base_dir_;
+  std::map<std::string, std::unique_ptr<MappedFile>> mapped_;
+};
+
+/// The tensor's values; its external data is read through `files`. Throws kiln::Error
 /// (Unsupported for element types kiln lacks).
-HostTensor tensor_from_proto(const ::onnx::TensorProto& t, const std::string& base_dir);
+HostTensor tensor_from_proto(const ::onnx::TensorProto& t, ExternalFiles& files);
 
 /// The parsed model file; throws kiln::Error naming the file when it is not one.
 ::onnx::ModelProto read_model_file(const std::string& path);

@@ -136,7 +136,7 @@ int warmup(const WarmupOptions& opts) {
 
   // Each file once, so that the kernels the tuned schedules need are compiled and on disk.
   for (size_t f = 0; f < files.size(); ++f) {
-    const std::vector<HostTensor> inputs = make_inputs({graphs[f], {}}, {});
+    const std::vector<HostTensor> inputs = make_inputs({graphs[f], {}, {}}, 0);
     run_on_host(device, graphs[f], inputs);
   }
 

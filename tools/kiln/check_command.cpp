@@ -41,7 +41,7 @@ Command add_check_command(CLI::App& app) {
   return {sub, [opts]() {
             const RunnableGraph runnable = load_runnable(opts->file, opts->inputs);
             const Graph& g = runnable.graph;
-            const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs);
+            const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs.seed);
             std::vector<Device> devices;
             if (opts->device == "all") {
               for (Device d : registered_devices())

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -51,9 +52,14 @@ void add_input_options(CLI::App* sub, InputOptions& options);
 
 /// A graph to run, and the names its parameters answer to besides their SSA names: for an
 /// ONNX model, the model's own input names (`gpu_0/data_0`, sanitized to `gpu_0_data_0`).
+struct InputFile {
+  std::string path;
+  HostTensor value;
+};
 struct RunnableGraph {
   Graph graph;
   std::vector<std::string> source_names;  // one per parameter; "" where there is none
+  std::map<std::string, InputFile> files;  // the --input files, read once, by the name given
 };
 /// load_graph, where an ONNX model's symbolic dims take their sizes from `--input-shape`,
 /// else from the shape of the `--input` file given for that input.
@@ -62,7 +68,7 @@ RunnableGraph load_runnable(const std::string& path, const InputOptions& options
 /// The parameters of `g`: the .npy files that `--input` names (by SSA or model name), seeded
 /// random values for the rest (floats uniform in [-1, 1), integers in [-8, 8), bools fair).
 /// Throws kiln::Error.
-std::vector<HostTensor> make_inputs(const RunnableGraph& g, const InputOptions& options);
+std::vector<HostTensor> make_inputs(const RunnableGraph& g, int64_t seed);
 
 /// NAME=VALUE split at the first '='; kiln::Error naming `option` otherwise.
 std::pair<std::string, std::string> split_spec(const std::string& spec, std::string_view option);

@@ -53,41 +53,47 @@ Shape parse_shape(const std::string& text) {
   return Shape(std::span<const int64_t>(dims));
 }
 
+namespace {
+
+// The --input files, each read once, by the name given (without a leading '%').
+std::map<std::string, InputFile> read_input_files(const InputOptions& options) {
+  std::map<std::string, InputFile> files;
+  for (const std::string& spec : options.files) {
+    auto [name, path] = split_spec(spec, "--input");
+    if (name[0] == '%') name.erase(0, 1);
+    files[name] = {path, read_npy(path)};
+  }
+  return files;
+}
+
+}  // namespace
+
 RunnableGraph load_runnable(const std::string& path, const InputOptions& options) {
+  std::map<std::string, InputFile> files = read_input_files(options);
   if (!path.ends_with(".onnx")) {
     if (!options.shapes.empty()) throw Error("error: --input-shape is for ONNX models; IR text states its shapes");
-    RunnableGraph g{load_graph(path), {}};
+    RunnableGraph g{load_graph(path), {}, std::move(files)};
     g.source_names.assign(g.graph.inputs().size(), "");
     return g;
   }
   onnx::ImportOptions import;
   import.weights = onnx::Weights::Inline;  // every parameter left is one of the model's inputs
-  for (const std::string& spec : options.files) {
-    auto [name, file] = split_spec(spec, "--input");
-    if (name[0] == '%') continue;  // an SSA name: the model's name is what sizes a dim
-    import.input_shapes[name] = read_npy(file).shape();
-  }
+  // A file sizes the symbolic dims of the model input it names (an SSA name sizes nothing:
+  // importer options take the model's names).
+  for (const auto& [name, file] : files) import.input_shapes[name] = file.value.shape();
   for (const std::string& spec : options.shapes) {
     auto [name, shape] = split_spec(spec, "--input-shape");
     import.input_shapes[name] = parse_shape(shape);
   }
   onnx::Model model = onnx::load(path, import);
-  RunnableGraph g{std::move(model.graph), std::move(model.input_names)};
+  RunnableGraph g{std::move(model.graph), std::move(model.input_names), std::move(files)};
   g.source_names.resize(g.graph.inputs().size());
   return g;
 }
 
-std::vector<HostTensor> make_inputs(const RunnableGraph& rg, const InputOptions& options) {
+std::vector<HostTensor> make_inputs(const RunnableGraph& rg, int64_t seed) {
   const Graph& g = rg.graph;
-  std::map<std::string, std::string> files;
-  for (const std::string& spec : options.files) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw Error(fmt::format("--input '{}' must look like NAME=FILE.npy", spec));
-    std::string name = spec.substr(0, eq);
-    if (name[0] == '%') name.erase(0, 1);
-    files[name] = spec.substr(eq + 1);
-  }
+  std::map<std::string, InputFile> files = rg.files;
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const Node& in = g.node(g.inputs()[i]);
@@ -95,12 +101,12 @@ std::vector<HostTensor> make_inputs(const RunnableGraph& rg, const InputOptions&
     auto it = files.find(in.name);
     if (it == files.end() && !source.empty()) it = files.find(source);
     if (it == files.end()) {
-      inputs.push_back(random_input(in.type, options.seed, i));
+      inputs.push_back(random_input(in.type, seed, i));
       continue;
     }
-    HostTensor t = read_npy(it->second);
+    HostTensor& t = it->second.value;
     if (!(t.type() == in.type))
-      throw Error(fmt::format("{}: error: input {} expects {}, the file holds {}", it->second,
+      throw Error(fmt::format("{}: error: input {} expects {}, the file holds {}", it->second.path,
                               source.empty() ? "%" + in.name : fmt::format("'{}' (%{})", source, in.name),
                               in.type.str(), t.type().str()));
     inputs.push_back(std::move(t));

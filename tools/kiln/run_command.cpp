@@ -53,7 +53,7 @@ Command add_run_command(CLI::App& app) {
             const Device device = Device::parse(opts->device);
             const RunnableGraph runnable = load_runnable(opts->file, opts->inputs);
             const Graph& g = runnable.graph;
-            const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs);
+            const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs.seed);
             const std::vector<HostTensor> outputs = run_on_host(device, g, inputs);
             if (opts->check) {
               const std::vector<HostTensor> expected = interpret(g, inputs);
