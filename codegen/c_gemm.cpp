@@ -105,11 +105,11 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
     std::string x = "bt";
     if (stride > 1) x = fmt::format("(bt / {})", lit(stride));
     if (j > 0) x = fmt::format("({} % {})", x, lit(g_.batch[j]));
-    line(1, fmt::format("{}{} d{} = {};", d_.let(), i64, j, x));
+    line(1, fmt::format("{}{} batch{} = {};", d_.let(), i64, j, x));
     stride *= g_.batch[j];
     const auto sj = static_cast<size_t>(j);
-    if (g_.a_batch_stride[sj] != 0) a_off += fmt::format(" + d{} * {}", j, lit(g_.a_batch_stride[sj]));
-    if (g_.b_batch_stride[sj] != 0) b_off += fmt::format(" + d{} * {}", j, lit(g_.b_batch_stride[sj]));
+    if (g_.a_batch_stride[sj] != 0) a_off += fmt::format(" + batch{} * {}", j, lit(g_.a_batch_stride[sj]));
+    if (g_.b_batch_stride[sj] != 0) b_off += fmt::format(" + batch{} * {}", j, lit(g_.b_batch_stride[sj]));
   }
   line(1, fmt::format("{}{} a_base = {};", d_.let(), i64, a_off));
   line(1, fmt::format("{}{} b_base = {};", d_.let(), i64, b_off));
@@ -121,15 +121,42 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
       line(1, fmt::format("{} acc{}_{} = {};", vw > 1 ? vty : acc_ty, i, j,
                           vw > 1 ? d_.vector_splat(zero, t, vw) : f ? zero : "0"));
 
+  // B as a convolution's windows (Gemm::Im2col): from row (channel, window element) and
+  // column (output position), the input element `at` of the batch's planes, and the
+  // condition that it lies inside the input (else B holds a zero there).
+  auto im2col_lines = [&](int indent, const auto& emit) {
+    const LaunchPlan::Gemm::Im2col& ic = *g_.im2col;
+    std::string inside, at = fmt::format("(row / {}) * {}", lit(ic.window()), lit(ic.plane));
+    emit(indent, fmt::format("{}{} we = row % {};", d_.let(), i64, lit(ic.window())));
+    int64_t kinner = 1, oinner = 1, iinner = 1;
+    for (int d = ic.dims; d-- > 0;) {
+      const auto dd = static_cast<size_t>(d);
+      auto digit = [&](std::string_view x, int64_t inner, int64_t size) {
+        std::string v = inner == 1 ? std::string(x) : fmt::format("({} / {})", x, lit(inner));
+        return d == 0 && x == "we" ? v : fmt::format("({} % {})", v, lit(size));
+      };
+      emit(indent, fmt::format("{}{} x{} = {} * {} + {} * {} - {};", d_.let(), i64, d, digit("col", oinner, ic.out[dd]),
+                               lit(ic.strides[dd]), digit("we", kinner, ic.kernel[dd]), lit(ic.dilations[dd]),
+                               lit(ic.low[dd])));
+      inside += fmt::format(" && x{0} >= 0 && x{0} < {1}", d, lit(ic.in[dd]));
+      at += fmt::format(" + x{} * {}", d, lit(iinner));
+      kinner *= ic.kernel[dd];
+      oinner *= ic.out[dd];
+      iinner *= ic.in[dd];
+    }
+    emit(indent, fmt::format("{}{} at = {};", d_.let(), i64, at));
+    return inside;
+  };
   // Steps along K: stage the tiles, wait, multiply, wait.
   line(1, fmt::format("for ({0} k0 = 0; k0 < {1}; k0 += {2}) {{", i64, lit(g_.k), lit(gk)));
   auto stage = [&](std::string_view array, int64_t rows, int64_t row_len, std::string_view row_expr, std::string_view col_expr,
-                   std::string_view in_bounds, std::string_view global, std::string_view local_index) {
+                   std::string in_bounds, std::string_view global, std::string_view local_index, bool gathered) {
     line(2, fmt::format("for ({0} e0 = 0; e0 < {1}; e0 += {2}) {{", i64, lit(rows * row_len), lit(ls)));
     line(3, fmt::format("{}{} e = e0 + lid;", d_.let(), i64));
     line(3, fmt::format("if (e < {}) {{", lit(rows * row_len)));
     line(4, fmt::format("{}{} er = e / {}, ec = e % {};", d_.let(), i64, lit(row_len), lit(row_len)));
     line(4, fmt::format("{}{} row = {}, col = {};", d_.let(), i64, row_expr, col_expr));
+    if (gathered) in_bounds += im2col_lines(4, line);
     line(4, fmt::format("{} = ({}) ? {} : {};", d_.subscript(array, local_index), in_bounds, global, zero));
     line(3, "}");
     line(2, "}");
@@ -137,10 +164,11 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   // A: consecutive work-items read consecutive elements of a row of A.
   stage("ta", gm, gk, fmt::format("tm * {} + er", lit(gm)), "k0 + ec", fmt::format("row < {} && col < {}", lit(g_.m), lit(g_.k)),
         d_.element(0, fmt::format("a_base + {} + {}", scaled("row", g_.a_row_stride), scaled("col", g_.a_col_stride))),
-        fmt::format("ec * {} + er", lit(gm)));
+        fmt::format("ec * {} + er", lit(gm)), false);
   stage("tb", gk, gn, "k0 + er", fmt::format("tn * {} + ec", lit(gn)), fmt::format("row < {} && col < {}", lit(g_.k), lit(g_.n)),
-        d_.element(1, fmt::format("b_base + {} + {}", scaled("row", g_.b_row_stride), scaled("col", g_.b_col_stride))),
-        fmt::format("er * {} + ec", lit(gn)));
+        d_.element(1, g_.im2col ? std::string("b_base + at")
+                                : fmt::format("b_base + {} + {}", scaled("row", g_.b_row_stride), scaled("col", g_.b_col_stride))),
+        fmt::format("er * {} + ec", lit(gn)), g_.im2col.has_value());
   line(2, d_.barrier());
   line(2, fmt::format("for ({0} kk = 0; kk < {1}; kk += 1) {{", i64, lit(gk)));
   for (int i = 0; i < s_.mr; ++i)
@@ -192,12 +220,35 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
   }
   line(1, fmt::format("for ({0} e = 0; e < {1}; e += 1) {{", i64, per_item));
   line(2, fmt::format("{3}{0} i = e / {1}, j = (e % {1}) / {2}, lane = e % {2};", i64, lit(s_.nr), lit(vw), d_.let()));
-  line(2, fmt::format("{}{} d{} = tm * {} + ty + i * {};", d_.let(), i64, nb, lit(gm), lit(gm / s_.mr)));
-  line(2, fmt::format("{}{} d{} = tn * {} + (tx + j * {}) * {} + lane;", d_.let(), i64, nb + 1, lit(gn), lit(cols), lit(vw)));
-  line(2, fmt::format("if (d{} < {} && d{} < {}) {{", nb, lit(g_.m), nb + 1, lit(g_.n)));
+  line(2, fmt::format("{}{} crow = tm * {} + ty + i * {};", d_.let(), i64, lit(gm), lit(gm / s_.mr)));
+  line(2, fmt::format("{}{} ccol = tn * {} + (tx + j * {}) * {} + lane;", d_.let(), i64, lit(gn), lit(cols), lit(vw)));
+  line(2, fmt::format("if (crow < {} && ccol < {}) {{", lit(g_.m), lit(g_.n)));
   line(3, fmt::format("{}{} product = {};", d_.let(), ty, d_.subscript("block", "e")));
   if (store_product_)
-    line(3, fmt::format("{} = product;", d_.element(2, fmt::format("c_base + d{} * {} + d{}", nb, lit(g_.n), nb + 1))));
+    line(3, fmt::format("{} = product;", d_.element(2, fmt::format("c_base + crow * {} + ccol", lit(g_.n)))));
+  // The epilogue's point: the product's batch dims, row and column, or, when its domain
+  // splits the columns into dims of their own (a conv's [N, M, o1..on]), those dims of the
+  // element's place in C.
+  if (epilogue_) {
+    const Shape& domain = epilogue_->kernel.domain;
+    Shape c = g_.batch;
+    c.push_back(g_.m);
+    c.push_back(g_.n);
+    if (domain == c) {
+      for (int j = 0; j < nb; ++j) line(3, fmt::format("{}{} d{} = batch{};", d_.let(), i64, j, j));
+      line(3, fmt::format("{}{} d{} = crow;", d_.let(), i64, nb));
+      line(3, fmt::format("{}{} d{} = ccol;", d_.let(), i64, nb + 1));
+    } else {
+      line(3, fmt::format("{}{} c_flat = c_base + crow * {} + ccol;", d_.let(), i64, lit(g_.n)));
+      int64_t inner = 1;
+      for (int j = domain.rank(); j-- > 0;) {
+        std::string x = inner == 1 ? std::string("c_flat") : fmt::format("(c_flat / {})", lit(inner));
+        if (j > 0) x = fmt::format("({} % {})", x, lit(domain[j]));
+        line(3, fmt::format("{}{} d{} = {};", d_.let(), i64, j, x));
+        inner *= domain[j];
+      }
+    }
+  }
   out += point;
   line(2, "}");
   line(1, "}");
@@ -236,6 +287,7 @@ std::string gemm_canonical(const LaunchPlan::Gemm& g, const GemmEpilogueSource* 
                                     g.b_row_stride, g.b_col_stride);
   for (size_t j = 0; j < g.a_batch_stride.size(); ++j)
     strides += fmt::format("{},{};", g.a_batch_stride[j], g.b_batch_stride[j]);
+  if (g.im2col) strides += g.im2col->str() + ";";
   std::string canonical =
       fmt::format("gemm|{}|{}x{}x{}|batch {}|strides {}|{}|store {}|product {}|", dtype_name(g.dtype), g.m, g.n, g.k,
                   g.batch.str(), strides, g.schedule.str(), store_product, epilogue ? epilogue->product_param : -1);

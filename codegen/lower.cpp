@@ -17,7 +17,9 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "kiln/ir/conv.h"
 #include "kiln/ir/host_tensor.h"
 #include "kiln/ir/index_map.h"
 #include "kiln/ir/scalar_semantics.h"
@@ -352,7 +354,12 @@ class Lowering {
   /// Stores the data of the region's gathers that no buffer holds yet: a gather reads it at
   /// positions known only at run time, so it cannot be recomputed there.
   void store_gather_data(int32_t k);
+  /// A region around a matmul or conv `mm`: its GEMM step, then its elementwise epilogue.
   void lower_matmul_region(int32_t k, ValueId mm);
+  /// Conv `cv` as a GEMM step per batch and group over buffers `x` and `w` (row-major, of the
+  /// compute type), into `c`: W's [M/groups, C/groups x window] rows times the windows of x
+  /// gathered as B (Gemm::Im2col); a 1x1 window at stride 1 without padding reads x as it is.
+  LaunchPlan::Gemm conv_gemm(ValueId cv, int32_t x, int32_t w, int32_t c);
   /// Whether matmul operand `o` is a value of type `t` stored in a buffer, or views of one
   /// (the region's `member` views included): what the contraction may read in place.
   bool views_of_stored(ValueId o, DType t, const std::vector<bool>& member);
@@ -1124,7 +1131,7 @@ void Lowering::lower_region(int32_t k) {
   const auto ki = static_cast<size_t>(k);
   store_gather_data(k);
   for (ValueId v : index_.members[ki]) {
-    if (g_.node(v).op == OpKind::Matmul) return lower_matmul_region(k, v);
+    if (g_.node(v).info().category == OpCategory::Matmul) return lower_matmul_region(k, v);
     if (g_.node(v).info().has(trait::InOrder)) return lower_in_order_region(k, v);
     if (g_.node(v).op == OpKind::Argsort) return lower_argsort_region(k, v);
   }
@@ -1278,6 +1285,7 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   // converted into buffers of it first, and its product is stored once in the storage
   // type after (rounded or wrapped, as the interpreter stores it: docs/ir.md 5.7).
   const DType t = compute_dtype(n.type.dtype);
+  const bool conv = n.op == OpKind::Conv;
   // Operands are read where they lie when they are views of stored values of that type; any
   // other is computed into a buffer first (into its own, when it is an output of the region
   // too).
@@ -1298,14 +1306,20 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
       copy_kernel(o, b, t, member);
       written.push_back(o);
       in_contraction[o] = false;  // read back from its buffer
-    } else if (!views_of_stored(o, t, in_contraction)) {
-      compute_first(i);
+    } else if (conv ? g_.type(o).dtype != t || stored_in_layout(o) < 0 : !views_of_stored(o, t, in_contraction)) {
+      compute_first(i);  // a conv gathers from a row-major buffer only
     }
   }
   const int32_t stored_c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
   const int32_t c = t == n.type.dtype ? stored_c : new_buffer(TensorType{t, n.type.shape});
   bool unfit[2] = {false, false};
-  std::optional<LaunchPlan::Gemm> gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
+  std::optional<LaunchPlan::Gemm> gemm;
+  if (conv) {
+    auto buffer = [&](size_t i) { return copied[i] >= 0 ? copied[i] : stored_in_layout(n.operands[i]); };
+    gemm = conv_gemm(mm, buffer(0), buffer(1), c);
+  } else {
+    gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
+  }
   if (!gemm) {  // a view that no strides describe: computed first, then it reads row-major
     for (size_t i = 0; i < 2; ++i)
       if (unfit[i]) compute_first(i);
@@ -1340,6 +1354,47 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
 }
 
+LaunchPlan::Gemm Lowering::conv_gemm(ValueId cv, int32_t x, int32_t w, int32_t c) {
+  const Node& n = g_.node(cv);
+  const ConvGeometry geo =
+      conv_geometry(g_.type(n.operands[0]).shape, g_.type(n.operands[1]).shape, n.attrs).take();
+  KILN_ASSERT(x >= 0 && w >= 0, "a conv's operands are in row-major buffers");
+  LaunchPlan::Gemm gm;
+  gm.dtype = compute_dtype(n.type.dtype);
+  gm.a = w;
+  gm.b = x;
+  gm.c = c;
+  const int64_t depth = geo.channels_per_group() * geo.window(), plane = geo.plane();
+  gm.m = geo.out_channels_per_group();
+  gm.n = geo.positions();
+  gm.k = depth;
+  // Batch dims [N] or [N, groups]: C is then [N, M, positions], the result's layout.
+  gm.batch = Shape{geo.batch};
+  gm.a_batch_stride = {0};
+  gm.b_batch_stride = {geo.channels * plane};
+  if (geo.groups > 1) {
+    gm.batch.push_back(geo.groups);
+    gm.a_batch_stride.push_back(gm.m * depth);
+    gm.b_batch_stride.push_back(geo.channels_per_group() * plane);
+  }
+  gm.a_row_stride = depth;
+  gm.a_col_stride = 1;
+  bool plain = geo.window() == 1;  // B is x itself: [C/groups, positions], row-major
+  for (int d = 0; d < geo.dims; ++d) {
+    const auto dd = static_cast<size_t>(d);
+    plain = plain && geo.strides[dd] == 1 && geo.low[dd] == 0 && geo.out[dd] == geo.in[dd];
+  }
+  if (plain) {
+    gm.b_row_stride = plane;
+    gm.b_col_stride = 1;
+  } else {
+    gm.im2col = LaunchPlan::Gemm::Im2col{geo.dims,    plane,         geo.in,        geo.kernel,
+                                         geo.out,     geo.strides,   geo.dilations, geo.low};
+  }
+  gm.name = g_.kernels()[static_cast<size_t>(n.kernel)].name;
+  return gm;
+}
+
 LaunchPlan Lowering::run() {
   index_ = g_.kernel_index();
   names_ = value_names(g_);
@@ -1348,7 +1403,7 @@ LaunchPlan Lowering::run() {
   for (ValueId v : g_.outputs()) {
     const Node& n = g_.node(v);
     int32_t b = -1;
-    if (n.op == OpKind::Input || n.kernel >= 0 || n.op == OpKind::Matmul) b = stored(v);
+    if (n.op == OpKind::Input || n.kernel >= 0 || n.info().category == OpCategory::Matmul) b = stored(v);
     if (b < 0 || plan_.buffers[static_cast<size_t>(b)].kind == LaunchPlan::Buffer::Kind::Constant) {
       b = new_buffer(n.type);
       copy_kernel(v, b, n.type.dtype);
@@ -1394,8 +1449,11 @@ std::string gemm_contraction_str(const LaunchPlan::Gemm& g) {
   kir::Affine a{g.a_offset, g.a_batch_stride}, b{g.b_offset, g.b_batch_stride};
   for (int64_t stride : {g.a_row_stride, int64_t{0}, g.a_col_stride}) a.stride.push_back(stride);
   for (int64_t stride : {int64_t{0}, g.b_col_stride, g.b_row_stride}) b.stride.push_back(stride);
-  return fmt::format("contraction @{} over [{}{}, {}, reduce {}]: a at {}; b at {}", g.name, domain, g.m, g.n, g.k,
-                     kir::affine_str(a), kir::affine_str(b));
+  return fmt::format("contraction @{} over [{}{}, {}, reduce {}]: a at {}; b {}", g.name, domain, g.m, g.n, g.k,
+                     kir::affine_str(a),
+                     g.im2col ? fmt::format("the {} from {} + {} per batch", g.im2col->str(), g.b_offset,
+                                            fmt::join(g.b_batch_stride, ", "))
+                              : "at " + kir::affine_str(b));
 }
 
 }  // namespace
@@ -1468,7 +1526,40 @@ int64_t LaunchPlan::Gemm::a_extent() const {
 }
 
 int64_t LaunchPlan::Gemm::b_extent() const {
+  if (im2col) {  // every channel plane of the group, read or not
+    if (batch.numel() == 0 || k == 0 || n == 0) return 0;
+    return operand_extent(*this, b_offset, b_batch_stride, k / im2col->window(), im2col->plane, 1, 0) - 1 +
+           im2col->plane;
+  }
   return operand_extent(*this, b_offset, b_batch_stride, k, b_row_stride, n, b_col_stride);
+}
+
+int64_t LaunchPlan::Gemm::Im2col::window() const {
+  int64_t w = 1;
+  for (int64_t x : kernel) w *= x;
+  return w;
+}
+
+int64_t LaunchPlan::Gemm::Im2col::at(int64_t p, int64_t j) const {
+  int64_t e = p % window(), offset = 0, inner = 1;
+  const int64_t channel = p / window();
+  for (int d = dims - 1; d >= 0; --d) {
+    const auto dd = static_cast<size_t>(d);
+    const int64_t kd = e % kernel[dd], od = j % out[dd];
+    e /= kernel[dd];
+    j /= out[dd];
+    const int64_t i = od * strides[dd] + kd * dilations[dd] - low[dd];
+    if (i < 0 || i >= in[dd]) return -1;
+    offset += i * inner;
+    inner *= in[dd];
+  }
+  return channel * plane + offset;
+}
+
+std::string LaunchPlan::Gemm::Im2col::str() const {
+  return fmt::format("im2col of [{}] windows [{}] to [{}], stride [{}], dilation [{}], low [{}]", fmt::join(in, ", "),
+                     fmt::join(kernel, ", "), fmt::join(out, ", "), fmt::join(strides, ", "), fmt::join(dilations, ", "),
+                     fmt::join(low, ", "));
 }
 
 int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
@@ -1485,9 +1576,18 @@ int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
   Shape c = g.batch;
   c.push_back(g.m);
   c.push_back(g.n);
-  if (!(k.domain == c) || s.lanes_reduce || std::find(k.reduced.begin(), k.reduced.end(), true) != k.reduced.end())
+  if (s.lanes_reduce || std::find(k.reduced.begin(), k.reduced.end(), true) != k.reduced.end()) return 0;
+  // The epilogue's domain is the product's, or the same elements with the columns split
+  // into trailing dims (a conv's [N, M, o1..on]): a row of the product is then the
+  // iterations over those dims.
+  int64_t split_columns = 1;
+  int lead = k.domain.rank();
+  while (lead > 0 && split_columns < g.n) split_columns *= k.domain[--lead];
+  if (!(k.domain == c) && (split_columns != g.n || k.domain.numel() != c.numel() || lead == k.domain.rank()))
     return 0;
-  const int64_t per_row = g.n == 0 ? 0 : (g.n + s.tile - 1) / s.tile;
+  if (!(k.domain == c)) c = k.domain;
+  const int64_t last = c.rank() > 0 ? c[c.rank() - 1] : 0;
+  const int64_t per_row = g.n == 0 || last == 0 ? 0 : g.n / last * ((last + s.tile - 1) / s.tile);
   if (per_row == 0 || s.iterations != c.numel() / g.n * per_row) return 0;
   // The product's buffer at the iteration's own position only (row-major over the domain),
   // and no operand of the GEMM written: other blocks may still be reading them.

@@ -408,6 +408,16 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // 2 cores leave one idle for a fifth of the time).
   const int64_t rows_l2 = std::max<int64_t>(s.mr, (262144 / (s.kc * es)) / s.mr * s.mr);
   const int64_t cores = std::max(1, caps.cores), panels = std::max<int64_t>(1, (m + s.mr - 1) / s.mr);
+  // A short, wide product (a convolution's: 64 filters x 3136 positions) keeps all of A in
+  // one L2 block and splits the columns among the cores instead: each task packs its own B
+  // block (gathered windows, for a convolution) into L2 and uses it at once, where packing
+  // all of B first would write and read back more than the caches hold.
+  if (m <= rows_l2 && n >= 4 * s.nr * cores) {
+    s.mc = (m + s.mr - 1) / s.mr * s.mr;
+    const int64_t l2_columns = std::max<int64_t>(s.nr, (524288 / (s.kc * es)) / s.nr * s.nr);
+    s.nc = std::min(l2_columns, ((n + cores - 1) / cores + s.nr - 1) / s.nr * s.nr);
+    return s;
+  }
   int64_t blocks = std::max<int64_t>((m + rows_l2 - 1) / rows_l2, std::min(cores, panels));
   if ((blocks + cores - 1) / cores * cores <= panels) blocks = (blocks + cores - 1) / cores * cores;
   s.mc = ((m + blocks - 1) / blocks + s.mr - 1) / s.mr * s.mr;

@@ -366,7 +366,8 @@ std::string gemm_structure(const LaunchPlan::Gemm& g) {
   for (size_t d = 0; d < g.a_batch_stride.size(); ++d)
     out += fmt::format(" batch{}{}", g.a_batch_stride[d] == 0 ? "-a" : "", g.b_batch_stride[d] == 0 ? "-b" : "");
   if (g.a_col_stride != 1) out += " a-strided";
-  if (g.b_col_stride != 1) out += " b-strided";
+  if (g.im2col) out += fmt::format(" b-im2col{}d", g.im2col->dims);
+  else if (g.b_col_stride != 1) out += " b-strided";
   return out;
 }
 

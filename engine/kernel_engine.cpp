@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "dump.h"
+#include "profile_peak.h"
 #include "kiln/autotune/autotuner.h"
 #include "kiln/backend/host_memory.h"
 #include "kiln/codegen/c_source.h"
@@ -23,6 +24,7 @@
 #include "kiln/ir/canonical.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
+#include "kiln/runtime/profile.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/env.h"
 #include "kiln/support/lru_cache.h"
@@ -32,6 +34,7 @@ namespace {
 
 struct Executable {
   std::string canonical;
+  std::string label;  // "@name hash": the graph, as the profiler and dumps name it
   LaunchPlan plan;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels;  // per plan kernel
   std::vector<std::shared_ptr<DeviceMemory>> constants;        // per plan buffer (Constant kind)
@@ -43,6 +46,48 @@ struct Executable {
   /// Per step: the epilogue's parameter that reads a GEMM's product (-1: none).
   std::vector<int32_t> product_param;
 };
+
+// What the profiler says of step `s` (and of the epilogue after it, when `fused`): the kernel
+// region, the values it writes, the bytes its buffers hold (each read or written once) and
+// its FLOPs (a GEMM's 2mnk; a kernel's float arithmetic per point times its points).
+profile::Launch describe_step(const LaunchPlan& plan, size_t s, bool fused) {
+  profile::Launch l;
+  auto kernel_facts = [&](const kir::Kernel& k) {
+    int64_t per_point = 0;
+    for (const kir::Inst& in : k.insts)
+      if ((in.code == kir::Code::Op || in.code == kir::Code::Reduce) && is_float(in.type)) ++per_point;
+    l.flops += per_point * k.domain.numel();
+    for (const kir::BufferParam& b : k.buffers) {
+      l.bytes += b.type.bytes();
+      if (b.written) l.values += (l.values.empty() ? "%" : ", %") + b.name;
+    }
+  };
+  const LaunchPlan::Step& step = plan.steps[s];
+  if (step.kernel >= 0) {
+    const kir::Kernel& k = plan.kernels[static_cast<size_t>(step.kernel)];
+    l.kind = "kernel";
+    l.kernel = k.name;
+    kernel_facts(k);
+    return l;
+  }
+  const LaunchPlan::Gemm& g = step.gemm;
+  const int64_t es = static_cast<int64_t>(dtype_size(g.dtype)), batches = g.batch.numel();
+  l.kind = "gemm";
+  l.kernel = g.name;
+  if (fused) {
+    const kir::Kernel& e = plan.kernels[static_cast<size_t>(plan.steps[s + 1].kernel)];
+    l.kernel += " + " + e.name;
+    kernel_facts(e);
+  } else {
+    l.bytes += batches * g.m * g.n * es;
+  }
+  l.bytes += (g.a_extent() + g.b_extent()) * es;
+  l.flops += 2 * batches * g.m * g.n * g.k;
+  return l;
+}
+
+// Set while the profiler measures a device's peak: those runs are not recorded.
+thread_local bool measuring_peak = false;
 
 struct Hash128Hasher {
   size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ULL)); }
@@ -131,6 +176,7 @@ class KernelEngine final : public Engine {
     exe->canonical = w.take();
     const Dumper& dump = Dumper::get();
     const std::string stem = h.hex().substr(0, 16);
+    exe->label = fmt::format("@{} {}", g.name(), stem);
     if (dump.wants("graph")) dump.write(stem + ".graph.kir", print_graph(g));
     Compilation c = compile_graph(backend_, g, donated);
     if (dump.wants("fused")) dump.write(stem + ".fused.kir", print_graph(c.fused));
@@ -203,9 +249,33 @@ class KernelEngine final : public Engine {
       }
       args.insert(args.end(), step.fixed_scalars.begin(), step.fixed_scalars.end());
     };
+    const bool profiling = profile::enabled() && !measuring_peak;
+    if (profiling && !profile::peak(device_.str())) {
+      measuring_peak = true;
+      try {
+        profile::set_peak(device_.str(), device_peak(*this, backend_.device_fingerprint()));
+      } catch (...) {
+        measuring_peak = false;
+        throw;
+      }
+      measuring_peak = false;
+    }
+    int64_t started = 0;
+    // Waits for step `s` (and the epilogue fused into it) and records it.
+    auto profiled = [&](size_t s, bool fused) {
+      if (!profiling) return;
+      backend_.finish();
+      profile::Launch l = describe_step(plan, s, fused);
+      l.device = device_.str();
+      l.graph = exe.label;
+      l.start_ns = started;
+      l.duration_ns = profile::now_ns() - started;
+      profile::record(std::move(l));
+    };
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       const LaunchPlan::Step& step = plan.steps[s];
       runtime_counters().launches++;
+      if (profiling) started = profile::now_ns();
       if (step.kernel < 0) {
         if (const int64_t per_row = exe.epilogue_per_row[s]; per_row > 0) {
           const LaunchPlan::Step& epilogue = plan.steps[s + 1];
@@ -215,6 +285,7 @@ class KernelEngine final : public Engine {
                                             args,             per_row,                    &plan.kernels[k],
                                             exe.product_read_later[s], exe.product_param[s]};
           if (backend_.gemm_with_epilogue(step.gemm, mem, fused)) {
+            profiled(s, true);
             ++s;  // the epilogue ran with the product
             continue;
           }
@@ -222,11 +293,13 @@ class KernelEngine final : public Engine {
         if (!backend_.gemm(step.gemm, mem))
           throw Error(fmt::format("matmul: device {} has no GEMM for {} [{}x{}x{}]", device_.str(),
                                   dtype_name(step.gemm.dtype), step.gemm.m, step.gemm.n, step.gemm.k));
+        profiled(s, false);
         continue;
       }
       const auto k = static_cast<size_t>(step.kernel);
       bind(step);
       backend_.launch(*exe.kernels[k], plan.schedules[k], bound, args);
+      profiled(s, false);
     }
     std::vector<BufferRef> results;
     for (size_t i = 0; i < plan.outputs.size(); ++i) {
@@ -367,9 +440,11 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
                           const std::vector<bool>& donated, const SplitChooser& splits) {
   PipelineOptions po;
   po.verify_each = false;
-  // -O1's clean-up, then what this target adds (split-reductions on CPU), then fusion: -O2.
+  // -O1's clean-up, then what this target adds (split-reductions on CPU), then -O2's
+  // expand-convs and fusion.
   std::vector<const PassInfo*> passes = pipeline_for_level(1);
   passes.insert(passes.end(), extra_passes.begin(), extra_passes.end());
+  passes.push_back(find_pass("expand-convs"));
   passes.push_back(find_pass("fuse"));
   PassOptions options;
   options.max_split_blocks = split_blocks_for(caps);

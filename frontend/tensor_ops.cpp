@@ -572,6 +572,31 @@ Tensor Tensor::matmul(const Tensor& other) const {
   return y;
 }
 
+Tensor Tensor::conv(const Tensor& weight, const ConvOptions& options) const {
+  detail::require_defined("conv", *this);
+  detail::require_defined("conv", weight);
+  const size_t dims = rank() >= 2 ? static_cast<size_t>(rank() - 2) : 0;
+  auto per_dim = [&](const std::vector<int64_t>& given, int64_t fill) {
+    return given.empty() ? std::vector<int64_t>(dims, fill) : given;
+  };
+  Attrs a = Graph::make_attrs(OpKind::Conv);
+  auto ints = [&](const char* name, std::vector<int64_t> v) {
+    AttrValue& slot = detail::attr_slot(a, OpKind::Conv, name);
+    slot.present = true;
+    slot.ints = std::move(v);
+  };
+  ints("strides", per_dim(options.strides, 1));
+  if (!options.dilations.empty()) ints("dilations", options.dilations);
+  ints("low", per_dim(options.pad_low, 0));
+  ints("high", per_dim(options.pad_high, 0));
+  if (options.groups != 1) {
+    AttrValue& g = detail::attr_slot(a, OpKind::Conv, "groups");
+    g.present = true;
+    g.i = options.groups;
+  }
+  return record("conv", OpKind::Conv, {this, &weight}, std::move(a));
+}
+
 // ---- operators --------------------------------------------------------------------------
 
 Tensor operator-(const Tensor& x) { return x.neg(); }

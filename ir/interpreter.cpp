@@ -12,6 +12,7 @@
 #include <optional>
 #include <fmt/format.h>
 
+#include "kiln/ir/conv.h"
 #include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/scalar_semantics.h"
 
@@ -559,6 +560,71 @@ Wide eval_matmul(const Node& n, const Wide& a0, const Wide& b0) {
   return out;
 }
 
+// conv as the GEMM it is, per batch and group: W's rows [Mg, Cg * window] times the columns
+// of x's windows [Cg * window, positions] (im2col, zero outside x), in double for floats
+// (exact products, one rounding per result, as matmul's) and wrapping i64 for integers.
+Wide eval_conv(const Node& n, const Wide& x, const Wide& w) {
+  const ConvGeometry g = conv_geometry(x.type.shape, w.type.shape, n.attrs).take();
+  Wide out = make_wide(n.type);
+  const int64_t cg = g.channels_per_group(), mg = g.out_channels_per_group(), window = g.window();
+  const int64_t depth = cg * window, positions = g.positions(), plane = g.plane();
+  // For each (window element, output position): where in a channel's plane it reads, or -1.
+  std::vector<int64_t> at(static_cast<size_t>(window * positions));
+  for (int64_t e = 0; e < window; ++e)
+    for (int64_t p = 0; p < positions; ++p) {
+      int64_t offset = 0, ke = e, pe = p;
+      bool inside = true;
+      std::vector<int64_t> kidx(static_cast<size_t>(g.dims)), pidx(kidx.size());
+      for (int d = g.dims - 1; d >= 0; --d) {
+        const auto dd = static_cast<size_t>(d);
+        kidx[dd] = ke % g.kernel[dd];
+        ke /= g.kernel[dd];
+        pidx[dd] = pe % g.out[dd];
+        pe /= g.out[dd];
+      }
+      for (int d = 0; d < g.dims; ++d) {
+        const auto dd = static_cast<size_t>(d);
+        const int64_t i = pidx[dd] * g.strides[dd] + kidx[dd] * g.dilations[dd] - g.low[dd];
+        inside = inside && i >= 0 && i < g.in[dd];
+        offset = offset * g.in[dd] + i;
+      }
+      at[static_cast<size_t>(e * positions + p)] = inside ? offset : -1;
+    }
+  using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Mat columns;
+  if (x.is_f()) columns.resize(depth, positions);
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const int64_t x0 = (b * g.channels + gi * cg) * plane, w0 = gi * mg * depth;
+      const int64_t y0 = (b * g.out_channels + gi * mg) * positions;
+      auto read = [&](const auto& data, int64_t row, int64_t p) {
+        const int64_t e = row % window, c = row / window;
+        const int64_t off = at[static_cast<size_t>(e * positions + p)];
+        return off < 0 ? 0 : data[static_cast<size_t>(x0 + c * plane + off)];
+      };
+      if (x.is_f()) {
+        for (int64_t r = 0; r < depth; ++r)
+          for (int64_t p = 0; p < positions; ++p) columns(r, p) = read(x.f, r, p);
+        Eigen::Map<const Mat> wm(w.f.data() + w0, mg, depth);
+        Eigen::Map<Mat> ym(out.f.data() + y0, mg, positions);
+        ym.noalias() = wm * columns;
+        for (double& v : std::span(out.f).subspan(static_cast<size_t>(y0), static_cast<size_t>(mg * positions)))
+          v = scalar::store_float(n.type.dtype, v);
+        continue;
+      }
+      for (int64_t m = 0; m < mg; ++m)
+        for (int64_t p = 0; p < positions; ++p) {
+          int64_t acc = 0;
+          for (int64_t r = 0; r < depth; ++r)
+            acc = scalar::binary_int(OpKind::Add, acc,
+                                     scalar::binary_int(OpKind::Mul, w.i[static_cast<size_t>(w0 + m * depth + r)],
+                                                        read(x.i, r, p)));
+          out.i[static_cast<size_t>(y0 + m * positions + p)] = scalar::store_int(n.type.dtype, acc);
+        }
+    }
+  return out;
+}
+
 Wide from_host(const HostTensor& t) {
   Wide w = make_wide(t.type());
   for (int64_t k = 0; k < t.numel(); ++k) {
@@ -616,7 +682,9 @@ std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor* co
       case OpCategory::Elementwise: values[id] = eval_elementwise(n, args); break;
       case OpCategory::Reduce: values[id] = eval_reduce(n, *args[0]); break;
       case OpCategory::Movement: values[id] = eval_movement(n, args); break;
-      case OpCategory::Matmul: values[id] = eval_matmul(n, *args[0], *args[1]); break;
+      case OpCategory::Matmul:
+        values[id] = n.op == OpKind::Conv ? eval_conv(n, *args[0], *args[1]) : eval_matmul(n, *args[0], *args[1]);
+        break;
     }
     for (ValueId v : n.operands)
       if (last_use[v] == id) values[v] = Wide{};

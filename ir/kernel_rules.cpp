@@ -72,7 +72,7 @@ Status check_kernel_rules(const Graph& g) {
     int matmuls = 0;
     for (ValueId v : members) {
       const Node& n = g.node(v);
-      if (n.op == OpKind::Matmul) ++matmuls;
+      if (n.info().category == OpCategory::Matmul) ++matmuls;
       if (n.op == OpKind::Gather && in_kernel(n.operands[0]))
         return fail(v, fmt::format("gather data %{} is computed inside the kernel; gather reads its data from memory, "
                                    "at positions known only at run time",
@@ -89,7 +89,7 @@ Status check_kernel_rules(const Graph& g) {
                                        "the whole kernel has run",
                                        names[u], op, names[v]));
         for (ValueId m : members) {
-          if (g.node(m).info().category == OpCategory::Reduce || g.node(m).op == OpKind::Matmul)
+          if (g.node(m).info().category == OpCategory::Reduce || g.node(m).info().category == OpCategory::Matmul)
             return fail(m, fmt::format("the kernel of {} %{} computes no reduction or matmul", op, names[v]));
           if (g.node(m).info().has(trait::WholeResult) && m != v)
             return fail(m, "a kernel holds at most one scatter, cumsum or argsort");
@@ -119,7 +119,7 @@ Status check_kernel_rules(const Graph& g) {
     if (first_reduce) return fail(at, "a matmul kernel holds no reduction (only the matmul's elementwise epilogue)");
     for (ValueId v : members) {
       const Node& n = g.node(v);
-      if (n.op != OpKind::Matmul) continue;
+      if (n.info().category != OpCategory::Matmul) continue;
       for (ValueId o : n.operands) {
         ValueId src = o;
         while (in_kernel(src) && g.node(src).info().is_view()) src = g.node(src).operands[0];

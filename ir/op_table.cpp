@@ -32,6 +32,9 @@ constexpr std::array ScatterAttrs{AttrSpec{"axis", K::Int, true}, AttrSpec{"add"
                                   AttrSpec{"min", K::Flag, false}};
 constexpr std::array UnfoldAttrs{AttrSpec{"axis", K::Int, true}, AttrSpec{"size", K::Int, true},
                                  AttrSpec{"step", K::Int, true}, AttrSpec{"dilation", K::Int, false}};
+constexpr std::array ConvAttrs{AttrSpec{"strides", K::Ints, true}, AttrSpec{"dilations", K::Ints, false},
+                               AttrSpec{"low", K::Ints, true}, AttrSpec{"high", K::Ints, true},
+                               AttrSpec{"groups", K::Int, false}};
 constexpr std::array CustomAttrs{AttrSpec{"kernel", K::Custom, true}};
 
 using namespace trait;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/conv.h"
 #include "kiln/ir/custom_kernel.h"
 
 namespace kiln::rules {
@@ -488,6 +489,15 @@ Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   out.push_back(a.shape[ra - 2]);
   out.push_back(b.shape[rb - 1]);
   return TensorType{promote(a.dtype, b.dtype), out};
+}
+
+Expected<TensorType> rule_conv(const TypeRuleInput& in) {
+  const TensorType &x = in.operands[0], &w = in.operands[1];
+  KILN_REQUIRE(x.dtype == w.dtype && is_numeric(x.dtype), "'conv' needs numeric operands of one type, got {} and {}",
+               x.str(), w.str());
+  Expected<ConvGeometry> g = conv_geometry(x.shape, w.shape, in.attrs);
+  if (!g) return g.error();
+  return TensorType{x.dtype, g->out_shape()};
 }
 
 }  // namespace kiln::rules

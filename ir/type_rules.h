@@ -36,6 +36,7 @@ KILN_RULE(rule_concat)
 KILN_RULE(rule_gather)
 KILN_RULE(rule_scatter)
 KILN_RULE(rule_matmul)
+KILN_RULE(rule_conv)
 #undef KILN_RULE
 
 }  // namespace kiln::rules

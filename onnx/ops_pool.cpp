@@ -1,9 +1,8 @@
 // onnx/ops_pool.cpp - MaxPool, AveragePool, Conv and ConvTranspose over 1 to 3 spatial dims.
 //
-// The padded input is unfolded into its windows (a view: [N, C, o1..on, k1..kn]); a pooling
-// reduces over the window axes, a convolution is a reduction of the windows' product with
-// the weights over channels and window axes (a contraction, fused into one kernel; no
-// im2col buffer). The average's divisor (how many elements of each window count) is the same
+// The padded input is unfolded into its windows (a view: [N, C, o1..on, k1..kn]) that a
+// pooling reduces over; a convolution is kiln's conv op (a GEMM whose packing gathers the
+// windows; no im2col buffer). The average's divisor (how many elements of each window count) is the same
 // pooling of a 0/1 mask, computed while importing.
 #include <algorithm>
 #include <limits>
@@ -157,28 +156,18 @@ std::vector<Tensor> AveragePool(NodeContext& c) {
 }
 
 // y[n, m, o..] = sum over c, k.. of x_padded[n, c, o * stride + k * dilation] * w[m, c, k..]
-// (+ b[m]), with `group` blocks of channels. The output positions are flattened into one
-// axis so that a 3-D convolution stays within kiln's rank 8.
+// (+ b[m]), with `group` blocks of channels: kiln's conv op, which runs on the GEMM.
 Tensor convolve(NodeContext& c, const Tensor& x, const Tensor& w, const Window& win, int64_t group) {
-  const int64_t n = x.size(0), channels = x.size(1), m = w.size(0), dims = x.rank() - 2;
+  const int64_t channels = x.size(1), m = w.size(0);
   if (group < 1 || channels % group != 0 || m % group != 0 || w.size(1) * group != channels)
     c.invalid(fmt::format("X {} and W {} do not make {} groups", x.shape().str(), w.shape().str(), group));
-  const Tensor v = windows(x, win, 0);  // [N, C, o.., k..]
-  int64_t positions = 1;
-  for (int64_t o : win.out) positions *= o;
-  std::vector<int64_t> vs = {n, group, channels / group, positions}, ws = {1, group, m / group, channels / group, 1};
-  for (int64_t k : win.kernel) {
-    vs.push_back(k);
-    ws.push_back(k);
-  }
-  const Tensor vg = v.reshape(vs).unsqueeze(2);  // [N, G, 1, Cg, P, k..]
-  const Tensor wg = w.reshape(ws);               // [1, G, Mg, Cg, 1, k..]
-  Axes axes = {3};
-  for (int64_t d = 0; d < dims; ++d) axes.push_back(5 + d);
-  const Tensor y = (vg * wg).sum(axes);  // [N, G, Mg, P]
-  std::vector<int64_t> out = {n, m};
-  out.insert(out.end(), win.out.begin(), win.out.end());
-  return y.reshape(out);
+  ConvOptions o;
+  o.strides = win.strides;
+  o.dilations = win.dilations;
+  o.pad_low = win.pad_begin;
+  o.pad_high = win.pad_end;
+  o.groups = group;
+  return x.conv(w, o);
 }
 
 Tensor add_bias(NodeContext& c, const Tensor& y) {

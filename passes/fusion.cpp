@@ -43,7 +43,8 @@ struct Kernel {
   bool has_reduce = false;
   std::vector<int64_t> reduce_axes;
   Shape reduce_input;
-  bool has_matmul = false;
+  bool has_matmul = false;  // a matmul or a conv (a GEMM step)
+  std::string_view gemm_op;   // which
   bool whole = false;  // holds a scatter, cumsum or argsort (trait::WholeResult)
   int64_t members = 0;
   std::vector<std::string> notes;
@@ -192,10 +193,16 @@ class Planner {
       kern.reduce_axes = n.attr("axes").ints;
       kern.reduce_input = g_.type(n.operands[0]).shape;
     }
-    if (n.op == OpKind::Matmul) kern.has_matmul = true;
-    // Operands of a matmul (and views feeding them) are read from memory.
-    if (n.op == OpKind::Matmul || (is_view(n) && matmul_operand_.count(v)))
-      for (ValueId o : n.operands) matmul_operand_.insert(o);
+    const bool gemm = n.info().category == OpCategory::Matmul;  // matmul, conv
+    if (gemm) {
+      kern.has_matmul = true;
+      kern.gemm_op = n.info().name;
+    }
+    // Operands of a matmul or conv (and views feeding them) are read from memory.
+    if (gemm || (is_view(n) && matmul_operand_.count(v))) {
+      const std::string_view op = gemm ? n.info().name : matmul_operand_.at(v);
+      for (ValueId o : n.operands) matmul_operand_.emplace(o, op);
+    }
     if (n.op == OpKind::Gather)
       from_memory_.emplace(n.operands[0], "gather reads its data from memory, at positions known only at run time");
     if (n.info().has(trait::WholeResult)) kern.whole = true;
@@ -225,8 +232,8 @@ class Planner {
       return false;
     }
     if (is_view(n)) return true;  // an index map, free in any kernel
-    if (matmul_operand_.count(v)) {
-      why = "matmul operands are read from memory, not recomputed for every output tile";
+    if (auto it = matmul_operand_.find(v); it != matmul_operand_.end()) {
+      why = fmt::format("{} operands are read from memory, not recomputed for every output tile", it->second);
       return false;
     }
     if (cat == OpCategory::Elementwise || n.op == OpKind::Gather) return true;
@@ -234,7 +241,7 @@ class Planner {
       why = "concat writes its operands side by side: it is a kernel of its own";
       return false;
     }
-    if (kern.whole && (cat == OpCategory::Reduce || n.op == OpKind::Matmul)) {
+    if (kern.whole && (cat == OpCategory::Reduce || cat == OpCategory::Matmul)) {
       why = "a scatter's, cumsum's or argsort's kernel computes no reduction or matmul";
       return false;
     }
@@ -244,7 +251,7 @@ class Planner {
         return false;
       }
       if (kern.has_matmul) {
-        why = "a reduction does not join a matmul kernel";
+        why = fmt::format("a reduction does not join a {} kernel", kern.gemm_op);
         return false;
       }
       const auto& axes = n.attr("axes").ints;
@@ -259,13 +266,13 @@ class Planner {
       }
       return true;
     }
-    if (n.op == OpKind::Matmul) {
+    if (cat == OpCategory::Matmul) {
       if (!policy_.matmul_epilogue) {
         why = "matmul epilogue fusion is off (FusionPolicy::matmul_epilogue)";
         return false;
       }
       if (kern.has_reduce || kern.has_matmul) {
-        why = "a matmul joins only an elementwise epilogue";
+        why = fmt::format("a {} joins only an elementwise epilogue", n.info().name);
         return false;
       }
       return true;
@@ -290,7 +297,7 @@ class Planner {
   std::vector<int64_t> outside_views_;  // views left outside kernels: how many such views above, on the longest path
   std::vector<Kernel> kernels_;
   std::vector<ValueId> shared_by_kernels_;
-  std::unordered_set<ValueId> matmul_operand_;
+  std::unordered_map<ValueId, std::string_view> matmul_operand_;  // -> the op that reads it
   std::unordered_map<ValueId, std::string> from_memory_;  // operands no kernel may compute: why
 };
 

@@ -79,6 +79,91 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t depth, int64_t cols, int
   }
 }
 
+// As pack_b, B's rows p0.. and columns j0.. of a convolution's windows (Gemm::Im2col) over
+// the channel planes at `x`. A panel's columns are cut once into runs along the last spatial
+// dim (one output line each); then each row of the panel is, per run, a check of the outer
+// coordinates and a copy of the part of the line inside the input (contiguous at stride 1),
+// with zeros around it.
+template <class T>
+void pack_b_im2col(const LaunchPlan::Gemm::Im2col& ic, const T* x, int64_t p0, int64_t depth, int64_t j0,
+                   int64_t cols, int nr, T* out) {
+  const int dims = ic.dims, last = dims - 1;
+  const auto ul = static_cast<size_t>(last);
+  const int64_t window = ic.window(), stride = ic.strides[ul], width = ic.in[ul];
+  struct Run {
+    int64_t begin, end;   // columns of the panel
+    int64_t outer[2];     // window starts along the dims before the last
+    int64_t first;        // window start along the last dim at column `begin`
+  };
+  thread_local std::vector<Run> runs;
+  for (int64_t jp = 0; jp < cols; jp += nr, out += depth * nr) {
+    const int64_t w = std::min<int64_t>(nr, cols - jp);
+    runs.clear();
+    for (int64_t j = 0; j < w;) {
+      int64_t q = j0 + jp + j;
+      Run r{j, 0, {0, 0}, 0};
+      const int64_t o_last = q % ic.out[ul];
+      r.first = o_last * stride - ic.low[ul];
+      q /= ic.out[ul];
+      for (int d = last - 1; d >= 0; --d) {
+        const auto dd = static_cast<size_t>(d);
+        r.outer[d] = q % ic.out[dd] * ic.strides[dd] - ic.low[dd];
+        q /= ic.out[dd];
+      }
+      r.end = std::min(w, j + ic.out[ul] - o_last);
+      runs.push_back(r);
+      j = r.end;
+    }
+    for (int64_t p = 0; p < depth; ++p) {
+      const int64_t row = p0 + p;
+      int64_t e = row % window, reach[3] = {0, 0, 0};
+      for (int d = last; d >= 0; --d) {
+        const auto dd = static_cast<size_t>(d);
+        reach[d] = e % ic.kernel[dd] * ic.dilations[dd];
+        e /= ic.kernel[dd];
+      }
+      const T* plane = x + row / window * ic.plane;
+      T* o = out + p * nr;
+      for (const Run& r : runs) {
+        bool inside = true;
+        int64_t line = 0;  // the input line's first element
+        for (int d = 0; d < last; ++d) {
+          const int64_t i = r.outer[d] + reach[d];
+          inside = inside && i >= 0 && i < ic.in[static_cast<size_t>(d)];
+          line = line * ic.in[static_cast<size_t>(d)] + i;
+        }
+        T* dst = o + r.begin;
+        const int64_t n = r.end - r.begin;
+        if (!inside) {
+          std::fill(dst, dst + n, T(0));
+          continue;
+        }
+        // Column t of the run reads element start + t * stride of the line: inside for t in
+        // [lo, hi).
+        const int64_t start = r.first + reach[last];
+        const int64_t lo = start >= 0 ? 0 : std::min(n, (-start + stride - 1) / stride);
+        const int64_t hi = start >= width ? 0 : std::clamp<int64_t>((width - start + stride - 1) / stride, lo, n);
+        std::fill(dst, dst + lo, T(0));
+        const T* src = plane + line * width;
+        if (stride == 1 && hi > lo) std::memcpy(dst + lo, src + start + lo, static_cast<size_t>(hi - lo) * sizeof(T));
+        else
+          for (int64_t t = lo; t < hi; ++t) dst[t] = src[start + t * stride];
+        std::fill(dst + std::max(lo, hi), dst + n, T(0));
+      }
+      std::fill(o + w, o + nr, T(0));
+    }
+  }
+}
+
+// B's block of `depth` rows from p0 and `cols` columns from j0, packed as pack_b packs it,
+// from batch matrix `bm` (the batch's B, or its channel planes for a convolution).
+template <class T>
+void pack_b_block(const LaunchPlan::Gemm& g, const T* bm, int64_t p0, int64_t depth, int64_t j0, int64_t cols, int nr,
+                  T* out) {
+  if (g.im2col) return pack_b_im2col(*g.im2col, bm, p0, depth, j0, cols, nr, out);
+  pack_b(bm + p0 * g.b_row_stride + j0 * g.b_col_stride, g.b_row_stride, g.b_col_stride, depth, cols, nr, out);
+}
+
 // Integers wrap, as in the micro-kernel (and the interpreter); signed overflow would be UB.
 template <class T>
 T wrapping_add(T x, T y) {
@@ -155,8 +240,8 @@ class PackedB {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t bi = u / (kpanels * cpanels), p0 = u / cpanels % kpanels * s.kc, jp = u % cpanels;
         const int64_t depth = std::min(s.kc, g.k - p0), w = std::min<int64_t>(s.nr, g.n - jp * s.nr);
-        pack_b(b + batch_offsets(g, bi).second + p0 * g.b_row_stride + jp * s.nr * g.b_col_stride, g.b_row_stride,
-               g.b_col_stride, depth, w, s.nr, data_.data() + offset(bi, p0, jp * s.nr));
+        pack_b_block(g, b + batch_offsets(g, bi).second, p0, depth, jp * s.nr, w, s.nr,
+                     data_.data() + offset(bi, p0, jp * s.nr));
       }
     };
     const int64_t panels = batches(g) * kpanels * cpanels;
@@ -221,10 +306,10 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
       pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
       // One row panel uses each B panel once: its whole panels are read in place, unpacked,
       // where a row's columns are adjacent.
-      const bool b_in_place = rpanels == 1 && !packed_b && bcs == 1;
+      const bool b_in_place = rpanels == 1 && !packed_b && bcs == 1 && !g.im2col;
       const T* bblock = packed_b ? packed_b->panel(bi, p0, j0) : bp;
       const T* bpos = bm + p0 * brs + j0 * bcs;  // the block's first element
-      if (!packed_b && !b_in_place) pack_b(bpos, brs, bcs, depth, cols, s.nr, bp);
+      if (!packed_b && !b_in_place) pack_b_block(g, bm, p0, depth, j0, cols, s.nr, bp);
       for (int64_t jp = 0; jp < cpanels; ++jp) {
         const int64_t w = std::min<int64_t>(s.nr, cols - jp * s.nr);
         for (int64_t ip = 0; ip < rpanels; ++ip) {

@@ -49,6 +49,8 @@ struct Reached {
   int contraction_gemms = 0;  // GEMM steps of regions with no matmul: einsum-style sums
   int group_reductions = 0;  // work-group devices: a row per group (tree or subgroups)
   int vector_lanes = 0;      // a work-item's lanes held as vector values (c_lanes_as_vectors)
+  int im2col_gemms = 0;      // convolutions whose GEMM gathers the windows (Gemm::Im2col)
+  int conv_kernels = 0;      // convolutions expanded into a reduction kernel (expand-convs)
 };
 
 void tally(Backend& backend, const Graph& g, Reached& r) {
@@ -64,12 +66,16 @@ void tally(Backend& backend, const Graph& g, Reached& r) {
   for (const LaunchPlan::Step& st : c.plan.steps) {
     if (st.kernel >= 0) continue;
     ++r.gemms;
+    r.im2col_gemms += st.gemm.im2col.has_value();
     const auto of_matmul = [&](const Node& n) {
-      return n.op == OpKind::Matmul && n.kernel >= 0 &&
+      return n.info().category == OpCategory::Matmul && n.kernel >= 0 &&
              c.fused.kernels()[static_cast<size_t>(n.kernel)].name == st.gemm.name;
     };
     r.contraction_gemms += std::none_of(c.fused.nodes().begin(), c.fused.nodes().end(), of_matmul);
   }
+  const auto conv = [](const Node& n) { return n.op == OpKind::Conv; };
+  if (std::any_of(g.nodes().begin(), g.nodes().end(), conv) && std::none_of(c.fused.nodes().begin(), c.fused.nodes().end(), conv))
+    ++r.conv_kernels;
   PipelineOptions po;
   po.verify_each = false;
   const std::vector<const PassInfo*> split_only{find_pass("split-reductions")};
@@ -134,6 +140,20 @@ TEST_P(DevicesMatchInterpreter, LargeRandomGraphs) {
   }
   EXPECT_GT(r.vector_loops, 0);
   EXPECT_GT(r.thread_splits, 0);
+}
+
+// Convolutions (strided, padded, dilated, grouped, depthwise; 1 and 2 spatial dims) with
+// the ops around them: on the GEMM with its windows gathered, and expanded into reductions.
+TEST_P(DevicesMatchInterpreter, RandomGraphsWithConvolutions) {
+  test::RandomGraphOptions o;
+  o.nodes = 10;
+  o.max_dim = 8;
+  o.zero_size = false;
+  o.convs = true;
+  const Reached r = check_device(GetParam(), {"convs", 60, o});
+  if (engine_for(GetParam()).backend() == nullptr || test::diff_seeds(60).size() < 60) return;
+  EXPECT_GT(r.im2col_gemms, 0);
+  EXPECT_GT(r.conv_kernels, 0);
 }
 
 // The minimizer shrinks a failing graph to what the failure needs: here, "contains an exp".

@@ -288,6 +288,12 @@ MESSAGES = [
      "'matmul' contracting dims differ: f32[2,3] and f32[4,2] (3 vs 4)"),
     ('m.kir', G('(%a: f32[2,2,3], %b: f32[3,3,2]) -> f32[2,2]', '  %y = matmul %a, %b : f32[2,2]\n  return %y'),
      "'matmul' batch dims of f32[2,2,3] and f32[3,3,2] cannot broadcast"),
+    ('m.kir', G('(%x: f32[1,4,5,5], %w: f32[6,3,3,3]) -> f32[1,6,5,5]',
+                '  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1], groups = 2} : f32[1,6,5,5]\n  return %y'),
+     "'conv' of x [1,4,5,5] by w [6,3,3,3]: 4 channels and 6 filters of 3 channels do not make 2 groups"),
+    ('m.kir', G('(%x: f32[1,4,5,5], %w: f32[6,4,3,3]) -> f32[1,6,5,5]',
+                '  %y = conv %x, %w {strides = [1], low = [1, 1], high = [1, 1]} : f32[1,6,5,5]\n  return %y'),
+     "'conv' of x [1,4,5,5] by w [6,4,3,3]: strides, dilations, low and high need one entry per spatial dim (2)"),
     ('m.kir', G('(%a: f32[2]) -> (f32[2], f32[2])', '  %y = neg %a : f32[2]\n  return %y'),
      "'return' gives 1 value but the signature at line 1 declares 2"),
     # numbers (2.1, 2.2)

@@ -1486,6 +1486,44 @@ TEST(CpuMatmul, IntegersWrapAndMixedTypes) {
       Tol{0, 1e-12, 1e10});
 }
 
+// ---- conv --------------------------------------------------------------------------------
+
+TEST(CpuConv, OnTheGemmWithBiasActivationAndResidual) {
+  // 16 filters: a GEMM step whose packing gathers the padded 3 x 3 windows, and whose
+  // epilogue (bias, relu, residual) runs over the result's [N, M, H, W] domain.
+  expect_same(
+      "graph @c(%x: f32[2,5,9,9], %w: f32[16,5,3,3], %b: f32[16,1,1], %r: f32[2,16,9,9]) -> f32[2,16,9,9] {\n"
+      "  %c = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[2,16,9,9]\n"
+      "  %s = add %c, %b : f32[2,16,9,9]\n"
+      "  %a = relu %s : f32[2,16,9,9]\n"
+      "  %y = add %a, %r : f32[2,16,9,9]\n"
+      "  return %y\n}\n",
+      {Data::Unit}, Tol{0, 1e-5, 46});
+}
+
+TEST(CpuConv, StridedDilatedGroupedOneByOneAndDepthwise) {
+  expect_same(
+      "graph @c(%x: f32[1,6,11,10], %w: f32[16,3,3,2], %p: f32[8,6,1,1], %d: f32[6,1,3,3]) -> "
+      "(f32[1,16,5,5], f32[1,8,11,10], f32[1,6,6,5]) {\n"
+      "  %g = conv %x, %w {strides = [2, 2], dilations = [2, 1], low = [2, 0], high = [1, 1], groups = 2} : "
+      "f32[1,16,5,5]\n"
+      "  %o = conv %x, %p {strides = [1, 1], low = [0, 0], high = [0, 0]} : f32[1,8,11,10]\n"
+      "  %e = conv %x, %d {strides = [2, 2], low = [1, 1], high = [1, 1], groups = 6} : f32[1,6,6,5]\n"
+      "  return %g, %o, %e\n}\n",
+      {Data::Unit}, Tol{0, 1e-5, 18});
+}
+
+TEST(CpuConv, OneAndThreeSpatialDimsAndIntegers) {
+  expect_same(
+      "graph @c(%x: f32[3,4,20], %w: f32[9,4,5], %v: f32[1,2,4,5,6], %k: f32[8,2,2,3,2], %i: i32[1,3,6,6], "
+      "%j: i32[8,3,3,3]) -> (f32[3,9,18], f32[1,8,4,3,6], i32[1,8,4,4]) {\n"
+      "  %a = conv %x, %w {strides = [1], low = [1], high = [1]} : f32[3,9,18]\n"
+      "  %b = conv %v, %k {strides = [1, 1, 1], low = [0, 0, 1], high = [1, 0, 0]} : f32[1,8,4,3,6]\n"
+      "  %c = conv %i, %j {strides = [1, 1], low = [0, 0], high = [0, 0]} : i32[1,8,4,4]\n"
+      "  return %a, %b, %c\n}\n",
+      {Data::Unit, Data::Unit, Data::Unit, Data::Unit, Data::General, Data::General}, Tol{0, 1e-5, 24});
+}
+
 // ---- shapes that change the schedule -----------------------------------------------------
 
 TEST(CpuShapes, ScalarsOfRankZero) {

@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include <gmock/gmock.h>
+
 #include "test_util.h"
 
 namespace kiln {
@@ -610,6 +612,44 @@ TEST(InterpreterMatmul, PlainBatchedAndBroadcast) {
   expect_values(eval("f32[2,2]", "%a = constant {data = []} : f32[2,0]\n%b = constant {data = []} : f32[0,2]\n"
                                  "%y = matmul %a, %b : f32[2,2]\nreturn %y"),
                 F32({2, 2}), {0, 0, 0, 0});
+}
+
+// ---- conv ------------------------------------------------------------------------------
+
+TEST(InterpreterConv, WindowsPaddingStridesDilationsAndGroups) {
+  // 1-D, padded by one at each end: y[i] = x[i - 1] - x[i + 1], zeros outside x.
+  expect_values(eval("f32[1,1,5]",
+                     "%x = constant {data = [1.0, 2.0, 3.0, 4.0, 5.0]} : f32[1,1,5]\n"
+                     "%w = constant {data = [1.0, 0.0, -1.0]} : f32[1,1,3]\n"
+                     "%y = conv %x, %w {strides = [1], low = [1], high = [1]} : f32[1,1,5]\nreturn %y"),
+                F32({1, 1, 5}), {-2, -2, -2, -2, 4});
+  // Two groups of one channel, windows of two elements two apart.
+  expect_values(eval("f32[1,2,2]",
+                     "%x = constant {data = [1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0]} : f32[1,2,4]\n"
+                     "%w = constant {data = [1.0, 1.0, 1.0, -1.0]} : f32[2,1,2]\n"
+                     "%y = conv %x, %w {strides = [1], dilations = [2], low = [0], high = [0], groups = 2} : f32[1,2,2]"
+                     "\nreturn %y"),
+                F32({1, 2, 2}), {4, 6, -20, -20});
+  // 2-D, 2 x 2 windows 2 apart over 0..15, two filters; the high padding adds no window.
+  expect_values(eval("f32[1,2,2,2]",
+                     "%x0 = arange {start = 0.0, step = 1.0} : f32[16]\n%x = reshape %x0 : f32[1,1,4,4]\n"
+                     "%w = constant {data = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 2.0]} : f32[2,1,2,2]\n"
+                     "%y = conv %x, %w {strides = [2, 2], low = [0, 0], high = [1, 1]} : f32[1,2,2,2]\nreturn %y"),
+                F32({1, 2, 2, 2}), {10, 18, 42, 50, 10, 14, 26, 30});
+  // Integers wrap as matmul's do.
+  expect_ints(eval("i32[1,1,1]",
+                   "%x = constant {data = [2147483647]} : i32[1,1,1]\n%w = constant {data = [2]} : i32[1,1,1]\n"
+                   "%y = conv %x, %w {strides = [1], low = [0], high = [0]} : i32[1,1,1]\nreturn %y"),
+              I32({1, 1, 1}), {-2});
+}
+
+TEST(InterpreterConv, ShapesThatDoNotFitAreRefusedNamingThem) {
+  const Expected<Graph> g = parse_graph(
+      "graph @g(%x: f32[1,4,5,5], %w: f32[6,3,3,3]) -> f32[1,6,5,5] {\n"
+      "  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1], groups = 2} : f32[1,6,5,5]\n"
+      "  return %y\n}\n");
+  ASSERT_FALSE(g);
+  EXPECT_THAT(g.error().str(), testing::HasSubstr("4 channels and 6 filters of 3 channels do not make 2 groups"));
 }
 
 TEST(InterpreterOps, EveryOpIsCovered) {

@@ -10,6 +10,7 @@
 #include "kiln/engine/engine.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/runtime/npy.h"
+#include "kiln/runtime/profile.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,6 +23,9 @@ struct RunOptions {
   std::string save_dir;
   std::string device = "cpu";
   bool check = false;
+  bool profile = false;
+  std::string trace = "kiln-profile.json";
+  int repeat = 1;
 };
 
 // File names for saved outputs: the SSA name when unique among outputs, else out<i>.
@@ -49,12 +53,25 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--device", opts->device, "Where to run: cpu (compiled with LLVM), opencl:N, or interp (the reference interpreter); see kiln devices")
       ->capture_default_str();
   sub->add_flag("--check", opts->check, "Also run the reference interpreter and report the largest difference");
+  sub->add_flag("--profile", opts->profile,
+                "Time every launch of the runs after a first (compiling) one: a table by kernel on stderr and a "
+                "Chrome trace in --trace (docs/runtime.md, \"Profiling\")");
+  sub->add_option("--trace", opts->trace, "With --profile, the Chrome trace-event file to write (\"\": none)")
+      ->type_name("FILE")
+      ->capture_default_str();
+  sub->add_option("--repeat", opts->repeat, "Run the graph this many times (after the first, with --profile)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   return {sub, [opts]() {
             const Device device = Device::parse(opts->device);
             const RunnableGraph runnable = load_runnable(opts->file, opts->inputs);
             const Graph& g = runnable.graph;
             const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs.seed);
-            const std::vector<HostTensor> outputs = run_on_host(device, g, inputs);
+            const bool profiling = opts->profile;
+            std::vector<HostTensor> outputs = run_on_host(device, g, inputs);
+            if (profiling) profile::enable(opts->trace);
+            for (int i = profiling ? 0 : 1; i < opts->repeat; ++i) outputs = run_on_host(device, g, inputs);
+            if (profiling) profile::write_report();
             if (opts->check) {
               const std::vector<HostTensor> expected = interpret(g, inputs);
               for (size_t i = 0; i < outputs.size(); ++i)

@@ -27,7 +27,7 @@ std::vector<Precision> precision(const Graph& g, bool exact_math) {
     // A device's own libm (OpenCL, Vulkan) rounds its functions differently from the host's.
     if (!exact_math && n.info().has(trait::Expensive) && is_float(n.type.dtype)) x = std::max(x, Precision::Approximate);
     if ((n.op == OpKind::ReduceSum || n.op == OpKind::ReduceProd) && float_in) x = std::max(x, Precision::Approximate);
-    if (n.op == OpKind::Matmul && float_in) x = std::max(x, Precision::Approximate);
+    if (n.info().category == OpCategory::Matmul && float_in) x = std::max(x, Precision::Approximate);
     // An op that amplifies a rounding difference without bound: a step (floor, a compare
     // and so where's condition, a cast to an integer, argmax, argsort), a pole (1/x and rsqrt at a
     // zero whose sign differs, log near 0, pow), or a periodic function of a large argument.
@@ -116,6 +116,9 @@ int64_t longest_sum(const Graph& g) {
     if (n.op == OpKind::Matmul) {
       const Shape& a = g.type(n.operands[0]).shape;
       depth = std::max(depth, a[a.rank() - 1]);
+    } else if (n.op == OpKind::Conv) {  // C/groups x window products per element
+      const Shape& w = g.type(n.operands[1]).shape;
+      depth = std::max(depth, w[0] == 0 ? 1 : w.numel() / w[0]);
     } else if (n.op == OpKind::Cumsum) {
       depth = std::max(depth, n.type.shape[static_cast<int>(n.attr("axis").i)]);
     } else if (op_info(n.op).category == OpCategory::Reduce && n.type.shape.numel() > 0) {

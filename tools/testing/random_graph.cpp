@@ -98,6 +98,58 @@ class Generator {
     return pool_.back();
   }
 
+  // Fresh weights of type `t`: rand for floats, a ramp for integers.
+  ValueId weights(const TensorType& t) {
+    if (is_float(t.dtype)) {
+      Attrs a = Graph::make_attrs(OpKind::Rand);
+      set(a, OpKind::Rand, "seed").i = pick(0, 3);
+      return *g_.add(OpKind::Rand, {}, std::move(a), &t);
+    }
+    Attrs a = Graph::make_attrs(OpKind::Arange);
+    set(a, OpKind::Arange, "start").scalar = Scalar::from_int(-2);
+    set(a, OpKind::Arange, "step").scalar = Scalar::from_int(1);
+    const TensorType flat{t.dtype, {t.shape.numel()}};
+    const ValueId r = *g_.add(OpKind::Arange, {}, std::move(a), &flat);
+    return *g_.add(OpKind::Reshape, std::array{r}, Graph::make_attrs(OpKind::Reshape), &t);
+  }
+
+  // A convolution of x, when it is [N, C, L] or [N, C, H, W] of a GEMM type, or else of a
+  // fresh input of 1 or 2 spatial dims, by fresh weights.
+  void conv(ValueId x, const TensorType& tx) {
+    const bool gemm_type = tx.dtype == DType::F32 || tx.dtype == DType::F64 || tx.dtype == DType::I32;
+    const bool own = (tx.shape.rank() == 3 || tx.shape.rank() == 4) && gemm_type && tx.shape.numel() > 0 && chance(0.5);
+    TensorType ti = tx;
+    if (!own) {
+      ti.dtype = chance(0.7) ? DType::F32 : chance(0.5) ? DType::F64 : DType::I32;
+      const int dims = pick(1, 2);
+      ti.shape = Shape{pick(1, 2), pick(1, 3) * (chance(0.5) ? 1 : 2)};
+      for (int d = 0; d < dims; ++d) ti.shape.push_back(pick(1, static_cast<int>(std::max<int64_t>(6, opt_.max_dim))));
+      x = g_.add_input(fmt::format("x{}", g_.size()), ti);
+    }
+    const int64_t channels = ti.shape[1];
+    const int64_t groups = chance(0.5) ? 1 : chance(0.5) ? channels : (channels % 2 == 0 ? 2 : 1);
+    const int64_t filters = groups * (chance(0.5) ? pick(8, 10) : pick(1, 3));
+    Attrs a = Graph::make_attrs(OpKind::Conv);
+    std::vector<int64_t> strides, dilations, low, high;
+    Shape ws{filters, channels / groups};
+    for (int d = 2; d < ti.shape.rank(); ++d) {
+      int64_t k = pick(1, 3), dil = pick(1, 2);
+      const int64_t lo = pick(0, 2), hi = pick(0, 2);
+      if ((k - 1) * dil + 1 > ti.shape[d] + lo + hi) k = 1;
+      strides.push_back(pick(1, 2));
+      dilations.push_back(dil);
+      low.push_back(lo);
+      high.push_back(hi);
+      ws.push_back(k);
+    }
+    set(a, OpKind::Conv, "strides").ints = strides;
+    if (chance(0.5)) set(a, OpKind::Conv, "dilations").ints = dilations;
+    set(a, OpKind::Conv, "low").ints = low;
+    set(a, OpKind::Conv, "high").ints = high;
+    if (groups > 1) set(a, OpKind::Conv, "groups").i = groups;
+    add(OpKind::Conv, {x, weights(TensorType{ti.dtype, ws})}, std::move(a));
+  }
+
   void step() {
     const ValueId x = operand();
     const TensorType tx = type(x);  // a copy: adding nodes moves the node array
@@ -246,6 +298,10 @@ class Generator {
         break;
       }
       case 11: {  // matmul against a fresh rand or arange operand
+        if (opt_.convs && chance(0.4)) {
+          conv(x, tx);
+          break;
+        }
         if (tx.shape.rank() < 2 || is_bool(tx.dtype)) break;
         const int64_t k = tx.shape[tx.shape.rank() - 1];
         const TensorType tb{is_float(tx.dtype) ? tx.dtype : DType::I32, {k, static_cast<int64_t>(pick(1, 3))}};

@@ -26,6 +26,10 @@ struct RandomGraphOptions {
   /// draws of the graphs made before cumsum existed: the large-graph test counts the paths
   /// they reach).
   bool scans = true;
+  /// Now and then a convolution where a matmul would be drawn: strided, padded, dilated,
+  /// grouped and depthwise, with 8 or more filters per group half the time so that it runs
+  /// on the GEMM (false keeps the draws of the graphs made before conv existed).
+  bool convs = false;
 };
 
 Graph random_graph(uint64_t seed, const RandomGraphOptions& options = {});

@@ -49,6 +49,14 @@ enum class GeluApproximation { Erf, Tanh };
 /// How Tensor::scatter_reduce combines an update with what is there (PyTorch's names).
 enum class ScatterReduce { Sum, Prod, Amax, Amin };
 
+/// How Tensor::conv slides its windows, one entry per spatial dim (PyTorch's conv1d/2d/3d
+/// with padding split into its two ends). Empty lists mean strides and dilations of 1 and
+/// no padding.
+struct ConvOptions {
+  std::vector<int64_t> strides, dilations, pad_low, pad_high;
+  int64_t groups = 1;
+};
+
 /// A cheap-to-copy handle to a lazily computed tensor. Copies share the value.
 class Tensor {
  public:
@@ -224,6 +232,10 @@ class Tensor {
 
   /// Matrix product with broadcast batch dims; 1-D operands are treated as in NumPy.
   Tensor matmul(const Tensor& other) const;
+  /// Convolution (cross-correlation, as PyTorch's and ONNX's) of self [N, C, d1..dn] by
+  /// `weight` [M, C/groups, k1..kn], n in 1..3, of one type: [N, M, o1..on] (docs/ir.md,
+  /// `conv`). It runs on the GEMM, its windows gathered while packing (no im2col buffer).
+  Tensor conv(const Tensor& weight, const ConvOptions& options = {}) const;
 
   /// Internal: the shared lazy value (for the frontend's own files).
   detail::LazyValue* impl() const { return value_; }

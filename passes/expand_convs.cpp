@@ -1,0 +1,119 @@
+// passes/expand_convs.cpp - a convolution too narrow for the GEMM becomes the contraction of
+// its windows.
+//
+//   %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1], groups = 96} : f32[1,96,112,112]
+// with 1 filter per group (a depthwise conv) becomes
+//   %p = pad %x ...; %u = unfold %p ... (a view of x's windows: [N, C, o1..on, k1..kn])
+//   %v = reshape %u : [N, G, 1, C/G, o1*..*on, k1..kn]     %f = reshape %w : [1, G, M/G, C/G, 1, k1..kn]
+//   %s = reduce_sum (mul %v, %f) {axes = [3, 5..]} : [N, G, M/G, o1*..*on]
+//   %y = reshape %s : [N, M, o1..on]
+// which fusion makes one reduction kernel, a point per output element summing its window,
+// with the conv's epilogue fused. A GEMM step of fewer than kMinGemmRows rows per group
+// would fill its register tiles with padding and walk the depth once per window element.
+#include <algorithm>
+
+#include "kiln/ir/conv.h"
+#include "kiln/passes/pass_manager.h"
+#include "rewriter.h"
+
+namespace kiln {
+namespace {
+
+// Filters per group below which a conv is expanded: the GEMM's register tiles are 4 to 8
+// rows on the cpu.
+constexpr int64_t kMinGemmRows = 8;
+
+}  // namespace
+
+Graph expand_convs(const Graph& g, const PassOptions&) {
+  passes::Rewriter r(g);
+  auto add = [&](OpKind op, std::vector<ValueId> operands, Attrs attrs, const Shape* declared, const Node& at) {
+    std::vector<TensorType> types;
+    for (ValueId o : operands) types.push_back(r.out().type(o));
+    const TensorType want = declared ? TensorType{types[0].dtype, *declared} : TensorType{};
+    Node n;
+    n.op = op;
+    n.type = infer_type(op, types, attrs, declared ? &want : nullptr).take();
+    n.operands = std::move(operands);
+    n.attrs = std::move(attrs);
+    n.loc = at.loc;
+    n.kernel = -1;
+    return r.add(std::move(n));
+  };
+  auto attrs = [](OpKind op, std::initializer_list<std::pair<const char*, std::vector<int64_t>>> ints,
+                  std::initializer_list<std::pair<const char*, int64_t>> scalars = {}) {
+    Attrs a = Graph::make_attrs(op);
+    for (const auto& [name, v] : ints) {
+      AttrValue& slot = a[static_cast<size_t>(attr_index(op, name))];
+      slot.present = true;
+      slot.ints = v;
+    }
+    for (const auto& [name, v] : scalars) {
+      AttrValue& slot = a[static_cast<size_t>(attr_index(op, name))];
+      slot.present = true;
+      slot.i = v;
+    }
+    return a;
+  };
+  for (size_t id = 0; id < g.size(); ++id) {
+    const auto v = static_cast<ValueId>(id);
+    const Node& n = g.node(v);
+    if (n.op != OpKind::Conv || n.kernel >= 0) {
+      if (n.op != OpKind::Input) r.copy(v);
+      continue;
+    }
+    const ConvGeometry geo = conv_geometry(g.type(n.operands[0]).shape, g.type(n.operands[1]).shape, n.attrs).take();
+    if (geo.out_channels_per_group() >= kMinGemmRows) {
+      r.copy(v);
+      continue;
+    }
+    const auto dims = static_cast<size_t>(geo.dims);
+    // Padded by `low`, and at the end by what the last window reaches past the input.
+    std::vector<int64_t> low(2, 0), high(2, 0);
+    for (size_t d = 0; d < dims; ++d) {
+      const int64_t reach = (geo.out[d] - 1) * geo.strides[d] + (geo.kernel[d] - 1) * geo.dilations[d] + 1;
+      low.push_back(geo.low[d]);
+      high.push_back(std::max<int64_t>(0, reach - geo.in[d] - geo.low[d]));
+    }
+    ValueId x = add(OpKind::Pad, {r.map(n.operands[0])}, attrs(OpKind::Pad, {{"low", low}, {"high", high}}), nullptr, n);
+    for (size_t d = 0; d < dims; ++d) {
+      const auto axis = static_cast<int64_t>(d + 2);
+      x = add(OpKind::Unfold, {x},
+              attrs(OpKind::Unfold, {}, {{"axis", axis}, {"size", geo.kernel[d]}, {"step", geo.strides[d]},
+                                         {"dilation", geo.dilations[d]}}),
+              nullptr, n);
+      const Shape& s = r.out().type(x).shape;
+      std::vector<int64_t> start(static_cast<size_t>(s.rank()), 0), stop(s.begin(), s.end());
+      stop[d + 2] = geo.out[d];
+      x = add(OpKind::Slice, {x}, attrs(OpKind::Slice, {{"start", start}, {"stop", stop}}), nullptr, n);
+    }
+    const int64_t groups = geo.groups, cg = geo.channels_per_group(), mg = geo.out_channels_per_group();
+    Shape vs{geo.batch, groups, 1, cg, geo.positions()}, ws{1, groups, mg, cg, 1};
+    for (int64_t k : geo.kernel) {
+      vs.push_back(k);
+      ws.push_back(k);
+    }
+    x = add(OpKind::Reshape, {x}, Graph::make_attrs(OpKind::Reshape), &vs, n);
+    const ValueId w = add(OpKind::Reshape, {r.map(n.operands[1])}, Graph::make_attrs(OpKind::Reshape), &ws, n);
+    const ValueId product = add(OpKind::Mul, {x, w}, Graph::make_attrs(OpKind::Mul), nullptr, n);
+    std::vector<int64_t> axes = {3};
+    for (size_t d = 0; d < dims; ++d) axes.push_back(static_cast<int64_t>(5 + d));
+    ValueId sum = add(OpKind::ReduceSum, {product}, attrs(OpKind::ReduceSum, {{"axes", axes}}), nullptr, n);
+    if (r.out().type(sum).dtype != n.type.dtype) {  // narrow integers sum in i64: wrapped back
+      Node cast;
+      cast.op = OpKind::Cast;
+      cast.type = TensorType{n.type.dtype, r.out().type(sum).shape};
+      cast.operands = {sum};
+      cast.attrs = Graph::make_attrs(OpKind::Cast);
+      cast.loc = n.loc;
+      sum = r.add(std::move(cast));
+    }
+    const Shape out = n.type.shape;
+    const ValueId y = add(OpKind::Reshape, {sum}, Graph::make_attrs(OpKind::Reshape), &out, n);
+    r.out().node(y).name = n.name;
+    r.set(v, y);
+  }
+  return r.finish();
+}
+
+}  // namespace kiln
