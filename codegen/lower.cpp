@@ -370,7 +370,8 @@ class Lowering {
   /// kir::gemm_of_contraction finds in it, or nullopt with `unfit[i]` set for each operand
   /// whose load is no plain load at affine offsets (a pad, a reshape of a transpose).
   std::optional<LaunchPlan::Gemm> matmul_contraction(ValueId mm, const int32_t copied[2], int32_t c,
-                                                     const std::vector<bool>& member, bool unfit[2]);
+                                                     const std::vector<bool>& member, bool unfit[2],
+                                                     bool as_kernel = false);
   /// A region around a scatter or cumsum (trait::InOrder): one kernel that walks its points
   /// in order (a scatter's data copied into its result first).
   void lower_in_order_region(int32_t k, ValueId w);
@@ -1237,7 +1238,8 @@ bool Lowering::views_of_stored(ValueId o, DType t, const std::vector<bool>& memb
 }
 
 std::optional<LaunchPlan::Gemm> Lowering::matmul_contraction(ValueId mm, const int32_t copied[2], int32_t c,
-                                                             const std::vector<bool>& member, bool unfit[2]) {
+                                                             const std::vector<bool>& member, bool unfit[2],
+                                                             bool as_kernel) {
   const Node& n = g_.node(mm);
   const DType t = compute_dtype(n.type.dtype);
   const Shape& cs = n.type.shape;
@@ -1262,6 +1264,11 @@ std::optional<LaunchPlan::Gemm> Lowering::matmul_contraction(ValueId mm, const i
     p.push_back(i == 0 ? IndexExpr::dim(r - 2, domain[r - 2]) : IndexExpr::dim(r, k));
     p.push_back(i == 0 ? IndexExpr::dim(r, k) : IndexExpr::dim(r - 1, domain[r - 1]));
     x[i] = copied[i] >= 0 ? b.load_at(copied[i], name(o), TensorType{t, s}, p) : b.value_at(g_, o, p, kir::kNoRef);
+  }
+  if (as_kernel) {  // a reduction kernel reads its operands through any view
+    b.store_contraction(x[0], x[1], c, name(mm), TensorType{t, cs});
+    add_kernel(b);
+    return std::nullopt;
   }
   const std::vector<std::optional<kir::Affine>> affine = kir::affine_analysis(b.kernel());
   for (int i = 0; i < 2; ++i) {
@@ -1314,24 +1321,33 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   const int32_t c = t == n.type.dtype ? stored_c : new_buffer(TensorType{t, n.type.shape});
   bool unfit[2] = {false, false};
   std::optional<LaunchPlan::Gemm> gemm;
-  if (conv) {
+  // A product of one row or one column (a linear layer at batch 1, a matrix-vector product)
+  // is a dot product per element: a reduction kernel, which reads each operand once along
+  // the depth, where a GEMM's register tiles would be all but one row or column padding.
+  const int64_t rows = n.type.shape[n.type.shape.rank() - 2], columns = n.type.shape[n.type.shape.rank() - 1];
+  if (!conv && (rows == 1 || columns == 1)) {
+    matmul_contraction(mm, copied, c, in_contraction, unfit, /*as_kernel=*/true);
+  } else if (conv) {
     auto buffer = [&](size_t i) { return copied[i] >= 0 ? copied[i] : stored_in_layout(n.operands[i]); };
     gemm = conv_gemm(mm, buffer(0), buffer(1), c);
   } else {
     gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
   }
-  if (!gemm) {  // a view that no strides describe: computed first, then it reads row-major
+  const bool as_kernel = !conv && (rows == 1 || columns == 1);
+  if (!gemm && !as_kernel) {  // a view that no strides describe: computed first, then it reads row-major
     for (size_t i = 0; i < 2; ++i)
       if (unfit[i]) compute_first(i);
     gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
   }
-  if (!gemm)
+  if (!gemm && !as_kernel)
     throw Error(fmt::format("internal error: matmul %{} ({}) is not a contraction of its operands' buffers",
                             name(mm), n.type.str()));
   override_[mm] = stored_c;
-  LaunchPlan::Step step;
-  step.gemm = std::move(*gemm);
-  plan_.steps.push_back(std::move(step));
+  if (gemm) {
+    LaunchPlan::Step step;
+    step.gemm = std::move(*gemm);
+    plan_.steps.push_back(std::move(step));
+  }
   if (c != stored_c) {  // the product in its storage type: an epilogue the GEMM may fuse
     KernelBuilder b(*this, fmt::format("store_{}", name(mm)), n.type.shape,
                     std::vector<bool>(static_cast<size_t>(n.type.shape.rank()), false), {});

@@ -82,11 +82,21 @@ Tensor windows(const Tensor& x, const Window& w, Number fill) {
   return v;
 }
 
-// The window axes of windows(): the last n.
-Axes window_axes(const Window& w) {
-  Axes axes;
-  for (size_t d = 0; d < w.kernel.size(); ++d) axes.push_back(-1 - static_cast<int64_t>(d));
-  return axes;
+// The sum (or max) of windows() over each window, reduced along window axes that come before
+// the last output axis ([N, C, o1..o(n-1), k1..kn, on]): the kernel's innermost dim is then
+// the output line, which its loops vectorize, summing the window's taps (rather than a short
+// sum of kn elements per output element).
+Tensor pool(const Tensor& v, const Window& w, bool max) {
+  const auto n = static_cast<int64_t>(w.kernel.size());
+  Axes perm = {0, 1}, axes;
+  for (int64_t d = 0; d + 1 < n; ++d) perm.push_back(2 + d);
+  for (int64_t d = 0; d < n; ++d) {
+    perm.push_back(2 + n + d);
+    axes.push_back(1 + n + d);
+  }
+  perm.push_back(1 + n);
+  const Tensor t = v.permute(perm);
+  return max ? t.max(axes) : t.sum(axes);
 }
 
 // The Indices output: where in x (flat over the whole tensor, padding not counted; spatial
@@ -126,8 +136,8 @@ std::vector<Tensor> MaxPool(NodeContext& c) {
   const Window w = window_of(c, x.shape());
   const Number lowest = is_float(x.dtype()) ? Number(-std::numeric_limits<double>::infinity()) : Number(int_min(x.dtype()));
   const Tensor v = windows(x, w, lowest);
-  if (c.node().output_size() < 2 || c.node().output(1).empty()) return {v.max(window_axes(w))};
-  return {v.max(window_axes(w)), max_indices(c, x, w, v)};
+  if (c.node().output_size() < 2 || c.node().output(1).empty()) return {pool(v, w, true)};
+  return {pool(v, w, true), max_indices(c, x, w, v)};
 }
 
 std::vector<Tensor> AveragePool(NodeContext& c) {
@@ -135,7 +145,7 @@ std::vector<Tensor> AveragePool(NodeContext& c) {
   if (x.rank() < 3 || x.rank() > 5) c.invalid(fmt::format("its input must be [N, C, d1..dn] with n in 1..3, got {}", x.shape().str()));
   if (!is_float(x.dtype())) c.invalid("its input must be float or double");
   const Window w = window_of(c, x.shape());
-  const Tensor sums = windows(x, w, 0).sum(window_axes(w));
+  const Tensor sums = pool(windows(x, w, 0), w, false);
   // The mask: 1 where an element counts (the input, and its explicit padding when
   // count_include_pad), 0 where it does not (padding, what ceil_mode reads past the end).
   std::vector<int64_t> mask_shape = {1, 1};
@@ -151,7 +161,7 @@ std::vector<Tensor> AveragePool(NodeContext& c) {
     }
     mask = mask.pad(low, high, 1);
   }
-  const Tensor counts = windows(mask, mw, 0).sum(window_axes(w));
+  const Tensor counts = pool(windows(mask, mw, 0), w, false);
   return {sums / counts};
 }
 

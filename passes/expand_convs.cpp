@@ -3,13 +3,19 @@
 //
 //   %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1], groups = 96} : f32[1,96,112,112]
 // with 1 filter per group (a depthwise conv) becomes
-//   %p = pad %x ...; %u = unfold %p ... (a view of x's windows: [N, C, o1..on, k1..kn])
-//   %v = reshape %u : [N, G, 1, C/G, o1*..*on, k1..kn]     %f = reshape %w : [1, G, M/G, C/G, 1, k1..kn]
-//   %s = reduce_sum (mul %v, %f) {axes = [3, 5..]} : [N, G, M/G, o1*..*on]
-//   %y = reshape %s : [N, M, o1..on]
-// which fusion makes one reduction kernel, a point per output element summing its window,
-// with the conv's epilogue fused. A GEMM step of fewer than kMinGemmRows rows per group
-// would fill its register tiles with padding and walk the depth once per window element.
+//   %p = pad %x ...; %u = unfold %p ... (a view of x's windows: [1, 96, 112, 112, 3, 3])
+//   %v = permute %u {perm = [0, 1, 2, 4, 5, 3]} : [1, 96, 112, 3, 3, 112]
+//   %f = reshape %w : [1, 96, 1, 3, 3, 1]
+//   %y = reduce_sum (mul %v, %f) {axes = [3, 4]} : [1, 96, 112, 112]
+// which fusion makes one reduction kernel whose innermost dim is the last output dim: its
+// loops run along output rows in vectors, summing the window's taps, with the conv's
+// epilogue fused. In general the windows are laid out as
+// [N, G, (M/G), o1..o(n-1), (C/G), k1..kn, on], an axis of one left out, and the sum is over
+// (C/G) and the window; past kiln's rank 8 (3-D with several channels and filters per
+// group) the output positions share one axis instead. A GEMM step of fewer than
+// kMinGemmSide rows (filters per group) or columns (output positions: a 1x1 conv of a
+// pooled [N, C, 1, 1], as squeeze-and-excitation blocks have) would fill its register tiles
+// with padding; the reduction kernel reads each weight once instead.
 #include <algorithm>
 
 #include "kiln/ir/conv.h"
@@ -19,9 +25,9 @@
 namespace kiln {
 namespace {
 
-// Filters per group below which a conv is expanded: the GEMM's register tiles are 4 to 8
-// rows on the cpu.
-constexpr int64_t kMinGemmRows = 8;
+// Filters per group, or output positions, below which a conv is expanded: the GEMM's
+// register tiles are 4 to 8 rows by 16 to 32 columns on the cpu.
+constexpr int64_t kMinGemmSide = 8;
 
 }  // namespace
 
@@ -63,7 +69,7 @@ Graph expand_convs(const Graph& g, const PassOptions&) {
       continue;
     }
     const ConvGeometry geo = conv_geometry(g.type(n.operands[0]).shape, g.type(n.operands[1]).shape, n.attrs).take();
-    if (geo.out_channels_per_group() >= kMinGemmRows) {
+    if (geo.out_channels_per_group() >= kMinGemmSide && geo.positions() >= kMinGemmSide) {
       r.copy(v);
       continue;
     }
@@ -88,17 +94,62 @@ Graph expand_convs(const Graph& g, const PassOptions&) {
       x = add(OpKind::Slice, {x}, attrs(OpKind::Slice, {{"start", start}, {"stop", stop}}), nullptr, n);
     }
     const int64_t groups = geo.groups, cg = geo.channels_per_group(), mg = geo.out_channels_per_group();
-    Shape vs{geo.batch, groups, 1, cg, geo.positions()}, ws{1, groups, mg, cg, 1};
-    for (int64_t k : geo.kernel) {
-      vs.push_back(k);
-      ws.push_back(k);
+    const ValueId wv = r.map(n.operands[1]);
+    auto reshape = [&](ValueId of, const Shape& s) { return add(OpKind::Reshape, {of}, Graph::make_attrs(OpKind::Reshape), &s, n); };
+    // x's windows, [N, C, o1..on, k1..kn], laid out as [N, G, (Mg), o1..o(n-1), (Cg), k1..kn, on]
+    // (the axes of one skipped): the sum over (Cg) and the window is then over middle axes,
+    // and the kernel's innermost dim is the last output dim, which its loops vectorize.
+    const int rank = 2 * geo.dims + 2 + (mg > 1) + (cg > 1);
+    ValueId sum;
+    if (rank <= Shape::kMaxRank) {
+      Shape split{geo.batch, groups};
+      if (cg > 1) split.push_back(cg);
+      for (int64_t o : geo.out) split.push_back(o);
+      for (int64_t k : geo.kernel) split.push_back(k);
+      if (cg > 1) x = reshape(x, split);
+      const int64_t at_o = cg > 1 ? 3 : 2, at_k = at_o + geo.dims;  // where split puts them
+      std::vector<int64_t> perm{0, 1};
+      for (int d = 0; d + 1 < geo.dims; ++d) perm.push_back(at_o + d);
+      if (cg > 1) perm.push_back(2);
+      for (int d = 0; d < geo.dims; ++d) perm.push_back(at_k + d);
+      perm.push_back(at_o + geo.dims - 1);
+      x = add(OpKind::Permute, {x}, attrs(OpKind::Permute, {{"perm", perm}}), nullptr, n);
+      Shape xs{geo.batch, groups}, ws{1, groups};
+      std::vector<int64_t> axes;
+      if (mg > 1) {
+        xs.push_back(1);
+        ws.push_back(mg);
+      }
+      for (int d = 0; d + 1 < geo.dims; ++d) {
+        xs.push_back(geo.out[static_cast<size_t>(d)]);
+        ws.push_back(1);
+      }
+      if (cg > 1) {
+        axes.push_back(xs.rank());
+        xs.push_back(cg);
+        ws.push_back(cg);
+      }
+      for (int64_t k : geo.kernel) {
+        axes.push_back(xs.rank());
+        xs.push_back(k);
+        ws.push_back(k);
+      }
+      xs.push_back(geo.out.back());
+      ws.push_back(1);
+      if (mg > 1) x = reshape(x, xs);
+      const ValueId product = add(OpKind::Mul, {x, reshape(wv, ws)}, Graph::make_attrs(OpKind::Mul), nullptr, n);
+      sum = add(OpKind::ReduceSum, {product}, attrs(OpKind::ReduceSum, {{"axes", axes}}), nullptr, n);
+    } else {  // 3-D with filters and channels per group: the output positions in one axis
+      Shape vs{geo.batch, groups, 1, cg, geo.positions()}, ws{1, groups, mg, cg, 1};
+      for (int64_t k : geo.kernel) {
+        vs.push_back(k);
+        ws.push_back(k);
+      }
+      const ValueId product = add(OpKind::Mul, {reshape(x, vs), reshape(wv, ws)}, Graph::make_attrs(OpKind::Mul), nullptr, n);
+      std::vector<int64_t> axes = {3};
+      for (size_t d = 0; d < dims; ++d) axes.push_back(static_cast<int64_t>(5 + d));
+      sum = add(OpKind::ReduceSum, {product}, attrs(OpKind::ReduceSum, {{"axes", axes}}), nullptr, n);
     }
-    x = add(OpKind::Reshape, {x}, Graph::make_attrs(OpKind::Reshape), &vs, n);
-    const ValueId w = add(OpKind::Reshape, {r.map(n.operands[1])}, Graph::make_attrs(OpKind::Reshape), &ws, n);
-    const ValueId product = add(OpKind::Mul, {x, w}, Graph::make_attrs(OpKind::Mul), nullptr, n);
-    std::vector<int64_t> axes = {3};
-    for (size_t d = 0; d < dims; ++d) axes.push_back(static_cast<int64_t>(5 + d));
-    ValueId sum = add(OpKind::ReduceSum, {product}, attrs(OpKind::ReduceSum, {{"axes", axes}}), nullptr, n);
     if (r.out().type(sum).dtype != n.type.dtype) {  // narrow integers sum in i64: wrapped back
       Node cast;
       cast.op = OpKind::Cast;

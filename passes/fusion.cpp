@@ -205,6 +205,16 @@ class Planner {
     }
     if (n.op == OpKind::Gather)
       from_memory_.emplace(n.operands[0], "gather reads its data from memory, at positions known only at run time");
+    if (n.op == OpKind::Unfold) {
+      // Overlapping windows read each element several times (a 3x3 window nine): what
+      // computes the element is stored once rather than recomputed at every read.
+      const AttrValue& dil = n.attr("dilation");
+      const int64_t span = (n.attr("size").i - 1) * (dil.present ? dil.i : 1) + 1;
+      if (n.attr("step").i < span)
+        from_memory_.emplace(n.operands[0], fmt::format("unfold's windows overlap: each element is read by up to {} "
+                                                        "of them, so it is computed once, into memory",
+                                                        (span + n.attr("step").i - 1) / n.attr("step").i));
+    }
     if (n.info().has(trait::WholeResult)) kern.whole = true;
     if (n.op == OpKind::Scatter)
       from_memory_.emplace(n.operands[0], "scatter copies its data into its result before its kernel runs");

@@ -25,7 +25,7 @@ constexpr PassInfo kPasses[] = {
     {"cse", "merge structurally identical nodes across the whole graph", run_cse},
     {"dce", "drop nodes that no output depends on", run_dce},
     {"contract-matmul", "matmul becomes a broadcast product summed over the contracting axis (one generated reduction kernel, epilogue fused)", run_contract},
-    {"expand-convs", "convolutions with fewer than 8 filters per group (depthwise) become the sum of their windows' products, one reduction kernel", run_expand_convs},
+    {"expand-convs", "convolutions with fewer than 8 filters per group (depthwise) or 8 output positions become the sum of their windows' products, one reduction kernel", run_expand_convs},
     {"split-reductions", "reductions to a few values become two-level reductions over blocks (parallel rows; float sums round the partials)", run_split},
     {"fuse", "group operations into kernel regions: elementwise chains, reductions with prologue and epilogue, row-wise chains, matmul epilogues", run_fuse},
 };

@@ -132,9 +132,9 @@ Graph reduction_graph(const ReductionSplit& site);
 /// makes one reduction kernel (for backends that generate matmul as a kernel; not in -O2).
 /// See passes/contract_matmul.cpp.
 Graph contract_matmul(const Graph& g, const PassOptions& options = {});
-/// Convolutions with fewer than 8 filters per group (depthwise ones) become the sum of their
-/// windows' products, one reduction kernel, instead of a GEMM of narrow tiles (in -O2,
-/// before fusion). See passes/expand_convs.cpp.
+/// Convolutions with fewer than 8 filters per group (depthwise ones) or 8 output positions
+/// become the sum of their windows' products, one reduction kernel, instead of a GEMM of
+/// narrow tiles (in -O2, before fusion). See passes/expand_convs.cpp.
 Graph expand_convs(const Graph& g, const PassOptions& options = {});
 
 }  // namespace kiln
