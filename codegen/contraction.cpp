@@ -43,6 +43,22 @@ void normalize_unit_dims(LaunchPlan::Gemm& g) {
   if (g.n == 1) g.b_col_stride = 1;
 }
 
+// Folds the innermost batch dims into A's rows where B is the same for each of them and A's
+// rows run on into the next batch entry: [197, 1, 768] x [768, 2304] (a linear layer over a
+// [seq, batch, dim] view, as ViT's exports write it) is one 197-row product, not 197 products
+// of one row. C is row-major over the batch dims and rows either way.
+void fold_batch_into_rows(LaunchPlan::Gemm& g) {
+  while (g.batch.rank() > 0) {
+    const auto last = g.a_batch_stride.size() - 1;
+    if (g.b_batch_stride[last] != 0 || (g.m > 1 && g.a_batch_stride[last] != g.m * g.a_row_stride)) return;
+    if (g.m == 1) g.a_row_stride = g.a_batch_stride[last];
+    g.m *= g.batch[g.batch.rank() - 1];
+    g.batch = Shape(g.batch.dims().first(static_cast<size_t>(g.batch.rank() - 1)));
+    g.a_batch_stride.pop_back();
+    g.b_batch_stride.pop_back();
+  }
+}
+
 }  // namespace
 
 std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k) {
@@ -125,6 +141,8 @@ std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k) {
   g.b_offset = b.base;
   g.b_row_stride = b.stride[kdim];
   g.b_col_stride = b.stride[ndim];
+  normalize_unit_dims(g);
+  fold_batch_into_rows(g);
   normalize_unit_dims(g);
   return g;
 }

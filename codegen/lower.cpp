@@ -1321,11 +1321,18 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   const int32_t c = t == n.type.dtype ? stored_c : new_buffer(TensorType{t, n.type.shape});
   bool unfit[2] = {false, false};
   std::optional<LaunchPlan::Gemm> gemm;
-  // A product of one row or one column (a linear layer at batch 1, a matrix-vector product)
-  // is a dot product per element: a reduction kernel, which reads each operand once along
-  // the depth, where a GEMM's register tiles would be all but one row or column padding.
-  const int64_t rows = n.type.shape[n.type.shape.rank() - 2], columns = n.type.shape[n.type.shape.rank() - 1];
-  if (!conv && (rows == 1 || columns == 1)) {
+  // A product of one column (a matrix-vector product), or of one row with a B of its own per
+  // batch (a linear layer at batch 1), is a dot product per element: a reduction kernel,
+  // which reads each operand once along the depth, where a GEMM's register tiles would be
+  // all but one row or column padding. Rows of one over a B that every batch shares are the
+  // rows of one GEMM ([197, 1, 768] @ [768, 2304] as ViT's exports write it): that stays.
+  const Shape& out_shape = n.type.shape;
+  const Shape& b_shape = g_.type(n.operands[1]).shape;
+  const int64_t rows = out_shape[out_shape.rank() - 2], columns = out_shape[out_shape.rank() - 1];
+  const int64_t batches = columns == 0 || rows == 0 ? 0 : out_shape.numel() / (rows * columns);
+  const int64_t b_batches = b_shape.numel() == 0 ? 0 : b_shape.numel() / (b_shape[b_shape.rank() - 1] * b_shape[b_shape.rank() - 2]);
+  const bool dot_products = columns == 1 || (rows == 1 && b_batches == batches);
+  if (!conv && dot_products) {
     matmul_contraction(mm, copied, c, in_contraction, unfit, /*as_kernel=*/true);
   } else if (conv) {
     auto buffer = [&](size_t i) { return copied[i] >= 0 ? copied[i] : stored_in_layout(n.operands[i]); };
@@ -1333,7 +1340,7 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   } else {
     gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
   }
-  const bool as_kernel = !conv && (rows == 1 || columns == 1);
+  const bool as_kernel = !conv && dot_products;
   if (!gemm && !as_kernel) {  // a view that no strides describe: computed first, then it reads row-major
     for (size_t i = 0; i < 2; ++i)
       if (unfit[i]) compute_first(i);
