@@ -412,7 +412,7 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // one L2 block and splits the columns among the cores instead: each task packs its own B
   // block (gathered windows, for a convolution) into L2 and uses it at once, where packing
   // all of B first would write and read back more than the caches hold.
-  if (m <= rows_l2 && n >= 4 * s.nr * cores) {
+  if ((m + s.mr - 1) / s.mr * s.mr * s.kc * es <= 524288 && n >= 4 * s.nr * cores) {
     s.mc = (m + s.mr - 1) / s.mr * s.mr;
     const int64_t l2_columns = std::max<int64_t>(s.nr, (524288 / (s.kc * es)) / s.nr * s.nr);
     s.nc = std::min(l2_columns, ((n + cores - 1) / cores + s.nr - 1) / s.nr * s.nr);

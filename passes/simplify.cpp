@@ -123,6 +123,29 @@ const Rule kRules[] = {
      return c.is_splat(c.operands[1], 1) ? c.if_same_type(c.operands[0]) : std::nullopt; }},
   {OpKind::Pow, false, "pow(x, 1) -> x", [](const Ctx& c) -> Replacement {
      return c.is_splat(c.operands[1], 1) ? c.if_same_type(c.operands[0]) : std::nullopt; }},
+  {OpKind::Pow, false, "pow(x, 2) -> x * x, pow(x, 3) -> x * x * x in f64 (pow's definition for these exponents: a multiply-add chain instead of a libm call per element)", [](const Ctx& c) -> Replacement {
+     const Node& x = c.def(c.operands[0]);
+     const bool square = c.is_splat(c.operands[1], 2), cube = c.is_splat(c.operands[1], 3);
+     if ((!square && !cube) || !is_float(c.type().dtype) || !is_float(x.type.dtype) || !(x.type.shape == c.type().shape))
+       return std::nullopt;
+     // A square of a float is exact in the next wider type, so it rounds once in its own; a
+     // cube is computed in f64 as the interpreter computes it, and rounded once.
+     if (square && x.type.dtype == c.type().dtype) return c.make(OpKind::Mul, {c.operands[0], c.operands[0]}, Graph::make_attrs(OpKind::Mul));
+     auto in_f64 = [&](OpKind op, std::vector<ValueId> ops) {
+       Node n;
+       n.op = op;
+       n.type = TensorType{DType::F64, c.type().shape};
+       n.operands = std::move(ops);
+       n.attrs = Graph::make_attrs(op);
+       n.loc = c.node.loc;
+       n.kernel = c.node.kernel;
+       return c.r.add(std::move(n));
+     };
+     const ValueId x64 = x.type.dtype == DType::F64 ? c.operands[0] : in_f64(OpKind::Cast, {c.operands[0]});
+     ValueId y = in_f64(OpKind::Mul, {x64, x64});
+     if (cube) y = in_f64(OpKind::Mul, {y, x64});
+     if (c.type().dtype == DType::F64) return y;
+     return c.make(OpKind::Cast, {y}, Graph::make_attrs(OpKind::Cast)); }},
   {OpKind::Mul, true, "mul(x, 0) -> 0 (fast-math: wrong for x = inf or nan, and for the sign of -0)", [](const Ctx& c) -> Replacement {
      if (c.is_splat(c.operands[0], 0) || c.is_splat(c.operands[1], 0)) return c.make_splat(0);
      return std::nullopt; }},

@@ -286,6 +286,21 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
   // Packed once, B takes as much memory again (every batch's): past kMostPackedB, as for a
   // long batch of large products, each task packs its own blocks instead.
   if (mblocks > 1 && k > 0 && PackedB<T>::bytes(g) <= kMostPackedB) packed_b.emplace(g, b, parallel);
+  // One block of rows and several of columns (a short, wide product: a convolution's, a
+  // language model's head): A is packed once, per batch where it differs, rather than once
+  // per task. Batch `bi`'s depth panel at p0 is at (bi * k + p0) * mpad.
+  const int64_t mpad = (m + s.mr - 1) / s.mr * s.mr;
+  const bool a_broadcast =
+      std::all_of(g.a_batch_stride.begin(), g.a_batch_stride.end(), [](int64_t stride) { return stride == 0; });
+  std::vector<T> packed_a;
+  if (mblocks == 1 && nblocks > 1 && k > 0) {
+    const int64_t copies = a_broadcast ? 1 : g.batch.numel();
+    packed_a.resize(static_cast<size_t>(copies * mpad * k));
+    for (int64_t bi = 0; bi < copies; ++bi)
+      for (int64_t p0 = 0; p0 < k; p0 += s.kc)
+        pack_a(a + batch_offsets(g, bi).first + p0 * acs, ars, acs, m, std::min(s.kc, k - p0), s.mr,
+               packed_a.data() + (bi * k + p0) * mpad);
+  }
   auto task = [&](int64_t t) {
     const int64_t bi = t / (mblocks * nblocks), ib = t / nblocks % mblocks, jb = t % nblocks;
     const auto [aoff, boff] = batch_offsets(g, bi);
@@ -303,7 +318,8 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     T* edge = scratch(tile, static_cast<int64_t>(s.mr) * s.nr);
     for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
       const int64_t depth = std::min(s.kc, k - p0);
-      pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
+      if (!packed_a.empty()) ap = packed_a.data() + ((a_broadcast ? 0 : bi) * k + p0) * mpad;
+      else pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
       // One row panel uses each B panel once: its whole panels are read in place, unpacked,
       // where a row's columns are adjacent.
       const bool b_in_place = rpanels == 1 && !packed_b && bcs == 1 && !g.im2col;

@@ -39,14 +39,16 @@
 #include "kiln/codegen_id.h"
 #include "kiln/version.h"
 
-// Integer pow for generated code: the interpreter's own definition.
+// pow for generated code: the interpreter's own definitions (integers: exact wrapping powers;
+// floats: the C library's pow, except squares and cubes, which are products).
 extern "C" int64_t kiln_rt_ipow(int64_t base, int64_t exp) { return kiln::scalar::binary_int(kiln::OpKind::Pow, base, exp); }
+extern "C" double kiln_rt_pow(double base, double exp) { return kiln::scalar::binary_float(kiln::OpKind::Pow, base, exp); }
 
 namespace kiln::cpu {
 namespace {
 
 // Bump when generated code changes for the same Kernel IR: old disk entries become stale.
-constexpr int kCodegenVersion = 6;
+constexpr int kCodegenVersion = 7;
 
 // CpuPipeline::Lean. kiln's IR arrives vectorized, blocked and with its loops shaped by the
 // schedule: what it needs is its always-inline helpers inlined, SSA and redundancy cleanup,
@@ -139,6 +141,8 @@ struct Jit::Impl {
     llvm::orc::SymbolMap runtime;
     runtime[jit->mangleAndIntern("kiln_rt_ipow")] = {llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_ipow),
                                                      llvm::JITSymbolFlags::Exported};
+    runtime[jit->mangleAndIntern("kiln_rt_pow")] = {llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_pow),
+                                                    llvm::JITSymbolFlags::Exported};
     if (auto e = jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime))))
       throw Error("LLVM: defining runtime symbols: " + take(std::move(e)));
     fingerprint = environment();

@@ -166,7 +166,7 @@ Value* emit_libm(llvm::IRBuilder<>& b, OpKind op, Value* x, Value* y) {
     case OpKind::Atan2: name = "atan2"; break;
     case OpKind::Tanh: name = "tanh"; break;
     case OpKind::Erf: name = "erf"; break;
-    case OpKind::Pow: name = "pow"; break;
+    case OpKind::Pow: name = "kiln_rt_pow"; break;  // the interpreter's pow (cpu_jit.cpp)
     case OpKind::Sigmoid: name = "exp"; break;
     default: KILN_ASSERT(false, "emit_libm: not a C library function");
   }
