@@ -253,7 +253,7 @@ class KernelEngine final : public Engine {
     if (profiling && !profile::peak(device_.str())) {
       measuring_peak = true;
       try {
-        profile::set_peak(device_.str(), device_peak(*this, backend_.device_fingerprint()));
+        profile::set_peak(device_.str(), device_peak(*this, backend_, backend_.device_fingerprint()));
       } catch (...) {
         measuring_peak = false;
         throw;

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/backend/backend.h"
 #include "kiln/ir/hash.h"
 #include "kiln/ir/host_tensor.h"
 #include "kiln/ir/text.h"
@@ -35,13 +36,13 @@ double median_seconds(Engine& e, std::string_view text, int runs) {
 
 }  // namespace
 
-profile::Peak device_peak(Engine& e, const std::string& fingerprint) {
-  const std::string canonical = "profile peak v1|" + fingerprint;
+profile::Peak device_peak(Engine& e, Backend& backend, const std::string& fingerprint) {
+  const std::string canonical = "profile peak v2|" + fingerprint;
   const std::string key = hash_text(canonical).hex();
   DiskCache cache(DiskCache::default_root(), "profile");
   profile::Peak p;
   if (const std::optional<std::string> stored = cache.load(key, canonical, 0))
-    if (std::sscanf(stored->c_str(), "%lf %lf", &p.copy_gbs, &p.gemm_gflops) == 2 && p.copy_gbs > 0 && p.gemm_gflops > 0)
+    if (std::sscanf(stored->c_str(), "%lf %lf", &p.copy_gbs, &p.fma_gflops) == 2 && p.copy_gbs > 0 && p.fma_gflops > 0)
       return p;
   constexpr int64_t kCopied = int64_t{16} << 20, kSide = 512;
   const double copy = median_seconds(e,
@@ -49,14 +50,18 @@ profile::Peak device_peak(Engine& e, const std::string& fingerprint) {
                                                  "  %y = neg %x : f32[{0}]\n  return %y\n}}\n",
                                                  kCopied),
                                      5);
-  const double gemm = median_seconds(e,
-                                     fmt::format("graph @peak_gemm(%a: f32[{0},{0}], %b: f32[{0},{0}]) -> f32[{0},{0}] {{\n"
-                                                 "  %c = matmul %a, %b : f32[{0},{0}]\n  return %c\n}}\n",
-                                                 kSide),
-                                     3);
   p.copy_gbs = 2.0 * kCopied * 4 / copy / 1e9;
-  p.gemm_gflops = 2.0 * kSide * kSide * kSide / gemm / 1e9;
-  cache.store(key, canonical, fmt::format("{} {}", p.copy_gbs, p.gemm_gflops));
+  p.fma_gflops = backend.fma_peak_gflops();
+  if (p.fma_gflops <= 0) {
+    const double gemm = median_seconds(
+        e,
+        fmt::format("graph @peak_gemm(%a: f32[{0},{0}], %b: f32[{0},{0}]) -> f32[{0},{0}] {{\n"
+                    "  %c = matmul %a, %b : f32[{0},{0}]\n  return %c\n}}\n",
+                    kSide),
+        3);
+    p.fma_gflops = 2.0 * kSide * kSide * kSide / gemm / 1e9;
+  }
+  cache.store(key, canonical, fmt::format("{} {}", p.copy_gbs, p.fma_gflops));
   return p;
 }
 

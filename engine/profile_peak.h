@@ -6,9 +6,10 @@
 
 namespace kiln::engine {
 
-/// The copy bandwidth and GEMM rate of `e`'s device, from the disk cache when it holds them
-/// for this device's fingerprint, else measured (a copy of 64 MiB, a 512^3 f32 matmul;
-/// median of 5 and 3 runs) and stored there.
-profile::Peak device_peak(Engine& e, const std::string& fingerprint);
+/// The copy bandwidth and multiply-add rate of `e`'s device, from the disk cache when it
+/// holds them for this device's fingerprint, else measured and stored there: a copy kernel
+/// over 64 MiB (median of 5 runs), and the backend's own f32 FMA rate
+/// (Backend::fma_peak_gflops) or, where it has none, a 512^3 f32 matmul (median of 3).
+profile::Peak device_peak(Engine& e, Backend& backend, const std::string& fingerprint);
 
 }  // namespace kiln::engine

@@ -142,8 +142,8 @@ std::string summary() {
     const double gflops = s > 0 ? static_cast<double>(g->flops) / s / 1e9 : 0;
     std::string share = "-";
     if (const std::optional<Peak> p = peak(g->device)) {
-      const double bw = p->copy_gbs > 0 ? gbs / p->copy_gbs : 0, fma = p->gemm_gflops > 0 ? gflops / p->gemm_gflops : 0;
-      share = bw >= fma ? fmt::format("{:.0f}% copy", 100 * bw) : fmt::format("{:.0f}% gemm", 100 * fma);
+      const double bw = p->copy_gbs > 0 ? gbs / p->copy_gbs : 0, fma = p->fma_gflops > 0 ? gflops / p->fma_gflops : 0;
+      share = bw >= fma ? fmt::format("{:.0f}% copy", 100 * bw) : fmt::format("{:.0f}% fma", 100 * fma);
     }
     std::string values = g->values;
     if (values.size() > 60) values = values.substr(0, 57) + "...";
@@ -155,8 +155,8 @@ std::string summary() {
   State& st = state();
   std::lock_guard lock(st.mutex);
   for (const auto& [device, p] : st.peaks)
-    out += fmt::format("  peak of {}: copy {:.1f} GB/s, gemm {:.1f} GFLOP/s (measured once, kept in the disk cache)\n",
-                       device, p.copy_gbs, p.gemm_gflops);
+    out += fmt::format("  peak of {}: copy {:.1f} GB/s, multiply-add {:.1f} GFLOP/s (measured once, kept in the disk cache)\n",
+                       device, p.copy_gbs, p.fma_gflops);
   return out;
 }
 

@@ -72,6 +72,7 @@ class CpuBackend final : public Backend {
     return fmt::format("{}, {} cores", cpu::Jit::instance().target().cpu, caps_.cores);
   }
   const Capabilities& capabilities() const override { return caps_; }
+  double fma_peak_gflops() override { return cpu::fma_peak_gflops(caps_); }
   // Reductions to few values become block partials, so that they run on every core.
   std::vector<const PassInfo*> extra_passes() const override { return {find_pass("split-reductions")}; }
 

@@ -11,6 +11,7 @@
 #include "cpu_gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -388,6 +389,40 @@ void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
 }
 
 }  // namespace
+
+double fma_peak_gflops(const Capabilities& caps) {
+  LaunchPlan::Gemm g;
+  g.dtype = DType::F32;
+  g.schedule = kir::default_gemm_schedule(DType::F32, 512, 512, 512, caps);
+  const kir::GemmSchedule& s = g.schedule;
+  const KernelFn micro = Jit::instance().gemm_microkernel(s, DType::F32)->fn();
+  constexpr int64_t kDepth = 128;  // A and B panels: (mr + nr) x 128 floats, in L1
+  const int cores = std::max(1, caps.cores);
+  std::vector<double> rates(static_cast<size_t>(cores), 0);
+  parallel_range(
+      cores, 1,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t core = begin; core < end; ++core) {
+          std::vector<float> a(static_cast<size_t>(s.mr * kDepth), 0.5f), b(static_cast<size_t>(s.nr * kDepth), 0.25f);
+          std::vector<float> c(static_cast<size_t>(s.mr * s.nr), 0);
+          int64_t ldb = s.nr;
+          void* args[5] = {a.data(), b.data(), c.data(), c.data(), &ldb};
+          int64_t calls = 0;
+          const auto t0 = std::chrono::steady_clock::now();
+          double seconds = 0;
+          while (seconds < 0.05) {
+            for (int i = 0; i < 256; ++i) call_kernel(micro, args, kDepth, s.nr);
+            calls += 256;
+            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          }
+          rates[static_cast<size_t>(core)] = 2.0 * s.mr * s.nr * kDepth * static_cast<double>(calls) / seconds / 1e9;
+        }
+      },
+      cores);
+  double total = 0;
+  for (double r : rates) total += r;
+  return total;
+}
 
 void prepare_gemm(const LaunchPlan::Gemm& g) {
   if (!empty_product(g)) Jit::instance().gemm_microkernel(g.schedule, g.dtype);

@@ -110,6 +110,11 @@ class Backend {
     return {};
   }
 
+  /// The multiply-add rate of the device in f32 GFLOP/s, measured on its own arithmetic
+  /// (the profiler's peak: kiln/runtime/profile.h), or 0 when the backend has no such
+  /// measurement (the profiler then takes its GEMM's rate).
+  virtual double fma_peak_gflops() { return 0; }
+
   // ---- optional library steps ----
   /// C = A x B as LaunchPlan::Gemm says; `buffers` is the whole plan's buffer table. A
   /// backend without a GEMM returns false and the engine reports the matmul as unsupported.

@@ -5,7 +5,7 @@
 // launch's, not the queue's) and records it here with the bytes it moves (its buffers, each
 // once: the least traffic it can have) and the FLOPs it computes (a GEMM's 2mnk; a kernel's
 // arithmetic per point times its points). The report groups launches by kernel, rates them
-// against the device's peak (copy bandwidth and GEMM rate, measured once per device and
+// against the device's peak (copy bandwidth and multiply-add rate, measured once per device and
 // kept in the disk cache), and writes a Chrome trace-event file that Perfetto and
 // chrome://tracing open. docs/runtime.md, "Profiling".
 #pragma once
@@ -27,10 +27,11 @@ struct Launch {
   int64_t bytes = 0, flops = 0;
 };
 
-/// What a device reaches at best: its copy bandwidth (a copy kernel over 64 MiB) and its
-/// multiply-add rate (kiln's GEMM at 1024^3 in f32), measured on the device itself.
+/// What a device reaches at best, measured on the device itself: its copy bandwidth (a copy
+/// kernel over 64 MiB) and its f32 multiply-add rate (on the cpu, the GEMM micro-kernel on
+/// L1-resident panels on every core; elsewhere kiln's GEMM at 512^3).
 struct Peak {
-  double copy_gbs = 0, gemm_gflops = 0;
+  double copy_gbs = 0, fma_gflops = 0;
 };
 
 /// Whether launches are recorded: KILN_PROFILE set to anything but "" or "0", or enable().
