@@ -80,6 +80,13 @@ profile::Launch describe_step(const LaunchPlan& plan, size_t s, bool fused) {
     kernel_facts(e);
   } else {
     l.bytes += batches * g.m * g.n * es;
+    // The product of a region whose epilogue runs after it: named by what that writes.
+    const bool epilogue_next = s + 1 < plan.steps.size() && plan.steps[s + 1].kernel >= 0 &&
+                               plan.kernels[static_cast<size_t>(plan.steps[s + 1].kernel)].name == g.name;
+    l.values = "product";
+    if (epilogue_next)
+      for (const kir::BufferParam& b : plan.kernels[static_cast<size_t>(plan.steps[s + 1].kernel)].buffers)
+        if (b.written) l.values += (l.values == "product" ? " for %" : ", %") + b.name;
   }
   l.bytes += (g.a_extent() + g.b_extent()) * es;
   l.flops += 2 * batches * g.m * g.n * g.k;

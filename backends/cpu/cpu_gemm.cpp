@@ -407,15 +407,19 @@ double fma_peak_gflops(const Capabilities& caps) {
           std::vector<float> c(static_cast<size_t>(s.mr * s.nr), 0);
           int64_t ldb = s.nr;
           void* args[5] = {a.data(), b.data(), c.data(), c.data(), &ldb};
-          int64_t calls = 0;
-          const auto t0 = std::chrono::steady_clock::now();
-          double seconds = 0;
-          while (seconds < 0.05) {
-            for (int i = 0; i < 256; ++i) call_kernel(micro, args, kDepth, s.nr);
-            calls += 256;
-            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          // The best of five rounds of 20 ms: another process only ever slows one down.
+          for (int round = 0; round < 5; ++round) {
+            int64_t calls = 0;
+            const auto t0 = std::chrono::steady_clock::now();
+            double seconds = 0;
+            while (seconds < 0.02) {
+              for (int i = 0; i < 256; ++i) call_kernel(micro, args, kDepth, s.nr);
+              calls += 256;
+              seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            }
+            const double rate = 2.0 * s.mr * s.nr * kDepth * static_cast<double>(calls) / seconds / 1e9;
+            rates[static_cast<size_t>(core)] = std::max(rates[static_cast<size_t>(core)], rate);
           }
-          rates[static_cast<size_t>(core)] = 2.0 * s.mr * s.nr * kDepth * static_cast<double>(calls) / seconds / 1e9;
         }
       },
       cores);

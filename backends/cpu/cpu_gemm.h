@@ -17,7 +17,7 @@ void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
 
 /// The f32 multiply-add rate of this machine's cores, in GFLOP/s: the GEMM micro-kernel of
 /// the default blocking (pure multiply-adds on register tiles) run on panels that stay in
-/// L1, on every core at once for about 50 ms.
+/// L1, on every core at once: the best of five rounds of 20 ms.
 double fma_peak_gflops(const Capabilities& caps);
 
 /// Compiles (or finds in the JIT's caches) the micro-kernel run_gemm() uses for `g`.
