@@ -124,7 +124,8 @@ class KernelEngine final : public Engine {
                                 inputs[i]->device().str(), device_.str()));
     }
     std::vector<bool> donate(inputs.size(), false);
-    for (size_t i = 0; i < donate.size() && i < donated.size(); ++i) donate[i] = donated[i];
+    for (size_t i = 0; i < donate.size() && i < donated.size(); ++i)
+      donate[i] = donated[i] && !inputs[i]->memory().borrowed();  // a caller's tensor is only read
     std::shared_ptr<const Executable> exe = lookup_or_compile(g, donate);
     runtime_counters().executions++;
     return execute(*exe, inputs, launch_scalars(g));
@@ -139,6 +140,13 @@ class KernelEngine final : public Engine {
       backend_.upload(*memory, bytes.data(), type.bytes());
     }
     return std::make_shared<const Buffer>(device_, std::move(type), std::move(memory));
+  }
+
+  BufferRef upload_shared(std::shared_ptr<const HostTensor> host) override {
+    TensorType type = host->type();
+    if (std::shared_ptr<DeviceMemory> memory = backend_.borrow(host))
+      return std::make_shared<const Buffer>(device_, std::move(type), std::move(memory));
+    return upload(HostTensor(*host));
   }
 
   HostTensor download(const Buffer& b) override {

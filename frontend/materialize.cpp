@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/backend/backend.h"
 #include "kiln/frontend/lazy.h"
 #include "kiln/ir/text.h"
 #include "kiln/support/env.h"
@@ -183,11 +184,13 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
     if (Status st = verify(cg.graph); !st) KILN_ASSERT(false, "the frontend records verified graphs");
 #endif
     // A leaf only this graph refers to (no tensor holds it, no one else shares its buffer)
-    // is dead after this run: its buffer is donated, and the engine may write over it.
+    // is dead after this run: its buffer is donated, and the engine may write over it. Not
+    // a borrowed one: its bytes are a caller's host tensor (from_host of a shared one).
     std::vector<bool> donated(cg.leaves.size(), false);
     for (size_t i = 0; i < cg.leaves.size(); ++i) {
       const LazyValue* leaf = cg.leaves[i];
-      donated[i] = leaf->refs.load(std::memory_order_relaxed) == cg.leaf_uses[i] && leaf->buffer.use_count() == 1;
+      donated[i] = leaf->refs.load(std::memory_order_relaxed) == cg.leaf_uses[i] && leaf->buffer.use_count() == 1 &&
+                   !leaf->buffer->memory().borrowed();
     }
     std::vector<BufferRef> inputs;
     inputs.reserve(cg.leaves.size());

@@ -90,6 +90,11 @@ Tensor from_host(HostTensor data, Device device) {
   return Tensor(detail::make_evaluated(engine_for(device).upload(std::move(data)), device));
 }
 
+Tensor from_host(std::shared_ptr<const HostTensor> data, Device device) {
+  if (!data) detail::fail("from_host", "no tensor given (a null pointer)");
+  return Tensor(detail::make_evaluated(engine_for(device).upload_shared(std::move(data)), device));
+}
+
 template <class T>
 Tensor from_vector(std::vector<T> data, Shape shape, Device device) {
   if (!checked_numel(shape))

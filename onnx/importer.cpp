@@ -490,7 +490,8 @@ Model load(const std::string& path, const ImportOptions& options) {
     }
     if (Status st = verify(imp.result.graph); !st)
       throw Error(fmt::format("{}: the imported graph does not verify (a kiln bug): {}", path, st.error().str()));
-    for (size_t k : imp.weight_initializers) imp.result.weights.push_back(std::move(initializers[k]));
+    for (size_t k : imp.weight_initializers)
+      imp.result.weights.push_back(std::make_shared<const HostTensor>(std::move(initializers[k])));
     return std::move(imp.result);
   }
 }
@@ -557,7 +558,7 @@ std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs) const {
     std::lock_guard lock(uploads_->mutex);
     std::vector<Tensor>& w = uploads_->by_device[device.str()];
     if (w.empty())
-      for (const HostTensor& h : weights) w.push_back(from_host(h, device));
+      for (const std::shared_ptr<const HostTensor>& h : weights) w.push_back(from_host(h, device));
     args.insert(args.end(), w.begin(), w.end());
   }
   return call(graph, args);

@@ -89,6 +89,9 @@ class CpuBackend final : public Backend {
     return std::make_shared<HostMemory>(HostBuffer(static_cast<size_t>(bytes)));
   }
   std::shared_ptr<DeviceMemory> adopt(HostBuffer& bytes) override { return std::make_shared<HostMemory>(std::move(bytes)); }
+  std::shared_ptr<DeviceMemory> borrow(std::shared_ptr<const HostTensor> host) override {
+    return std::make_shared<BorrowedHostMemory>(std::move(host));
+  }
   void upload(DeviceMemory& dst, const std::byte* src, int64_t bytes) override {
     if (bytes > 0) std::memcpy(dst.host_data(), src, static_cast<size_t>(bytes));
   }

@@ -8,6 +8,7 @@
 #include <numbers>
 #include <thread>
 
+#include "kiln/backend/backend.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -471,6 +472,31 @@ TEST(FrontendMemory, DeadInputsAreDonatedToTheEngine) {
   y.eval();
   EXPECT_EQ(stats().donated_inputs, donated);
   EXPECT_EQ(kept.to_vector<float>()[3], 3.0f);
+}
+
+TEST(FrontendMemory, SharedHostTensorsAreReadInPlaceAndNeverWritten) {
+  // On the cpu a shared host tensor (a model's weights) is the device buffer itself: no copy.
+  auto host = std::make_shared<const HostTensor>(HostTensor::from_vector(iota(256), {256}));
+  const BufferRef b = engine_for(Device::cpu()).upload_shared(host);
+  EXPECT_EQ(b->memory().host_data(), host->data());
+  EXPECT_TRUE(b->memory().borrowed());
+  // Dead after this loop's first step, it would be donated to the run; borrowed memory never
+  // is, so the caller's bytes stay what they were.
+  Tensor x = from_host(host, Device::cpu());
+  const Stats before = stats();
+  for (int i = 0; i < 3; ++i) {
+    x = (x * 2).exp().log();
+    x.eval();
+  }
+  EXPECT_EQ(host->to_vector<float>()[3], 3.0f);
+  EXPECT_EQ(x.to_vector<float>()[3], 24.0f);
+  EXPECT_EQ(stats().donated_inputs - before.donated_inputs, 2u);  // the two results after it
+  // Where the device has memory of its own, a copy is uploaded.
+  if (registered_devices().size() > 1)
+    for (const Device d : registered_devices()) {
+      if (d == Device::cpu() || d == Device::interp()) continue;
+      EXPECT_EQ(from_host(host, d).to_vector<float>()[5], 5.0f) << d.str();
+    }
 }
 
 TEST(FrontendMemory, TenThousandStepLoopHasFlatMemory) {

@@ -93,13 +93,13 @@ Command add_import_command(CLI::App& app) {
                 const auto params = model.graph.inputs();
                 const size_t first = model.input_names.size();
                 for (size_t k = 0; k < model.weights.size(); ++k)
-                  write_npy((dir / (model.graph.node(params[first + k]).name + ".npy")).string(), model.weights[k]);
+                  write_npy((dir / (model.graph.node(params[first + k]).name + ".npy")).string(), *model.weights[k]);
                 std::cerr << fmt::format("kiln import: wrote {} weights to {}/\n", model.weights.size(), dir.string());
               }
             }
             if (opts->stats) {
               int64_t weight_elements = 0;
-              for (const HostTensor& w : model.weights) weight_elements += w.numel();
+              for (const auto& w : model.weights) weight_elements += w->numel();
               const GraphStats before = graph_stats(model.graph);
               const Graph fused = run_pipeline(model.graph, pipeline_for_level(2)).take();
               const GraphStats after = graph_stats(fused);

@@ -19,6 +19,7 @@
 #include "kiln/codegen/lower.h"
 #include "kiln/codegen/schedule.h"
 #include "kiln/ir/attrs.h"
+#include "kiln/ir/host_tensor.h"
 #include "kiln/support/allocator.h"
 
 namespace kiln {
@@ -32,6 +33,9 @@ class DeviceMemory {
   virtual ~DeviceMemory() = default;
   int64_t bytes() const { return bytes_; }
   virtual std::byte* host_data() { return nullptr; }
+  /// Memory the device shares with its caller rather than owns (a host tensor used in
+  /// place, Backend::borrow): never written, so never donated to a run.
+  virtual bool borrowed() const { return false; }
 
  protected:
   explicit DeviceMemory(int64_t bytes) : bytes_(bytes) {}
@@ -88,6 +92,10 @@ class Backend {
   /// Host bytes taken over as device memory without a copy, for backends whose memory is
   /// host memory; nullptr (the default) means upload a copy instead.
   virtual std::shared_ptr<DeviceMemory> adopt(HostBuffer& /*bytes*/) { return nullptr; }
+  /// `host`'s bytes used in place, kept alive by the memory (a model's weights on a
+  /// host-memory device, which a copy would double), or nullptr where the device has memory
+  /// of its own and the caller uploads a copy.
+  virtual std::shared_ptr<DeviceMemory> borrow(std::shared_ptr<const HostTensor> /*host*/) { return nullptr; }
   virtual void upload(DeviceMemory& dst, const std::byte* src, int64_t bytes) = 0;
   virtual void download(const DeviceMemory& src, std::byte* dst, int64_t bytes) = 0;
   virtual void copy(const DeviceMemory& src, DeviceMemory& dst, int64_t bytes) = 0;

@@ -18,4 +18,17 @@ class HostMemory final : public DeviceMemory {
   HostBuffer bytes_;
 };
 
+/// A host tensor's bytes used in place (Backend::borrow), the tensor kept alive with them.
+/// Kernels only read it: the engine never donates borrowed memory to a run.
+class BorrowedHostMemory final : public DeviceMemory {
+ public:
+  explicit BorrowedHostMemory(std::shared_ptr<const HostTensor> host)
+      : DeviceMemory(static_cast<int64_t>(host->nbytes())), host_(std::move(host)) {}
+  std::byte* host_data() override { return const_cast<std::byte*>(host_->data()); }
+  bool borrowed() const override { return true; }
+
+ private:
+  std::shared_ptr<const HostTensor> host_;
+};
+
 }  // namespace kiln

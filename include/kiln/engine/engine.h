@@ -55,6 +55,9 @@ class Engine {
 
   /// `host` in this device's memory (host-memory devices take the bytes without a copy).
   virtual BufferRef upload(HostTensor host) = 0;
+  /// `host` in this device's memory, shared with the caller: host-memory devices read its
+  /// bytes in place (Backend::borrow), others upload a copy. Runs only read it.
+  virtual BufferRef upload_shared(std::shared_ptr<const HostTensor> host) { return upload(HostTensor(*host)); }
   /// A copy of `b` (of this device) in host memory.
   virtual HostTensor download(const Buffer& b) = 0;
   /// Blocks until the work already handed to this device has finished (Backend::finish).

@@ -261,6 +261,10 @@ bool Tensor::item<bool>() const;
 template <class T>
 Tensor from_vector(std::vector<T> data, Shape shape, Device device = {});
 Tensor from_host(HostTensor data, Device device = {});
+/// `data` on `device`, shared rather than copied where the device's memory is host memory
+/// (cpu): the tensor reads `data`'s bytes in place and keeps them alive. How a model's
+/// weights reach the device once without doubling their memory.
+Tensor from_host(std::shared_ptr<const HostTensor> data, Device device = {});
 /// A `constant` node holding `data`: unlike from_host, the values become part of the graph
 /// (folded, simplified and baked into kernels), as literals written in IR text are. For
 /// values that never change: shapes, masks, imported weights kept inline.

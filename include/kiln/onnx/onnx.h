@@ -62,7 +62,8 @@ struct Model {
   std::vector<std::string> input_names;   // ONNX names of the first parameters
   std::vector<std::string> output_names;  // ONNX names of the graph's outputs
   std::vector<std::string> weight_names;  // ONNX names of the trailing parameters
-  std::vector<HostTensor> weights;        // their values
+  /// Their values, shared: a run on a host-memory device (cpu) reads them in place.
+  std::vector<std::shared_ptr<const HostTensor>> weights;
   int64_t opset = 0;                      // the default domain's opset version
   std::string producer;                   // producer_name and version, as the file says
 
