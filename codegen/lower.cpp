@@ -1331,8 +1331,8 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   const int64_t rows = out_shape[out_shape.rank() - 2], columns = out_shape[out_shape.rank() - 1];
   const int64_t batches = columns == 0 || rows == 0 ? 0 : out_shape.numel() / (rows * columns);
   const int64_t b_batches = b_shape.numel() == 0 ? 0 : b_shape.numel() / (b_shape[b_shape.rank() - 1] * b_shape[b_shape.rank() - 2]);
-  const bool dot_products = columns == 1 || (rows == 1 && b_batches == batches);
-  if (!conv && dot_products) {
+  const bool as_kernel = !conv && (columns == 1 || (rows == 1 && b_batches == batches));
+  if (as_kernel) {
     matmul_contraction(mm, copied, c, in_contraction, unfit, /*as_kernel=*/true);
   } else if (conv) {
     auto buffer = [&](size_t i) { return copied[i] >= 0 ? copied[i] : stored_in_layout(n.operands[i]); };
@@ -1340,7 +1340,6 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
   } else {
     gemm = matmul_contraction(mm, copied, c, in_contraction, unfit);
   }
-  const bool as_kernel = !conv && dot_products;
   if (!gemm && !as_kernel) {  // a view that no strides describe: computed first, then it reads row-major
     for (size_t i = 0; i < 2; ++i)
       if (unfit[i]) compute_first(i);
@@ -1561,22 +1560,6 @@ int64_t LaunchPlan::Gemm::Im2col::window() const {
   int64_t w = 1;
   for (int64_t x : kernel) w *= x;
   return w;
-}
-
-int64_t LaunchPlan::Gemm::Im2col::at(int64_t p, int64_t j) const {
-  int64_t e = p % window(), offset = 0, inner = 1;
-  const int64_t channel = p / window();
-  for (int d = dims - 1; d >= 0; --d) {
-    const auto dd = static_cast<size_t>(d);
-    const int64_t kd = e % kernel[dd], od = j % out[dd];
-    e /= kernel[dd];
-    j /= out[dd];
-    const int64_t i = od * strides[dd] + kd * dilations[dd] - low[dd];
-    if (i < 0 || i >= in[dd]) return -1;
-    offset += i * inner;
-    inner *= in[dd];
-  }
-  return channel * plane + offset;
 }
 
 std::string LaunchPlan::Gemm::Im2col::str() const {

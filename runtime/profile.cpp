@@ -141,7 +141,7 @@ std::string summary() {
     const double gbs = s > 0 ? static_cast<double>(g->bytes) / s / 1e9 : 0;
     const double gflops = s > 0 ? static_cast<double>(g->flops) / s / 1e9 : 0;
     std::string share = "-";
-    if (const std::optional<Peak> p = peak(g->device)) {
+    if (const std::optional<Peak> p = peak(g->device); p && (p->copy_gbs > 0 || p->fma_gflops > 0)) {
       const double bw = p->copy_gbs > 0 ? gbs / p->copy_gbs : 0, fma = p->fma_gflops > 0 ? gflops / p->fma_gflops : 0;
       share = bw >= fma ? fmt::format("{:.0f}% copy", 100 * bw) : fmt::format("{:.0f}% fma", 100 * fma);
     }
@@ -155,7 +155,8 @@ std::string summary() {
   State& st = state();
   std::lock_guard lock(st.mutex);
   for (const auto& [device, p] : st.peaks)
-    out += fmt::format("  peak of {}: copy {:.1f} GB/s, multiply-add {:.1f} GFLOP/s (measured once, kept in the disk cache)\n",
+    if (p.copy_gbs > 0 || p.fma_gflops > 0)
+      out += fmt::format("  peak of {}: copy {:.1f} GB/s, multiply-add {:.1f} GFLOP/s (measured once, kept in the disk cache)\n",
                        device, p.copy_gbs, p.fma_gflops);
   return out;
 }

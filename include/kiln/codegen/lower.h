@@ -63,8 +63,6 @@ struct LaunchPlan {
       int64_t plane = 0;
       std::vector<int64_t> in, kernel, out, strides, dilations, low;
       int64_t window() const;
-      /// Input element of row `p`, column `j`, from the channel plane's start; -1 outside.
-      int64_t at(int64_t p, int64_t j) const;
       std::string str() const;
     };
     std::optional<Im2col> im2col;
