@@ -160,7 +160,10 @@ Graph expand_convs(const Graph& g, const PassOptions&) {
       sum = r.add(std::move(cast));
     }
     const Shape out = n.type.shape;
-    const ValueId y = add(OpKind::Reshape, {sum}, Graph::make_attrs(OpKind::Reshape), &out, n);
+    // The sum is [N, M, o..] already when groups and filters per group leave no axis to
+    // merge (a depthwise conv); a reshape to its own shape would be a view the graph returns,
+    // which lowering copies.
+    const ValueId y = r.out().type(sum).shape == out ? sum : add(OpKind::Reshape, {sum}, Graph::make_attrs(OpKind::Reshape), &out, n);
     r.out().node(y).name = n.name;
     r.set(v, y);
   }
