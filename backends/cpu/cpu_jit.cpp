@@ -48,7 +48,7 @@ namespace kiln::cpu {
 namespace {
 
 // Bump when generated code changes for the same Kernel IR: old disk entries become stale.
-constexpr int kCodegenVersion = 7;
+constexpr int kCodegenVersion = 8;
 
 // CpuPipeline::Lean. kiln's IR arrives vectorized, blocked and with its loops shaped by the
 // schedule: what it needs is its always-inline helpers inlined, SSA and redundancy cleanup,

@@ -739,6 +739,21 @@ Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
                     : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
     return {to_reg(v), Val::Vector};
   }
+  if (off.kind == Val::Affine && off.stride >= 2 && off.stride <= 4 && c.w > 1) {
+    // Lanes a small stride apart (a stride-2 window): one masked load of the span, which
+    // reads only the lanes' own elements (nothing past the last), and a shuffle that picks
+    // them, rather than a gather of one element per lane.
+    const auto s = static_cast<unsigned>(off.stride), wide = c.w * s;
+    std::vector<int> spread, pick;
+    for (unsigned i = 0; i < wide; ++i) spread.push_back(i % s == 0 ? static_cast<int>(i / s) : static_cast<int>(c.w));
+    for (unsigned l = 0; l < c.w; ++l) pick.push_back(static_cast<int>(l * s));
+    llvm::Type* bits = vec_type(b_.getInt1Ty(), c.w);
+    Value* lanes = mask ? mask : llvm::Constant::getAllOnesValue(bits);
+    Value* wide_mask = b_.CreateShuffleVector(lanes, llvm::Constant::getNullValue(bits), spread);
+    llvm::Type* wt = vec_type(mt, wide);
+    Value* span = b_.CreateMaskedLoad(wt, b_.CreateGEP(mt, base, off.v), align, wide_mask, llvm::Constant::getNullValue(wt));
+    return {to_reg(b_.CreateShuffleVector(span, pick)), Val::Vector};
+  }
   Value* ptrs = b_.CreateGEP(mt, base, vector_of(c, off));
   if (!mask) mask = llvm::Constant::getAllOnesValue(vec_type(b_.getInt1Ty(), c.w));
   return {to_reg(b_.CreateMaskedGather(vt, ptrs, align, mask, llvm::Constant::getNullValue(vt))), Val::Vector};

@@ -1174,6 +1174,26 @@ TEST(CpuReduce, ReductionFusedWithElementwise) {
 // ---- movement ----------------------------------------------------------------------------
 
 
+TEST(CpuMovement, LanesAFewElementsApartInOneLoad) {
+  // Vector lanes 2, 3 and 4 elements apart (a stride-2 window, every third element) are one
+  // masked load of the span and a shuffle on the cpu; through a pad the mask also drops the
+  // padding, and the last lane is the buffer's last element (nothing past it is read).
+  expect_same(
+      "graph @s(%x: f32[301], %i: i32[400], %d: f64[99]) -> (f32[150], f32[100], f32[152], i32[100], f64[33]) {\n"
+      "  %a0 = slice %x {start = [1], stop = [301], step = [2]} : f32[150]\n"
+      "  %a = neg %a0 : f32[150]\n"
+      "  %b0 = slice %x {start = [0], stop = [300], step = [3]} : f32[100]\n"
+      "  %b = abs %b0 : f32[100]\n"
+      "  %p = pad %x {low = [1], high = [2]} : f32[304]\n"
+      "  %c0 = slice %p {start = [0], stop = [304], step = [2]} : f32[152]\n"
+      "  %c = neg %c0 : f32[152]\n"
+      "  %j0 = slice %i {start = [3], stop = [400], step = [4]} : i32[100]\n"
+      "  %j = neg %j0 : i32[100]\n"
+      "  %e0 = slice %d {start = [2], stop = [99], step = [3]} : f64[33]\n"
+      "  %e = neg %e0 : f64[33]\n"
+      "  return %a, %b, %c, %j, %e\n}\n");
+}
+
 TEST(CpuMovement, ViewsInsideKernels) {
   // Each view feeds an elementwise op, so it is an index map inside a kernel, not a copy.
   expect_same(
