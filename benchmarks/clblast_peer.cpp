@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
   Cl cl(device);
   if (want("W6")) {  // relu(A[1024,1024] @ B[1024,1024] + bias[1024])
     const long n = 1024;
-    cl_mem a = cl.upload(gen(n * n, 6, -1, 1)), b = cl.upload(gen(n * n, 7, -1, 1));
-    cl_mem bias = cl.upload(gen(n, 8, -1, 1)), c = cl.empty(static_cast<size_t>(n * n));
+    cl_mem a = cl.upload(peer_vector(n * n, 6, -1, 1)), b = cl.upload(peer_vector(n * n, 7, -1, 1));
+    cl_mem bias = cl.upload(peer_vector(n, 8, -1, 1)), c = cl.empty(static_cast<size_t>(n * n));
     cl_int err = CL_SUCCESS;
     const char* src = kEpilogue;
     cl_program p = clCreateProgramWithSource(cl.context, 1, &src, nullptr, &err);
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     });
   }
   if (want("ATT")) {  // [8,128,64] x [8,64,128]
-    cl_mem q = cl.upload(gen(8 * 128 * 64, 20, -1, 1)), kt = cl.upload(gen(8 * 64 * 128, 21, -1, 1));
+    cl_mem q = cl.upload(peer_vector(8 * 128 * 64, 20, -1, 1)), kt = cl.upload(peer_vector(8 * 64 * 128, 21, -1, 1));
     cl_mem s = cl.empty(8 * 128 * 128);
     bench(cl, "ATT", 2.0 * 8 * 128 * 128 * 64, runs, [&] {
       const auto st = clblast::GemmStridedBatched(clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kNo,

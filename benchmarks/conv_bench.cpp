@@ -19,7 +19,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -28,16 +27,11 @@
 #include <vector>
 
 #include "peer_inputs.h"
+#include "timing.h"
 
 namespace {
 
 kiln::Device g_device = kiln::Device::cpu();
-
-std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
-  return out;
-}
 
 struct Conv {  // one 2-D convolution, stride 1, square padding
   long n, c, h, w, m, k, pad, groups;
@@ -83,16 +77,11 @@ struct Result {
 };
 
 Result time_calls(int runs, const std::function<void()>& call, const std::function<double()>& checksum) {
-  using clock = std::chrono::steady_clock;
   for (int i = 0; i < 3; ++i) call();
   std::vector<double> ms;
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = clock::now();
-    call();
-    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front(), ms.back(), checksum()};
+  for (int i = 0; i < runs; ++i) ms.push_back(kiln::bench::seconds(call) * 1e3);
+  const auto [lo, hi] = std::minmax_element(ms.begin(), ms.end());
+  return {kiln::bench::median(ms), *lo, *hi, checksum()};
 }
 
 void report(const char* name, const char* impl, const Conv& cv, const Result& r) {
@@ -108,9 +97,9 @@ double sum_of(const std::vector<float>& v) {
 
 // Runs workload `name` with every implementation asked for; false when checksums disagree.
 bool run(const char* name, const Conv& cv, bool bias_relu, const std::string& impls, int runs) {
-  const std::vector<float> x = gen(cv.n * cv.c * cv.h * cv.w, 40, -1, 1);
-  const std::vector<float> w = gen(cv.m * (cv.c / cv.groups) * cv.k * cv.k, 41, -0.25, 0.25);
-  const std::vector<float> bias = gen(cv.m, 42, -1, 1);
+  const std::vector<float> x = peer_vector(cv.n * cv.c * cv.h * cv.w, 40, -1, 1);
+  const std::vector<float> w = peer_vector(cv.m * (cv.c / cv.groups) * cv.k * cv.k, 41, -0.25, 0.25);
+  const std::vector<float> bias = peer_vector(cv.m, 42, -1, 1);
   auto want = [&](const char* impl) { return ("," + impls + ",").find(std::string(",") + impl + ",") != std::string::npos; };
   std::vector<double> sums;
   if (want("hand")) {

@@ -27,14 +27,8 @@ namespace {
 
 kiln::Device g_device = kiln::Device::cpu();
 
-std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
-  return out;
-}
-
 kiln::Tensor tensor(long rows, long cols, uint64_t seed, double lo, double hi) {
-  return kiln::from_vector<float>(gen(rows * cols, seed, lo, hi), {rows, cols}, g_device);
+  return kiln::from_vector<float>(peer_vector(rows * cols, seed, lo, hi), {rows, cols}, g_device);
 }
 
 void bench(const char* name, double flops, int runs, const std::function<kiln::Tensor()>& record) {
@@ -75,16 +69,16 @@ int main(int argc, char** argv) {
   if (want("W6")) {  // relu(A[1024,1024] @ B[1024,1024] + bias[1024])
     const long n = 1024;
     kiln::Tensor a = tensor(n, n, 6, -1, 1), b = tensor(n, n, 7, -1, 1);
-    kiln::Tensor bias = kiln::from_vector<float>(gen(n, 8, -1, 1), {n}, g_device);
+    kiln::Tensor bias = kiln::from_vector<float>(peer_vector(n, 8, -1, 1), {n}, g_device);
     bench("W6", 2.0 * n * n * n, runs, [&] { return (a.matmul(b) + bias).relu(); });
   }
   if (want("W7")) {  // MLP, batch 256: 784 -> 512 -> 512 -> 10, relu, softmax
     kiln::Tensor x = tensor(256, 784, 9, 0, 1);
     kiln::Tensor w1 = tensor(784, 512, 10, -1.0 / 16, 1.0 / 16), w2 = tensor(512, 512, 12, -1.0 / 16, 1.0 / 16);
     kiln::Tensor w3 = tensor(512, 10, 14, -1.0 / 16, 1.0 / 16);
-    kiln::Tensor b1 = kiln::from_vector<float>(gen(512, 11, -1.0 / 16, 1.0 / 16), {512}, g_device);
-    kiln::Tensor b2 = kiln::from_vector<float>(gen(512, 13, -1.0 / 16, 1.0 / 16), {512}, g_device);
-    kiln::Tensor b3 = kiln::from_vector<float>(gen(10, 15, -1.0 / 16, 1.0 / 16), {10}, g_device);
+    kiln::Tensor b1 = kiln::from_vector<float>(peer_vector(512, 11, -1.0 / 16, 1.0 / 16), {512}, g_device);
+    kiln::Tensor b2 = kiln::from_vector<float>(peer_vector(512, 13, -1.0 / 16, 1.0 / 16), {512}, g_device);
+    kiln::Tensor b3 = kiln::from_vector<float>(peer_vector(10, 15, -1.0 / 16, 1.0 / 16), {10}, g_device);
     const double flops = 2.0 * 256 * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
     bench("W7", flops, runs, [&] {
       kiln::Tensor h1 = (x.matmul(w1) + b1).relu();
@@ -95,12 +89,12 @@ int main(int argc, char** argv) {
   if (want("W6T")) {  // relu(A[1024,1024] @ Bt[1024,1024]^T + bias[1024])
     const long n = 1024;
     kiln::Tensor a = tensor(n, n, 6, -1, 1), bt = tensor(n, n, 7, -1, 1);
-    kiln::Tensor bias = kiln::from_vector<float>(gen(n, 8, -1, 1), {n}, g_device);
+    kiln::Tensor bias = kiln::from_vector<float>(peer_vector(n, 8, -1, 1), {n}, g_device);
     bench("W6T", 2.0 * n * n * n, runs, [&] { return (a.matmul(bt.transpose(0, 1)) + bias).relu(); });
   }
   if (want("EIN")) {  // einsum("bqd,bkd->bqk") of [8,128,64] and [8,128,64]
-    kiln::Tensor q = kiln::from_vector<float>(gen(8 * 128 * 64, 20, -1, 1), {8, 128, 64}, g_device);
-    kiln::Tensor k = kiln::from_vector<float>(gen(8 * 128 * 64, 21, -1, 1), {8, 128, 64}, g_device);
+    kiln::Tensor q = kiln::from_vector<float>(peer_vector(8 * 128 * 64, 20, -1, 1), {8, 128, 64}, g_device);
+    kiln::Tensor k = kiln::from_vector<float>(peer_vector(8 * 128 * 64, 21, -1, 1), {8, 128, 64}, g_device);
     bench("EIN", 2.0 * 8 * 128 * 128 * 64, runs, [&] {
       const kiln::Tensor qe = q.reshape({8, 128, 1, 64}).expand({8, 128, 128, 64});
       const kiln::Tensor ke = k.reshape({8, 1, 128, 64}).expand({8, 128, 128, 64});
@@ -108,8 +102,8 @@ int main(int argc, char** argv) {
     });
   }
   if (want("ATT")) {  // attention scores: [8,128,64] x [8,64,128]
-    kiln::Tensor q = kiln::from_vector<float>(gen(8 * 128 * 64, 20, -1, 1), {8, 128, 64}, g_device);
-    kiln::Tensor k = kiln::from_vector<float>(gen(8 * 64 * 128, 21, -1, 1), {8, 64, 128}, g_device);
+    kiln::Tensor q = kiln::from_vector<float>(peer_vector(8 * 128 * 64, 20, -1, 1), {8, 128, 64}, g_device);
+    kiln::Tensor k = kiln::from_vector<float>(peer_vector(8 * 64 * 128, 21, -1, 1), {8, 64, 128}, g_device);
     bench("ATT", 2.0 * 8 * 128 * 128 * 64, runs, [&] { return q.matmul(k); });
   }
   return 0;

@@ -16,16 +16,6 @@
 
 #include "peer_inputs.h"
 
-namespace {
-
-std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
-  return out;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   int runs = 21, threads = 2;
   for (int i = 1; i < argc; ++i) {
@@ -39,7 +29,7 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(threads);
   // ATT: [8,128,64] x [8,64,128], the inputs kiln_matmul_bench uses.
   constexpr int kBatch = 8, kM = 128, kK = 64, kN = 128;
-  const std::vector<float> q = gen(kBatch * kM * kK, 20, -1, 1), k = gen(kBatch * kK * kN, 21, -1, 1);
+  const std::vector<float> q = peer_vector(kBatch * kM * kK, 20, -1, 1), k = peer_vector(kBatch * kK * kN, 21, -1, 1);
   std::vector<float> s(static_cast<size_t>(kBatch * kM * kN));
   auto call = [&] {
     for (int b = 0; b < kBatch; ++b)

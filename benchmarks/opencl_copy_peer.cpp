@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     const double mib = std::atof(item.c_str());
     const size_t n = static_cast<size_t>(mib * 1024 * 1024 / sizeof(float));
     if (n == 0) die("parsing --mib " + item, 0);
-    cl_mem x = cl.upload(gen(static_cast<long>(n), 1, -1, 1)), y = cl.empty(n);
+    cl_mem x = cl.upload(peer_vector(static_cast<long>(n), 1, -1, 1)), y = cl.empty(n);
     report("driver", mib, time_calls(cl, runs, [&] {
              check(clEnqueueCopyBuffer(cl.queue, x, y, 0, 0, n * sizeof(float), 0, nullptr, nullptr), "copy");
            }));

@@ -29,11 +29,6 @@ inline void check(cl_int err, const char* what) {
   if (err != CL_SUCCESS) die(what, err);
 }
 
-inline std::vector<float> gen(long n, uint64_t seed, double lo, double hi) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
-  return out;
-}
 
 struct Cl {
   cl_device_id device = nullptr;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 /// Element `i` of the peers' input `seed` in [lo, hi): the splitmix64 finalizer of
 /// (seed << 32) + i as a 24-bit uniform (k + 0.5) / 2^24 (../shared/peers/cpp/common.hpp,
@@ -13,4 +14,11 @@ inline float peer_input(uint64_t seed, long i, double lo, double hi) {
   z = z ^ (z >> 31);
   const double u = (static_cast<double>(z >> 40) + 0.5) * (1.0 / 16777216.0);
   return static_cast<float>(lo + (hi - lo) * u);
+}
+
+/// The first `n` elements of the peers' input `seed` in [lo, hi).
+inline std::vector<float> peer_vector(long n, uint64_t seed, double lo, double hi) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (long i = 0; i < n; ++i) out[static_cast<size_t>(i)] = peer_input(seed, i, lo, hi);
+  return out;
 }
