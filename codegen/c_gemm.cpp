@@ -121,12 +121,12 @@ std::string GemmEmitter::body(std::set<std::string>& helpers) {
       line(1, fmt::format("{} acc{}_{} = {};", vw > 1 ? vty : acc_ty, i, j,
                           vw > 1 ? d_.vector_splat(zero, t, vw) : f ? zero : "0"));
 
-  // B as a convolution's windows (Gemm::Im2col): from row (channel, window element) and
+  // B as a convolution's windows (Gemm::im2col): from row (channel, window element) and
   // column (output position), the input element `at` of the batch's planes, and the
   // condition that it lies inside the input (else B holds a zero there).
   auto im2col_lines = [&](int indent, const auto& emit) {
-    const LaunchPlan::Gemm::Im2col& ic = *g_.im2col;
-    std::string inside, at = fmt::format("(row / {}) * {}", lit(ic.window()), lit(ic.plane));
+    const ConvGeometry& ic = *g_.im2col;
+    std::string inside, at = fmt::format("(row / {}) * {}", lit(ic.window()), lit(ic.plane()));
     emit(indent, fmt::format("{}{} we = row % {};", d_.let(), i64, lit(ic.window())));
     int64_t kinner = 1, oinner = 1, iinner = 1;
     for (int d = ic.dims; d-- > 0;) {

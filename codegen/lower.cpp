@@ -358,7 +358,7 @@ class Lowering {
   void lower_matmul_region(int32_t k, ValueId mm);
   /// Conv `cv` as a GEMM step per batch and group over buffers `x` and `w` (row-major, of the
   /// compute type), into `c`: W's [M/groups, C/groups x window] rows times the windows of x
-  /// gathered as B (Gemm::Im2col); a 1x1 window at stride 1 without padding reads x as it is.
+  /// gathered as B (Gemm::im2col); a 1x1 window at stride 1 without padding reads x as it is.
   LaunchPlan::Gemm conv_gemm(ValueId cv, int32_t x, int32_t w, int32_t c);
   /// Whether matmul operand `o` is a value of type `t` stored in a buffer, or views of one
   /// (the region's `member` views included): what the contraction may read in place.
@@ -1410,8 +1410,7 @@ LaunchPlan::Gemm Lowering::conv_gemm(ValueId cv, int32_t x, int32_t w, int32_t c
     gm.b_row_stride = plane;
     gm.b_col_stride = 1;
   } else {
-    gm.im2col = LaunchPlan::Gemm::Im2col{geo.dims,    plane,         geo.in,        geo.kernel,
-                                         geo.out,     geo.strides,   geo.dilations, geo.low};
+    gm.im2col = geo;
   }
   gm.name = g_.kernels()[static_cast<size_t>(n.kernel)].name;
   return gm;
@@ -1550,22 +1549,10 @@ int64_t LaunchPlan::Gemm::a_extent() const {
 int64_t LaunchPlan::Gemm::b_extent() const {
   if (im2col) {  // every channel plane of the group, read or not
     if (batch.numel() == 0 || k == 0 || n == 0) return 0;
-    return operand_extent(*this, b_offset, b_batch_stride, k / im2col->window(), im2col->plane, 1, 0) - 1 +
-           im2col->plane;
+    return operand_extent(*this, b_offset, b_batch_stride, k / im2col->window(), im2col->plane(), 1, 0) - 1 +
+           im2col->plane();
   }
   return operand_extent(*this, b_offset, b_batch_stride, k, b_row_stride, n, b_col_stride);
-}
-
-int64_t LaunchPlan::Gemm::Im2col::window() const {
-  int64_t w = 1;
-  for (int64_t x : kernel) w *= x;
-  return w;
-}
-
-std::string LaunchPlan::Gemm::Im2col::str() const {
-  return fmt::format("im2col of [{}] windows [{}] to [{}], stride [{}], dilation [{}], low [{}]", fmt::join(in, ", "),
-                     fmt::join(kernel, ", "), fmt::join(out, ", "), fmt::join(strides, ", "), fmt::join(dilations, ", "),
-                     fmt::join(low, ", "));
 }
 
 int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {

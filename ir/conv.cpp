@@ -31,6 +31,26 @@ Shape ConvGeometry::out_shape() const {
   return s;
 }
 
+int64_t ConvGeometry::input_offset(int64_t e, int64_t p) const {
+  int64_t offset = 0, inner = 1;
+  for (int d = dims - 1; d >= 0; --d) {
+    const auto dd = static_cast<size_t>(d);
+    const int64_t i = p % out[dd] * strides[dd] + e % kernel[dd] * dilations[dd] - low[dd];
+    if (i < 0 || i >= in[dd]) return -1;
+    offset += i * inner;
+    inner *= in[dd];
+    e /= kernel[dd];
+    p /= out[dd];
+  }
+  return offset;
+}
+
+std::string ConvGeometry::str() const {
+  return fmt::format("im2col of [{}] windows [{}] to [{}], stride [{}], dilation [{}], low [{}]", fmt::join(in, ", "),
+                     fmt::join(kernel, ", "), fmt::join(out, ", "), fmt::join(strides, ", "), fmt::join(dilations, ", "),
+                     fmt::join(low, ", "));
+}
+
 Expected<ConvGeometry> conv_geometry(const Shape& x, const Shape& w, const Attrs& attrs) {
   auto fail = [&](std::string why) -> Expected<ConvGeometry> {
     return make_error(fmt::format("'conv' of x {} by w {}: {}", x.str(), w.str(), why));

@@ -571,25 +571,7 @@ Wide eval_conv(const Node& n, const Wide& x, const Wide& w) {
   // For each (window element, output position): where in a channel's plane it reads, or -1.
   std::vector<int64_t> at(static_cast<size_t>(window * positions));
   for (int64_t e = 0; e < window; ++e)
-    for (int64_t p = 0; p < positions; ++p) {
-      int64_t offset = 0, ke = e, pe = p;
-      bool inside = true;
-      std::vector<int64_t> kidx(static_cast<size_t>(g.dims)), pidx(kidx.size());
-      for (int d = g.dims - 1; d >= 0; --d) {
-        const auto dd = static_cast<size_t>(d);
-        kidx[dd] = ke % g.kernel[dd];
-        ke /= g.kernel[dd];
-        pidx[dd] = pe % g.out[dd];
-        pe /= g.out[dd];
-      }
-      for (int d = 0; d < g.dims; ++d) {
-        const auto dd = static_cast<size_t>(d);
-        const int64_t i = pidx[dd] * g.strides[dd] + kidx[dd] * g.dilations[dd] - g.low[dd];
-        inside = inside && i >= 0 && i < g.in[dd];
-        offset = offset * g.in[dd] + i;
-      }
-      at[static_cast<size_t>(e * positions + p)] = inside ? offset : -1;
-    }
+    for (int64_t p = 0; p < positions; ++p) at[static_cast<size_t>(e * positions + p)] = g.input_offset(e, p);
   using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Mat columns;
   if (x.is_f()) columns.resize(depth, positions);

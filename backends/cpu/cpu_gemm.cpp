@@ -80,17 +80,17 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t depth, int64_t cols, int
   }
 }
 
-// As pack_b, B's rows p0.. and columns j0.. of a convolution's windows (Gemm::Im2col) over
+// As pack_b, B's rows p0.. and columns j0.. of a convolution's windows (Gemm::im2col) over
 // the channel planes at `x`. A panel's columns are cut once into runs along the last spatial
 // dim (one output line each); then each row of the panel is, per run, a check of the outer
 // coordinates and a copy of the part of the line inside the input (contiguous at stride 1),
 // with zeros around it.
 template <class T>
-void pack_b_im2col(const LaunchPlan::Gemm::Im2col& ic, const T* x, int64_t p0, int64_t depth, int64_t j0,
+void pack_b_im2col(const ConvGeometry& ic, const T* x, int64_t p0, int64_t depth, int64_t j0,
                    int64_t cols, int nr, T* out) {
   const int dims = ic.dims, last = dims - 1;
   const auto ul = static_cast<size_t>(last);
-  const int64_t window = ic.window(), stride = ic.strides[ul], width = ic.in[ul];
+  const int64_t window = ic.window(), plane_size = ic.plane(), stride = ic.strides[ul], width = ic.in[ul];
   struct Run {
     int64_t begin, end;   // columns of the panel
     int64_t outer[2];     // window starts along the dims before the last
@@ -123,7 +123,7 @@ void pack_b_im2col(const LaunchPlan::Gemm::Im2col& ic, const T* x, int64_t p0, i
         reach[d] = e % ic.kernel[dd] * ic.dilations[dd];
         e /= ic.kernel[dd];
       }
-      const T* plane = x + row / window * ic.plane;
+      const T* plane = x + row / window * plane_size;
       T* o = out + p * nr;
       for (const Run& r : runs) {
         bool inside = true;

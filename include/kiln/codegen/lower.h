@@ -17,6 +17,7 @@
 
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
+#include "kiln/ir/conv.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/memory_plan.h"
 
@@ -52,20 +53,13 @@ struct LaunchPlan {
     int64_t a_offset = 0, a_row_stride = 0, a_col_stride = 0;  // in elements: along m, along k
     int64_t b_offset = 0, b_row_stride = 0, b_col_stride = 0;  // along k, along n
 
-    /// B as the windows of a convolution's input (implicit GEMM): row p of B is channel
-    /// p / window at window element p % window (row-major over `kernel`), column j is output
-    /// position j (row-major over `out`), and B[p, j] is the input element at
-    /// o * stride + k * dilation - low per spatial dim, of channel plane c (`plane` apart from
-    /// b_offset and the batch strides), or zero outside the input. b_row_stride and
-    /// b_col_stride are unused. The packing step (cpu) and the tile staging (GPUs) gather it.
-    struct Im2col {
-      int dims = 0;
-      int64_t plane = 0;
-      std::vector<int64_t> in, kernel, out, strides, dilations, low;
-      int64_t window() const;
-      std::string str() const;
-    };
-    std::optional<Im2col> im2col;
+    /// B as the windows of a convolution's input (implicit GEMM), when set: row p of B is
+    /// channel p / window at window element p % window, column j is output position j, and
+    /// B[p, j] is the element ConvGeometry::input_offset(p % window, j) of channel p / window's
+    /// plane (planes `plane()` apart from b_offset and the batch strides), or zero in the
+    /// padding. b_row_stride and b_col_stride are unused. The packing step (cpu) and the tile
+    /// staging (GPUs) gather it.
+    std::optional<ConvGeometry> im2col;
 
     /// Elements operand A (or B) reaches in its buffer: one past the farthest, 0 when the
     /// product reads none.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kiln/ir/attrs.h"
@@ -26,6 +27,11 @@ struct ConvGeometry {
   int64_t plane() const;
   /// The result's shape, [N, M, o1..on].
   Shape out_shape() const;
+  /// Where window element `e` (row-major over `kernel`) of output position `p` (row-major
+  /// over `out`) lies in its input channel's plane, or -1 where it falls in the padding.
+  int64_t input_offset(int64_t e, int64_t p) const;
+  /// "im2col of [56, 56] windows [3, 3] to [56, 56], stride [1, 1], dilation [1, 1], low [1, 1]"
+  std::string str() const;
 };
 
 /// The geometry of conv(x, w) with `attrs` (the conv op's schema), or an error naming what
