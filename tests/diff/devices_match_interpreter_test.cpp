@@ -49,7 +49,7 @@ struct Reached {
   int contraction_gemms = 0;  // GEMM steps of regions with no matmul: einsum-style sums
   int group_reductions = 0;  // work-group devices: a row per group (tree or subgroups)
   int vector_lanes = 0;      // a work-item's lanes held as vector values (c_lanes_as_vectors)
-  int im2col_gemms = 0;      // convolutions whose GEMM gathers the windows (Gemm::Im2col)
+  int im2col_gemms = 0;      // convolutions whose GEMM gathers the windows (Gemm::im2col)
   int conv_kernels = 0;      // convolutions expanded into a reduction kernel (expand-convs)
 };
 
