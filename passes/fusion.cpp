@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <queue>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
