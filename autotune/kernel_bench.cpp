@@ -304,6 +304,11 @@ void PlanBench::run(const LaunchPlan& plan, Kernels kernels, size_t copy,
   }
   std::vector<DeviceMemory*> bound;
   for (const LaunchPlan::Step& step : plan.steps) {
+    if (step.attention) {
+      if (!backend_.attention(*step.attention, mem))
+        throw Error(fmt::format("{} runs no attention step", backend_.name()));
+      continue;
+    }
     if (step.kernel < 0) {
       if (!backend_.gemm(step.gemm, mem)) throw Error(fmt::format("{} runs no GEMM step", backend_.name()));
       continue;

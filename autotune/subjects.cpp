@@ -119,7 +119,7 @@ class SplitSubject final : public Subject {
       auto plan = std::make_shared<LaunchPlan>(plan_for_(split_blocks_of(site_, c.variant)));
       c.kernels = backend().compile_all(plan->kernels, plan->schedules);
       for (const LaunchPlan::Step& step : plan->steps)
-        if (step.kernel < 0) backend().prepare_gemm(step.gemm);
+        if (step.is_gemm()) backend().prepare_gemm(step.gemm);
       c.plan = std::move(plan);
     } catch (const std::exception& e) {
       c.error = e.what();

@@ -193,6 +193,10 @@ std::string emit_c_point(const Kernel& k, const Capabilities& caps, const CDiale
 /// `g.schedule` says, with `epilogue` computed on each element of the product in registers.
 std::string emit_c_gemm(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                         std::string_view name, const Capabilities& caps, const CDialect& dialect);
+/// An attention step as one kernel named `name` (c_attention.cpp). Throws kiln::Error where
+/// it does not fit the device (attention_fits).
+std::string emit_c_attention(const LaunchPlan::Attention& a, std::string_view name, const Capabilities& caps,
+                             const CDialect& dialect);
 /// Loop iterations the helpers one point of `k` calls may run at worst (the GLSL fmod's).
 int64_t helper_iterations_per_point(const Kernel& k);
 /// Throws kiln::Error naming `what` where `iterations` (c_loop_iterations,

@@ -564,4 +564,15 @@ std::string glsl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource
   return emit_c_gemm(g, epilogue, store_product, "gemm", caps, kGlsl);
 }
 
+std::string glsl_attention_source(const LaunchPlan::Attention& a, const Capabilities& caps) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  const int64_t extents[] = {a.q.extent(a.batch, a.rows, a.depth), a.k.extent(a.batch, a.keys, a.depth),
+                             a.v.extent(a.batch, a.keys, a.width), a.bias.extent(a.batch, a.rows, a.keys),
+                             a.batch.numel() * a.rows * a.width};
+  for (int64_t e : extents)
+    if (e >= kLimit)
+      throw Error(fmt::format("vulkan: attention @{} addresses more than 2^31 elements, which GLSL cannot index", a.name));
+  return emit_c_attention(a, "attention", caps, kGlsl);
+}
+
 }  // namespace kiln::kir

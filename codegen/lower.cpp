@@ -356,6 +356,15 @@ class Lowering {
   void store_gather_data(int32_t k);
   /// A region around a matmul or conv `mm`: its GEMM step, then its elementwise epilogue.
   void lower_matmul_region(int32_t k, ValueId mm);
+  /// A region around an attention node `a`: its attention step, then its epilogue.
+  void lower_attention_region(int32_t k, ValueId a);
+  /// Operand `o` of an attention node, rows x cols over the node's `batch` dims (right-
+  /// aligned, broadcast where o has one element), read where it lies when it is a view of a
+  /// stored f32 value at affine offsets, else computed into a row-major buffer first.
+  LaunchPlan::Attention::Operand attention_operand(ValueId o, const Shape& batch, const std::vector<bool>& member);
+  /// The kernel of `mm`'s region after its GEMM or attention step: the outputs of the region
+  /// besides `mm` and those in `written`, reading `mm` from its buffer.
+  void lower_epilogue(int32_t k, ValueId mm, const std::vector<bool>& member, const std::vector<ValueId>& written);
   /// Conv `cv` as a GEMM step per batch and group over buffers `x` and `w` (row-major, of the
   /// compute type), into `c`: W's [M/groups, C/groups x window] rows times the windows of x
   /// gathered as B (Gemm::im2col); a 1x1 window at stride 1 without padding reads x as it is.
@@ -1132,6 +1141,7 @@ void Lowering::lower_region(int32_t k) {
   const auto ki = static_cast<size_t>(k);
   store_gather_data(k);
   for (ValueId v : index_.members[ki]) {
+    if (g_.node(v).op == OpKind::Attention) return lower_attention_region(k, v);
     if (g_.node(v).info().category == OpCategory::Matmul) return lower_matmul_region(k, v);
     if (g_.node(v).info().has(trait::InOrder)) return lower_in_order_region(k, v);
     if (g_.node(v).op == OpKind::Argsort) return lower_argsort_region(k, v);
@@ -1362,6 +1372,12 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
     b.add_store({b.param_for(stored_c, name(mm), n.type, true), b.offset_of(p, n.type.shape), x, kir::kNoRef});
     add_kernel(b);
   }
+  lower_epilogue(k, mm, member, written);
+}
+
+void Lowering::lower_epilogue(int32_t k, ValueId mm, const std::vector<bool>& member,
+                              const std::vector<ValueId>& written) {
+  const auto ki = static_cast<size_t>(k);
   // The epilogue, reading the product from memory.
   std::vector<ValueId> outputs;
   for (ValueId v : index_.outputs[ki])
@@ -1374,6 +1390,68 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
     if (!b.store(g_, v, mp_.buffer_of[v])) apart.push_back(v);
   if (!b.finish_empty()) add_kernel(b);
   for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
+}
+
+LaunchPlan::Attention::Operand Lowering::attention_operand(ValueId o, const Shape& batch,
+                                                          const std::vector<bool>& member) {
+  const Shape& s = g_.type(o).shape;
+  const int r = s.rank(), nb = batch.rank();
+  auto from_buffer = [&](int32_t buffer, const kir::Affine* at) {
+    LaunchPlan::Attention::Operand x;
+    x.buffer = buffer;
+    const auto row_major = s.strides();
+    auto stride = [&](int d) { return s[d] == 1 ? 0 : at ? at->stride[static_cast<size_t>(d)] : row_major[static_cast<size_t>(d)]; };
+    x.offset = at ? at->base : 0;
+    for (int j = 0; j < nb; ++j) {
+      const int d = j - (nb - (r - 2));  // o's dim under batch dim j, right-aligned
+      x.batch_stride.push_back(d < 0 ? 0 : stride(d));
+    }
+    x.row_stride = stride(r - 2);
+    x.col_stride = stride(r - 1);
+    return x;
+  };
+  if (views_of_stored(o, DType::F32, member)) {
+    KernelBuilder b(*this, "attention_operand", s, std::vector<bool>(static_cast<size_t>(r), false), member);
+    const Ref x = b.value_at(g_, o, identity_map(s), kir::kNoRef);
+    const kir::Inst& load = b.kernel().insts[static_cast<size_t>(x)];
+    if (load.code == kir::Code::Load && load.args.size() == 1) {
+      const std::vector<std::optional<kir::Affine>> affine = kir::affine_analysis(b.kernel());
+      if (const std::optional<kir::Affine>& at = affine[static_cast<size_t>(load.args[0])])
+        return from_buffer(b.bindings()[static_cast<size_t>(load.buffer)], &*at);
+    }
+  }
+  // A view no strides describe (a pad, a reshape of a transpose), or a value computed in
+  // the region: into a buffer of its own, row-major.
+  const int32_t copy = new_buffer(TensorType{DType::F32, s});
+  copy_kernel(o, copy, DType::F32, member);
+  return from_buffer(copy, nullptr);
+}
+
+void Lowering::lower_attention_region(int32_t k, ValueId a) {
+  const auto ki = static_cast<size_t>(k);
+  const Node& n = g_.node(a);
+  std::vector<bool> member(g_.size(), false);
+  for (ValueId v : index_.members[ki]) member[v] = v != a;
+  LaunchPlan::Attention at;
+  const Shape& out = n.type.shape;
+  const int r = out.rank();
+  at.batch = Shape(out.dims().first(static_cast<size_t>(r - 2)));
+  at.rows = out[r - 2];
+  at.width = out[r - 1];
+  const Shape& ks = g_.type(n.operands[1]).shape;
+  at.keys = ks[ks.rank() - 2];
+  at.depth = ks[ks.rank() - 1];
+  at.scale = n.attr("scale").scalar.as_double();
+  at.masked_zero = n.attr("masked_zero").present;
+  LaunchPlan::Attention::Operand* operands[] = {&at.q, &at.k, &at.v, &at.bias};
+  for (size_t i = 0; i < n.operands.size(); ++i) *operands[i] = attention_operand(n.operands[i], at.batch, member);
+  at.out = mp_.buffer_of[a] >= 0 ? mp_.buffer_of[a] : new_buffer(n.type);
+  at.name = g_.kernels()[ki].name;
+  override_[a] = at.out;
+  LaunchPlan::Step step;
+  step.attention = std::move(at);
+  plan_.steps.push_back(std::move(step));
+  lower_epilogue(k, a, member, {});
 }
 
 LaunchPlan::Gemm Lowering::conv_gemm(ValueId cv, int32_t x, int32_t w, int32_t c) {
@@ -1509,6 +1587,19 @@ std::string LaunchPlan::str() const {
         binds += fmt::format("{}${}={}", binds.empty() ? "" : ", ", s.scalar_bindings.size() + i,
                              format_scalar(s.fixed_scalars[i], s.fixed_scalars[i].is_int() ? DType::I64 : DType::F64));
       out += fmt::format("  @{}({})\n", kernels[static_cast<size_t>(s.kernel)].name, binds);
+    } else if (s.attention) {
+      const Attention& a = *s.attention;
+      out += fmt::format("  attention buf{} = softmax({} * buf{} x buf{}^T{}) x buf{} : f32 [{}x{}x{}x{}] batch {}{}\n",
+                         a.out, static_cast<float>(a.scale), a.q.buffer, a.k.buffer,
+                         a.bias.buffer >= 0 ? fmt::format(" + buf{}", a.bias.buffer) : "", a.v.buffer, a.rows, a.keys,
+                         a.depth, a.width, a.batch.str(), a.masked_zero ? ", masked rows zero" : "");
+      auto operand = [](const char* what, const Attention::Operand& x) {
+        return fmt::format("{} at {} + [{}] + i*{} + j*{}", what, x.offset, fmt::join(x.batch_stride, ", "), x.row_stride,
+                           x.col_stride);
+      };
+      out += "    // " + operand("q", a.q) + "; " + operand("k", a.k) + "; " + operand("v", a.v);
+      if (a.bias.buffer >= 0) out += "; " + operand("bias", a.bias);
+      out += "\n    // " + a.schedule.str() + "\n";
     } else {
       const Gemm& g = s.gemm;
       out += fmt::format("  gemm buf{} = buf{} x buf{} : {} [{}x{}x{}] batch {}\n", g.c, g.a, g.b, dtype_name(g.dtype), g.m,
@@ -1542,6 +1633,26 @@ int64_t operand_extent(const LaunchPlan::Gemm& g, int64_t offset, const std::vec
 
 }  // namespace
 
+int64_t LaunchPlan::Attention::Operand::extent(const Shape& batch, int64_t rows, int64_t cols) const {
+  if (buffer < 0 || batch.numel() == 0 || rows == 0 || cols == 0) return 0;
+  int64_t farthest = offset + std::max<int64_t>(0, (rows - 1) * row_stride) + std::max<int64_t>(0, (cols - 1) * col_stride);
+  for (size_t d = 0; d < batch_stride.size(); ++d)
+    farthest += std::max<int64_t>(0, (batch[static_cast<int>(d)] - 1) * batch_stride[d]);
+  return farthest + 1;
+}
+
+std::array<int64_t, 4> LaunchPlan::Attention::batch_offsets(int64_t bi) const {
+  std::array<int64_t, 4> off = {q.offset, k.offset, v.offset, bias.offset};
+  const Operand* ops[] = {&q, &k, &v, &bias};
+  for (int j = batch.rank() - 1; j >= 0; --j) {
+    const int64_t idx = bi % batch[j];
+    bi /= batch[j];
+    for (size_t o = 0; o < 4; ++o)
+      if (!ops[o]->batch_stride.empty()) off[o] += idx * ops[o]->batch_stride[static_cast<size_t>(j)];
+  }
+  return off;
+}
+
 int64_t LaunchPlan::Gemm::a_extent() const {
   return operand_extent(*this, a_offset, a_batch_stride, m, a_row_stride, k, a_col_stride);
 }
@@ -1556,7 +1667,7 @@ int64_t LaunchPlan::Gemm::b_extent() const {
 }
 
 int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
-  if (i + 1 >= plan.steps.size() || plan.steps[i].kernel >= 0 || plan.steps[i + 1].kernel < 0) return 0;
+  if (i + 1 >= plan.steps.size() || !plan.steps[i].is_gemm() || plan.steps[i + 1].kernel < 0) return 0;
   const LaunchPlan::Gemm& g = plan.steps[i].gemm;
   const LaunchPlan::Step& step = plan.steps[i + 1];
   const auto ki = static_cast<size_t>(step.kernel);
@@ -1609,7 +1720,10 @@ bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i) {
   if (plan.buffers[static_cast<size_t>(c)].kind != LaunchPlan::Buffer::Kind::Temp) return true;
   for (size_t j = i + 2; j < plan.steps.size(); ++j) {
     const LaunchPlan::Step& step = plan.steps[j];
-    if (step.kernel < 0) {
+    if (step.attention) {
+      const LaunchPlan::Attention& a = *step.attention;
+      if (a.q.buffer == c || a.k.buffer == c || a.v.buffer == c || a.bias.buffer == c || a.out == c) return true;
+    } else if (step.kernel < 0) {
       if (step.gemm.a == c || step.gemm.b == c || step.gemm.c == c) return true;
     } else if (std::find(step.bindings.begin(), step.bindings.end(), c) != step.bindings.end()) {
       return true;

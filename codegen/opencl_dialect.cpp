@@ -224,6 +224,11 @@ std::string opencl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSour
   return emit_c_gemm(g, epilogue, store_product, name, caps, dialect);
 }
 
+std::string opencl_attention_source(const LaunchPlan::Attention& a, std::string_view name, const Capabilities& caps) {
+  static const OpenClDialect dialect;
+  return emit_c_attention(a, name, caps, dialect);
+}
+
 int64_t gemm_work_groups(const LaunchPlan::Gemm& g) {
   const GemmSchedule& s = g.schedule;
   return g.batch.numel() * ((g.m + s.group_m - 1) / s.group_m) * ((g.n + s.group_n - 1) / s.group_n);

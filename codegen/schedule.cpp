@@ -437,3 +437,30 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
 }
 
 }  // namespace kiln::kir
+
+namespace kiln::kir {
+
+std::string AttentionSchedule::str() const {
+  if (local_size > 0) return fmt::format("attention {{local = {}}}", local_size);
+  return fmt::format("attention {{rows = {}, keys = {}, tile = {}x{}, vector = {}}}", block_rows, block_keys, tile.mr,
+                     tile.nr, tile.vector_width);
+}
+
+AttentionSchedule default_attention_schedule(int64_t rows, int64_t keys, int64_t depth, const Capabilities& caps) {
+  AttentionSchedule s;
+  if (caps.local_memory) {
+    // A row per work-item: its accumulators are registers, so a group is no wider than a
+    // GPU's warp needs.
+    s.local_size = std::clamp<int64_t>(64, 1, std::max<int64_t>(1, caps.max_work_group));
+    return s;
+  }
+  // The micro-kernel's register tile, as the GEMM's; a block of scores (block_rows x
+  // block_keys floats) and the rows' accumulators stay in L1 and L2 beside the packed panels.
+  s.tile = default_gemm_schedule(DType::F32, rows, keys, depth, caps);
+  const int64_t mr = s.tile.mr, nr = s.tile.nr;
+  s.block_rows = std::clamp<int64_t>((rows + mr - 1) / mr * mr, mr, 4 * mr);
+  s.block_keys = std::clamp<int64_t>((keys + nr - 1) / nr * nr, nr, 8 * nr);
+  return s;
+}
+
+}  // namespace kiln::kir

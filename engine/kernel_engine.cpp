@@ -8,6 +8,7 @@
 // kernel from the backend's capabilities, and one compiled kernel each from the backend.
 #include "kernel_engine.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -69,6 +70,19 @@ profile::Launch describe_step(const LaunchPlan& plan, size_t s, bool fused) {
     l.kind = "kernel";
     l.kernel = k.name;
     kernel_facts(k);
+    return l;
+  }
+  if (step.attention) {
+    const LaunchPlan::Attention& a = *step.attention;
+    const int64_t batches = a.batch.numel();
+    l.kind = "attention";
+    l.kernel = a.name;
+    l.values = "attention";
+    l.bytes = 4 * (a.q.extent(a.batch, a.rows, a.depth) + a.k.extent(a.batch, a.keys, a.depth) +
+                   a.v.extent(a.batch, a.keys, a.width) + a.bias.extent(a.batch, a.rows, a.keys) +
+                   batches * a.rows * a.width);
+    // Two products, and the softmax's few operations per score.
+    l.flops = batches * a.rows * a.keys * (2 * a.depth + 2 * a.width + 5);
     return l;
   }
   const LaunchPlan::Gemm& g = step.gemm;
@@ -204,7 +218,7 @@ class KernelEngine final : public Engine {
       exe->product_read_later.push_back(exe->plan.steps[i].kernel >= 0 || exe->epilogue_per_row.back() == 0 ||
                                         gemm_product_read_after_epilogue(exe->plan, i));
       const std::optional<kir::GemmEpilogueSource> e =
-          exe->plan.steps[i].kernel < 0 ? kir::gemm_epilogue_source(exe->plan, i) : std::nullopt;
+          exe->plan.steps[i].is_gemm() ? kir::gemm_epilogue_source(exe->plan, i) : std::nullopt;
       exe->product_param.push_back(e ? e->product_param : -1);
     }
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
@@ -296,6 +310,13 @@ class KernelEngine final : public Engine {
       const LaunchPlan::Step& step = plan.steps[s];
       runtime_counters().launches++;
       if (profiling) started = profile::now_ns();
+      if (step.attention) {
+        if (!backend_.attention(*step.attention, mem))
+          throw Error(fmt::format("attention: device {} has no attention kernel (for @{})", device_.str(),
+                                  step.attention->name));
+        profiled(s, false);
+        continue;
+      }
       if (step.kernel < 0) {
         if (const int64_t per_row = exe.epilogue_per_row[s]; per_row > 0) {
           const LaunchPlan::Step& epilogue = plan.steps[s + 1];
@@ -445,7 +466,7 @@ Compilation compile_graph(Backend& backend, const Graph& g, const std::vector<bo
   for (size_t i = 0; i < c.plan.kernels.size(); ++i)
     c.plan.schedules[i] = tuner.schedule_for(backend, c.plan.kernels[i], c.plan.schedules[i], mode);
   for (LaunchPlan::Step& step : c.plan.steps)
-    if (step.kernel < 0) step.gemm.schedule = tuner.gemm_schedule_for(backend, step.gemm, mode);
+    if (step.is_gemm()) step.gemm.schedule = tuner.gemm_schedule_for(backend, step.gemm, mode);
   return c;
 }
 
@@ -460,24 +481,44 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
                           const std::vector<bool>& donated, const SplitChooser& splits) {
   PipelineOptions po;
   po.verify_each = false;
-  // -O1's clean-up, then what this target adds (split-reductions on CPU), then -O2's
-  // expand-convs and fusion.
-  std::vector<const PassInfo*> passes = pipeline_for_level(1);
-  passes.insert(passes.end(), extra_passes.begin(), extra_passes.end());
-  passes.push_back(find_pass("expand-convs"));
-  passes.push_back(find_pass("fuse"));
+  // -O1's clean-up, fuse-attention, then what this target adds (split-reductions on CPU),
+  // then -O2's expand-convs and fusion.
+  auto pipeline = [&](bool attention) {
+    std::vector<const PassInfo*> passes = pipeline_for_level(1);
+    if (attention) passes.push_back(find_pass("fuse-attention"));
+    passes.insert(passes.end(), extra_passes.begin(), extra_passes.end());
+    passes.push_back(find_pass("expand-convs"));
+    passes.push_back(find_pass("fuse"));
+    return passes;
+  };
   PassOptions options;
   options.max_split_blocks = split_blocks_for(caps);
   options.split_blocks = splits;
-  Expected<Graph> fused = run_pipeline(g, passes, options, po);
-  if (!fused) throw Error(fused.error().str());
-  MemoryPlan memory = plan_memory(*fused, donated);
-  LaunchPlan plan = lower_to_kernels(*fused, memory);
+  auto lower = [&](bool attention) -> Compilation {
+    Expected<Graph> fused = run_pipeline(g, pipeline(attention), options, po);
+    if (!fused) throw Error(fused.error().str());
+    MemoryPlan memory = plan_memory(*fused, donated);
+    LaunchPlan plan = lower_to_kernels(*fused, memory);
+    return {std::move(*fused), std::move(plan)};
+  };
+  Compilation c = lower(true);
+  // An attention kernel past the device's loop budget (lavapipe's, for thousands of keys)
+  // runs as the softmax and two products it was written as instead.
+  const bool fits = std::all_of(c.plan.steps.begin(), c.plan.steps.end(), [&](const LaunchPlan::Step& step) {
+    return !step.attention || kir::attention_fits(*step.attention, caps);
+  });
+  if (!fits) c = lower(false);
+  LaunchPlan& plan = c.plan;
   for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, caps));
-  for (LaunchPlan::Step& step : plan.steps)
-    if (step.kernel < 0)
+  for (LaunchPlan::Step& step : plan.steps) {
+    if (step.attention) {
+      LaunchPlan::Attention& a = *step.attention;
+      a.schedule = kir::default_attention_schedule(a.rows, a.keys, a.depth, caps);
+    } else if (step.kernel < 0) {
       step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps);
-  return {std::move(*fused), std::move(plan)};
+    }
+  }
+  return c;
 }
 
 }  // namespace kiln

@@ -253,7 +253,7 @@ IndexMap operand_index_map(const Graph& g, const Node& c, size_t operand, const 
       return m;
     }
     case OpCategory::Matmul: {
-      KILN_ASSERT(c.op == OpKind::Matmul, "a conv reads its operands through its GEMM's gather, not index maps");
+      KILN_ASSERT(c.op == OpKind::Matmul, "a conv or attention reads its operands through its step, not index maps");
       const int r = cs.rank(), ro = os.rank();
       const IndexExpr dk = IndexExpr::dim(domain.rank() - 1, domain[domain.rank() - 1]);
       for (int j = 0; j < ro - 2; ++j) {
@@ -414,8 +414,9 @@ KernelIndexMaps kernel_index_maps(const Graph& g, const KernelIndex& index, int3
     for (const IndexMap& p : std::vector<IndexMap>(pos[v]))
       for (size_t i = 0; i < n.operands.size(); ++i)
         // Not read at these positions: gather's and scatter's data, a conv's operands (its GEMM
-        // gathers their windows).
-        if (!((n.op == OpKind::Gather || n.op == OpKind::Scatter) && i == 0) && n.op != OpKind::Conv)
+        // gathers their windows), attention's (its step reads them through their strides).
+        if (!((n.op == OpKind::Gather || n.op == OpKind::Scatter) && i == 0) && n.op != OpKind::Conv &&
+            n.op != OpKind::Attention)
           add_pos(n.operands[i], operand_index_map(g, n, i, p, out.domain));
   }
   for (ValueId v : index.inputs[static_cast<size_t>(k)]) out.inputs.push_back({v, pos[v]});

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <fmt/format.h>
 
@@ -560,6 +561,57 @@ Wide eval_matmul(const Node& n, const Wide& a0, const Wide& b0) {
   return out;
 }
 
+// attention row by row, in double: the scores, their softmax (the maximum subtracted), then
+// the weighted sum of v's rows divided by the softmax's sum, rounded once to f32.
+Wide eval_attention(const Node& n, std::span<const Wide* const> args) {
+  const Shape& os = n.type.shape;
+  const int r = os.rank();
+  const int64_t t = os[r - 2], e = os[r - 1];
+  const int64_t d = args[0]->type.shape.dims().back(), s = args[1]->type.shape[args[1]->type.shape.rank() - 2];
+  const Shape batch(os.dims().first(static_cast<size_t>(r - 2)));
+  auto with = [&](int64_t rows, int64_t cols) {
+    Shape x = batch;
+    x.push_back(rows);
+    x.push_back(cols);
+    return x;
+  };
+  const Wide q = operand_as(*args[0], with(t, d), DType::F64), k = operand_as(*args[1], with(s, d), DType::F64);
+  const Wide v = operand_as(*args[2], with(s, e), DType::F64);
+  const std::optional<Wide> bias =
+      args.size() > 3 ? std::optional<Wide>(operand_as(*args[3], with(t, s), DType::F64)) : std::nullopt;
+  const double scale = n.attr("scale").scalar.as_double();
+  const bool masked_zero = n.attr("masked_zero").present;
+  Wide out = make_wide(n.type);
+  const int64_t batches = batch.numel();
+  std::vector<double> p(static_cast<size_t>(s));
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t i = 0; i < t; ++i) {
+      double most = -std::numeric_limits<double>::infinity();
+      bool nan = false;
+      for (int64_t j = 0; j < s; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c)
+          dot += q.f[static_cast<size_t>((bi * t + i) * d + c)] * k.f[static_cast<size_t>((bi * s + j) * d + c)];
+        // The score rounds to f32 as the unfused graph's would; sums stay in double.
+        double x = scalar::store_float(DType::F32, dot * scale);
+        if (bias) x = scalar::store_float(DType::F32, x + bias->f[static_cast<size_t>((bi * t + i) * s + j)]);
+        p[static_cast<size_t>(j)] = x;
+        nan = nan || std::isnan(x);
+        most = std::max(most, x);
+      }
+      const bool undefined = nan || !std::isfinite(most);
+      double sum = 0;
+      for (double& x : p) sum += x = std::exp(x - most);
+      for (int64_t c = 0; c < e; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < s; ++j) acc += p[static_cast<size_t>(j)] * v.f[static_cast<size_t>((bi * s + j) * e + c)];
+        const double y = undefined ? (masked_zero ? 0.0 : std::numeric_limits<double>::quiet_NaN()) : acc / sum;
+        out.f[static_cast<size_t>((bi * t + i) * e + c)] = scalar::store_float(DType::F32, y);
+      }
+    }
+  return out;
+}
+
 // conv as the GEMM it is, per batch and group: W's rows [Mg, Cg * window] times the columns
 // of x's windows [Cg * window, positions] (im2col, zero outside x), in double for floats
 // (exact products, one rounding per result, as matmul's) and wrapping i64 for integers.
@@ -665,7 +717,9 @@ std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor* co
       case OpCategory::Reduce: values[id] = eval_reduce(n, *args[0]); break;
       case OpCategory::Movement: values[id] = eval_movement(n, args); break;
       case OpCategory::Matmul:
-        values[id] = n.op == OpKind::Conv ? eval_conv(n, *args[0], *args[1]) : eval_matmul(n, *args[0], *args[1]);
+        values[id] = n.op == OpKind::Conv        ? eval_conv(n, *args[0], *args[1])
+                     : n.op == OpKind::Attention ? eval_attention(n, args)
+                                                 : eval_matmul(n, *args[0], *args[1]);
         break;
     }
     for (ValueId v : n.operands)

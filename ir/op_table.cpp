@@ -35,6 +35,7 @@ constexpr std::array UnfoldAttrs{AttrSpec{"axis", K::Int, true}, AttrSpec{"size"
 constexpr std::array ConvAttrs{AttrSpec{"strides", K::Ints, true}, AttrSpec{"dilations", K::Ints, false},
                                AttrSpec{"low", K::Ints, true}, AttrSpec{"high", K::Ints, true},
                                AttrSpec{"groups", K::Int, false}};
+constexpr std::array AttentionAttrs{AttrSpec{"scale", K::Scalar, true}, AttrSpec{"masked_zero", K::Flag, false}};
 constexpr std::array CustomAttrs{AttrSpec{"kernel", K::Custom, true}};
 
 using namespace trait;

@@ -501,3 +501,36 @@ Expected<TensorType> rule_conv(const TypeRuleInput& in) {
 }
 
 }  // namespace kiln::rules
+
+namespace kiln::rules {
+
+Expected<TensorType> rule_attention(const TypeRuleInput& in) {
+  const size_t n = in.operands.size();
+  KILN_REQUIRE(n == 3 || n == 4, "'attention' takes q, k, v and an optional bias, got {} operands", n);
+  for (const TensorType& t : in.operands)
+    KILN_REQUIRE(t.dtype == DType::F32 && t.shape.rank() >= 2,
+                 "'attention' needs f32 operands of rank 2 or more, got {}", t.str());
+  const TensorType &q = in.operands[0], &k = in.operands[1], &v = in.operands[2];
+  const int rq = q.shape.rank(), rk = k.shape.rank(), rv = v.shape.rank();
+  KILN_REQUIRE(q.shape[rq - 1] == k.shape[rk - 1], "'attention' q {} and k {} differ in depth", q.str(), k.str());
+  KILN_REQUIRE(k.shape[rk - 2] == v.shape[rv - 2], "'attention' k {} and v {} differ in keys", k.str(), v.str());
+  auto batch_of = [](const Shape& s) { return Shape(s.dims().first(static_cast<size_t>(s.rank() - 2))); };
+  std::optional<Shape> batch = broadcast_shapes(batch_of(q.shape), batch_of(k.shape));
+  if (batch) batch = broadcast_shapes(*batch, batch_of(v.shape));
+  KILN_REQUIRE(batch.has_value(), "'attention' batch dims of {}, {} and {} cannot broadcast", q.str(), k.str(),
+               v.str());
+  Shape scores = *batch;
+  scores.push_back(q.shape[rq - 2]);
+  scores.push_back(k.shape[rk - 2]);
+  if (n == 4) {
+    const std::optional<Shape> with_bias = broadcast_shapes(scores, in.operands[3].shape);
+    KILN_REQUIRE(with_bias && *with_bias == scores, "'attention' bias {} does not broadcast to the scores {}",
+                 in.operands[3].str(), TensorType{DType::F32, scores}.str());
+  }
+  Shape out = *batch;
+  out.push_back(q.shape[rq - 2]);
+  out.push_back(v.shape[rv - 1]);
+  return TensorType{DType::F32, out};
+}
+
+}  // namespace kiln::rules

@@ -37,6 +37,7 @@ KILN_RULE(rule_gather)
 KILN_RULE(rule_scatter)
 KILN_RULE(rule_matmul)
 KILN_RULE(rule_conv)
+KILN_RULE(rule_attention)
 #undef KILN_RULE
 
 }  // namespace kiln::rules

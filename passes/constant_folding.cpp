@@ -162,6 +162,9 @@ Graph constant_folding(const Graph& g, const PassOptions& options) {
       if (n.op == OpKind::Matmul) {
         const Shape& a = g.type(n.operands[0]).shape;
         work *= std::max<int64_t>(1, a[a.rank() - 1]);
+      } else if (n.op == OpKind::Attention) {  // each output row walks every key's k and v rows
+        const Shape& k = g.type(n.operands[1]).shape;
+        work *= std::max<int64_t>(1, k.numel());
       } else if (n.op == OpKind::Conv) {  // each output element sums C/groups x window products
         const Shape& w = g.type(n.operands[1]).shape;
         work *= std::max<int64_t>(1, w.numel() / std::max<int64_t>(1, w[0]));

@@ -17,6 +17,7 @@ Graph run_fuse(const Graph& g, const PassOptions& o) { return fuse(g, o); }
 Graph run_split(const Graph& g, const PassOptions& o) { return split_reductions(g, o); }
 Graph run_contract(const Graph& g, const PassOptions& o) { return contract_matmul(g, o); }
 Graph run_expand_convs(const Graph& g, const PassOptions& o) { return expand_convs(g, o); }
+Graph run_fuse_attention(const Graph& g, const PassOptions& o) { return fuse_attention(g, o); }
 
 // One row per pass: the name --passes takes, what it does, the function.
 constexpr PassInfo kPasses[] = {
@@ -25,6 +26,7 @@ constexpr PassInfo kPasses[] = {
     {"cse", "merge structurally identical nodes across the whole graph", run_cse},
     {"dce", "drop nodes that no output depends on", run_dce},
     {"contract-matmul", "matmul becomes a broadcast product summed over the contracting axis (one generated reduction kernel, epilogue fused)", run_contract},
+    {"fuse-attention", "softmax(q k^T * scale + bias) v written in primitives (the frontend's and the ONNX exporters' form) becomes one attention node: one kernel, online softmax, no T x S scores in memory", run_fuse_attention},
     {"expand-convs", "convolutions with fewer than 8 filters per group (depthwise) or 8 output positions become the sum of their windows' products, one reduction kernel", run_expand_convs},
     {"split-reductions", "reductions to a few values become two-level reductions over blocks (parallel rows; float sums round the partials)", run_split},
     {"fuse", "group operations into kernel regions: elementwise chains, reductions with prologue and epilogue, row-wise chains, matmul epilogues", run_fuse},
@@ -49,6 +51,7 @@ std::vector<const PassInfo*> pipeline_for_level(int level) {
   // -O2: then fusion. The memory plan is an analysis of the result (plan_memory), computed
   // by whoever allocates the buffers.
   if (level >= 2) {
+    out.push_back(find_pass("fuse-attention"));
     out.push_back(find_pass("expand-convs"));
     out.push_back(find_pass("fuse"));
   }

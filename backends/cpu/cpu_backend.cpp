@@ -1,11 +1,13 @@
 // backends/cpu/cpu_backend.cpp - the `cpu` device: host memory, JIT-compiled kernels run
-// across cores with oneTBB, GEMM steps on generated micro-kernels (cpu_gemm.h).
+// across cores with oneTBB, GEMM steps on generated micro-kernels (cpu_gemm.h), attention
+// steps on the same micro-kernels with an online softmax (cpu_attention.h).
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "cpu_attention.h"
 #include "cpu_gemm.h"
 #include "cpu_jit.h"
 #include "parallel.h"
@@ -132,6 +134,14 @@ class CpuBackend final : public Backend {
   bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {
     cpu::run_gemm(g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
                   buffers[static_cast<size_t>(g.c)]->host_data());
+    return true;
+  }
+
+  bool attention(const LaunchPlan::Attention& a, std::span<DeviceMemory* const> buffers) override {
+    auto data = [&](int32_t b) {
+      return b < 0 ? nullptr : reinterpret_cast<float*>(buffers[static_cast<size_t>(b)]->host_data());
+    };
+    cpu::run_attention(a, data(a.q.buffer), data(a.k.buffer), data(a.v.buffer), data(a.bias.buffer), data(a.out));
     return true;
   }
 

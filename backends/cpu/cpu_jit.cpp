@@ -2,6 +2,7 @@
 #include "cpu_jit.h"
 
 #include "clang_compiler.h"
+#include "attention_codegen.h"
 #include "gemm_codegen.h"
 #include "llvm_codegen.h"
 
@@ -337,6 +338,17 @@ std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& 
   return code(canonical, fmt::format("gemm micro-kernel {} {}x{}", dtype_name(t), s.mr, s.nr), {}, kGemmPipeline,
               [&](const std::string& sym, llvm::LLVMContext& ctx) {
                 return impl_->finish(emit_gemm_microkernel(s, t, sym, ctx));
+              });
+}
+
+std::shared_ptr<const CpuKernel> Jit::attention_softmax(int vector_width) {
+  CanonicalWriter w;
+  w.bytes("attention softmax");
+  w.bytes(fmt::format("vector {}", vector_width));
+  w.bytes(impl_->fingerprint);
+  return code(w.take(), fmt::format("attention softmax, vector {}", vector_width), {}, kGemmPipeline,
+              [&](const std::string& sym, llvm::LLVMContext& ctx) {
+                return impl_->finish(emit_attention_softmax(vector_width, sym, ctx));
               });
 }
 

@@ -66,6 +66,10 @@ class Jit {
   /// fn(args, kc, ldc)), from the same caches as kernels.
   std::shared_ptr<const CpuKernel> gemm_microkernel(const kir::GemmSchedule& s, DType t);
 
+  /// The online-softmax step of the attention kernel for `vector_width` lanes
+  /// (attention_codegen.h; called as fn(args, rows, ld)), from the same caches.
+  std::shared_ptr<const CpuKernel> attention_softmax(int vector_width);
+
   /// The micro-kernel's LLVM IR (before or after optimization) and host assembly.
   std::string gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized);
   std::string gemm_assembly(const kir::GemmSchedule& s, DType t);

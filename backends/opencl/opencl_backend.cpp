@@ -353,6 +353,16 @@ class OpenClBackend final : public Backend {
     run_gemm(g, buffers, &epilogue);
     return true;
   }
+  bool attention(const LaunchPlan::Attention& a, std::span<DeviceMemory* const> buffers) override {
+    const int64_t groups = kir::attention_work_groups(a);
+    if (groups == 0 || a.width == 0) return true;  // no rows: nothing to compute
+    const std::shared_ptr<const ClKernel> k = attention_kernel(a);
+    std::vector<cl_mem> mems;
+    for (int32_t b : {a.q.buffer, a.k.buffer, a.v.buffer, a.bias.buffer, a.out})
+      if (b >= 0) mems.push_back(mem(*buffers[static_cast<size_t>(b)]));
+    enqueue(*k, mems, {}, groups * a.schedule.local_size, a.schedule.local_size);
+    return true;
+  }
 
  private:
   static cl_mem mem(const DeviceMemory& m) { return static_cast<const ClMemory&>(m).get(); }
@@ -415,6 +425,33 @@ class OpenClBackend final : public Backend {
     check(err, fmt::format("creating kernel {}", name));
     auto compiled = std::make_shared<const ClKernel>(program, std::move(handle),
                                                      epilogue ? epilogue->kernel.scalars : std::vector<DType>{}, name);
+    std::lock_guard lock(cache_mutex_);
+    runtime_counters().kernel_evictions += kernels_.put(key, {std::move(canonical), compiled});
+    return compiled;
+  }
+
+  // The kernel of an attention step, from the kernel caches or built now.
+  std::shared_ptr<const ClKernel> attention_kernel(const LaunchPlan::Attention& a) {
+    std::string canonical = kir::attention_canonical(a, fingerprint_);
+    const std::string key = hash_text(canonical).hex();
+    const std::string name = "attention @" + a.name;
+    {
+      std::lock_guard lock(cache_mutex_);
+      if (auto* hit = kernels_.find(key)) {
+        if ((*hit).first != canonical) throw Error(fmt::format("internal error: kernel cache key collision on {}", key));
+        runtime_counters().kernel_memory_hits++;
+        return (*hit).second;
+      }
+    }
+    std::shared_ptr<const Program> program = load_program(key, canonical, 1);
+    if (!program) {
+      check_compile_allowed(fmt::format("kernel {} for opencl:{}", name, index_));
+      program = from_source(kir::opencl_attention_source(a, entry_name(0), caps_), name, key, canonical, 1);
+    }
+    cl_int err = CL_SUCCESS;
+    KernelHandle handle(clCreateKernel(program->get(), entry_name(0).c_str(), &err));
+    check(err, fmt::format("creating kernel {}", name));
+    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), std::vector<DType>{}, name);
     std::lock_guard lock(cache_mutex_);
     runtime_counters().kernel_evictions += kernels_.put(key, {std::move(canonical), compiled});
     return compiled;

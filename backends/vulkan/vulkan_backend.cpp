@@ -310,6 +310,21 @@ class VulkanBackend final : public Backend {
   void prepare_gemm(const LaunchPlan::Gemm& g) override {
     if (kir::gemm_work_groups(g) > 0) gemm_kernel(g, nullptr, /*store_product=*/true);
   }
+  bool attention(const LaunchPlan::Attention& a, std::span<DeviceMemory* const> buffers) override {
+    const int64_t groups = kir::attention_work_groups(a);
+    if (groups == 0 || a.width == 0) return true;  // no rows: nothing to compute
+    std::vector<bool> written = {false, false, false};
+    if (a.bias.buffer >= 0) written.push_back(false);
+    written.push_back(true);
+    const std::shared_ptr<const VkKernel> k =
+        pipeline(kir::attention_canonical(a, fingerprint_), "attention @" + a.name,
+                 [&] { return kir::glsl_attention_source(a, caps_); }, std::move(written), {}, a.schedule.local_size);
+    std::vector<DeviceMemory*> bound;
+    for (int32_t b : {a.q.buffer, a.k.buffer, a.v.buffer, a.bias.buffer, a.out})
+      if (b >= 0) bound.push_back(buffers[static_cast<size_t>(b)]);
+    dispatch(*k, bound, {}, groups);
+    return true;
+  }
   bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,
                           const GemmEpilogue& epilogue) override {
     if (!epilogue.ir || !kir::gemm_epilogue_fits(g, {*epilogue.ir, epilogue.product_param}, caps_)) return false;

@@ -51,6 +51,7 @@ struct Reached {
   int vector_lanes = 0;      // a work-item's lanes held as vector values (c_lanes_as_vectors)
   int im2col_gemms = 0;      // convolutions whose GEMM gathers the windows (Gemm::im2col)
   int conv_kernels = 0;      // convolutions expanded into a reduction kernel (expand-convs)
+  int attentions = 0;        // attention steps (fuse-attention)
 };
 
 void tally(Backend& backend, const Graph& g, Reached& r) {
@@ -64,7 +65,8 @@ void tally(Backend& backend, const Graph& g, Reached& r) {
     if (backend.capabilities().vector_values && kir::c_lanes_as_vectors(k, s.vector_width)) ++r.vector_lanes;
   }
   for (const LaunchPlan::Step& st : c.plan.steps) {
-    if (st.kernel >= 0) continue;
+    r.attentions += st.attention.has_value();
+    if (!st.is_gemm()) continue;
     ++r.gemms;
     r.im2col_gemms += st.gemm.im2col.has_value();
     const auto of_matmul = [&](const Node& n) {
@@ -154,6 +156,19 @@ TEST_P(DevicesMatchInterpreter, RandomGraphsWithConvolutions) {
   if (engine_for(GetParam()).backend() == nullptr || test::diff_seeds(60).size() < 60) return;
   EXPECT_GT(r.im2col_gemms, 0);
   EXPECT_GT(r.conv_kernels, 0);
+}
+
+// Attention in the forms fuse-attention matches, with the ops around them: one attention
+// step each, its online softmax against the interpreter's softmax and products.
+TEST_P(DevicesMatchInterpreter, RandomGraphsWithAttention) {
+  test::RandomGraphOptions o;
+  o.nodes = 8;
+  o.max_dim = 12;
+  o.zero_size = false;
+  o.attention = true;
+  const Reached r = check_device(GetParam(), {"attention", 40, o});
+  if (engine_for(GetParam()).backend() == nullptr || test::diff_seeds(40).size() < 40) return;
+  EXPECT_GT(r.attentions, 0);
 }
 
 // The minimizer shrinks a failing graph to what the failure needs: here, "contains an exp".

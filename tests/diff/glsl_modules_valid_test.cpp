@@ -55,7 +55,7 @@ void check_graph(const Graph& g, const std::string& name, Tally& t) {
                  fmt::format("{}/@{}", name, c.plan.kernels[i].name), t);
   for (size_t i = 0; i < c.plan.steps.size(); ++i) {
     const LaunchPlan::Step& step = c.plan.steps[i];
-    if (step.kernel >= 0) continue;
+    if (!step.is_gemm()) continue;
     ++t.gemms;
     const std::optional<kir::GemmEpilogueSource> epilogue = kir::gemm_epilogue_source(c.plan, i);
     const bool store = !epilogue || gemm_product_read_after_epilogue(c.plan, i);

@@ -186,7 +186,7 @@ const char* const kProducts[] = {
 std::vector<LaunchPlan::Gemm> gemms_of(Backend& b, const std::string& text) {
   std::vector<LaunchPlan::Gemm> out;
   for (const LaunchPlan::Step& step : kernels_of(b, text).steps)
-    if (step.kernel < 0) out.push_back(step.gemm);
+    if (step.is_gemm()) out.push_back(step.gemm);
   return out;
 }
 

@@ -28,6 +28,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/vulkan.h"
+#include "kiln/engine/compile.h"
 #include "kiln/runtime/stats.h"
 #include "test_util.h"
 
@@ -1542,6 +1543,103 @@ TEST(CpuConv, OneAndThreeSpatialDimsAndIntegers) {
       "  %c = conv %i, %j {strides = [1, 1], low = [0, 0], high = [0, 0]} : i32[1,8,4,4]\n"
       "  return %a, %b, %c\n}\n",
       {Data::Unit, Data::Unit, Data::Unit, Data::Unit, Data::General, Data::General}, Tol{0, 1e-5, 24});
+}
+
+// ---- attention ---------------------------------------------------------------------------
+
+// Attention steps (fuse-attention) in the plan `text` compiles to on the device under test.
+int64_t attention_steps(const std::string& text) {
+  const Compilation c = compile_graph(*engine_for(test::device_under_test()).backend(), parse_or_fail(text));
+  return std::count_if(c.plan.steps.begin(), c.plan.steps.end(),
+                       [](const LaunchPlan::Step& s) { return s.attention.has_value(); });
+}
+
+// softmax(%x) over the last axis of f32[`shape`], as Tensor::softmax records it, named %p.
+std::string softmax_of(const std::string& x, const std::string& shape, int axis) {
+  std::string keep = shape.substr(0, shape.rfind(',')) + ",1";
+  return fmt::format(
+      "  %m = reduce_max {0} {{axes = [{2}], keepdim}} : f32[{3}]\n"
+      "  %d = sub {0}, %m : f32[{1}]\n"
+      "  %e = exp %d : f32[{1}]\n"
+      "  %z = reduce_sum %e {{axes = [{2}], keepdim}} : f32[{3}]\n"
+      "  %p = div %e, %z : f32[{1}]\n",
+      x, shape, axis, keep);
+}
+
+TEST(CpuAttention, ExportedFormWithACausalMaskIsOneStep) {
+  // PyTorch's export of scaled_dot_product_attention: q, k, v views of one projection, both
+  // scaled by d^-1/4, a causal mask added, NaN rows zeroed. 37 rows and keys: partial register
+  // tiles and row blocks. Row 5 of batch entry 1 is masked entirely (zeros).
+  const std::string text =
+      "graph @a(%x: f32[2,37,64], %w: f32[64,192], %mask: f32[2,1,37,37]) -> f32[2,37,64] {\n"
+      "  %p0 = matmul %x, %w : f32[2,37,192]\n"
+      "  %r = reshape %p0 : f32[2,37,3,2,32]\n"
+      "  %qs = slice %r {start = [0, 0, 0, 0, 0], stop = [2, 37, 1, 2, 32]} : f32[2,37,1,2,32]\n"
+      "  %ks = slice %r {start = [0, 0, 1, 0, 0], stop = [2, 37, 2, 2, 32]} : f32[2,37,1,2,32]\n"
+      "  %vs = slice %r {start = [0, 0, 2, 0, 0], stop = [2, 37, 3, 2, 32]} : f32[2,37,1,2,32]\n"
+      "  %q4 = reshape %qs : f32[2,37,2,32]\n  %k4 = reshape %ks : f32[2,37,2,32]\n"
+      "  %v4 = reshape %vs : f32[2,37,2,32]\n"
+      "  %q = permute %q4 {perm = [0, 2, 1, 3]} : f32[2,2,37,32]\n"
+      "  %kt = permute %k4 {perm = [0, 2, 3, 1]} : f32[2,2,32,37]\n"
+      "  %v = permute %v4 {perm = [0, 2, 1, 3]} : f32[2,2,37,32]\n"
+      "  %c = constant {value = 0.42044821} : f32[]\n"
+      "  %qc = mul %q, %c : f32[2,2,37,32]\n  %kc = mul %kt, %c : f32[2,2,32,37]\n"
+      "  %s = matmul %qc, %kc : f32[2,2,37,37]\n"
+      "  %b = add %s, %mask : f32[2,2,37,37]\n" +
+      softmax_of("%b", "2,2,37,37", 3) +
+      "  %n = isnan %p : bool[2,2,37,37]\n  %zero = constant {value = 0.0} : f32[1]\n"
+      "  %pw = where %n, %zero, %p : f32[2,2,37,37]\n"
+      "  %o = matmul %pw, %v : f32[2,2,37,32]\n"
+      "  %ot = permute %o {perm = [0, 2, 1, 3]} : f32[2,37,2,32]\n"
+      "  %y = reshape %ot : f32[2,37,64]\n"
+      "  return %y\n}\n";
+  EXPECT_EQ(attention_steps(text), 1);
+  const Graph g = parse_or_fail(text);
+  std::vector<HostTensor> in = inputs_for(g, {Data::Unit});
+  std::vector<float> mask(2 * 37 * 37);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 37; ++i)
+      for (int j = 0; j < 37; ++j) mask[static_cast<size_t>((b * 37 + i) * 37 + j)] = j > i || (b == 1 && i == 5) ? -inf : 0.0f;
+  in[2] = HostTensor::from_vector<float>(mask, {2, 1, 37, 37});
+  expect_same(text, in, Tol{0, 1e-5, 8});
+}
+
+TEST(CpuAttention, ManyKeyBlocksAndHeadsSharingKeys) {
+  // The frontend's form, keys and values shared by 4 heads (broadcast batch dims), 300 keys
+  // (past one block of keys), 70 rows (past one block of rows), v of another width.
+  const std::string text =
+      "graph @a(%q: f32[2,4,70,64], %kt: f32[2,1,64,300], %v: f32[2,1,300,40]) -> f32[2,4,70,40] {\n"
+      "  %s = matmul %q, %kt : f32[2,4,70,300]\n"
+      "  %c = constant {value = 0.125} : f32[]\n"
+      "  %x = mul %s, %c : f32[2,4,70,300]\n" +
+      softmax_of("%x", "2,4,70,300", 3) +
+      "  %y = matmul %p, %v : f32[2,4,70,40]\n"
+      "  return %y\n}\n";
+  EXPECT_EQ(attention_steps(text), 1);
+  expect_same(text, {Data::Unit}, Tol{0, 1e-5, 8});
+}
+
+TEST(CpuAttention, UndefinedRowsAreNaN) {
+  // Without where(isnan) a row whose softmax is undefined stays NaN, as the unfused graph's:
+  // row 0 masked entirely, row 1 with a NaN score, row 2 with an infinite one.
+  const std::string text =
+      "graph @a(%q: f32[4,16], %kt: f32[16,9], %v: f32[9,8], %bias: f32[4,9]) -> f32[4,8] {\n"
+      "  %s = matmul %q, %kt : f32[4,9]\n"
+      "  %x = add %s, %bias : f32[4,9]\n" +
+      softmax_of("%x", "4,9", 1) +
+      "  %y = matmul %p, %v : f32[4,8]\n"
+      "  return %y\n}\n";
+  EXPECT_EQ(attention_steps(text), 1);
+  const Graph g = parse_or_fail(text);
+  std::vector<HostTensor> in = inputs_for(g, {Data::Unit});
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> bias(36, 0.0f);
+  for (int j = 0; j < 9; ++j) bias[static_cast<size_t>(j)] = -inf;
+  bias[9 + 4] = std::numeric_limits<float>::quiet_NaN();
+  bias[18 + 2] = inf;
+  in[3] = HostTensor::from_vector<float>(bias, {4, 9});
+  expect_same(text, in, Tol{0, 1e-5, 8});
 }
 
 // ---- shapes that change the schedule -----------------------------------------------------

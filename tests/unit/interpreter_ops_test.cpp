@@ -652,6 +652,44 @@ TEST(InterpreterConv, ShapesThatDoNotFitAreRefusedNamingThem) {
   EXPECT_THAT(g.error().str(), testing::HasSubstr("4 channels and 6 filters of 3 channels do not make 2 groups"));
 }
 
+// ---- attention -------------------------------------------------------------------------
+
+TEST(InterpreterAttention, SoftmaxOfScaledScoresPlusBiasTimesV) {
+  // Row 0's scores are [0, 0]: weights [1/2, 1/2]; row 1's are [0, ln 3]: [1/4, 3/4].
+  const std::string qkv =
+      "%q = constant {data = [0.0, 0.5]} : f32[2,1]\n"
+      "%k = constant {data = [0.0, 1.0986123]} : f32[2,1]\n"
+      "%v = constant {data = [4.0, 8.0, 0.0, 4.0]} : f32[2,2]\n";
+  expect_values(eval("f32[2,2]", qkv + "%y = attention %q, %k, %v {scale = 2.0} : f32[2,2]\nreturn %y"),
+                F32({2, 2}), {2, 6, 1, 5}, 1e-6);
+  // A bias masking row 0 entirely and row 1's first key: row 0 is undefined (NaN, or zeros
+  // with masked_zero), row 1 is v's second row.
+  const std::string bias = "%b = constant {data = [-inf, -inf, -inf, 0.0]} : f32[2,2]\n";
+  expect_values(eval("f32[2,2]", qkv + bias + "%y = attention %q, %k, %v, %b {scale = 2.0} : f32[2,2]\nreturn %y"),
+                F32({2, 2}), {kNaN, kNaN, 0, 4});
+  expect_values(
+      eval("f32[2,2]", qkv + bias + "%y = attention %q, %k, %v, %b {scale = 2.0, masked_zero} : f32[2,2]\nreturn %y"),
+      F32({2, 2}), {0, 0, 0, 4});
+}
+
+TEST(InterpreterAttention, OperandsThatDoNotFitAreRefusedNamingThem) {
+  const Expected<Graph> depth = parse_graph(
+      "graph @g(%q: f32[2,3,8], %k: f32[2,5,4], %v: f32[2,5,6]) -> f32[2,3,6] {\n"
+      "  %y = attention %q, %k, %v {scale = 1.0} : f32[2,3,6]\n  return %y\n}\n");
+  ASSERT_FALSE(depth);
+  EXPECT_THAT(depth.error().str(), testing::HasSubstr("'attention' q f32[2,3,8] and k f32[2,5,4] differ in depth"));
+  const Expected<Graph> type = parse_graph(
+      "graph @g(%q: f64[3,4], %k: f64[5,4], %v: f64[5,6]) -> f64[3,6] {\n"
+      "  %y = attention %q, %k, %v {scale = 1.0} : f64[3,6]\n  return %y\n}\n");
+  ASSERT_FALSE(type);
+  EXPECT_THAT(type.error().str(), testing::HasSubstr("'attention' needs f32 operands"));
+  const Expected<Graph> bias = parse_graph(
+      "graph @g(%q: f32[3,4], %k: f32[5,4], %v: f32[5,6], %b: f32[2,3,5]) -> f32[3,6] {\n"
+      "  %y = attention %q, %k, %v, %b {scale = 1.0} : f32[3,6]\n  return %y\n}\n");
+  ASSERT_FALSE(bias);
+  EXPECT_THAT(bias.error().str(), testing::HasSubstr("bias f32[2,3,5] does not broadcast to the scores f32[3,5]"));
+}
+
 TEST(InterpreterOps, EveryOpIsCovered) {
   const std::set<std::string> ran = test::ops_exercised_by("Interpreter*:-InterpreterOps.EveryOpIsCovered");
   for (const OpInfo& info : all_ops())

@@ -3,6 +3,8 @@
 // kernel that could still exceed the budget is an error, never a wrong result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
 #include "test_util.h"
@@ -60,6 +62,31 @@ TEST(LoopBudget, AMatmulPastTheBudgetIsAnError) {
     EXPECT_NE(std::string(e.what()).find("a 8x200000x8 matmul"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("after 65535"), std::string::npos) << e.what();
   }
+}
+
+// The frontend's attention over 2000 keys: one work-item per query row would walk 2000 x 129
+// iterations, past lavapipe's budget, so that device runs the softmax and the two products
+// it was written as; without the budget (a GPU) it is one attention step.
+TEST(LoopBudget, AttentionPastTheBudgetStaysUnfused) {
+  const Graph g = test::parse_or_fail(
+      "graph @a(%q: f32[16,64], %kt: f32[64,2000], %v: f32[2000,64]) -> f32[16,64] {\n"
+      "  %s = matmul %q, %kt : f32[16,2000]\n"
+      "  %m = reduce_max %s {axes = [1], keepdim} : f32[16,1]\n"
+      "  %d = sub %s, %m : f32[16,2000]\n"
+      "  %e = exp %d : f32[16,2000]\n"
+      "  %z = reduce_sum %e {axes = [1], keepdim} : f32[16,1]\n"
+      "  %p = div %e, %z : f32[16,2000]\n"
+      "  %y = matmul %p, %v : f32[16,64]\n"
+      "  return %y\n}\n");
+  auto attentions = [&](const Capabilities& caps) {
+    const Compilation c = compile_graph(caps, {}, g);
+    return std::count_if(c.plan.steps.begin(), c.plan.steps.end(),
+                         [](const LaunchPlan::Step& s) { return s.attention.has_value(); });
+  };
+  Capabilities caps = lavapipe_like();
+  EXPECT_EQ(attentions(caps), 0);
+  caps.max_loop_iterations = 0;
+  EXPECT_EQ(attentions(caps), 1);
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ int warmup(const WarmupOptions& opts) {
     for (size_t i = 0; i < c.plan.kernels.size(); ++i)
       jobs.push_back({f.filename().string(), std::move(c.plan.kernels[i]), c.plan.schedules[i], std::nullopt});
     for (const LaunchPlan::Step& step : c.plan.steps)
-      if (step.kernel < 0) jobs.push_back({f.filename().string(), {}, {}, step.gemm});
+      if (step.is_gemm()) jobs.push_back({f.filename().string(), {}, {}, step.gemm});
     graphs.push_back(std::move(g));
   }
 

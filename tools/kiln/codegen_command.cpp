@@ -74,7 +74,7 @@ template <typename Fn>
 void for_each_gemm(const LaunchPlan& plan, const Capabilities& caps, const std::string& only, bool& found, Fn&& fn) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const LaunchPlan::Step& step = plan.steps[i];
-    if (step.kernel >= 0) continue;
+    if (!step.is_gemm()) continue;
     std::optional<kir::GemmEpilogueSource> epilogue = kir::gemm_epilogue_source(plan, i);
     if (epilogue && !kir::gemm_epilogue_fits(step.gemm, *epilogue, caps)) epilogue.reset();
     if (!only.empty() && !(epilogue && epilogue->kernel.name == only)) continue;
@@ -218,7 +218,7 @@ Command add_codegen_command(CLI::App& app) {
               // GEMM steps: the micro-kernel each runs (one per dtype and register tile).
               std::vector<std::string> shown;
               for (const LaunchPlan::Step& step : c.plan.steps) {
-                if (step.kernel >= 0 || !opts->kernel.empty()) continue;
+                if (!step.is_gemm() || !opts->kernel.empty()) continue;
                 const kir::GemmSchedule& s = step.gemm.schedule;
                 const std::string what =
                     fmt::format("{} {}x{}, vector {}", dtype_name(step.gemm.dtype), s.mr, s.nr, s.vector_width);

@@ -116,6 +116,9 @@ int64_t longest_sum(const Graph& g) {
     if (n.op == OpKind::Matmul) {
       const Shape& a = g.type(n.operands[0]).shape;
       depth = std::max(depth, a[a.rank() - 1]);
+    } else if (n.op == OpKind::Attention) {  // a sum over the keys of sums over the depth
+      const Shape& k = g.type(n.operands[1]).shape;
+      depth = std::max({depth, k[k.rank() - 2], k[k.rank() - 1]});
     } else if (n.op == OpKind::Conv) {  // C/groups x window products per element
       const Shape& w = g.type(n.operands[1]).shape;
       depth = std::max(depth, w[0] == 0 ? 1 : w.numel() / w[0]);

@@ -150,6 +150,42 @@ class Generator {
     add(OpKind::Conv, {x, weights(TensorType{ti.dtype, ws})}, std::move(a));
   }
 
+  // Attention as the frontend and the exporters write it, on fresh f32 inputs: q [.., T, D]
+  // times k^T [.., D, S] (its batch dim sometimes broadcast over q's), scaled (mul or div by
+  // a splat, or not), a bias added or not, softmax over the keys, NaN rows zeroed or not, times
+  // v [.., S, E]. fuse-attention makes it one attention step.
+  void attention() {
+    const auto dim = [&] { return static_cast<int64_t>(pick(1, static_cast<int>(std::max<int64_t>(6, opt_.max_dim)))); };
+    const int64_t t = dim(), d = dim(), s = dim(), e = dim(), heads = pick(1, 3);
+    const bool shared = chance(0.3);
+    const auto input = [&](Shape shape) { return g_.add_input(fmt::format("a{}", g_.size()), TensorType{DType::F32, shape}); };
+    const ValueId q = input({heads, t, d}), kt = input({shared ? 1 : heads, d, s}), v = input({shared ? 1 : heads, s, e});
+    ValueId x = *g_.add(OpKind::Matmul, std::array{q, kt});
+    if (chance(0.7)) {
+      Attrs a = Graph::make_attrs(OpKind::Constant);
+      set(a, OpKind::Constant, "value").scalar = Scalar::from_float(chance(0.5) ? 0.25 : 3.0);
+      const TensorType ct{DType::F32, {}};
+      const ValueId c = *g_.add(OpKind::Constant, {}, std::move(a), &ct);
+      x = *g_.add(chance(0.5) ? OpKind::Mul : OpKind::Div, std::array{x, c});
+    }
+    if (chance(0.5)) x = *g_.add(OpKind::Add, std::array{x, input(chance(0.5) ? Shape{s} : Shape{1, t, s})});
+    Attrs axes = Graph::make_attrs(OpKind::ReduceMax);
+    set(axes, OpKind::ReduceMax, "axes").ints = {2};
+    set(axes, OpKind::ReduceMax, "keepdim");
+    const ValueId m = *g_.add(OpKind::ReduceMax, std::array{x}, axes);
+    const ValueId ex = *g_.add(OpKind::Exp, std::array{*g_.add(OpKind::Sub, std::array{x, m})});
+    const ValueId sum = *g_.add(OpKind::ReduceSum, std::array{ex}, axes);
+    ValueId p = *g_.add(OpKind::Div, std::array{ex, sum});
+    if (chance(0.5)) {
+      Attrs a = Graph::make_attrs(OpKind::Constant);
+      set(a, OpKind::Constant, "value").scalar = Scalar::from_float(0.0);
+      const TensorType zt{DType::F32, {1}};
+      const ValueId zero = *g_.add(OpKind::Constant, {}, std::move(a), &zt);
+      p = *g_.add(OpKind::Where, std::array{*g_.add(OpKind::IsNan, std::array{p}), zero, p});
+    }
+    add(OpKind::Matmul, {p, v});
+  }
+
   void step() {
     const ValueId x = operand();
     const TensorType tx = type(x);  // a copy: adding nodes moves the node array
@@ -298,6 +334,10 @@ class Generator {
         break;
       }
       case 11: {  // matmul against a fresh rand or arange operand
+        if (opt_.attention && chance(0.5)) {
+          attention();
+          break;
+        }
         if (opt_.convs && chance(0.4)) {
           conv(x, tx);
           break;

@@ -30,6 +30,9 @@ struct RandomGraphOptions {
   /// grouped and depthwise, with 8 or more filters per group half the time so that it runs
   /// on the GEMM (false keeps the draws of the graphs made before conv existed).
   bool convs = false;
+  /// Now and then attention where a matmul would be drawn (fuse-attention's forms: scaled or
+  /// not, with a bias or not, NaN rows zeroed or not, keys shared by heads or not).
+  bool attention = false;
 };
 
 Graph random_graph(uint64_t seed, const RandomGraphOptions& options = {});

@@ -128,6 +128,12 @@ class Backend {
   /// backend without a GEMM returns false and the engine reports the matmul as unsupported.
   virtual bool gemm(const LaunchPlan::Gemm&, std::span<DeviceMemory* const> /*buffers*/) { return false; }
 
+  /// The attention step `a` (LaunchPlan::Attention); `buffers` is the whole plan's buffer
+  /// table. False when this backend has no attention kernel: the engine reports it.
+  virtual bool attention(const LaunchPlan::Attention& /*a*/, std::span<DeviceMemory* const> /*buffers*/) {
+    return false;
+  }
+
   /// Compiles now (or finds in this backend's caches) the code gemm() runs for this step's
   /// dtype and blocking, which gemm() would otherwise compile at its first run: the
   /// autotuner times and caps this compile per candidate blocking. Throws kiln::Error when

@@ -86,6 +86,23 @@ std::string glsl_gemm_source(const LaunchPlan::Gemm& g, const GemmEpilogueSource
 std::string gemm_canonical(const LaunchPlan::Gemm& g, const GemmEpilogueSource* epilogue, bool store_product,
                            std::string_view fingerprint);
 
+/// An attention step (`a`, run as the GPU form of `a.schedule`) as an OpenCL C program of
+/// one kernel named `name` (codegen/c_attention.cpp): a work-item per query row with an
+/// online softmax, launched as attention_work_groups(a) work-groups of
+/// `a.schedule.local_size`. Its parameters are q, k, v, the bias when there is one, and out.
+std::string opencl_attention_source(const LaunchPlan::Attention& a, std::string_view name, const Capabilities& caps);
+/// The same kernel as a GLSL compute shader.
+std::string glsl_attention_source(const LaunchPlan::Attention& a, const Capabilities& caps);
+int64_t attention_work_groups(const LaunchPlan::Attention& a);
+/// At most how many loop iterations a work-item of that kernel runs.
+int64_t c_attention_loop_iterations(const LaunchPlan::Attention& a);
+/// Whether a device of `caps` runs attention step `a`: always on the cpu; on a work-group
+/// device, within its loop budget and with the depth and width in a work-item's registers.
+/// compile_graph leaves the attention unfused where it does not.
+bool attention_fits(const LaunchPlan::Attention& a, const Capabilities& caps);
+/// What the kernel of attention step `a` depends on, with the backend's fingerprint.
+std::string attention_canonical(const LaunchPlan::Attention& a, std::string_view fingerprint);
+
 /// How a device names itself and the features f64 and i64 need, for the errors below.
 struct DeviceNames {
   std::string device;       // "opencl:0 (pthread-skylake...)"

@@ -9,6 +9,7 @@
 // splat constants, arange, rand) are recomputed where they are read.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -71,6 +72,37 @@ struct LaunchPlan {
     std::string name;
   };
 
+  /// out[b] = softmax(scale * Q[b] K[b]^T + bias[b]) V[b] (the `attention` op) for every
+  /// entry b of the batch dims `batch`, in f32: one step, whose kernel keeps a block of query
+  /// rows' scores in registers or cache with an online softmax (AttentionSchedule), never
+  /// the rows x keys scores in memory. Q is rows x depth, K keys x depth, V keys x width and
+  /// the bias rows x keys; each is read where it lies, element (b..., i, j) at offset +
+  /// sum(b_d * batch_stride[d]) + i * row_stride + j * col_stride of its buffer (a stride 0
+  /// broadcasts). `out` is row-major [batch..., rows, width].
+  struct Attention {
+    struct Operand {
+      int32_t buffer = -1;  // -1: none (the bias)
+      int64_t offset = 0;
+      std::vector<int64_t> batch_stride;  // per batch dim, in elements
+      int64_t row_stride = 0, col_stride = 0;
+      /// Elements it reaches in its buffer: one past the farthest.
+      int64_t extent(const Shape& batch, int64_t rows, int64_t cols) const;
+    };
+    Operand q, k, v, bias;
+    int32_t out = -1;
+    Shape batch;
+    int64_t rows = 0, keys = 0, depth = 0, width = 0;
+    double scale = 1;
+    /// A row whose softmax is undefined gives zeros, not NaN (the op's `masked_zero`).
+    bool masked_zero = false;
+    /// How it runs; set by the engine like Gemm::schedule.
+    kir::AttentionSchedule schedule;
+    /// The kernel region of the attention node, for dumps and the profiler.
+    std::string name;
+    /// Element offsets of batch entry `bi` (row-major over `batch`) in q, k, v and bias.
+    std::array<int64_t, 4> batch_offsets(int64_t bi) const;
+  };
+
   struct Step {
     int32_t kernel = -1;            // a launch of kernels[kernel], or -1 for `gemm`
     std::vector<int32_t> bindings;  // kernel buffer param -> plan buffer
@@ -79,6 +111,10 @@ struct LaunchPlan {
     /// one kernel launched once per stage of a sorting network, each with its stage.
     std::vector<Scalar> fixed_scalars;
     Gemm gemm;
+    /// Set for an attention step (kernel -1).
+    std::optional<Attention> attention;
+
+    bool is_gemm() const { return kernel < 0 && !attention; }
   };
 
   std::vector<kir::Kernel> kernels;

@@ -167,6 +167,32 @@ struct GemmSchedule {
   friend bool operator==(const GemmSchedule&, const GemmSchedule&) = default;
 };
 
+/// How an attention step (LaunchPlan::Attention) runs.
+///
+/// CPU (`local_size == 0`): a task per `block_rows` query rows of one batch entry walks the
+/// keys in blocks of `block_keys`: the block's scores are register tiles of `tile` (the GEMM
+/// micro-kernel's mr x nr) over packed q and k panels, then their online softmax (the
+/// running maximum and sum per row), then their product with v's block added to the rows'
+/// accumulators, in cache; the rows x keys scores are never in memory.
+///
+/// GPU (`local_size > 0`): a work-item per query row walks every key, keeping its row's
+/// running maximum, sum and output accumulators in registers; `local_size` work-items per
+/// work-group.
+struct AttentionSchedule {
+  int64_t block_rows = 0;  // cpu: query rows per task, a multiple of tile.mr
+  int64_t block_keys = 0;  // cpu: keys per block, a multiple of tile.nr
+  GemmSchedule tile;       // cpu: the micro-kernel's register tile (mr, nr, vector_width)
+  int64_t local_size = 0;  // GPU: work-items per work-group
+
+  /// `attention {rows = 32, keys = 256, tile = 8x32 vector 16}`: part of kernel cache keys.
+  std::string str() const;
+  friend bool operator==(const AttentionSchedule&, const AttentionSchedule&) = default;
+};
+
+/// The blocking an attention step of `rows` query rows (per batch entry), `keys` keys and
+/// `depth` runs with on a device of `caps` unless the autotuner knows better.
+AttentionSchedule default_attention_schedule(int64_t rows, int64_t keys, int64_t depth, const Capabilities& caps);
+
 /// Vector registers a cpu GEMM register tile may fill (its accumulators, the B vectors of a
 /// step and the broadcast A value): 32 with AVX-512, else 16.
 int gemm_vector_registers(const Capabilities& caps);

@@ -136,5 +136,9 @@ Graph contract_matmul(const Graph& g, const PassOptions& options = {});
 /// become the sum of their windows' products, one reduction kernel, instead of a GEMM of
 /// narrow tiles (in -O2, before fusion). See passes/expand_convs.cpp.
 Graph expand_convs(const Graph& g, const PassOptions& options = {});
+/// Attention written out in primitives (matmul, scale, bias, softmax, matmul: the frontend's
+/// form and the ONNX exporters') becomes one `attention` node, which runs as one kernel with
+/// an online softmax (in -O2, before fusion). See passes/fuse_attention.cpp.
+Graph fuse_attention(const Graph& g, const PassOptions& options = {});
 
 }  // namespace kiln
