@@ -94,6 +94,20 @@ Tensor var(const Tensor& x, const Axes& axes, bool keepdim, int64_t correction) 
 Tensor softmax(const Tensor& x, int64_t dim) { return x.softmax(dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return x.log_softmax(dim); }
 
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
+                                    std::optional<double> scale) {
+  require_float("scaled_dot_product_attention", q);
+  if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
+    detail::fail("scaled_dot_product_attention", "needs q, k and v of rank 2 or more");
+  // The scale is the model's constant, not a value bound at each launch: it is the attention
+  // step's attribute.
+  const detail::BakedScalars baked;
+  const double s = scale.value_or(1 / std::sqrt(static_cast<double>(q.shape()[q.rank() - 1])));
+  Tensor scores = q.matmul(k.transpose(-2, -1)) * s;
+  if (mask) scores = scores + *mask;
+  return scores.softmax(-1).matmul(v);
+}
+
 Tensor layer_norm(const Tensor& x, double eps) {
   require_float("layer_norm", x);
   const detail::BakedScalars baked;  // kiln's own constants fold

@@ -2,7 +2,7 @@
 // one `attention` node, which runs as one kernel with an online softmax.
 //
 //   %s = matmul %q, %kt                  scores [B.., T, S] (kt: k transposed, [B.., D, S])
-//   %x = mul %s, %c   (or div, or none)   a splat scale
+//   %x = mul %s, %c   (or div, or none)   a splat scale, or a `scalar` bound at launch
 //   %x2 = add %x, %bias (or none)         a mask or position bias, broadcast to the scores
 //   %p = softmax(%x2) over the last axis: reduce_max, sub, exp, reduce_sum, div
 //   %p2 = where(isnan(%p), 0, %p) (or none: PyTorch's exports zero a fully masked row)
@@ -10,7 +10,9 @@
 // becomes
 //   %k = permute %kt {perm = [.., -1, -2]}
 //   %y = attention %q, %k, %v, %bias {scale = c, masked_zero}
-// when every intermediate value is used only inside the pattern and the types are f32. The
+// (a `scalar` scale, which the frontend records for a C++ number, scales q instead: %q2 = mul
+// %q, %c, and scale = 1) when every intermediate value is used only inside the pattern and the
+// types are f32. The
 // frontend's softmax and the ONNX importer's are the primitives above, so both the frontend's
 // form and the exporters' (Reshape/Transpose/Split around it are views the attention step
 // reads in place) are matched. In real arithmetic the result is the same; in floats the
@@ -36,6 +38,9 @@ class Matcher {
     ValueId q, kt, v;
     std::optional<ValueId> bias;
     double scale = 1;
+    /// A scale known only at launch (a `scalar`), which q is multiplied (or divided) by
+    /// instead: the attribute is a compile-time constant.
+    std::optional<std::pair<OpKind, ValueId>> q_scaled_by;
     bool masked_zero = false;
   };
 
@@ -85,33 +90,47 @@ class Matcher {
       }
       if (!m.bias || !only_users(t, 1)) return std::nullopt;
     }
-    const std::optional<std::pair<ValueId, double>> scores = scores_of(t);
+    const std::optional<Scores> scores = scores_of(t);
     if (!scores) return std::nullopt;
-    m.scale = scores->second;
-    const Node& qk = g_.node(scores->first);
+    m.scale = scores->scale;
+    m.q_scaled_by = scores->q_scaled_by;
+    const Node& qk = g_.node(scores->matmul);
     m.q = qk.operands[0];
     m.kt = qk.operands[1];
+    // q * c keeps q's type: c has one element, and no more dims than q.
+    if (m.q_scaled_by && (g_.type(m.q).dtype != DType::F32 ||
+                          g_.type(m.q_scaled_by->second).shape.rank() > g_.type(m.q).shape.rank()))
+      return std::nullopt;
     return m;
   }
 
  private:
   bool only_users(ValueId v, int n) const { return users_[v] == n; }
 
-  // The matmul of q and k^T that `t` is, or scales by a splat, with the scale.
-  std::optional<std::pair<ValueId, double>> scores_of(ValueId t) const {
+  struct Scores {
+    ValueId matmul;
+    double scale = 1;
+    std::optional<std::pair<OpKind, ValueId>> q_scaled_by;
+  };
+  // The matmul of q and k^T that `t` is, or scales by a splat constant, or by a `scalar`
+  // (a value bound at launch, as the frontend records a C++ number).
+  std::optional<Scores> scores_of(ValueId t) const {
     const Node& n = g_.node(t);
     auto is_scores = [&](ValueId s) {
       const Node& mm = g_.node(s);
       return mm.op == OpKind::Matmul && mm.kernel < 0 && mm.type == g_.type(t) && mm.type.dtype == DType::F32;
     };
-    if (is_scores(t)) return std::pair{t, 1.0};
+    if (is_scores(t)) return Scores{t, 1.0, std::nullopt};
     if (n.kernel >= 0 || (n.op != OpKind::Mul && n.op != OpKind::Div)) return std::nullopt;
     for (int i : {0, 1}) {
       if (n.op == OpKind::Div && i == 1) break;  // c / s is no scaling
       const ValueId s = n.operands[static_cast<size_t>(i)], c = n.operands[static_cast<size_t>(1 - i)];
-      const std::optional<double> k = splat(c);
-      if (!k || !std::isfinite(*k) || *k == 0 || !is_scores(s) || !only_users(s, 1)) continue;
-      return std::pair{s, n.op == OpKind::Mul ? *k : 1.0 / *k};
+      if (!is_scores(s) || !only_users(s, 1)) continue;
+      if (const std::optional<double> k = splat(c); k && std::isfinite(*k) && *k != 0)
+        return Scores{s, n.op == OpKind::Mul ? *k : 1.0 / *k, std::nullopt};
+      const Node& cn = g_.node(c);
+      if (cn.op == OpKind::ScalarParam && cn.type.dtype == DType::F32 && cn.type.shape.numel() == 1)
+        return Scores{s, 1.0, std::pair{n.op, c}};
     }
     return std::nullopt;
   }
@@ -179,7 +198,18 @@ Graph fuse_attention(const Graph& g, const PassOptions& options) {
     a.attr("scale").present = true;
     a.attr("scale").scalar = Scalar::from_float(m->scale);
     if (m->masked_zero) a.attr("masked_zero").present = true;
-    a.operands = {r.map(m->q), kv, r.map(m->v)};
+    ValueId q = r.map(m->q);
+    if (m->q_scaled_by) {  // q * c (or q / c): of q's type, as checked
+      const auto [op, c] = *m->q_scaled_by;
+      Node scaled;
+      scaled.op = op;
+      scaled.attrs = Graph::make_attrs(op);
+      scaled.operands = {q, r.map(c)};
+      scaled.type = r.out().type(q);
+      scaled.loc = y.loc;
+      q = r.add(std::move(scaled));
+    }
+    a.operands = {q, kv, r.map(m->v)};
     if (m->bias) a.operands.push_back(r.map(*m->bias));
     std::vector<TensorType> types;
     for (ValueId o : a.operands) types.push_back(r.out().type(o));

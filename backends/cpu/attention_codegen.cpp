@@ -1,8 +1,9 @@
 // backends/cpu/attention_codegen.cpp - see attention_codegen.h.
 //
-// Two passes over each row of the block, in vectors: the maximum (NaN ignored: a select on
-// an ordered compare), then exp(S - m'), stored back and summed. The block is a few KiB, in
-// L1, so the second pass costs no memory traffic.
+// Two passes over each row of the block, in vectors: the maximum of the scaled scores (NaN
+// ignored: a select on an ordered compare; noted apart), then exp(scale * S - m'), stored
+// back and summed. The block is a few KiB, in L1, so the second pass costs no memory
+// traffic. Lanes past the row's valid columns read as -inf (their exp is 0).
 #include "attention_codegen.h"
 
 #include <limits>
@@ -31,7 +32,7 @@ std::unique_ptr<llvm::Module> emit_attention_softmax(int vector_width, const std
                                    llvm::Function::ExternalLinkage, fn_name, m.get());
   f->addFnAttr(llvm::Attribute::NoUnwind);
   Value* rows = f->getArg(1);
-  Value* ld = f->getArg(2);
+  Value* cols = f->getArg(2);
   auto block = [&](const char* name) { return llvm::BasicBlock::Create(ctx, name, f); };
   auto* entry = block("entry");
   auto* row_head = block("row");
@@ -48,9 +49,35 @@ std::unique_ptr<llvm::Module> emit_attention_softmax(int vector_width, const std
   Value* mp = arg(1);
   Value* lp = arg(2);
   Value* ap = arg(3);
+  Value* scale = b.CreateVectorSplat(static_cast<unsigned>(vector_width), b.CreateLoad(f32, arg(4)));
+  Value* ld = b.CreateLoad(i64, arg(5));
+  Value* nanp = arg(6);
+  Value* biasp = arg(7);  // null: no bias
+  Value* bias_ld = b.CreateLoad(i64, arg(8));
+  Value* has_bias = b.CreateIsNotNull(biasp);
   const llvm::Align align(4);
   const double inf = std::numeric_limits<double>::infinity();
-  Value* vectors = b.CreateUDiv(ld, b.getInt64(static_cast<uint64_t>(vector_width)));
+  const auto vw = static_cast<uint64_t>(vector_width);
+  Value* vectors = b.CreateUDiv(b.CreateAdd(cols, b.getInt64(vw - 1)), b.getInt64(vw));
+  // Lane l of vector v is column v * vw + l: the lanes at or past `cols` read as -inf.
+  std::vector<llvm::Constant*> iota;
+  for (uint64_t l = 0; l < vw; ++l) iota.push_back(b.getInt64(l));
+  Value* lanes = llvm::ConstantVector::get(iota);
+  Value* neg_inf = llvm::ConstantFP::get(vt, -inf);
+  // The scaled scores of vector v of a row, plus the bias row's (a masked load: the bias
+  // ends at `cols`), and where the scores lie.
+  llvm::Function* masked_load =
+      llvm::Intrinsic::getDeclaration(m.get(), llvm::Intrinsic::masked_load, {vt, b.getPtrTy()});
+  auto scores_at = [&](Value* row, Value* bias_row, Value* v) {
+    Value* first = b.CreateMul(v, b.getInt64(vw));
+    Value* inside = b.CreateICmpSLT(b.CreateAdd(b.CreateVectorSplat(static_cast<unsigned>(vw), first), lanes),
+                                    b.CreateVectorSplat(static_cast<unsigned>(vw), cols));
+    Value* x = b.CreateFMul(b.CreateAlignedLoad(vt, b.CreateGEP(f32, row, first), align), scale);
+    Value* load = b.CreateAnd(inside, b.CreateVectorSplat(static_cast<unsigned>(vw), has_bias));
+    x = b.CreateFAdd(x, b.CreateCall(masked_load, {b.CreateGEP(f32, bias_row, first), b.getInt32(4), load,
+                                                   llvm::ConstantFP::get(vt, 0.0)}));
+    return std::pair{b.CreateSelect(inside, x, neg_inf), b.CreateGEP(f32, row, first)};
+  };
   b.CreateCondBr(b.CreateAnd(b.CreateICmpSGT(rows, b.getInt64(0)), b.CreateICmpSGT(vectors, b.getInt64(0))), row_head,
                  done);
 
@@ -59,19 +86,26 @@ std::unique_ptr<llvm::Module> emit_attention_softmax(int vector_width, const std
   llvm::PHINode* r = b.CreatePHI(i64, 2, "r");
   r->addIncoming(b.getInt64(0), entry);
   Value* row = b.CreateGEP(f32, s, b.CreateMul(r, ld));
+  // Without a bias the masked load reads nothing (every lane is off) and adds 0.
+  Value* bias_row = b.CreateSelect(has_bias, b.CreateGEP(f32, biasp, b.CreateMul(r, bias_ld)), s);
   b.CreateBr(max_loop);
 
   // The row's maximum, NaN ignored.
   b.SetInsertPoint(max_loop);
   llvm::PHINode* v = b.CreatePHI(i64, 2, "v");
   llvm::PHINode* most = b.CreatePHI(vt, 2, "most");
+  auto* bool_vt = llvm::FixedVectorType::get(b.getInt1Ty(), static_cast<unsigned>(vw));
+  llvm::PHINode* nan = b.CreatePHI(bool_vt, 2, "nan");
   v->addIncoming(b.getInt64(0), row_head);
-  most->addIncoming(llvm::ConstantFP::get(vt, -inf), row_head);
-  Value* x = b.CreateAlignedLoad(vt, b.CreateGEP(f32, row, b.CreateMul(v, b.getInt64(static_cast<uint64_t>(vector_width)))), align);
+  most->addIncoming(neg_inf, row_head);
+  nan->addIncoming(llvm::Constant::getNullValue(bool_vt), row_head);
+  Value* x = scores_at(row, bias_row, v).first;
   Value* most1 = b.CreateSelect(b.CreateFCmpOGT(x, most), x, most);
+  Value* nan1 = b.CreateOr(nan, b.CreateFCmpUNO(x, x));
   Value* v1 = b.CreateAdd(v, b.getInt64(1));
   v->addIncoming(v1, max_loop);
   most->addIncoming(most1, max_loop);
+  nan->addIncoming(nan1, max_loop);
   b.CreateCondBr(b.CreateICmpSLT(v1, vectors), max_loop, max_done);
 
   b.SetInsertPoint(max_done);
@@ -80,6 +114,10 @@ std::unique_ptr<llvm::Module> emit_attention_softmax(int vector_width, const std
     Value* e = b.CreateExtractElement(most1, static_cast<uint64_t>(lane));
     row_max = b.CreateSelect(b.CreateFCmpOGT(e, row_max), e, row_max);
   }
+  // A NaN score makes the row undefined: noted for the caller.
+  Value* any_nan = b.CreateOrReduce(nan1);
+  Value* nan_at = b.CreateGEP(b.getInt8Ty(), nanp, r);
+  b.CreateStore(b.CreateOr(b.CreateLoad(b.getInt8Ty(), nan_at), b.CreateZExt(any_nan, b.getInt8Ty())), nan_at);
   Value* m_at = b.CreateGEP(f32, mp, r);
   Value* l_at = b.CreateGEP(f32, lp, r);
   Value* a_at = b.CreateGEP(f32, ap, r);
@@ -96,8 +134,8 @@ std::unique_ptr<llvm::Module> emit_attention_softmax(int vector_width, const std
   llvm::PHINode* sum = b.CreatePHI(vt, 2, "sum");
   w->addIncoming(b.getInt64(0), max_done);
   sum->addIncoming(llvm::ConstantFP::get(vt, 0.0), max_done);
-  Value* at = b.CreateGEP(f32, row, b.CreateMul(w, b.getInt64(static_cast<uint64_t>(vector_width))));
-  Value* p = emit_vector_math(b, OpKind::Exp, b.CreateFSub(b.CreateAlignedLoad(vt, at, align), m_splat));
+  const auto [xs, at] = scores_at(row, bias_row, w);
+  Value* p = emit_vector_math(b, OpKind::Exp, b.CreateFSub(xs, m_splat));
   b.CreateAlignedStore(p, at, align);
   Value* sum1 = b.CreateFAdd(sum, p);
   Value* w1 = b.CreateAdd(w, b.getInt64(1));
@@ -123,7 +161,7 @@ std::unique_ptr<llvm::Module> emit_attention_softmax(int vector_width, const std
   llvm::PHINode* z = b.CreatePHI(i64, 2, "z");
   z->addIncoming(b.getInt64(0), masked);
   b.CreateAlignedStore(llvm::ConstantFP::get(vt, 0.0),
-                       b.CreateGEP(f32, row, b.CreateMul(z, b.getInt64(static_cast<uint64_t>(vector_width)))), align);
+                       b.CreateGEP(f32, row, b.CreateMul(z, b.getInt64(vw))), align);
   Value* z1 = b.CreateAdd(z, b.getInt64(1));
   z->addIncoming(z1, zero_loop);
   b.CreateCondBr(b.CreateICmpSLT(z1, vectors), zero_loop, row_end);

@@ -327,23 +327,26 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
               [&](const std::string& sym, llvm::LLVMContext& ctx) { return impl_->build(k, s, sym, ctx); });
 }
 
-std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t) {
+std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t, bool a_rows) {
   CanonicalWriter w;
   // Only the register tile shapes the code: products that block differently share it.
   w.bytes("gemm micro-kernel");
   w.bytes(dtype_name(t));
   w.bytes(fmt::format("mr {} nr {} vector {}", s.mr, s.nr, s.vector_width));
+  if (a_rows) w.bytes("a in rows");
   w.bytes(impl_->fingerprint);
   const std::string canonical = w.take();
-  return code(canonical, fmt::format("gemm micro-kernel {} {}x{}", dtype_name(t), s.mr, s.nr), {}, kGemmPipeline,
-              [&](const std::string& sym, llvm::LLVMContext& ctx) {
-                return impl_->finish(emit_gemm_microkernel(s, t, sym, ctx));
+  return code(canonical,
+              fmt::format("gemm micro-kernel {} {}x{}{}", dtype_name(t), s.mr, s.nr, a_rows ? ", A in rows" : ""), {},
+              kGemmPipeline, [&](const std::string& sym, llvm::LLVMContext& ctx) {
+                return impl_->finish(emit_gemm_microkernel(s, t, sym, ctx, a_rows));
               });
 }
 
 std::shared_ptr<const CpuKernel> Jit::attention_softmax(int vector_width) {
   CanonicalWriter w;
-  w.bytes("attention softmax");
+  // The version changes with the function's arguments: the disk cache holds older ones.
+  w.bytes("attention softmax v3");
   w.bytes(fmt::format("vector {}", vector_width));
   w.bytes(impl_->fingerprint);
   return code(w.take(), fmt::format("attention softmax, vector {}", vector_width), {}, kGemmPipeline,

@@ -18,7 +18,7 @@
 namespace kiln::cpu {
 
 std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, DType t, const std::string& fn_name,
-                                                    llvm::LLVMContext& ctx) {
+                                                    llvm::LLVMContext& ctx, bool a_rows) {
   using llvm::Value;
   KILN_ASSERT(s.mr >= 1 && s.vector_width >= 1 && s.nr % s.vector_width == 0, "gemm schedule: nr is whole vectors");
   auto m = std::make_unique<llvm::Module>(fn_name, ctx);
@@ -55,6 +55,8 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   Value* accumulate = b.CreateIsNotNull(arg(3));
   // args[4]: B's row stride in elements (nr when packed; the matrix's when read in place).
   Value* ldb = b.CreateLoad(i64, arg(4));
+  // args[5] with a_rows: A's row stride in elements.
+  Value* lda = a_rows ? b.CreateLoad(i64, arg(5)) : nullptr;
   Value* zero = llvm::Constant::getNullValue(vt);
   b.CreateCondBr(b.CreateICmpSGT(kc, b.getInt64(0)), loop, done);
 
@@ -72,12 +74,17 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   for (int v = 0; v < vecs; ++v)
     bv.push_back(b.CreateAlignedLoad(vt, b.CreateConstGEP1_64(elem, brow, static_cast<uint64_t>(v * s.vector_width)),
                                      llvm::Align(elem->getPrimitiveSizeInBits() / 8)));
-  Value* acol = b.CreateGEP(elem, a, b.CreateMul(p, b.getInt64(s.mr)));
+  // Step p's column of A: packed, mr values in a row; in place, one value per row of A.
+  Value* acol = a_rows ? b.CreateGEP(elem, a, p) : b.CreateGEP(elem, a, b.CreateMul(p, b.getInt64(s.mr)));
+  auto a_at = [&](int i) {
+    return a_rows ? b.CreateGEP(elem, acol, b.CreateMul(b.getInt64(i), lda))
+                  : b.CreateConstGEP1_64(elem, acol, static_cast<uint64_t>(i));
+  };
   llvm::Function* fma = is_fp ? llvm::Intrinsic::getDeclaration(m.get(), llvm::Intrinsic::fmuladd, {vt}) : nullptr;
   std::vector<Value*> next(acc.size());
   for (int i = 0; i < s.mr; ++i) {
     Value* ai = b.CreateVectorSplat(static_cast<unsigned>(s.vector_width),
-                                    b.CreateLoad(elem, b.CreateConstGEP1_64(elem, acol, static_cast<uint64_t>(i))));
+                                    b.CreateLoad(elem, a_at(i)));
     for (int v = 0; v < vecs; ++v) {
       const size_t j = static_cast<size_t>(i * vecs + v);
       next[j] = is_fp ? b.CreateCall(fma, {ai, bv[static_cast<size_t>(v)], acc[j]})

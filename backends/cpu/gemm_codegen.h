@@ -22,7 +22,10 @@ namespace kiln::cpu {
 ///   product of one row panel reads B in place;
 /// called as fn(args, kc, ldc). The tile lives in mr x nr/vector_width vector registers
 /// for the whole depth; floats accumulate with llvm.fmuladd, integers wrap.
+/// With `a_rows`, A is not packed but read in place, row-major: element (i, p) at
+/// A[i * lda + p], args[5] pointing to lda (the attention kernel's exps, which its softmax
+/// leaves in rows).
 std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, DType t, const std::string& fn_name,
-                                                    llvm::LLVMContext& ctx);
+                                                    llvm::LLVMContext& ctx, bool a_rows = false);
 
 }  // namespace kiln::cpu

@@ -1620,6 +1620,19 @@ TEST(CpuAttention, ManyKeyBlocksAndHeadsSharingKeys) {
   expect_same(text, {Data::Unit}, Tol{0, 1e-5, 8});
 }
 
+TEST(CpuAttention, TheOpWrittenOutWithABiasAlongTheQueries) {
+  // The attention op itself (as `kiln opt` prints it), with a bias that is one value per
+  // query (its stride along the keys is 0: added before the softmax, not by it), and with k
+  // read through a transpose of a stored [3, 16, 40].
+  expect_same(
+      "graph @a(%q: f32[3,20,16], %kt: f32[3,16,40], %v: f32[3,40,8], %b: f32[20,1]) -> (f32[3,20,8], f32[3,20,8]) {\n"
+      "  %k = permute %kt {perm = [0, 2, 1]} : f32[3,40,16]\n"
+      "  %y = attention %q, %k, %v, %b {scale = 0.25, masked_zero} : f32[3,20,8]\n"
+      "  %z = attention %q, %k, %v {scale = -0.5} : f32[3,20,8]\n"
+      "  return %y, %z\n}\n",
+      {Data::Unit}, Tol{0, 1e-5, 8});
+}
+
 TEST(CpuAttention, UndefinedRowsAreNaN) {
   // Without where(isnan) a row whose softmax is undefined stays NaN, as the unfused graph's:
   // row 0 masked entirely, row 1 with a NaN score, row 2 with an infinite one.

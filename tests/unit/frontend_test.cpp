@@ -3,12 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
 #include <thread>
 
 #include "kiln/backend/backend.h"
+#include "kiln/engine/compile.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -192,6 +194,47 @@ TEST(Frontend, CompositesDecomposeAndComputeTheRightThing) {
   const std::string ir = dump(x.softmax());
   for (const char* op : {"reduce_max", "sub", "exp", "reduce_sum", "div"})
     EXPECT_NE(ir.find(std::string(" = ") + op + " "), std::string::npos) << op << "\n" << ir;
+}
+
+TEST(Frontend, AttentionInEitherFormIsOneAttentionStep) {
+  // Two heads of 3 queries and 5 keys of depth 4, v of width 2; the mask hides key 4 from
+  // every query and keys 1..4 from query 0.
+  const std::vector<float> qs = iota(24, 0.1f, -1), ks = iota(40, -0.05f, 1), vs = iota(20, 0.5f, -2);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> ms(15, 0.0f);
+  for (int i = 0; i < 3; ++i) ms[static_cast<size_t>(i * 5 + 4)] = -inf;
+  for (int j = 1; j < 5; ++j) ms[static_cast<size_t>(j)] = -inf;
+  const Tensor q = from_vector<float>(qs, {2, 3, 4}), k = from_vector<float>(ks, {2, 5, 4});
+  const Tensor v = from_vector<float>(vs, {2, 5, 2}), mask = from_vector<float>(ms, {3, 5});
+  std::vector<float> want;
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 3; ++i) {
+      double p[5], sum = 0;
+      for (int j = 0; j < 5; ++j) {
+        double dot = 0;
+        for (int e = 0; e < 4; ++e) dot += qs[static_cast<size_t>((h * 3 + i) * 4 + e)] * ks[static_cast<size_t>((h * 5 + j) * 4 + e)];
+        sum += p[j] = std::exp(dot * 0.5 + ms[static_cast<size_t>(i * 5 + j)]);
+      }
+      for (int c = 0; c < 2; ++c) {
+        double y = 0;
+        for (int j = 0; j < 5; ++j) y += p[j] / sum * vs[static_cast<size_t>((h * 5 + j) * 2 + c)];
+        want.push_back(static_cast<float>(y));
+      }
+    }
+  // scaled_dot_product_attention (scale 1 / sqrt(4)), and the same written out with a C++
+  // scale, which the frontend records as a value bound at launch.
+  const Tensor a = scaled_dot_product_attention(q, k, v, mask);
+  const Tensor b = (q.matmul(k.transpose(-2, -1)) * 0.5 + mask).softmax(-1).matmul(v);
+  for (const Tensor* t : {&a, &b}) {
+    const Graph g = parse_graph(dump(*t)).take();
+    const Compilation c = compile_graph(Capabilities{}, {}, g);
+    EXPECT_EQ(std::count_if(c.plan.steps.begin(), c.plan.steps.end(),
+                            [](const LaunchPlan::Step& s) { return s.attention.has_value(); }),
+              1)
+        << dump(*t);
+  }
+  expect_near(a.to_vector<float>(), want, 1e-5f);
+  expect_near(b.to_vector<float>(), want, 1e-5f);
 }
 
 TEST(Frontend, MatmulLinearAndMovement) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -344,6 +345,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 Tensor layer_norm(const Tensor& x, double eps = 1e-5);
 /// layer_norm(x) * weight + bias; weight and bias have the shape of x's last axis.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+/// softmax(q k^T * scale + mask) v over the last axis: PyTorch's
+/// scaled_dot_product_attention with an additive float mask. q is [B.., T, D], k [B.., S, D],
+/// v [B.., S, E], the mask broadcasts to [B.., T, S]; `scale` defaults to 1 / sqrt(D).
+/// Recorded as the primitives it is, which the fuse-attention pass runs as one attention
+/// step (online softmax, no T x S scores in memory: docs/passes.md).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const std::optional<Tensor>& mask = std::nullopt,
+                                    std::optional<double> scale = std::nullopt);
 /// x @ weight^T + bias, with weight [out, in] as torch.nn.functional.linear.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linear(const Tensor& x, const Tensor& weight);
