@@ -235,6 +235,7 @@ class KernelEngine final : public Engine {
       if (buf.kind != LaunchPlan::Buffer::Kind::Constant) continue;
       exe->constants[b] = backend_.alloc(static_cast<int64_t>(buf.data.size()));
       backend_.upload(*exe->constants[b], buf.data.data(), static_cast<int64_t>(buf.data.size()));
+      exe->constants[b]->set_immutable();  // no step writes a constant
     }
     for (int32_t p : exe->plan.overwritten_params)
       KILN_ASSERT(static_cast<size_t>(p) < donated.size() && donated[static_cast<size_t>(p)],

@@ -121,19 +121,21 @@ class CpuBackend final : public Backend {
                           const GemmEpilogue& epilogue) override {
     const cpu::KernelFn fn = static_cast<const cpu::CpuKernel&>(epilogue.kernel).fn();
     const KernelArgs args(epilogue.kernel, epilogue.buffers, epilogue.scalars);
-    return cpu::run_gemm_by_rows(g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
-                                 buffers[static_cast<size_t>(g.c)]->host_data(), [&](int64_t begin, int64_t end) {
-                                   if (begin < end)
-                                     cpu::call_kernel(fn, args.data(), begin * epilogue.iterations_per_row,
-                                                      end * epilogue.iterations_per_row);
-                                 });
+    return cpu::run_gemm_by_rows(
+        g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
+        buffers[static_cast<size_t>(g.c)]->host_data(),
+        [&](int64_t begin, int64_t end) {
+          if (begin < end)
+            cpu::call_kernel(fn, args.data(), begin * epilogue.iterations_per_row, end * epilogue.iterations_per_row);
+        },
+        immutable_operands(g, buffers));
   }
 
   void prepare_gemm(const LaunchPlan::Gemm& g) override { cpu::prepare_gemm(g); }
 
   bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {
     cpu::run_gemm(g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
-                  buffers[static_cast<size_t>(g.c)]->host_data());
+                  buffers[static_cast<size_t>(g.c)]->host_data(), immutable_operands(g, buffers));
     return true;
   }
 
@@ -146,6 +148,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  static cpu::ImmutableOperands immutable_operands(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) {
+    const DeviceMemory& a = *buffers[static_cast<size_t>(g.a)];
+    const DeviceMemory& b = *buffers[static_cast<size_t>(g.b)];
+    return {a.immutable() ? a.id() : 0, b.immutable() ? b.id() : 0};
+  }
+
   Capabilities caps_;
 };
 

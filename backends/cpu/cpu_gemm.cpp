@@ -14,12 +14,19 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "cpu_jit.h"
+#include "kiln/runtime/stats.h"
+#include "kiln/support/env.h"
 #include "packing.h"
 #include "parallel.h"
 
@@ -185,34 +192,44 @@ constexpr int64_t kMostPackedB = int64_t{256} << 20;
 template <class T>
 class PackedB {
  public:
-  /// The bytes B of `g` takes packed.
-  static int64_t bytes(const LaunchPlan::Gemm& g) {
-    return batches(g) * g.k * padded_columns(g) * static_cast<int64_t>(sizeof(T));
-  }
+  /// The elements (and bytes) B of `g` takes packed.
+  static int64_t elements(const LaunchPlan::Gemm& g) { return batches(g) * g.k * padded_columns(g); }
+  static int64_t bytes(const LaunchPlan::Gemm& g) { return elements(g) * static_cast<int64_t>(sizeof(T)); }
 
-  PackedB(const LaunchPlan::Gemm& g, const T* b, bool parallel)
-      : g_(g), one_for_all_(batches(g) == 1), npad_(padded_columns(g)),
-        data_(PackedBPool<T>::instance().take(batches(g) * g.k * npad_)) {
+  /// Packs all of B into `out` (elements(g) of them).
+  static void pack(const LaunchPlan::Gemm& g, const T* b, bool parallel, T* out) {
     const kir::GemmSchedule& s = g.schedule;
-    const int64_t kpanels = (g.k + s.kc - 1) / s.kc, cpanels = npad_ / s.nr;
-    auto pack = [&](int64_t begin, int64_t end) {
+    const int64_t npad = padded_columns(g);
+    const int64_t kpanels = (g.k + s.kc - 1) / s.kc, cpanels = npad / s.nr;
+    auto pack_range = [&](int64_t begin, int64_t end) {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t bi = u / (kpanels * cpanels), p0 = u / cpanels % kpanels * s.kc, jp = u % cpanels;
-        const int64_t depth = std::min(s.kc, g.k - p0), w = std::min<int64_t>(s.nr, g.n - jp * s.nr);
-        pack_b_block(g, b + batch_offsets(g, bi).second, p0, depth, jp * s.nr, w, s.nr,
-                     data_.data() + offset(bi, p0, jp * s.nr));
+        const int64_t w = std::min<int64_t>(s.nr, g.n - jp * s.nr);
+        pack_b_block(g, b + batch_offsets(g, bi).second, p0, std::min(s.kc, g.k - p0), jp * s.nr, w, s.nr,
+                     out + offset(g, bi, p0, jp * s.nr));
       }
     };
     const int64_t panels = batches(g) * kpanels * cpanels;
-    if (parallel) parallel_range(panels, 16, pack, s.threads);
-    else pack(0, panels);
+    if (parallel) parallel_range(panels, 16, pack_range, s.threads);
+    else pack_range(0, panels);
   }
+
+  /// B packed now, into memory from the pool.
+  PackedB(const LaunchPlan::Gemm& g, const T* b, bool parallel)
+      : g_(g), owned_(PackedBPool<T>::instance().take(elements(g))), data_(owned_.data()) {
+    pack(g, b, parallel, owned_.data());
+  }
+  /// B packed before (an operand that never changes: PackedOperands).
+  PackedB(const LaunchPlan::Gemm& g, std::shared_ptr<const std::vector<T>> kept)
+      : g_(g), kept_(std::move(kept)), data_(kept_->data()) {}
   PackedB(const PackedB&) = delete;
   PackedB& operator=(const PackedB&) = delete;
-  ~PackedB() { PackedBPool<T>::instance().give(std::move(data_)); }
+  ~PackedB() {
+    if (!owned_.empty()) PackedBPool<T>::instance().give(std::move(owned_));
+  }
 
   /// The packed kc x nc block of batch `bi` at depth `p0` and column `j0`.
-  const T* panel(int64_t bi, int64_t p0, int64_t j0) const { return data_.data() + offset(bi, p0, j0); }
+  const T* panel(int64_t bi, int64_t p0, int64_t j0) const { return data_ + offset(g_, bi, p0, j0); }
 
  private:
   static int64_t batches(const LaunchPlan::Gemm& g) {
@@ -223,18 +240,108 @@ class PackedB {
   static int64_t padded_columns(const LaunchPlan::Gemm& g) {
     return (g.n + g.schedule.nr - 1) / g.schedule.nr * g.schedule.nr;
   }
-  int64_t offset(int64_t bi, int64_t p0, int64_t j0) const {
-    return (one_for_all_ ? 0 : bi) * g_.k * npad_ + p0 * npad_ + j0 * std::min(g_.schedule.kc, g_.k - p0);
+  static int64_t offset(const LaunchPlan::Gemm& g, int64_t bi, int64_t p0, int64_t j0) {
+    return (batches(g) == 1 ? 0 : bi) * g.k * padded_columns(g) + p0 * padded_columns(g) +
+           j0 * std::min(g.schedule.kc, g.k - p0);
   }
   const LaunchPlan::Gemm& g_;
-  bool one_for_all_;  // one B for every batch
-  int64_t npad_;
-  std::vector<T> data_;
+  std::vector<T> owned_;
+  std::shared_ptr<const std::vector<T>> kept_;
+  const T* data_;
 };
+
+// All of A packed as pack_a packs an mc x kc block, once per batch (once for all when A
+// broadcasts over every batch dim): batch `bi`'s depth panel at p0 starts at (bi * k + p0) *
+// mpad, and within it the block of rows from i0 (a multiple of mr) at i0 * depth.
+template <class T>
+struct PackedA {
+  static int64_t padded_rows(const LaunchPlan::Gemm& g) { return (g.m + g.schedule.mr - 1) / g.schedule.mr * g.schedule.mr; }
+  static bool broadcast(const LaunchPlan::Gemm& g) {
+    return std::all_of(g.a_batch_stride.begin(), g.a_batch_stride.end(), [](int64_t stride) { return stride == 0; });
+  }
+  static int64_t elements(const LaunchPlan::Gemm& g) {
+    return (broadcast(g) ? 1 : g.batch.numel()) * padded_rows(g) * g.k;
+  }
+  static void pack(const LaunchPlan::Gemm& g, const T* a, T* out) {
+    const kir::GemmSchedule& s = g.schedule;
+    const int64_t copies = broadcast(g) ? 1 : g.batch.numel();
+    for (int64_t bi = 0; bi < copies; ++bi)
+      for (int64_t p0 = 0; p0 < g.k; p0 += s.kc)
+        pack_a(a + batch_offsets(g, bi).first + p0 * g.a_col_stride, g.a_row_stride, g.a_col_stride, g.m,
+               std::min(s.kc, g.k - p0), s.mr, out + (bi * g.k + p0) * padded_rows(g));
+  }
+};
+
+// Packed panels of operands that never change (DeviceMemory::immutable: a model's weights,
+// a plan's constants), kept across products, keyed by the memory's id and the packing: each
+// product packed its weights again at every call (ResNet-18's last 3x3 convolutions, 9.4 MB
+// of weights each, spent about 40% of their time so). At most KILN_PACKED_WEIGHTS_MB of them
+// (default 1024) are kept, the least recently used dropped first.
+class PackedOperands {
+ public:
+  static PackedOperands& instance() {
+    static auto* cache = new PackedOperands();  // never destroyed: products may run during exit
+    return *cache;
+  }
+  template <class T, class Pack>
+  std::shared_ptr<const std::vector<T>> get(const std::string& key, int64_t elements, Pack&& pack) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = index_.find(key); it != index_.end()) {
+        order_.splice(order_.begin(), order_, it->second);
+        runtime_counters().packed_operand_hits++;
+        return std::static_pointer_cast<const std::vector<T>>(it->second->value);
+      }
+    }
+    runtime_counters().packed_operands++;
+    auto packed = std::make_shared<std::vector<T>>(static_cast<size_t>(elements));
+    pack(packed->data());
+    const int64_t bytes = elements * static_cast<int64_t>(sizeof(T));
+    if (bytes > budget_) return packed;  // used once, kept by no one
+    std::lock_guard lock(mutex_);
+    if (index_.count(key) == 0) {
+      order_.push_front({key, packed, bytes});
+      index_[key] = order_.begin();
+      kept_ += bytes;
+      while (kept_ > budget_) {
+        kept_ -= order_.back().bytes;
+        index_.erase(order_.back().key);
+        order_.pop_back();
+      }
+    }
+    return packed;
+  }
+
+ private:
+  PackedOperands()
+      : budget_(env_int("KILN_PACKED_WEIGHTS_MB", 0, int64_t{1} << 30).value_or(1024) * (int64_t{1} << 20)) {}
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const void> value;
+    int64_t bytes = 0;
+  };
+  std::mutex mutex_;
+  std::list<Entry> order_;  // most recently used first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+  int64_t kept_ = 0;
+  int64_t budget_;
+};
+
+// The keys of A and B's packings under `g`'s blocking, in memory `id`.
+std::string packed_a_key(const LaunchPlan::Gemm& g, uint64_t id) {
+  return fmt::format("A {} {} {}x{} at {} {} {} batch {} [{}] mr {} kc {}", id, dtype_name(g.dtype), g.m, g.k, g.a_offset,
+                     g.a_row_stride, g.a_col_stride, g.batch.str(), fmt::join(g.a_batch_stride, ","), g.schedule.mr,
+                     g.schedule.kc);
+}
+std::string packed_b_key(const LaunchPlan::Gemm& g, uint64_t id) {
+  return fmt::format("B {} {} {}x{} at {} {} {} batch {} [{}] {} nr {} kc {}", id, dtype_name(g.dtype), g.k, g.n,
+                     g.b_offset, g.b_row_stride, g.b_col_stride, g.batch.str(), fmt::join(g.b_batch_stride, ","),
+                     g.im2col ? g.im2col->str() : "", g.schedule.nr, g.schedule.kc);
+}
 
 template <class T>
 void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn micro,
-               const std::function<void(int64_t, int64_t)>* rows_done) {
+               const std::function<void(int64_t, int64_t)>* rows_done, const ImmutableOperands& fixed) {
   const kir::GemmSchedule& s = g.schedule;
   const int64_t m = g.m, n = g.n, k = g.k;
   const int64_t ars = g.a_row_stride, acs = g.a_col_stride, brs = g.b_row_stride, bcs = g.b_col_stride;
@@ -242,23 +349,31 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
   const int64_t tasks = g.batch.numel() * mblocks * nblocks;
   const bool parallel = m * n * k >= s.serial_below && tasks > 1;
   std::optional<PackedB<T>> packed_b;
-  // Packed once, B takes as much memory again (every batch's): past kMostPackedB, as for a
-  // long batch of large products, each task packs its own blocks instead.
-  if (mblocks > 1 && k > 0 && PackedB<T>::bytes(g) <= kMostPackedB) packed_b.emplace(g, b, parallel);
-  // One block of rows and several of columns (a short, wide product: a convolution's, a
-  // language model's head): A is packed once, per batch where it differs, rather than once
-  // per task. Batch `bi`'s depth panel at p0 is at (bi * k + p0) * mpad.
-  const int64_t mpad = (m + s.mr - 1) / s.mr * s.mr;
-  const bool a_broadcast =
-      std::all_of(g.a_batch_stride.begin(), g.a_batch_stride.end(), [](int64_t stride) { return stride == 0; });
-  std::vector<T> packed_a;
-  if (mblocks == 1 && nblocks > 1 && k > 0) {
-    const int64_t copies = a_broadcast ? 1 : g.batch.numel();
-    packed_a.resize(static_cast<size_t>(copies * mpad * k));
-    for (int64_t bi = 0; bi < copies; ++bi)
-      for (int64_t p0 = 0; p0 < k; p0 += s.kc)
-        pack_a(a + batch_offsets(g, bi).first + p0 * acs, ars, acs, m, std::min(s.kc, k - p0), s.mr,
-               packed_a.data() + (bi * k + p0) * mpad);
+  // An operand that never changes is packed once for all products (PackedOperands).
+  if (fixed.b != 0 && k > 0 && !g.im2col && PackedB<T>::bytes(g) <= kMostPackedB) {
+    packed_b.emplace(g, PackedOperands::instance().get<T>(packed_b_key(g, fixed.b), PackedB<T>::elements(g),
+                                                          [&](T* out) { PackedB<T>::pack(g, b, parallel, out); }));
+  } else if (mblocks > 1 && k > 0 && PackedB<T>::bytes(g) <= kMostPackedB) {
+    // Packed once, B takes as much memory again (every batch's): past kMostPackedB, as for a
+    // long batch of large products, each task packs its own blocks instead.
+    packed_b.emplace(g, b, parallel);
+  }
+  // All of A packed before the tasks: an operand that never changes, once for all products;
+  // or, for one block of rows and several of columns (a short, wide product: a
+  // convolution's, a language model's head), once per product rather than once per task.
+  const int64_t mpad = PackedA<T>::padded_rows(g);
+  const bool a_broadcast = PackedA<T>::broadcast(g);
+  std::vector<T> packed_a_now;
+  std::shared_ptr<const std::vector<T>> packed_a_kept;
+  const T* packed_a = nullptr;
+  if (fixed.a != 0 && k > 0) {
+    packed_a_kept = PackedOperands::instance().get<T>(packed_a_key(g, fixed.a), PackedA<T>::elements(g),
+                                                      [&](T* out) { PackedA<T>::pack(g, a, out); });
+    packed_a = packed_a_kept->data();
+  } else if (mblocks == 1 && nblocks > 1 && k > 0) {
+    packed_a_now.resize(static_cast<size_t>(PackedA<T>::elements(g)));
+    PackedA<T>::pack(g, a, packed_a_now.data());
+    packed_a = packed_a_now.data();
   }
   auto task = [&](int64_t t) {
     const int64_t bi = t / (mblocks * nblocks), ib = t / nblocks % mblocks, jb = t % nblocks;
@@ -277,7 +392,7 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     T* edge = scratch(tile, static_cast<int64_t>(s.mr) * s.nr);
     for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
       const int64_t depth = std::min(s.kc, k - p0);
-      if (!packed_a.empty()) ap = packed_a.data() + ((a_broadcast ? 0 : bi) * k + p0) * mpad;
+      if (packed_a) ap = const_cast<T*>(packed_a) + ((a_broadcast ? 0 : bi) * k + p0) * mpad + i0 * depth;
       else pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
       // One row panel uses each B panel once: its whole panels are read in place, unpacked,
       // where a row's columns are adjacent.
@@ -328,19 +443,19 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
 bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g.batch.numel() == 0; }
 
 void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
-              const std::function<void(int64_t, int64_t)>* rows_done) {
+              const std::function<void(int64_t, int64_t)>* rows_done, const ImmutableOperands& fixed) {
   if (empty_product(g)) return;
   const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype);
   const KernelFn fn = micro->fn();
   switch (g.dtype) {
     case DType::F32:
-      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), fn, rows_done);
+      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), fn, rows_done, fixed);
     case DType::F64:
-      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), fn, rows_done);
+      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), fn, rows_done, fixed);
     case DType::I32:
-      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), fn, rows_done);
+      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), fn, rows_done, fixed);
     case DType::I64:
-      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), fn, rows_done);
+      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), fn, rows_done, fixed);
     default: break;
   }
   throw Error("matmul of bool tensors is not supported on the cpu device");
@@ -390,18 +505,19 @@ void prepare_gemm(const LaunchPlan::Gemm& g) {
   if (!empty_product(g)) Jit::instance().gemm_microkernel(g.schedule, g.dtype);
 }
 
-void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c) {
-  dispatch(g, a, b, c, nullptr);
+void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
+              const ImmutableOperands& fixed) {
+  dispatch(g, a, b, c, nullptr, fixed);
 }
 
 bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
-                      const std::function<void(int64_t, int64_t)>& rows_done) {
+                      const std::function<void(int64_t, int64_t)>& rows_done, const ImmutableOperands& fixed) {
   if (g.n > g.schedule.nc) return false;
   if (empty_product(g)) {
     rows_done(0, g.batch.numel() * g.m);
     return true;
   }
-  dispatch(g, a, b, c, &rows_done);
+  dispatch(g, a, b, c, &rows_done, fixed);
   return true;
 }
 

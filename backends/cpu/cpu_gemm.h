@@ -10,10 +10,18 @@
 
 namespace kiln::cpu {
 
+/// The ids (DeviceMemory::id) of a product's operands whose memory never changes
+/// (DeviceMemory::immutable), 0 for one that may: their packed panels are kept for the next
+/// product (KILN_PACKED_WEIGHTS_MB).
+struct ImmutableOperands {
+  uint64_t a = 0, b = 0;
+};
+
 /// C = A x B as `g` says (row-major, broadcast batch dims), blocked as g.schedule says.
 /// Integers wrap like the interpreter's; floats accumulate in their own type with
 /// multiply-adds, in another order than the interpreter's (docs/runtime.md, "Accuracy").
-void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c);
+void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
+              const ImmutableOperands& fixed = {});
 
 /// The f32 multiply-add rate of this machine's cores, in GFLOP/s: the GEMM micro-kernel of
 /// the default blocking (pure multiply-adds on register tiles) run on panels that stay in
@@ -27,6 +35,6 @@ void prepare_gemm(const LaunchPlan::Gemm& g);
 /// [begin, end) of the product (counted over all batches) are final, while they are in cache.
 /// False, computing nothing, when a task does not own whole rows (more than one nc block).
 bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
-                      const std::function<void(int64_t, int64_t)>& rows_done);
+                      const std::function<void(int64_t, int64_t)>& rows_done, const ImmutableOperands& fixed = {});
 
 }  // namespace kiln::cpu

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "kiln/engine/engine.h"
+#include "kiln/kiln.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/runtime/stats.h"
 #include "test_util.h"
@@ -219,6 +221,46 @@ TEST(CpuGemm, BPackedOnceForSeveralBlocksOfRows) {
     for (const Shape& b : {Shape{3, 600, 70}, Shape{1, 600, 70}})
       expect_same(matmul_graph(t, a, b, c), {filled(t, a, 11), filled(t, b, 12)},
                   fmt::format("{} {} by {}", dtype_name(t), a.str(), b.str()));
+  }
+}
+
+// Weights held in shared host tensors (borrowed: never written) as B of a linear layer and as
+// A of a convolution: the cpu packs them once and keeps the panels for the next products
+// that read the same tensors, keyed by their memory's id, so that new weights (perhaps at the
+// same address) are never mistaken for the old.
+TEST(CpuGemm, OperandsThatNeverChangeArePackedOnceAndNeverMistaken) {
+  const Device device = test::device_under_test();
+  for (uint64_t round = 0; round < 3; ++round) {
+    const auto w = std::make_shared<const HostTensor>(filled(DType::F32, {64, 96}, 30 + round));
+    const auto f = std::make_shared<const HostTensor>(filled(DType::F32, {16, 8, 3, 3}, 40 + round));
+    const HostTensor x = filled(DType::F32, {40, 64}, 50 + round), image = filled(DType::F32, {1, 8, 12, 12}, 60 + round);
+    const Graph g = test::parse_or_fail(
+        "graph @g(%x: f32[40,64], %w: f32[64,96], %i: f32[1,8,12,12], %f: f32[16,8,3,3]) -> (f32[40,96], f32[1,16,12,12]) {\n"
+        "  %y = matmul %x, %w : f32[40,96]\n"
+        "  %c = conv %i, %f {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,16,12,12]\n"
+        "  return %y, %c\n}\n");
+    const std::vector<HostTensor> inputs = {x, *w, image, *f};
+    const std::vector<HostTensor> want = interpret(g, inputs);
+    const uint64_t hits = runtime_counters().packed_operand_hits;
+    // The weights' tensors, as a model holds them between calls.
+    const Tensor weights = from_host(w, device), filters = from_host(f, device);
+    for (int call = 0; call < 2; ++call) {
+      const Tensor y = from_host(x, device).matmul(weights);
+      ConvOptions o;
+      o.strides = {1, 1};
+      o.pad_low = {1, 1};
+      o.pad_high = {1, 1};
+      const Tensor c = from_host(image, device).conv(filters, o);
+      const std::vector<float> got_y = y.to_vector<float>(), got_c = c.to_vector<float>();
+      for (int64_t i = 0; i < want[0].numel(); ++i)
+        ASSERT_NEAR(got_y[static_cast<size_t>(i)], want[0].get_double(i), 1e-4) << "round " << round << " call " << call;
+      for (int64_t i = 0; i < want[1].numel(); ++i)
+        ASSERT_NEAR(got_c[static_cast<size_t>(i)], want[1].get_double(i), 1e-4) << "round " << round << " call " << call;
+    }
+    // The second call found both operands packed.
+    if (device == Device::cpu()) {
+      EXPECT_GE(runtime_counters().packed_operand_hits, hits + 2) << "round " << round;
+    }
   }
 }
 

@@ -36,12 +36,22 @@ class DeviceMemory {
   /// Memory the device shares with its caller rather than owns (a host tensor used in
   /// place, Backend::borrow): never written, so never donated to a run.
   virtual bool borrowed() const { return false; }
+  /// Whether its bytes never change again: borrowed memory, or an executable's constants
+  /// once uploaded (set_immutable). A backend may then keep what it derives from them (a
+  /// GEMM operand's packed panels), keyed by id().
+  bool immutable() const { return immutable_ || borrowed(); }
+  void set_immutable() { immutable_ = true; }
+  /// Unique in the process, never reused: a key that outlives the memory safely.
+  uint64_t id() const { return id_; }
 
  protected:
-  explicit DeviceMemory(int64_t bytes) : bytes_(bytes) {}
+  explicit DeviceMemory(int64_t bytes) : bytes_(bytes), id_(next_id()) {}
 
  private:
+  static uint64_t next_id();
   int64_t bytes_;
+  uint64_t id_;
+  bool immutable_ = false;
 };
 
 /// A kernel compiled for one backend with one schedule, ready to launch. Backends derive

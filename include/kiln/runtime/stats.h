@@ -29,7 +29,9 @@ namespace kiln {
   X(compile_ns, "wall time in compilation (printed as compile_ms)")                           \
   X(object_loads, "object files linked into the JIT")                                         \
   X(executions, "graphs run")                                                                 \
-  X(launches, "kernel launches and library steps")
+  X(launches, "kernel launches and library steps")                                            \
+  X(packed_operands, "GEMM operands that never change (weights), packed and kept")            \
+  X(packed_operand_hits, "GEMM operands that never change, found packed")
 
 struct RuntimeCounters {
 #define KILN_COUNTER_FIELD(name, what) std::atomic<uint64_t> name{0};
