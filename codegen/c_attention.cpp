@@ -75,20 +75,42 @@ std::string attention_program(const LaunchPlan::Attention& a, std::string_view n
                 std::string_view c) {
     return d.element(buffer, fmt::format("{}_base + {} * {} + {} * {}", b, r, lit(x.row_stride), c, lit(x.col_stride)));
   };
-  line(1, fmt::format("{} qs[{}];", f32, a.depth));
-  line(1, fmt::format("{} acc[{}];", f32, a.width));
-  line(1, fmt::format("for ({} e = 0; e < {}; ++e) {} = {};", i64, lit(a.depth), d.subscript("qs", "e"),
-                      at(0, a.q, "q", "i", "e")));
-  line(1, fmt::format("for ({} c = 0; c < {}; ++c) {} = {};", i64, lit(a.width), d.subscript("acc", "c"), flit(0)));
+  // Vectors of `lanes` along q's, k's and v's rows where the schedule asks for them and the
+  // rows are contiguous: the dot product and the accumulators are then vector arithmetic.
+  const int lanes = a.schedule.vector_width > 1 && d.vector_values() && a.q.col_stride == 1 && a.k.col_stride == 1 &&
+                            a.v.col_stride == 1 && a.depth % a.schedule.vector_width == 0 &&
+                            a.width % a.schedule.vector_width == 0
+                        ? a.schedule.vector_width
+                        : 1;
+  const std::string vty = lanes > 1 ? d.vector_type(DType::F32, lanes) : f32;
+  const int64_t depth = a.depth / lanes, width = a.width / lanes;
+  // Element `c` (in vectors) of an operand's row `r`.
+  auto row_at = [&](int buffer, const LaunchPlan::Attention::Operand& x, std::string_view b, std::string_view r,
+                    std::string_view c) {
+    if (lanes == 1) return at(buffer, x, b, r, c);
+    return d.vector_load(fmt::format("b{}", buffer),
+                         fmt::format("{}_base + {} * {} + {} * {}", b, r, lit(x.row_stride), c, lit(lanes)), lanes);
+  };
+  const std::string zero = lanes > 1 ? d.vector_splat(flit(0), DType::F32, lanes) : flit(0);
+  line(1, fmt::format("{} qs[{}];", vty, depth));
+  line(1, fmt::format("{} acc[{}];", vty, width));
+  line(1, fmt::format("for ({} e = 0; e < {}; ++e) {} = {};", i64, lit(depth), d.subscript("qs", "e"),
+                      row_at(0, a.q, "q", "i", "e")));
+  line(1, fmt::format("for ({} c = 0; c < {}; ++c) {} = {};", i64, lit(width), d.subscript("acc", "c"), zero));
   const double inf = std::numeric_limits<double>::infinity();
   line(1, fmt::format("{} m = {};", f32, flit(-inf)));
   line(1, fmt::format("{} l = {};", f32, flit(0)));
   line(1, fmt::format("{} nan_score = false;", d.type(DType::Bool)));
   line(1, fmt::format("for ({} j = 0; j < {}; ++j) {{", i64, lit(a.keys)));
-  line(2, fmt::format("{} dot = {};", f32, flit(0)));
-  line(2, fmt::format("for ({} e = 0; e < {}; ++e) dot += {} * {};", i64, lit(a.depth), d.subscript("qs", "e"),
-                      at(1, a.k, "k", "j", "e")));
-  std::string x = fmt::format("dot * {}", flit(static_cast<float>(a.scale)));
+  line(2, fmt::format("{} dots = {};", vty, zero));
+  line(2, fmt::format("for ({} e = 0; e < {}; ++e) dots += {} * {};", i64, lit(depth), d.subscript("qs", "e"),
+                      row_at(1, a.k, "k", "j", "e")));
+  std::string dot = "dots";
+  if (lanes > 1) {
+    dot = d.vector_lane("dots", 0);
+    for (int l = 1; l < lanes; ++l) dot += " + " + d.vector_lane("dots", l);
+  }
+  std::string x = fmt::format("({}) * {}", dot, flit(static_cast<float>(a.scale)));
   if (bias) x += " + " + at(3, a.bias, "bias", "i", "j");
   line(2, fmt::format("{}{} x = {};", d.let(), f32, x));
   line(2, fmt::format("nan_score = nan_score || {};", d.is_nan("x")));
@@ -98,18 +120,22 @@ std::string attention_program(const LaunchPlan::Attention& a, std::string_view n
   line(2, fmt::format("{}{} alpha = most == {} ? {} : {}(m - most);", d.let(), f32, flit(-inf), flit(1), exp));
   line(2, fmt::format("{}{} p = most == {} ? {} : {}(x - most);", d.let(), f32, flit(-inf), flit(0), exp));
   line(2, "l = l * alpha + p;");
-  line(2, fmt::format("for ({} c = 0; c < {}; ++c) {} = {} * alpha + p * {};", i64, lit(a.width),
-                      d.subscript("acc", "c"), d.subscript("acc", "c"), at(2, a.v, "v", "j", "c")));
+  line(2, fmt::format("for ({} c = 0; c < {}; ++c) {} = {} * alpha + p * {};", i64, lit(width),
+                      d.subscript("acc", "c"), d.subscript("acc", "c"), row_at(2, a.v, "v", "j", "c")));
   line(2, "m = most;");
   line(1, "}");
   // Undefined: no finite maximum, or a NaN score (whose softmax is NaN throughout).
   line(1, fmt::format("{}{} undefined = nan_score || m == {} || m == {};", d.let(), d.type(DType::Bool), flit(-inf),
                       flit(inf)));
+  const std::string fill = flit(a.masked_zero ? 0.0 : std::numeric_limits<double>::quiet_NaN());
   line(1, fmt::format("if (gid < {}) {{", lit(rows)));
-  line(2, fmt::format("for ({} c = 0; c < {}; ++c)", i64, lit(a.width)));
-  line(3, fmt::format("{} = undefined ? {} : {} / l;",
-                      d.element(out_buffer, fmt::format("row * {} + c", lit(a.width))),
-                      flit(a.masked_zero ? 0.0 : std::numeric_limits<double>::quiet_NaN()), d.subscript("acc", "c")));
+  line(2, fmt::format("for ({} c = 0; c < {}; ++c) {{", i64, lit(width)));
+  line(3, fmt::format("{}{} y = {} / l;", d.let(), vty, d.subscript("acc", "c")));
+  for (int l = 0; l < lanes; ++l)
+    line(3, fmt::format("{} = undefined ? {} : {};",
+                        d.element(out_buffer, fmt::format("row * {} + c * {} + {}", lit(a.width), lit(lanes), lit(l))), fill,
+                        lanes > 1 ? d.vector_lane("y", l) : std::string("y")));
+  line(2, "}");
   line(1, "}");
 
   const std::string entry = entry_with_locals(d, d.entry(sig, geometry), "");

@@ -441,17 +441,25 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
 namespace kiln::kir {
 
 std::string AttentionSchedule::str() const {
-  if (local_size > 0) return fmt::format("attention {{local = {}}}", local_size);
+  if (local_size > 0) return fmt::format("attention {{local = {}, vector = {}}}", local_size, vector_width);
   return fmt::format("attention {{rows = {}, keys = {}, tile = {}x{}, vector = {}}}", block_rows, block_keys, tile.mr,
                      tile.nr, tile.vector_width);
 }
 
-AttentionSchedule default_attention_schedule(int64_t rows, int64_t keys, int64_t depth, const Capabilities& caps) {
+AttentionSchedule default_attention_schedule(int64_t rows, int64_t keys, int64_t depth, int64_t width,
+                                             const Capabilities& caps) {
   AttentionSchedule s;
   if (caps.local_memory) {
     // A row per work-item: its accumulators are registers, so a group is no wider than a
-    // GPU's warp needs.
+    // GPU's warp needs. Where the language computes on vectors (PoCL vectorizes them, not
+    // the walk over keys every work-item runs alike), the widest that divides both rows.
     s.local_size = std::clamp<int64_t>(64, 1, std::max<int64_t>(1, caps.max_work_group));
+    if (caps.vector_values)
+      for (int lanes : {16, 8, 4, 2})
+        if (lanes * 4 <= std::max(4, caps.vector_bytes) && depth % lanes == 0 && width % lanes == 0) {
+          s.vector_width = lanes;
+          break;
+        }
     return s;
   }
   // The micro-kernel's register tile, as the GEMM's; a block of scores (block_rows x

@@ -514,7 +514,7 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
   for (LaunchPlan::Step& step : plan.steps) {
     if (step.attention) {
       LaunchPlan::Attention& a = *step.attention;
-      a.schedule = kir::default_attention_schedule(a.rows, a.keys, a.depth, caps);
+      a.schedule = kir::default_attention_schedule(a.rows, a.keys, a.depth, a.width, caps);
     } else if (step.kernel < 0) {
       step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps);
     }

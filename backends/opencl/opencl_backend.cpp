@@ -403,38 +403,25 @@ class OpenClBackend final : public Backend {
   std::shared_ptr<const ClKernel> gemm_kernel(const LaunchPlan::Gemm& g, const kir::GemmEpilogueSource* epilogue,
                                               bool store_product) {
     kir::check_matmul_dtype(g.dtype, caps_, names_);
-    std::string canonical = kir::gemm_canonical(g, epilogue, store_product, fingerprint_);
-    const std::string key = hash_text(canonical).hex();
-    const std::string name = epilogue ? fmt::format("gemm+@{}", epilogue->kernel.name) : std::string("gemm");
-    {
-      std::lock_guard lock(cache_mutex_);
-      if (auto* hit = kernels_.find(key)) {
-        if ((*hit).first != canonical) throw Error(fmt::format("internal error: kernel cache key collision on {}", key));
-        runtime_counters().kernel_memory_hits++;
-        return (*hit).second;
-      }
-    }
-    std::shared_ptr<const Program> program = load_program(key, canonical, 1);
-    if (!program) {
-      check_compile_allowed(fmt::format("kernel {} for opencl:{}", name, index_));
-      const std::string source = kir::opencl_gemm_source(g, epilogue, store_product, entry_name(0), caps_);
-      program = from_source(source, name, key, canonical, 1);
-    }
-    cl_int err = CL_SUCCESS;
-    KernelHandle handle(clCreateKernel(program->get(), entry_name(0).c_str(), &err));
-    check(err, fmt::format("creating kernel {}", name));
-    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle),
-                                                     epilogue ? epilogue->kernel.scalars : std::vector<DType>{}, name);
-    std::lock_guard lock(cache_mutex_);
-    runtime_counters().kernel_evictions += kernels_.put(key, {std::move(canonical), compiled});
-    return compiled;
+    return single_kernel(
+        kir::gemm_canonical(g, epilogue, store_product, fingerprint_),
+        epilogue ? fmt::format("gemm+@{}", epilogue->kernel.name) : std::string("gemm"),
+        [&] { return kir::opencl_gemm_source(g, epilogue, store_product, entry_name(0), caps_); },
+        epilogue ? epilogue->kernel.scalars : std::vector<DType>{});
   }
 
   // The kernel of an attention step, from the kernel caches or built now.
   std::shared_ptr<const ClKernel> attention_kernel(const LaunchPlan::Attention& a) {
-    std::string canonical = kir::attention_canonical(a, fingerprint_);
+    return single_kernel(kir::attention_canonical(a, fingerprint_), "attention @" + a.name,
+                         [&] { return kir::opencl_attention_source(a, entry_name(0), caps_); }, {});
+  }
+
+  // A program of one kernel (a library step's) keyed by `canonical`: found in the kernel
+  // caches, or built from `source()` now.
+  template <class Source>
+  std::shared_ptr<const ClKernel> single_kernel(std::string canonical, const std::string& name, Source&& source,
+                                                std::vector<DType> scalars) {
     const std::string key = hash_text(canonical).hex();
-    const std::string name = "attention @" + a.name;
     {
       std::lock_guard lock(cache_mutex_);
       if (auto* hit = kernels_.find(key)) {
@@ -446,12 +433,12 @@ class OpenClBackend final : public Backend {
     std::shared_ptr<const Program> program = load_program(key, canonical, 1);
     if (!program) {
       check_compile_allowed(fmt::format("kernel {} for opencl:{}", name, index_));
-      program = from_source(kir::opencl_attention_source(a, entry_name(0), caps_), name, key, canonical, 1);
+      program = from_source(source(), name, key, canonical, 1);
     }
     cl_int err = CL_SUCCESS;
     KernelHandle handle(clCreateKernel(program->get(), entry_name(0).c_str(), &err));
     check(err, fmt::format("creating kernel {}", name));
-    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), std::vector<DType>{}, name);
+    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), std::move(scalars), name);
     std::lock_guard lock(cache_mutex_);
     runtime_counters().kernel_evictions += kernels_.put(key, {std::move(canonical), compiled});
     return compiled;

@@ -183,15 +183,20 @@ struct AttentionSchedule {
   int64_t block_keys = 0;  // cpu: keys per block, a multiple of tile.nr
   GemmSchedule tile;       // cpu: the micro-kernel's register tile (mr, nr, vector_width)
   int64_t local_size = 0;  // GPU: work-items per work-group
+  /// GPU: lanes of the vectors a work-item reads q's, k's and v's rows in and holds its
+  /// accumulators in, where the language computes on vectors (OpenCL C) and the rows are
+  /// contiguous; 1: scalars.
+  int vector_width = 1;
 
   /// `attention {rows = 32, keys = 256, tile = 8x32 vector 16}`: part of kernel cache keys.
   std::string str() const;
   friend bool operator==(const AttentionSchedule&, const AttentionSchedule&) = default;
 };
 
-/// The blocking an attention step of `rows` query rows (per batch entry), `keys` keys and
-/// `depth` runs with on a device of `caps` unless the autotuner knows better.
-AttentionSchedule default_attention_schedule(int64_t rows, int64_t keys, int64_t depth, const Capabilities& caps);
+/// The blocking an attention step of `rows` query rows (per batch entry), `keys` keys, q and
+/// k rows of `depth` and v rows of `width` runs with on a device of `caps` unless the autotuner knows better.
+AttentionSchedule default_attention_schedule(int64_t rows, int64_t keys, int64_t depth, int64_t width,
+                                             const Capabilities& caps);
 
 /// Vector registers a cpu GEMM register tile may fill (its accumulators, the B vectors of a
 /// step and the broadcast A value): 32 with AVX-512, else 16.
