@@ -24,8 +24,7 @@ namespace {
 // Depth and width a work-item holds in private arrays: past it they would spill.
 constexpr int64_t kMostPrivate = 256;
 
-std::string attention_program(const LaunchPlan::Attention& a, std::string_view name, const Capabilities& caps,
-                              const CDialect& d) {
+std::string attention_program(const LaunchPlan::Attention& a, std::string_view name, const CDialect& d) {
   const bool bias = a.bias.buffer >= 0;
   Kernel sig;
   sig.name = std::string(name);
@@ -142,7 +141,6 @@ std::string attention_program(const LaunchPlan::Attention& a, std::string_view n
   Kernel named;
   named.name = std::string(name);
   const Kernel* kernels[] = {&named};
-  (void)caps;
   const std::string helper_text = emit_c_helpers(helpers, d);
   const bool doubles = helper_text.find(d.type(DType::F64)) != std::string::npos;
   return d.prologue(kernels, doubles, /*subgroups=*/false) + helper_text + entry + out + "}\n";
@@ -183,7 +181,7 @@ std::string emit_c_attention(const LaunchPlan::Attention& a, std::string_view na
     throw Error(fmt::format("attention @{} ({} rows, {} keys, depth {}, width {}) is past this device's loop budget "
                             "or private memory",
                             a.name, a.rows, a.keys, a.depth, a.width));
-  return attention_program(a, name, caps, dialect);
+  return attention_program(a, name, dialect);
 }
 
 }  // namespace kiln::kir

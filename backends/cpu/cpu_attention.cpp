@@ -41,13 +41,6 @@ float* scratch(std::vector<float>& v, int64_t n) {
 
 }  // namespace
 
-void prepare_attention(const LaunchPlan::Attention& a) {
-  const kir::GemmSchedule& tile = a.schedule.tile;
-  Jit::instance().gemm_microkernel(tile, DType::F32);
-  Jit::instance().gemm_microkernel(tile, DType::F32, /*a_rows=*/true);
-  Jit::instance().attention_softmax(tile.vector_width);
-}
-
 void run_attention(const LaunchPlan::Attention& a, const float* q, const float* k, const float* v, const float* bias,
                    float* out) {
   const int64_t batches = a.batch.numel();

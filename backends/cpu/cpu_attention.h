@@ -11,7 +11,4 @@ namespace kiln::cpu {
 void run_attention(const LaunchPlan::Attention& a, const float* q, const float* k, const float* v, const float* bias,
                    float* out);
 
-/// Compiles (or finds in the JIT's caches) the code run_attention() uses for `a`.
-void prepare_attention(const LaunchPlan::Attention& a);
-
 }  // namespace kiln::cpu

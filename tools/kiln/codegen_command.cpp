@@ -67,6 +67,16 @@ Backend& backend_for(const CodegenOptions& o) {
   return *b;
 }
 
+// Each attention step of `plan` (with --kernel, the one of that kernel region).
+template <typename Fn>
+void for_each_attention(const LaunchPlan& plan, const std::string& only, bool& found, Fn&& fn) {
+  for (const LaunchPlan::Step& step : plan.steps) {
+    if (!step.attention || (!only.empty() && step.attention->name != only)) continue;
+    found = true;
+    fn(*step.attention);
+  }
+}
+
 // Each GEMM step of `plan` with the epilogue computed in its registers (when it has one and
 // it fits the loop budget of `caps`, as the device decides) and whether it stores the
 // product; with --kernel, only the GEMM whose epilogue is that kernel.
@@ -169,6 +179,9 @@ Command add_codegen_command(CLI::App& app) {
               for_each_gemm(c.plan, caps, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
                 out += gemm_header("//", gemm, e) + kir::opencl_gemm_source(gemm, e, store, "gemm", caps);
               });
+              for_each_attention(c.plan, opts->kernel, found, [&](const LaunchPlan::Attention& a) {
+                out += fmt::format("// ---- attention @{} ----\n", a.name) + kir::opencl_attention_source(a, "attention", caps);
+              });
             } else if (opts->target == "glsl" || opts->target == "spirv") {
               // A module per kernel (GLSL has one entry point), then per GEMM step.
               const bool spirv = opts->target == "spirv";
@@ -186,6 +199,10 @@ Command add_codegen_command(CLI::App& app) {
               for_each_gemm(c.plan, caps, opts->kernel, found, [&](const LaunchPlan::Gemm& gemm, const kir::GemmEpilogueSource* e, bool store) {
                 out += gemm_header(comment, gemm, e);
                 show(kir::glsl_gemm_source(gemm, e, store, caps), "gemm");
+              });
+              for_each_attention(c.plan, opts->kernel, found, [&](const LaunchPlan::Attention& a) {
+                out += fmt::format("{} ---- attention @{} ----\n", comment, a.name);
+                show(kir::glsl_attention_source(a, caps), "attention");
               });
             } else if (!opts->custom.empty()) {
               bool named = false;
