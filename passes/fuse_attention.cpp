@@ -142,16 +142,7 @@ class Matcher {
     return n.attr("keepdim").present && n.attr("axes").ints == std::vector<int64_t>{rank - 1};
   }
 
-  std::optional<double> splat(ValueId v) const {
-    const Node& n = g_.node(v);
-    if (n.op != OpKind::Constant) return std::nullopt;
-    if (n.attr("value").present) return n.attr("value").scalar.as_double();
-    const auto& data = *n.attr("data").scalars;
-    if (data.empty()) return std::nullopt;
-    for (const Scalar& s : data)
-      if (!(s == data[0])) return std::nullopt;
-    return data[0].as_double();
-  }
+  std::optional<double> splat(ValueId v) const { return passes::splat_value(g_.node(v)); }
   // Bits compared: a where that picks -0.0 is not a zero row.
   bool is_splat(ValueId v, double value) const {
     const std::optional<double> s = splat(v);

@@ -42,4 +42,14 @@ Node with_operands(const Node& n, std::vector<ValueId> operands) {
   return copy;
 }
 
+std::optional<double> splat_value(const Node& n) {
+  if (n.op != OpKind::Constant) return std::nullopt;
+  if (n.attr("value").present) return n.attr("value").scalar.as_double();
+  const auto& data = *n.attr("data").scalars;
+  if (data.empty()) return std::nullopt;
+  for (const Scalar& s : data)
+    if (!(s == data[0])) return std::nullopt;
+  return data[0].as_double();
+}
+
 }  // namespace kiln::passes

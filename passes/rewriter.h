@@ -4,6 +4,7 @@
 // mapping every old value to the new value that replaces it.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -36,5 +37,9 @@ class Rewriter {
 
 /// Copies `n` with new operands (attributes, type, name, location and kernel kept).
 Node with_operands(const Node& n, std::vector<ValueId> operands);
+
+/// The value every element of `n` holds, when `n` is a `constant` splat (a `value`, or `data`
+/// whose elements are all equal).
+std::optional<double> splat_value(const Node& n);
 
 }  // namespace kiln::passes

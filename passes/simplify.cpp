@@ -28,16 +28,7 @@ struct Ctx {
   Replacement if_same_type(ValueId v) const { return same_type(v) ? Replacement(v) : std::nullopt; }
 
   // The value every element of `v` holds, if `v` is a constant splat.
-  std::optional<double> splat(ValueId v) const {
-    const Node& n = def(v);
-    if (n.op != OpKind::Constant) return std::nullopt;
-    if (n.attr("value").present) return n.attr("value").scalar.as_double();
-    const auto& data = *n.attr("data").scalars;
-    if (data.empty()) return std::nullopt;
-    for (const Scalar& s : data)
-      if (!(s == data[0])) return std::nullopt;
-    return data[0].as_double();
-  }
+  std::optional<double> splat(ValueId v) const { return passes::splat_value(def(v)); }
   // Compares bits, so -0.0 and 0.0 differ: x + (-0.0) is x for every x, x + 0.0 is not
   // (it turns -0.0 into 0.0).
   bool is_splat(ValueId v, double value) const {

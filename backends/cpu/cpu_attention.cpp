@@ -162,16 +162,7 @@ void run_attention(const LaunchPlan::Attention& a, const float* q, const float* 
       for (int64_t c = 0; c < width; ++c) y[c] = acc[r * wpad + c] / l;
     }
   };
-  if (!parallel) {
-    for (int64_t t = 0; t < tasks; ++t) task(t);
-    return;
-  }
-  parallel_range(
-      tasks, 1,
-      [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) task(t);
-      },
-      tile.threads);
+  run_tasks(tasks, parallel, tile.threads, task);
 }
 
 }  // namespace kiln::cpu

@@ -428,16 +428,7 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     }
     if (rows_done) (*rows_done)(bi * m + i0, bi * m + i0 + rows);
   };
-  if (!parallel) {
-    for (int64_t t = 0; t < tasks; ++t) task(t);
-    return;
-  }
-  parallel_range(
-      tasks, 1,
-      [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) task(t);
-      },
-      s.threads);
+  run_tasks(tasks, parallel, s.threads, task);
 }
 
 bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g.batch.numel() == 0; }

@@ -63,6 +63,21 @@ void parallel_range(int64_t n, int64_t grain, const Body& body, int threads = 0)
 #endif
 }
 
+/// Runs `task(t)` for every t in [0, n): on the calling thread unless `parallel`, else a task
+/// at a time across at most `threads` workers (a GEMM's or an attention step's blocks).
+template <class Task>
+void run_tasks(int64_t n, bool parallel, int threads, const Task& task) {
+  if (!parallel) {
+    for (int64_t t = 0; t < n; ++t) task(t);
+    return;
+  }
+  parallel_range(
+      n, 1,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) task(t);
+      },
+      threads);
+}
 
 // Generated code has no UBSan function-type prologue, which -fsanitize=function (part of
 // clang's -fsanitize=undefined) reads in front of every function called through a pointer.
