@@ -1,5 +1,6 @@
 // autotune/tuning_db.cpp - see kiln/autotune/tuning_db.h.
 #include "kiln/autotune/tuning_db.h"
+#include "kiln/runtime/disk_cache.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -262,10 +263,16 @@ const std::string& host_name() {
 
 std::unique_ptr<TuningDb> TuningDb::open(const fs::path& dir) {
   if (dir.empty()) return std::unique_ptr<TuningDb>(new TuningDb(open_memory(), {}));
+  // A database another user can write chooses what code runs: not used (DiskCache's rule).
+  if (const std::string untrusted = untrusted_cache_dir(dir); !untrusted.empty()) {
+    auto db = std::unique_ptr<TuningDb>(new TuningDb(open_memory(), {}));
+    db->problem_ = fmt::format("the autotune database's directory {} is not used ({})", dir.string(), untrusted);
+    return db;
+  }
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  std::string why;
+  if (!create_private_dirs(dir, why)) ec = std::make_error_code(std::errc::io_error);
   const fs::path path = dir / "autotune.sqlite";
-  std::string why = ec ? ec.message() : "";
   for (int attempt = 0; !ec && attempt < 2; ++attempt) {
     sqlite3* db = nullptr;
     switch (open_file(path, &db, why)) {

@@ -2,6 +2,7 @@
 #include "kiln/runtime/disk_cache.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -126,7 +127,7 @@ std::string errno_message() {
 
 // Writes `parts` to a new file at `path`; returns why it failed, or empty.
 std::string write_new_file(const fs::path& path, std::initializer_list<std::string_view> parts) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return errno_message();
   for (std::string_view part : parts) {
     while (!part.empty()) {
@@ -159,8 +160,61 @@ fs::path DiskCache::default_root() {
   return {};
 }
 
+std::string untrusted_cache_dir(const fs::path& dir) {
+  const uid_t me = ::geteuid();
+  std::error_code ec;
+  fs::path at = fs::absolute(dir, ec);
+  if (ec) return fmt::format("its absolute path is unknown ({})", ec.message());
+  // The directory itself, when it exists, then every ancestor: one not there yet is created
+  // 0700 by kiln, in an ancestor others cannot swap.
+  bool self = true;
+  while (true) {
+    struct stat st {};
+    const bool exists = ::stat(at.c_str(), &st) == 0;
+    if (exists) {
+      const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+      if (self) {
+        if (st.st_uid != me)
+          return fmt::format("{} is owned by user {}, not by this process's user {}", at.string(), st.st_uid, me);
+        if (others_write)
+          return fmt::format("{} is writable by other users (mode {:04o})", at.string(), st.st_mode & 07777);
+      } else {
+        if (st.st_uid != me && st.st_uid != 0)
+          return fmt::format("its parent {} is owned by user {}", at.string(), st.st_uid);
+        if (others_write && (st.st_mode & S_ISVTX) == 0)
+          return fmt::format("its parent {} is writable by other users without the sticky bit (mode {:04o})",
+                             at.string(), st.st_mode & 07777);
+      }
+    } else if (errno != ENOENT && errno != ENOTDIR) {
+      return fmt::format("{} cannot be examined ({})", at.string(), errno_message());
+    }
+    self = false;
+    if (!at.has_parent_path() || at.parent_path() == at) break;
+    at = at.parent_path();
+  }
+  return {};
+}
+
+bool create_private_dirs(const fs::path& dir, std::string& why) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return true;
+  if (dir.has_parent_path() && dir.parent_path() != dir && !create_private_dirs(dir.parent_path(), why)) return false;
+  if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) return true;
+  why = errno_message();
+  return false;
+}
+
 DiskCache::DiskCache(fs::path root, std::string ns) {
   if (root.empty()) return;
+  for (const fs::path& d : {root, root / ns}) {
+    if (const std::string why = untrusted_cache_dir(d); !why.empty()) {
+      warn_once("disk-cache-untrusted:" + d.string(),
+                fmt::format("cache directory {} is not used: {}; kiln runs the code it loads from its cache, so "
+                            "compiled kernels are cached in memory only",
+                            d.string(), why));
+      return;
+    }
+  }
   dir_ = root / ns;
   enabled_ = true;
 }
@@ -288,8 +342,8 @@ bool DiskCache::store(std::string_view key, std::string_view canonical, std::str
   // Created at every store (one stat when it exists), so a directory deleted while the
   // process runs comes back.
   std::error_code ec;
-  fs::create_directories(dir_, ec);
-  std::string why = ec ? ec.message() : std::string();
+  std::string why;
+  create_private_dirs(dir_, why);
   // Readers in other processes see the old entry or the new one, never a partial file.
   const fs::path tmp = fs::path(path) += temp_suffix();
   if (why.empty()) why = write_new_file(tmp, {header, canonical, payload});

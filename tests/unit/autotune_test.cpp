@@ -424,6 +424,21 @@ TEST(TuningDb, UnwritableDirectoryKeepsResultsInMemory) {
   EXPECT_EQ(db->measurements(key).size(), 1u);
 }
 
+// The tuning database chooses which code runs: one in a directory other users can write is
+// not opened (its rows could be anyone's), and results stay in memory.
+TEST(TuningDb, ADirectoryOthersCanWriteIsNotUsed) {
+  ScratchDir dir;
+  const autotune::TuningKey key{"dev", "kern", "64"};
+  autotune::TuningDb::open(dir.path())->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0777));
+  auto db = autotune::TuningDb::open(dir.path());
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
+  EXPECT_FALSE(db->persistent());
+  EXPECT_NE(db->problem().find("is writable by other users (mode 0777)"), std::string::npos) << db->problem();
+  EXPECT_TRUE(db->measurements(key).empty()) << "the rows there are not read";
+  EXPECT_EQ(autotune::TuningDb::open(dir.path())->measurements(key).size(), 1u) << "read again once it is private";
+}
+
 // Writes a claim on `key` by process `pid` of this host straight into the database in `dir`,
 // as another process would.
 void claim_as(const std::filesystem::path& dir, const autotune::TuningKey& key, int64_t pid) {

@@ -269,6 +269,61 @@ TEST_F(DiskCacheTest, DirectoryUnderARegularFileTurnsTheCacheOff) {
   EXPECT_EQ(runtime_counters().kernel_disk_writes, 0u);
 }
 
+// kiln runs the object code it loads from its cache, so a directory another user can write
+// (where they could plant an object with a valid checksum) is neither read nor written.
+TEST_F(DiskCacheTest, ADirectoryOthersCanWriteIsNotUsed) {
+  const fs::path planted = store_entry("code that another user could have written");
+  for (const fs::path& open : {root_ / "cpu", root_}) {
+    fs::permissions(open, fs::perms(0777));
+    ::testing::internal::CaptureStderr();
+    DiskCache c(root_, "cpu");
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(c.enabled()) << open;
+    EXPECT_EQ(c.load(kKey, kCanonical), std::nullopt) << "a valid entry there is not loaded: " << open;
+    EXPECT_FALSE(c.store(kKey, kCanonical, "code")) << open;
+    EXPECT_NE(err.find(open.string() + " is writable by other users (mode 0777)"), std::string::npos) << err;
+    EXPECT_NE(err.find("memory only"), std::string::npos) << err;
+    fs::permissions(open, fs::perms(0755));
+  }
+  EXPECT_TRUE(fs::exists(planted)) << "left where it is";
+  EXPECT_EQ(DiskCache(root_, "cpu").load(kKey, kCanonical), "code that another user could have written")
+      << "trusted again once only its owner can write it";
+}
+
+TEST_F(DiskCacheTest, ADirectoryOfAnotherUserIsNotUsed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a directory to another user needs root";
+  fs::create_directories(root_ / "cpu");
+  ASSERT_EQ(::chown((root_ / "cpu").c_str(), 65534, 65534), 0);
+  ::testing::internal::CaptureStderr();
+  DiskCache c(root_, "cpu");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(c.enabled());
+  EXPECT_NE(err.find("owned by user 65534"), std::string::npos) << err;
+  EXPECT_NE(untrusted_cache_dir(root_ / "cpu" / "sub"), "") << "nor anything below it";
+}
+
+TEST_F(DiskCacheTest, AParentOthersCanWriteNeedsTheStickyBit) {
+  // Others who can write a parent could rename the cache away and put theirs in its place,
+  // unless the sticky bit (as /tmp has) lets only the owner rename it.
+  fs::create_directories(root_ / "shared");
+  fs::permissions(root_ / "shared", fs::perms(0777));
+  const std::string why = untrusted_cache_dir(root_ / "shared" / "kiln");
+  EXPECT_NE(why.find("writable by other users without the sticky bit"), std::string::npos) << why;
+  fs::permissions(root_ / "shared", fs::perms(01777));
+  EXPECT_EQ(untrusted_cache_dir(root_ / "shared" / "kiln"), "");
+  EXPECT_EQ(untrusted_cache_dir(root_ / "shared" / "kiln" / "not" / "there"), "") << "created later, 0700";
+}
+
+TEST_F(DiskCacheTest, DirectoriesAreCreatedPrivateAndEntriesOwnerOnly) {
+  const fs::path entry = DiskCache(root_ / "new" / "cache", "cpu").store(kKey, kCanonical, "code")
+                             ? DiskCache(root_ / "new" / "cache", "cpu").path_of(kKey)
+                             : fs::path();
+  ASSERT_FALSE(entry.empty());
+  for (const fs::path& d : {root_ / "new", root_ / "new" / "cache", root_ / "new" / "cache" / "cpu"})
+    EXPECT_EQ(fs::status(d).permissions() & fs::perms::all, fs::perms::owner_all) << d;
+  EXPECT_EQ(fs::status(entry).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+}
+
 TEST_F(DiskCacheTest, EmptyRootDisablesQuietly) {
   ::testing::internal::CaptureStderr();
   DiskCache c({}, "cpu");

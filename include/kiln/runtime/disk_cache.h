@@ -9,7 +9,9 @@
 // temporary file that is renamed into place, so readers in other processes see a whole entry
 // or none. A directory that cannot be created or written is still read (a cache filled
 // ahead of time may be deployed read-only), but nothing more is written to it: one warning
-// says so, and compiled kernels are then kept in memory only.
+// says so, and compiled kernels are then kept in memory only. A directory another user owns
+// or can write is neither read nor written: kiln runs the code it loads from there.
+// Directories are created 0700 and entries 0600.
 #pragma once
 
 #include <atomic>
@@ -23,13 +25,27 @@
 
 namespace kiln {
 
+/// Why kiln must not use `dir` as a cache of code it runs (empty when it may): the directory
+/// (or, before it exists, the nearest ancestor that does) is owned by another user than this
+/// process's, or other users can write it; or an ancestor other users can write without the
+/// sticky bit (through which they could swap the directory) or owned by another user than
+/// this one or root. ssh refuses a `~/.ssh` others can write for the same reason: a writer
+/// could place an object file with a valid checksum, and kiln would load and run it.
+std::string untrusted_cache_dir(const std::filesystem::path& dir);
+
+/// Creates `dir` and its missing parents with mode 0700 (the cache is this user's alone);
+/// false, with `why`, when it cannot.
+bool create_private_dirs(const std::filesystem::path& dir, std::string& why);
+
 class DiskCache {
  public:
   /// The default root: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln;
   /// empty when none of them is set. KILN_CACHE_DIR set to "" or "off" disables it.
   static std::filesystem::path default_root();
 
-  /// A cache in `root`/`ns` ("cpu" for CPU object code). An empty root disables it.
+  /// A cache in `root`/`ns` ("cpu" for CPU object code). An empty root disables it, and so
+  /// does a root or directory that another user owns or can write (untrusted_cache_dir; one
+  /// warning names it and why): entries are then neither loaded nor stored.
   DiskCache(std::filesystem::path root, std::string ns);
 
   /// The payload stored under `key`, when a valid entry made from `canonical` exists. The
