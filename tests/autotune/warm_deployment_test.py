@@ -7,7 +7,7 @@
      kernel has its default measured, `PRAGMA integrity_check` is ok.
   3. Every file then runs with KILN_NO_COMPILE=1 KILN_AUTOTUNE=cached: nothing is compiled.
   4. `kiln cache export` of the device, `kiln cache import` into an empty cache elsewhere: the
-     same runs compile nothing there either.
+     same runs compile nothing there either; with `--tuning-only` the rows come and no code.
   5. `kiln cache list|show|stats` describe what is there; `kiln cache clear` empties it.
 
 Usage: warm_deployment_test.py KILN WORKLOAD_DIR SCRATCH_DIR [DEVICE]
@@ -94,6 +94,14 @@ def main():
 
     bundle = scratch / "tuned.kiln"
     run(kiln, ["cache", "export", str(bundle), "--device", device], cache)
+    # --tuning-only takes the rows and no code: the same runs then compile (and fail here).
+    rows_only = scratch / "rows-only"
+    out = run(kiln, ["cache", "import", "--tuning-only", str(bundle)], rows_only).stdout
+    if "compiled kernels left out" not in out:
+        sys.exit(f"FAIL: kiln cache import --tuning-only says:\n{out}")
+    if len(run(kiln, ["cache", "list", "--device", device], rows_only).stdout.splitlines()) != len(listing.splitlines()):
+        sys.exit("FAIL: kiln cache import --tuning-only did not merge the tuning rows")
+    cold_runs_fail(kiln, files, rows_only, device)
     shipped = scratch / "shipped"
     run(kiln, ["cache", "import", str(bundle)], shipped)
     warm_runs_compile_nothing(kiln, files, shipped, device, "imported")

@@ -22,6 +22,7 @@ struct CacheOptions {
   std::string device;  // "" : every device
   std::string key;
   std::string file;
+  bool tuning_only = false;  // import: the tuning rows, not the bundle's compiled kernels
 };
 
 Backend& backend_of(const std::string& name) {
@@ -123,6 +124,12 @@ int export_cache(const CacheOptions& o) {
 
 int import_cache(const CacheOptions& o) {
   const std::vector<std::pair<std::string, std::string>> artifacts = db().import_from(o.file);
+  if (o.tuning_only) {
+    // Tunings only choose among variants this machine compiles itself: no code from the bundle.
+    std::cout << fmt::format("imported {}: tuning rows merged, {} compiled kernels left out (--tuning-only)\n", o.file,
+                             artifacts.size());
+    return 0;
+  }
   int stored = 0, rejected = 0;
   std::map<std::string, std::unique_ptr<DiskCache>> caches;
   for (const auto& [name, bytes] : artifacts) {
@@ -182,6 +189,8 @@ Command add_cache_command(CLI::App& app) {
   device_option(e);
   CLI::App* i = sub->add_subcommand("import", "Merge a file kiln cache export wrote into this machine's caches.");
   i->add_option("file", opts->file, "The file to read")->required();
+  i->add_flag("--tuning-only", opts->tuning_only,
+              "Merge the tuning rows alone, not the compiled kernels (which are code from the bundle's author)");
   CLI::App* c = sub->add_subcommand("clear", "Remove tuning rows and compiled kernels (of one device with --device).");
   device_option(c);
   return {sub, [=]() {
