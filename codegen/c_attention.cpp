@@ -1,10 +1,12 @@
 // codegen/c_attention.cpp - an attention step as one C-family kernel: a work-item per query
 // row, an online softmax over the keys, the row's output accumulated in registers.
 //
-// Work-item r (of batch entry r / rows) holds its q row, scaled, then walks every key: the
-// score (a dot product over the depth, plus the bias), the running maximum m and sum l, and
+// Work-item r (of batch entry r / rows) holds its q row, then walks every key: the score (a
+// dot product over the depth, scaled, plus the bias), the running maximum m and sum l, and
 // the output accumulators, rescaled by exp(m_old - m_new) whenever the maximum grows, with
-// the key's v row added at weight exp(score - m). The scores are never in memory. Every
+// the key's v row added at weight exp(score - m). Where the language computes on vectors
+// (OpenCL C), q's, k's and v's rows are read and held as vectors of the schedule's
+// vector_width. The scores are never in memory. Every
 // work-item of a group runs the same loops (a work-item past the last row recomputes the
 // last row and does not store): PoCL's work-group compiler miscompiles loops whose trip
 // count differs between the work-items of a group (see c_gemm.cpp).

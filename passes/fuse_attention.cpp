@@ -12,12 +12,11 @@
 //   %y = attention %q, %k, %v, %bias {scale = c, masked_zero}
 // (a `scalar` scale, which the frontend records for a C++ number, scales q instead: %q2 = mul
 // %q, %c, and scale = 1) when every intermediate value is used only inside the pattern and the
-// types are f32. The
-// frontend's softmax and the ONNX importer's are the primitives above, so both the frontend's
-// form and the exporters' (Reshape/Transpose/Split around it are views the attention step
-// reads in place) are matched. In real arithmetic the result is the same; in floats the
-// normalization moves after the product and the sums run in another order, as a matmul's may
-// (docs/passes.md).
+// types are f32. The frontend's softmax and the ONNX importer's are the primitives above, so
+// both the frontend's form and the exporters' (Reshape/Transpose/Split around it are views the
+// attention step reads in place) are matched. In real arithmetic the result is the same; in
+// floats the normalization moves after the product and the sums run in another order, as a
+// matmul's may (docs/passes.md).
 #include <cmath>
 
 #include "kiln/passes/pass_manager.h"
