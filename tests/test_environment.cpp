@@ -11,8 +11,7 @@ namespace {
 
 const bool kEnvironmentSet = [] {
   ::setenv("KILN_CACHE_DIR", KILN_TEST_CACHE_DIR, /*overwrite=*/0);
-  const std::string pocl = std::string(std::getenv("KILN_CACHE_DIR")) + "/pocl";
-  ::setenv("POCL_CACHE_DIR", pocl.c_str(), 0);
+  ::setenv("POCL_CACHE_DIR", KILN_TEST_POCL_CACHE_DIR, 0);
   const std::string mesa = std::string(std::getenv("KILN_CACHE_DIR")) + "/mesa";
   ::setenv("MESA_SHADER_CACHE_DIR", mesa.c_str(), 0);
   ::setenv("KILN_VULKAN_VALIDATION", "1", 0);
