@@ -91,6 +91,7 @@ void run_attention(const LaunchPlan::Attention& a, const float* q, const float* 
     const int64_t hpad = round_up(h, mr), rpanels = hpad / mr;
     const std::array<int64_t, 4> base = a.batch_offsets(bi);
     thread_local std::vector<float> qpack_v, kpack_v, vpack_v, scores_v, acc_v, stats_v;
+    thread_local std::vector<uint8_t> nan;  // per row: a NaN score seen (the softmax sets it)
     float* qpack = scratch(qpack_v, hpad * std::max<int64_t>(depth, 1));
     float* kscratch = packed.empty() ? scratch(kpack_v, std::max<int64_t>(k_panel, 1)) : nullptr;
     float* vscratch = packed.empty() ? scratch(vpack_v, v_panel) : nullptr;
@@ -98,7 +99,7 @@ void run_attention(const LaunchPlan::Attention& a, const float* q, const float* 
     float* acc = scratch(acc_v, hpad * wpad);
     float* stats = scratch(stats_v, 3 * hpad);
     float *most = stats, *sum = stats + hpad, *alpha = stats + 2 * hpad;
-    std::vector<uint8_t> nan(static_cast<size_t>(h), 0);
+    nan.assign(static_cast<size_t>(h), 0);
     std::fill(most, most + hpad, -std::numeric_limits<float>::infinity());
     std::fill(sum, sum + hpad, 0.0f);
     std::fill(acc, acc + hpad * wpad, 0.0f);
