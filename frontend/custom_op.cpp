@@ -10,6 +10,7 @@
 #include "kiln/backend/cpu.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/compile_policy.h"
+#include "grad.h"
 #include "record.h"
 
 namespace kiln {
@@ -38,6 +39,12 @@ Tensor CustomOp::call(std::span<const Tensor* const> operands) const {
   v.present = true;
   v.custom = kernel_;
   return detail::record(fn, OpKind::Custom, operands, std::move(attrs));
+}
+
+CustomOp& CustomOp::set_backward(CustomBackward backward) {
+  if (!backward) throw Error(fmt::format("custom @{}: set_backward needs a function", kernel_->name));
+  detail::set_custom_backward(*kernel_, std::move(backward));
+  return *this;
 }
 
 CustomOp custom_op(std::string name, CustomSource source, std::string_view signature) {

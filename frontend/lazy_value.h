@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kiln/frontend/tensor.h"
@@ -19,6 +20,7 @@
 namespace kiln::detail {
 
 struct PendingList;
+struct GradNode;
 
 struct LazyValue {
   std::atomic<uint32_t> refs{1};
@@ -36,6 +38,10 @@ struct LazyValue {
 
   // The result, once evaluated.
   BufferRef buffer;
+
+  // Its place on the gradient tape (frontend/grad.h): the node of the op that made it, or
+  // its leaf node; null when it requires no gradient.
+  std::shared_ptr<GradNode> grad_fn;
 
   // Links in the owning thread's pending list.
   PendingList* list = nullptr;

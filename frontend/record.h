@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "kiln/frontend/tensor.h"
@@ -47,6 +48,9 @@ class BakedScalars {
  private:
   bool was_;
 };
+
+/// "f32[3,4]": a tensor's type as errors write it.
+std::string type_str(const Tensor& t);
 
 [[noreturn]] void fail(std::string_view fn, std::string_view message);
 void require_defined(std::string_view fn, const Tensor& t);

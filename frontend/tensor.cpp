@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/frontend/autodiff.h"
 #include "kiln/frontend/lazy.h"
 #include "lazy_value.h"
 #include "record.h"
@@ -64,6 +65,10 @@ HostTensor Tensor::host() const {
 Tensor Tensor::to(Device device) const {
   detail::require_defined("to", *this);
   if (value_->device == device) return *this;
+  if (value_->grad_fn && grad_enabled())
+    detail::fail("to", fmt::format("{} requires a gradient, and a copy to {} is not differentiable: detach() it, or "
+                                   "make the tensor on {} to begin with",
+                                   detail::type_str(*this), device.str(), device.str()));
   eval();
   return Tensor(detail::make_evaluated(copy_to_device(value_->buffer, device), device));
 }

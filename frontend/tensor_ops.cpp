@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kiln/frontend/lazy.h"
+#include "grad.h"
 #include "lazy_value.h"
 #include "record.h"
 
@@ -25,9 +26,7 @@ void require_defined(std::string_view fn, const Tensor& t) {
   if (!t.defined()) fail(fn, "the tensor is undefined (default-constructed or moved from)");
 }
 
-namespace {
 std::string type_str(const Tensor& t) { return TensorType{t.dtype(), t.shape()}.str(); }
-}  // namespace
 
 Tensor record(std::string_view fn, OpKind op, std::span<const Tensor* const> operands, Attrs attrs,
               const TensorType* declared) {
@@ -63,6 +62,7 @@ Tensor record(std::string_view fn, OpKind op, std::span<const Tensor* const> ope
   LazyValue* v = make_pending(op, *type, operands.empty() ? Device{} : operands[0]->impl()->device, values,
                               std::move(attrs));
   Tensor result(v);
+  record_grad(v, op, v->attrs, operands);
   if (thread_pending_count() > max_pending() && !thread_is_tracing()) flush_pending();
   return result;
 }

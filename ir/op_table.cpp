@@ -42,7 +42,7 @@ using namespace trait;
 using namespace rules;
 
 constexpr OpInfo kOps[] = {
-#define KILN_OP(Id, name, arity, category, traits, rule, attrs) \
+#define KILN_OP(Id, name, arity, category, traits, rule, attrs, grad) \
   {OpKind::Id, name, arity, OpCategory::category, traits, &rule, attrs},
 #include "kiln/ir/ops.def"
 #undef KILN_OP

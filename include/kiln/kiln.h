@@ -1,6 +1,7 @@
 // kiln/kiln.h - everything a kiln user needs: tensors, sync, capture, the IR and devices.
 #pragma once
 
+#include "kiln/frontend/autodiff.h"
 #include "kiln/frontend/custom_op.h"
 #include "kiln/frontend/lazy.h"
 #include "kiln/frontend/tensor.h"

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/frontend/autodiff.h"
 #include "kiln/frontend/tensor.h"
 #include "kiln/ir/custom_kernel.h"
 
@@ -44,6 +45,10 @@ class CustomOp {
   }
   /// Records the op; a wrong number or type of operands is a kiln::Error naming the kernel.
   Tensor call(std::span<const Tensor* const> operands) const;
+  /// Gives the op its gradients (docs/autodiff.md): under backward(), the op's node calls
+  /// `backward` with its operands and the gradient of its result. Without one, a backward
+  /// through the op is an error naming it. Kept per kernel for the process, as the kernel.
+  CustomOp& set_backward(CustomBackward backward);
   const CustomKernel& kernel() const { return *kernel_; }
   const std::shared_ptr<const CustomKernel>& shared() const { return kernel_; }
 

@@ -238,6 +238,29 @@ class Tensor {
   /// `conv`). It runs on the GEMM, its windows gathered while packing (no im2col buffer).
   Tensor conv(const Tensor& weight, const ConvOptions& options = {}) const;
 
+  // ---- gradients (kiln/frontend/autodiff.h, docs/autodiff.md) -------------------------
+  /// Makes this float tensor a leaf that backward() accumulates gradients into (with false,
+  /// one that does not). Only a tensor without a gradient history of its own can be made
+  /// one. Returns *this; every copy shares the setting, as they share the value.
+  Tensor& requires_grad_(bool on = true);
+  /// True for a leaf made to require gradients, and for every float result computed from
+  /// one while gradients are enabled.
+  bool requires_grad() const;
+  /// True unless the tensor was computed from a tensor that requires gradients.
+  bool is_leaf() const;
+  /// The gradient backward() accumulated into this leaf (lazy); undefined until then.
+  Tensor grad() const;
+  /// Replaces a leaf's accumulated gradient; an undefined tensor clears it (PyTorch's
+  /// zero_grad(set_to_none=True)).
+  void set_grad(const Tensor& gradient) const;
+  /// Records the gradient of this tensor with respect to every leaf it depends on and adds
+  /// it to each leaf's grad(). Needs one element unless `gradient` (d loss / d this, of this
+  /// tensor's shape and dtype) is given. Runs nothing: the gradients are lazy tensors.
+  void backward(const Tensor& gradient) const;
+  void backward() const;
+  /// The same value without gradient history: no gradient flows back through it.
+  Tensor detach() const;
+
   /// Internal: the shared lazy value (for the frontend's own files).
   detail::LazyValue* impl() const { return value_; }
   explicit Tensor(detail::LazyValue* adopted) : value_(adopted) {}

@@ -13,13 +13,13 @@
 namespace kiln {
 
 enum class OpKind : uint8_t {
-#define KILN_OP(Id, name, arity, category, traits, rule, attrs) Id,
+#define KILN_OP(Id, name, arity, category, traits, rule, attrs, grad) Id,
 #include "kiln/ir/ops.def"
 #undef KILN_OP
 };
 
 inline constexpr int kNumOps = 0
-#define KILN_OP(Id, name, arity, category, traits, rule, attrs) +1
+#define KILN_OP(Id, name, arity, category, traits, rule, attrs, grad) +1
 #include "kiln/ir/ops.def"
 #undef KILN_OP
     ;
