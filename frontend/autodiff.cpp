@@ -59,7 +59,10 @@ GradNode::~GradNode() {
   for (std::shared_ptr<GradNode>& n : next)
     if (n) deferred.nodes.push_back(std::move(n));
   for (Tensor& t : saved)
-    if (t.defined()) deferred.tensors.push_back(std::move(t));
+    if (t.defined()) {
+      t.impl()->saved_refs.fetch_sub(1, std::memory_order_relaxed);
+      deferred.tensors.push_back(std::move(t));
+    }
   if (grad.defined()) deferred.tensors.push_back(std::move(grad));
   if (deferred.draining) return;
   deferred.draining = true;
@@ -73,6 +76,15 @@ GradNode::~GradNode() {
     deferred.nodes.pop_back();
   }
   deferred.draining = false;
+}
+
+void GradNode::release_saved() {
+  for (Tensor& t : saved)
+    if (t.defined()) {
+      t.impl()->saved_refs.fetch_sub(1, std::memory_order_relaxed);
+      t = Tensor();
+    }
+  released = true;
 }
 
 void record_grad(LazyValue* result, OpKind op, const Attrs& attrs, std::span<const Tensor* const> operands) {
@@ -94,7 +106,12 @@ void record_grad(LazyValue* result, OpKind op, const Attrs& attrs, std::span<con
   for (size_t i = 0; i < operands.size(); ++i) {
     LazyValue* o = operands[i]->impl();
     node->operand_types.push_back(o->type);
-    node->saved.push_back(saves(rule, i) ? *operands[i] : Tensor());
+    if (saves(rule, i)) {
+      o->saved_refs.fetch_add(1, std::memory_order_relaxed);
+      node->saved.push_back(*operands[i]);
+    } else {
+      node->saved.emplace_back();
+    }
     node->next.push_back(o->grad_fn);
   }
   node->sequence = next_sequence.fetch_add(1, std::memory_order_relaxed);
@@ -126,9 +143,11 @@ std::map<std::string, CustomBackward>& custom_backwards() {
 
 /// The backward walk from `root` (whose gradient is `seed`): every node it reaches, newest
 /// first. With `targets`, only the gradients flowing into those nodes are wanted: they are
-/// returned in order and leaves are left alone; without, leaves accumulate theirs.
+/// returned in order and leaves are left alone; without, leaves accumulate theirs. Unless
+/// `retain_graph`, the nodes gone through drop what they saved, as PyTorch's do: the values
+/// only the tape held are then free to be fused away.
 std::vector<Tensor> run_backward(const std::shared_ptr<GradNode>& root, const Tensor& seed,
-                                 std::span<GradNode* const> targets) {
+                                 std::span<GradNode* const> targets, bool retain_graph) {
   // The nodes reachable from the root, and, for targets, which of them lead to one.
   std::vector<GradNode*> nodes;
   std::unordered_set<GradNode*> seen{root.get()};
@@ -172,8 +191,13 @@ std::vector<Tensor> run_backward(const std::shared_ptr<GradNode>& root, const Te
     for (size_t i = 0; i < n->next.size() && i < 32; ++i)
       if (n->next[i] && (!capture || needed.count(n->next[i].get()))) wanted |= 1u << i;
     if (wanted == 0) continue;
+    if (n->released && n->rule->saves != 0)
+      throw Error(fmt::format("backward: the '{}' node's saved values were dropped by an earlier backward; pass "
+                              "retain_graph to the first to go through the graph again",
+                              op_name(n->op)));
     const GradInput in{n->op, n->attrs, n->saved, n->operand_types, n->result_type, n->device, g, wanted};
     std::vector<Tensor> operand_grads = n->rule->backward(in);
+    if (!retain_graph) n->release_saved();
     KILN_ASSERT(operand_grads.size() == n->next.size(), "a gradient rule gives one gradient per operand");
     for (size_t i = 0; i < operand_grads.size(); ++i) {
       if (!in.wants(i) || !operand_grads[i].defined()) continue;
@@ -241,7 +265,7 @@ bool grad_enabled() { return !detail::t_grad_disabled; }
 bool differentiable(OpKind op) { return detail::grad_rule(op).backward != nullptr; }
 
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
-                         bool allow_unused) {
+                         bool allow_unused, bool retain_graph) {
   const std::shared_ptr<detail::GradNode>& root = detail::node_of("grad", output);
   const Tensor seed = detail::seed_for("grad", output, grad_output);
   std::vector<detail::GradNode*> targets;
@@ -252,7 +276,7 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
     targets.push_back(n);
   }
   if (targets.empty()) return {};
-  std::vector<Tensor> grads = detail::run_backward(root, seed, targets);
+  std::vector<Tensor> grads = detail::run_backward(root, seed, targets, retain_graph);
   for (size_t i = 0; i < grads.size(); ++i) {
     if (grads[i].defined()) continue;
     if (!allow_unused)
@@ -263,7 +287,7 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   return grads;
 }
 
-Tensor& Tensor::requires_grad_(bool on) {
+const Tensor& Tensor::requires_grad_(bool on) const {
   detail::require_defined("requires_grad_", *this);
   LazyValue* v = value_;
   if (v->grad_fn && !v->grad_fn->is_leaf())
@@ -303,10 +327,10 @@ void Tensor::set_grad(const Tensor& gradient) const {
 
 void Tensor::backward() const { backward(Tensor()); }
 
-void Tensor::backward(const Tensor& gradient) const {
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   const std::shared_ptr<detail::GradNode>& root = detail::node_of("backward", *this);
   const Tensor seed = detail::seed_for("backward", *this, gradient);
-  detail::run_backward(root, seed, {});
+  detail::run_backward(root, seed, {}, retain_graph);
 }
 
 Tensor Tensor::detach() const {

@@ -67,8 +67,11 @@ struct GradNode {
   uint64_t sequence = 0;  // creation order: a node is always newer than its operands'
 
   Tensor grad;  // a leaf's accumulated gradient
+  bool released = false;  // a backward went through and dropped `saved`
 
   bool is_leaf() const { return rule == nullptr; }
+  /// Drops the saved values (after a backward that does not retain the graph).
+  void release_saved();
   ~GradNode();
 };
 

@@ -42,6 +42,9 @@ struct LazyValue {
   // Its place on the gradient tape (frontend/grad.h): the node of the op that made it, or
   // its leaf node; null when it requires no gradient.
   std::shared_ptr<GradNode> grad_fn;
+  // How many of `refs` are gradient nodes saving this value for their backward. A value only
+  // they hold may be recomputed by the backward instead of kept (materialize.cpp).
+  std::atomic<uint32_t> saved_refs{0};
 
   // Links in the owning thread's pending list.
   PendingList* list = nullptr;

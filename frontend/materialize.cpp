@@ -33,6 +33,19 @@ struct CutGraph {
 
 enum class LeafPolicy { Evaluate, Trace, Dump };
 
+// Ops a backward may compute again rather than have the forward keep their result: memory-
+// bound ops that fuse into whatever reads them. Not a user's custom kernel (its cost is
+// unknown), nor gathers, scans, sorts and contractions.
+bool cheap_to_recompute(OpKind op) {
+  const OpInfo& info = op_info(op);
+  switch (info.category) {
+    case OpCategory::Source: return true;
+    case OpCategory::Elementwise: return op != OpKind::Custom;
+    case OpCategory::Movement: return info.is_view();
+    default: return false;
+  }
+}
+
 /// Builds the graph that computes `targets` from their pending subgraph. With `trace_inputs`
 /// given, those come first as parameters %arg0... (they may be unused).
 CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
@@ -144,12 +157,33 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     out.produced.push_back(t);
   }
   if (policy == LeafPolicy::Evaluate) {
+    // A value that only gradient nodes hold (saved for a backward not recorded yet) is kept
+    // only if it is not cheap to compute again: an elementwise op or a view whose operands
+    // are kept, evaluated or themselves cheap is recomputed by the backward instead (the
+    // rematerialization policy, docs/autodiff.md). Order is topological: operands first.
     const std::unordered_set<const LazyValue*> target_set(targets.begin(), targets.end());
-    for (LazyValue* v : order) {
-      if (!target_set.count(v) && v->refs.load(std::memory_order_relaxed) > uses_of(v)) {
-        outputs.push_back(id_at(v));
-        out.produced.push_back(v);
+    std::unordered_set<const LazyValue*> recomputable;
+    auto operands_recomputable = [&](const LazyValue* v) {
+      for (size_t i = 0; i < v->num_operands; ++i) {
+        const LazyValue* o = v->operand(i);
+        if (o->pending() && !recomputable.count(o)) return false;
       }
+      return true;
+    };
+    for (LazyValue* v : order) {
+      const bool target = target_set.count(v) != 0;
+      const uint32_t refs = v->refs.load(std::memory_order_relaxed), uses = uses_of(v);
+      const bool cheap = cheap_to_recompute(v->op) && operands_recomputable(v);
+      bool keep = false;
+      if (!target && refs > uses) {
+        const bool only_saved = refs - uses <= v->saved_refs.load(std::memory_order_relaxed);
+        keep = !(only_saved && cheap);
+        if (keep) {
+          outputs.push_back(id_at(v));
+          out.produced.push_back(v);
+        }
+      }
+      if (target || keep || cheap) recomputable.insert(v);
     }
   }
   out.graph.set_outputs(std::move(outputs));
@@ -239,8 +273,11 @@ void flush_pending(bool forced_by_cap) {
     for (size_t i = 0; i < v->num_operands; ++i) ++from_pending[v->operand(i)];
   std::vector<LazyValue*> held;
   for (LazyValue* v : pending) {
+    // Gradient nodes' references do not make a value a target: if something computed needs
+    // it, the cut decides whether to keep it (above).
     const auto it = from_pending.find(v);
-    if (v->refs.load(std::memory_order_relaxed) > (it == from_pending.end() ? 0 : it->second)) held.push_back(v);
+    const uint32_t inside = (it == from_pending.end() ? 0 : it->second) + v->saved_refs.load(std::memory_order_relaxed);
+    if (v->refs.load(std::memory_order_relaxed) > inside) held.push_back(v);
   }
   // Hold them while evaluation changes the list under us.
   for (LazyValue* v : held) retain(v);

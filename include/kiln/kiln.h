@@ -12,4 +12,6 @@
 #include "kiln/ir/host_tensor.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/support/error.h"
+#include "kiln/train/loss.h"
+#include "kiln/train/optim.h"
 #include "kiln/version.h"

@@ -5,7 +5,7 @@ Every source file under a module folder, and every public header under include/k
 may include public headers of its own module and of the modules listed for it below, and
 nothing else of kiln's. The order is the one of DESIGN.md:
 
-    support <- ir <- passes <- codegen <- runtime <- backends <- autotune <- engine <- frontend <- onnx, tools
+    support <- ir <- passes <- codegen <- runtime <- backends <- autotune <- engine <- frontend <- onnx <- train, tools
 
 (runtime holds services for the layers above it: the disk cache, counters, .npy files.)
 Exits non-zero and lists every include that points the wrong way.
@@ -14,10 +14,10 @@ import pathlib
 import re
 import sys
 
-ORDER = ["support", "ir", "passes", "codegen", "runtime", "backend", "autotune", "engine", "frontend", "onnx"]
+ORDER = ["support", "ir", "passes", "codegen", "runtime", "backend", "autotune", "engine", "frontend", "onnx", "train"]
 # The folder of each module's sources (public headers live in include/kiln/<module>).
 SOURCE_DIRS = {"support": "support", "ir": "ir", "passes": "passes", "codegen": "codegen",
-               "runtime": "runtime", "backend": "backends", "autotune": "autotune", "engine": "engine", "frontend": "frontend", "onnx": "onnx"}
+               "runtime": "runtime", "backend": "backends", "autotune": "autotune", "engine": "engine", "frontend": "frontend", "onnx": "onnx", "train": "train"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"kiln/([a-z_]+)/', re.M)
 
 

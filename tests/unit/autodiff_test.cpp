@@ -298,12 +298,14 @@ TEST(Autodiff, BackwardAccumulatesIntoLeavesAndGradLeavesThemAlone) {
   const Tensor y = (x * x).sum();
   EXPECT_FALSE(y.is_leaf());
   EXPECT_TRUE(y.requires_grad());
-  const std::vector<Tensor> g = grad(y, {x});
+  const std::vector<Tensor> g = grad(y, {x}, {}, false, /*retain_graph=*/true);
   EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{2, 4, 6}));
   EXPECT_FALSE(x.grad().defined());
-  y.backward();
+  y.backward({}, /*retain_graph=*/true);
   y.backward();
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4, 8, 12}));
+  // The second backward dropped what the tape saved: a third cannot go through it.
+  EXPECT_THROW(y.backward(), Error);
   x.set_grad({});
   EXPECT_FALSE(x.grad().defined());
 }
@@ -400,6 +402,27 @@ TEST(Autodiff, CustomOpTakesTheUsersBackward) {
   const std::vector<float> got = grad((softplus(x) * 2.0f).sum(), {x})[0].to_vector<float>();
   const std::vector<float> want = grad(((x.exp() + 1.0f).log() * 2.0f).sum(), {x})[0].to_vector<float>();
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 1e-5);
+}
+
+// A sync between forward and backward keeps what the backward needs and cannot cheaply
+// compute again (the product, saved by the tanh's node) and not what it can (the tanh,
+// saved by the mul's node: recomputed from the kept product).
+TEST(Autodiff, ASyncBeforeBackwardKeepsProductsAndRecomputesElementwise) {
+  const Tensor x = randn(S({32, 64}), 1).eval().requires_grad_();
+  const Tensor w = randn(S({64, 48}), 2).eval();
+  const int64_t before = stats().live_buffer_bytes;
+  const Tensor loss = (x.matmul(w).tanh() * 0.5f).sum();
+  sync();
+  EXPECT_EQ(stats().live_buffer_bytes - before, 32 * 48 * 4 + 4);
+  const std::vector<float> g = grad(loss, {x})[0].to_vector<float>();
+  std::vector<float> want;
+  {
+    NoGradGuard no_grad;
+    const Tensor t = x.matmul(w).tanh();
+    want = ((1 - t * t) * 0.5f).matmul(w.transpose(0, 1)).to_vector<float>();
+  }
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], want[i], 1e-5f * (1 + std::abs(want[i])));
 }
 
 TEST(Autodiff, ALongChainIsFreedWithoutRecursion) {

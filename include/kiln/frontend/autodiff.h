@@ -22,8 +22,9 @@ namespace kiln {
 /// torch.autograd.grad): lazy tensors of the inputs' types. `output` must have one element
 /// unless `grad_output` (its shape and dtype) is given. Leaves' grad() is left alone. An
 /// input that `output` does not depend on gets zeros, or is an error unless `allow_unused`.
+/// The nodes gone through drop their saved values unless `retain_graph`.
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output = {},
-                         bool allow_unused = false);
+                         bool allow_unused = false, bool retain_graph = false);
 
 /// While one lives, ops on this thread record no gradient nodes (PyTorch's torch.no_grad):
 /// for evaluation and for optimizers' updates.

@@ -242,7 +242,7 @@ class Tensor {
   /// Makes this float tensor a leaf that backward() accumulates gradients into (with false,
   /// one that does not). Only a tensor without a gradient history of its own can be made
   /// one. Returns *this; every copy shares the setting, as they share the value.
-  Tensor& requires_grad_(bool on = true);
+  const Tensor& requires_grad_(bool on = true) const;
   /// True for a leaf made to require gradients, and for every float result computed from
   /// one while gradients are enabled.
   bool requires_grad() const;
@@ -255,8 +255,9 @@ class Tensor {
   void set_grad(const Tensor& gradient) const;
   /// Records the gradient of this tensor with respect to every leaf it depends on and adds
   /// it to each leaf's grad(). Needs one element unless `gradient` (d loss / d this, of this
-  /// tensor's shape and dtype) is given. Runs nothing: the gradients are lazy tensors.
-  void backward(const Tensor& gradient) const;
+  /// tensor's shape and dtype) is given. Runs nothing: the gradients are lazy tensors. The
+  /// tape's saved values are dropped as it goes, unless `retain_graph` (as PyTorch's).
+  void backward(const Tensor& gradient, bool retain_graph = false) const;
   void backward() const;
   /// The same value without gradient history: no gradient flows back through it.
   Tensor detach() const;

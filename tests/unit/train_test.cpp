@@ -1,0 +1,199 @@
+// Optimizers, losses and initializers (kiln/train), and a training step as one cached plan.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/frontend/autodiff.h"
+#include "kiln/frontend/lazy.h"
+#include "kiln/runtime/stats.h"
+#include "kiln/train/loss.h"
+#include "kiln/train/optim.h"
+
+namespace kiln {
+namespace {
+
+Shape S(std::initializer_list<int64_t> d) { return Shape(std::vector<int64_t>(d)); }
+
+// f(p) = sum(c * p^2) / 2 has gradient c * p: the optimizers' updates are checked against the
+// same formulas written out in double.
+const std::vector<double> kStart{1.0, -2.0, 0.5}, kCurvature{1.0, 3.0, 0.2};
+
+Tensor quadratic_loss(const Tensor& p) { return (from_vector(kCurvature, S({3})) * p * p).sum() * 0.5; }
+
+std::vector<double> run(train::Optimizer& opt, Tensor& p, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    quadratic_loss(p).backward();
+    opt.step();
+    opt.zero_grad();
+  }
+  return p.to_vector<double>();
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << i;
+}
+
+TEST(Optimizers, SgdWithMomentumNesterovAndWeightDecay) {
+  for (bool nesterov : {false, true}) {
+    SCOPED_TRACE(nesterov ? "nesterov" : "momentum");
+    Tensor p = from_vector(kStart, S({3})).requires_grad_();
+    std::vector<Tensor*> params{&p};
+    train::SGD opt(params, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = nesterov});
+    std::vector<double> want = kStart, buf(3);
+    for (int s = 0; s < 5; ++s)
+      for (size_t i = 0; i < 3; ++i) {
+        const double g = kCurvature[i] * want[i] + 0.01 * want[i];
+        buf[i] = s == 0 ? g : 0.9 * buf[i] + g;
+        want[i] -= 0.1 * (nesterov ? g + 0.9 * buf[i] : buf[i]);
+      }
+    expect_near(run(opt, p, 5), want);
+    EXPECT_TRUE(p.is_leaf());
+    EXPECT_TRUE(p.requires_grad());
+  }
+}
+
+TEST(Optimizers, AdamAndAdamW) {
+  for (bool decoupled : {false, true}) {
+    SCOPED_TRACE(decoupled ? "AdamW" : "Adam");
+    Tensor p = from_vector(kStart, S({3})).requires_grad_();
+    std::vector<Tensor*> params{&p};
+    const train::AdamOptions o{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.1};
+    std::unique_ptr<train::Optimizer> opt;
+    if (decoupled) opt = std::make_unique<train::AdamW>(params, o);
+    else opt = std::make_unique<train::Adam>(params, o);
+    std::vector<double> want = kStart, m(3), v(3);
+    for (int s = 1; s <= 6; ++s)
+      for (size_t i = 0; i < 3; ++i) {
+        double g = kCurvature[i] * want[i];
+        if (decoupled) want[i] *= 1 - o.lr * o.weight_decay;
+        else g += o.weight_decay * want[i];
+        m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
+        v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
+        const double mhat = m[i] / (1 - std::pow(o.beta1, s)), vhat = v[i] / (1 - std::pow(o.beta2, s));
+        want[i] -= o.lr * mhat / (std::sqrt(vhat) + o.eps);
+      }
+    expect_near(run(*opt, p, 6), want);
+  }
+}
+
+TEST(Optimizers, ParametersWithoutAGradientAreLeftAlone) {
+  Tensor used = from_vector<float>({1, 2}, S({2})).requires_grad_();
+  Tensor unused = from_vector<float>({3, 4}, S({2})).requires_grad_();
+  train::SGD opt({&used, &unused}, {.lr = 0.5});
+  used.sum().backward();
+  opt.step();
+  EXPECT_EQ(used.to_vector<float>(), (std::vector<float>{0.5f, 1.5f}));
+  EXPECT_EQ(unused.to_vector<float>(), (std::vector<float>{3, 4}));
+  Tensor not_leaf = used * 2.0f;
+  EXPECT_THROW(train::SGD({&not_leaf}), Error);
+  EXPECT_THROW(train::SGD({&used}, {.lr = -1}), Error);
+}
+
+TEST(Optimizers, ClipGradNormScalesEveryGradientTogether) {
+  Tensor a = from_vector<float>({1, 1}, S({2})).requires_grad_();
+  Tensor b = from_vector<float>({1}, S({1})).requires_grad_();
+  ((a * from_vector<float>({3, 0}, S({2}))).sum() + b * 4.0f).sum().backward();  // grads (3, 0) and (4): norm 5
+  const Tensor norm = train::clip_grad_norm({&a, &b}, 1.0);
+  EXPECT_NEAR(norm.item<float>(), 5.0f, 1e-6);
+  EXPECT_NEAR(a.grad().to_vector<float>()[0], 0.6f, 1e-6);
+  EXPECT_NEAR(b.grad().to_vector<float>()[0], 0.8f, 1e-6);
+  // Below the limit nothing changes.
+  train::clip_grad_norm({&a, &b}, 10.0);
+  EXPECT_NEAR(a.grad().to_vector<float>()[0], 0.6f, 1e-6);
+}
+
+TEST(Optimizers, SchedulesGiveTheRateOfEachStep) {
+  const train::CosineSchedule cosine{.warmup_steps = 4, .total_steps = 14, .min_lr = 0.1};
+  EXPECT_DOUBLE_EQ(cosine(0, 1.0), 0.25);
+  EXPECT_DOUBLE_EQ(cosine(3, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(cosine(4, 1.0), 1.0);
+  EXPECT_NEAR(cosine(9, 1.0), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(cosine(20, 1.0), 0.1);
+  const train::StepSchedule steps{.step_size = 3, .gamma = 0.5};
+  EXPECT_DOUBLE_EQ(steps(2, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(steps(3, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(steps(7, 1.0), 0.25);
+}
+
+TEST(Losses, CrossEntropyIgnoresAndMeansAsPyTorch) {
+  const Tensor logits = from_vector<float>({1, 2, 3, 0, 0, 0, 5, 1, -1}, S({3, 3})).requires_grad_();
+  const Tensor targets = from_vector<int64_t>({2, -100, 0}, S({3}));
+  auto lse = [](std::vector<double> r) {
+    double s = 0;
+    for (double v : r) s += std::exp(v);
+    return std::log(s);
+  };
+  const double l0 = lse({1, 2, 3}) - 3, l2 = lse({5, 1, -1}) - 5;
+  EXPECT_NEAR(train::cross_entropy(logits, targets).item<float>(), (l0 + l2) / 2, 1e-6);
+  EXPECT_NEAR(train::cross_entropy(logits, targets, train::Reduction::Sum).item<float>(), l0 + l2, 1e-6);
+  const std::vector<float> each = train::cross_entropy(logits, targets, train::Reduction::None).to_vector<float>();
+  EXPECT_NEAR(each[0], l0, 1e-6);
+  EXPECT_EQ(each[1], 0.0f);
+  // The gradient of the mean: (softmax - onehot) / 2 on the rows counted, 0 on the ignored.
+  const std::vector<float> g = grad(train::cross_entropy(logits, targets), {logits})[0].to_vector<float>();
+  EXPECT_NEAR(g[2], (std::exp(3 - lse({1, 2, 3})) - 1) / 2, 1e-6);
+  EXPECT_EQ(g[4], 0.0f);
+  // A label outside the classes poisons the loss instead of reading a neighbour.
+  EXPECT_TRUE(std::isnan(train::cross_entropy(logits, from_vector<int64_t>({2, 3, 0}, S({3}))).item<float>()));
+  EXPECT_THROW(train::cross_entropy(logits, from_vector<float>({0, 0, 0}, S({3}))), Error);
+  EXPECT_THROW(train::cross_entropy(logits, from_vector<int64_t>({0, 0}, S({2}))), Error);
+}
+
+TEST(Losses, MseAndInitializers) {
+  const Tensor a = from_vector<float>({1, 2, 3}, S({3}));
+  EXPECT_NEAR(train::mse_loss(a, from_vector<float>({1, 0, 0}, S({3}))).item<float>(), 13.0f / 3, 1e-6);
+  EXPECT_THROW(train::mse_loss(a, from_vector<float>({1, 0}, S({2}))), Error);
+  // U(-b, b) with b = sqrt(6 / ((1 + 5) * 100)) = 0.1 for a [50, 100] weight.
+  const std::vector<float> w = train::kaiming_uniform(S({50, 100}), 3).to_vector<float>();
+  double lo = 1, hi = -1, mean = 0;
+  for (float v : w) {
+    lo = std::min<double>(lo, v);
+    hi = std::max<double>(hi, v);
+    mean += v / static_cast<double>(w.size());
+  }
+  EXPECT_GE(lo, -0.1);
+  EXPECT_LE(hi, 0.1);
+  EXPECT_LT(lo, -0.09);
+  EXPECT_GT(hi, 0.09);
+  EXPECT_NEAR(mean, 0, 0.005);
+  EXPECT_THROW(train::xavier_uniform(S({5}), 1), Error);
+}
+
+// The whole step (forward, backward, clipping, AdamW's update with a new learning rate every
+// step) is recorded and runs as one graph: after the first, each is one plan-cache hit and
+// compiles nothing.
+TEST(Training, AStepIsOneCachedPlan) {
+  std::vector<Tensor> params{train::kaiming_uniform(S({16, 8}), 1).eval().requires_grad_(),
+                             zeros(S({16})).eval().requires_grad_(),
+                             train::kaiming_uniform(S({4, 16}), 2).eval().requires_grad_()};
+  const Tensor x = randn(S({32, 8}), 5).eval();
+  const Tensor y = (rand(S({32}), 6) * 4).to(DType::I64).eval();
+  train::AdamW opt(train::pointers(params));
+  auto step = [&](int s) {
+    opt.set_lr(1e-3 * (1 + s));
+    const Tensor loss = train::cross_entropy(linear(linear(x, params[0], params[1]).relu(), params[2]), y);
+    loss.backward();
+    train::clip_grad_norm(opt.params(), 1.0);
+    opt.step();
+    opt.zero_grad();
+    sync();
+    return loss.item<float>();
+  };
+  const float first = step(0);
+  step(1);  // the first step differs from the rest: Adam's state is new
+  RuntimeCounters& c = runtime_counters();
+  const uint64_t executions = stats().executions, misses = c.plan_misses.load(), hits = c.plan_hits.load();
+  const uint64_t compiled = c.kernels_compiled.load();
+  float last = 0;
+  for (int s = 2; s < 12; ++s) last = step(s);
+  EXPECT_EQ(stats().executions - executions, 10u);
+  EXPECT_EQ(c.plan_hits.load() - hits, 10u);
+  EXPECT_EQ(c.plan_misses.load(), misses);
+  EXPECT_EQ(c.kernels_compiled.load(), compiled);
+  EXPECT_LT(last, first);
+}
+
+}  // namespace
+}  // namespace kiln
