@@ -120,6 +120,13 @@ Grads cast_backward(const GradInput& in) {
   return {is_float(x.dtype) ? in.grad.to(x.dtype) : Tensor()};
 }
 
+// Operand i as the op computed with it: converted to the result's type (a bool or integer
+// operand of a float op, an f32 one of an f64 op).
+Tensor promoted(const GradInput& in, size_t i) {
+  const Tensor& t = in.saved[i];
+  return t.dtype() == in.result_type.dtype ? t : t.to(in.result_type.dtype);
+}
+
 // Binary ops: gradients in the result's (promoted) type, summed back to each operand.
 Grads binary(const GradInput& in, const Tensor& da, const Tensor& db) {
   return {in.wants(0) ? sum_to(da, in.operand_types[0]) : Tensor(),
@@ -130,19 +137,19 @@ Grads add_backward(const GradInput& in) { return binary(in, in.grad, in.grad); }
 Grads sub_backward(const GradInput& in) { return binary(in, in.grad, in.wants(1) ? -in.grad : Tensor()); }
 
 Grads mul_backward(const GradInput& in) {
-  const Tensor &a = in.saved[0], &b = in.saved[1], &g = in.grad;
+  const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
   return binary(in, in.wants(0) ? g * b : Tensor(), in.wants(1) ? g * a : Tensor());
 }
 
 Grads div_backward(const GradInput& in) {
-  const Tensor &a = in.saved[0], &b = in.saved[1], &g = in.grad;
+  const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
   return binary(in, in.wants(0) ? g / b : Tensor(), in.wants(1) ? -(g * a / (b * b)) : Tensor());
 }
 
 Grads pow_backward(const GradInput& in) {
   // PyTorch's conventions where the formula is 0 * inf: an exponent of 0 passes nothing to
   // the base, a base of 0 nothing to the exponent.
-  const Tensor &a = in.saved[0], &b = in.saved[1], &g = in.grad;
+  const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
   Tensor da, db;
   if (in.wants(0)) da = kiln::where(b == 0, zero_scalar(g), g * b * a.pow(b - 1));
   if (in.wants(1)) db = kiln::where(a == 0, zero_scalar(g), g * a.pow(b) * a.log());
@@ -151,13 +158,13 @@ Grads pow_backward(const GradInput& in) {
 
 Grads mod_backward(const GradInput& in) {
   // a - floor(a / b) * b
-  const Tensor &a = in.saved[0], &b = in.saved[1], &g = in.grad;
+  const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
   return binary(in, g, in.wants(1) ? -(g * (a / b).floor()) : Tensor());
 }
 
 Grads fmod_backward(const GradInput& in) {
   // a - trunc(a / b) * b
-  const Tensor &a = in.saved[0], &b = in.saved[1], &g = in.grad;
+  const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
   Tensor db;
   if (in.wants(1)) {
     const Tensor q = a / b;
@@ -168,7 +175,7 @@ Grads fmod_backward(const GradInput& in) {
 
 Grads atan2_backward(const GradInput& in) {
   // atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)
-  const Tensor &y = in.saved[0], &x = in.saved[1], &g = in.grad;
+  const Tensor y = promoted(in, 0), x = promoted(in, 1), &g = in.grad;
   const Tensor r = g / (x * x + y * y);
   return binary(in, in.wants(0) ? r * x : Tensor(), in.wants(1) ? -(r * y) : Tensor());
 }
@@ -176,12 +183,12 @@ Grads atan2_backward(const GradInput& in) {
 // maximum and minimum: the gradient goes to the operand chosen, split evenly on a tie (as
 // PyTorch's).
 Grads extremum_backward(const GradInput& in, const Tensor& a_wins) {
-  const Tensor &a = in.saved[0], &b = in.saved[1], &g = in.grad;
+  const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
   const Tensor share = kiln::where(a_wins, one_scalar(g), kiln::where(a == b, one_scalar(g) * 0.5, zero_scalar(g)));
   return binary(in, in.wants(0) ? g * share : Tensor(), in.wants(1) ? g * (1 - share) : Tensor());
 }
-Grads max_backward(const GradInput& in) { return extremum_backward(in, in.saved[0] > in.saved[1]); }
-Grads min_backward(const GradInput& in) { return extremum_backward(in, in.saved[0] < in.saved[1]); }
+Grads max_backward(const GradInput& in) { return extremum_backward(in, promoted(in, 0) > promoted(in, 1)); }
+Grads min_backward(const GradInput& in) { return extremum_backward(in, promoted(in, 0) < promoted(in, 1)); }
 
 Grads where_backward(const GradInput& in) {
   const Tensor &c = in.saved[0], &g = in.grad;
@@ -307,7 +314,8 @@ Grads concat_backward(const GradInput& in) {
   int64_t offset = 0;
   for (size_t i = 0; i < in.operand_types.size(); ++i) {
     const int64_t n = in.operand_types[i].shape[static_cast<int>(axis)];
-    out.push_back(in.wants(i) ? in.grad.slice(axis, offset, offset + n) : Tensor());
+    // Operands of several types were promoted to one: each gradient goes back to its own.
+    out.push_back(in.wants(i) ? in.grad.slice(axis, offset, offset + n).to(in.operand_types[i].dtype) : Tensor());
     offset += n;
   }
   return out;
@@ -372,7 +380,7 @@ Grads cumsum_backward(const GradInput& in) {
 // ---- contractions ------------------------------------------------------------------------
 
 Grads matmul_backward(const GradInput& in) {
-  const Tensor &a = in.saved[0], &b = in.saved[1], &g = in.grad;
+  const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
   return binary(in, in.wants(0) ? g.matmul(b.transpose(-1, -2)) : Tensor(),
                 in.wants(1) ? a.transpose(-1, -2).matmul(g) : Tensor());
 }

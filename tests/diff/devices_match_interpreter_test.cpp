@@ -41,6 +41,7 @@ struct Mode {
   const char* name;
   uint64_t graphs;
   test::RandomGraphOptions options;
+  bool gradients = false;  // check each graph's backward (test::gradient_graph) instead
 };
 
 // Which code paths of a compiling backend the graphs reached (for the large mode's claim).
@@ -52,6 +53,7 @@ struct Reached {
   int im2col_gemms = 0;      // convolutions whose GEMM gathers the windows (Gemm::im2col)
   int conv_kernels = 0;      // convolutions expanded into a reduction kernel (expand-convs)
   int attentions = 0;        // attention steps (fuse-attention)
+  int differentiated = 0;    // graphs whose backward was checked (Mode::gradients)
 };
 
 void tally(Backend& backend, const Graph& g, Reached& r) {
@@ -92,7 +94,13 @@ Reached check_device(Device device, const Mode& mode) {
   test::RandomGraphOptions options = mode.options;
   options.f64_math = device.kind != Device::Kind::Vulkan;  // GLSL has no f64 exp, log...
   for (uint64_t seed : seeds) {
-    const Graph g = test::random_graph(seed, options);
+    const Graph g = mode.gradients ? test::gradient_graph(test::random_graph(seed, options))
+                                   : test::random_graph(seed, options);
+    if (g.size() == 0) {  // no gradient flows through this one
+      ++checked;
+      continue;
+    }
+    reached.differentiated += mode.gradients;
     auto explain = [&] {
       std::string s = print_graph(g);
       if (Backend* b = engine_for(device).backend()) s += "fused:\n" + print_graph(compile_graph(*b, g).fused);
@@ -169,6 +177,27 @@ TEST_P(DevicesMatchInterpreter, RandomGraphsWithAttention) {
   const Reached r = check_device(GetParam(), {"attention", 40, o});
   if (engine_for(GetParam()).backend() == nullptr || test::diff_seeds(40).size() < 40) return;
   EXPECT_GT(r.attentions, 0);
+}
+
+// Gradients: each random graph's backward (every op's gradient rule, recorded by
+// kiln::grad and traced into a graph) run on the device against the interpreter, with the
+// forward's tolerances; small graphs reach every op, convolution and attention graphs the
+// transposed convolutions and the attention's recomputed softmax.
+TEST_P(DevicesMatchInterpreter, RandomGraphsDifferentiated) {
+  const Reached r = check_device(GetParam(), {"gradients", 200, {}, true});
+  if (test::diff_seeds(200).size() == 200) {
+    EXPECT_GT(r.differentiated, 130);
+  }
+  test::RandomGraphOptions conv;
+  conv.nodes = 8;
+  conv.max_dim = 8;
+  conv.zero_size = false;
+  conv.convs = true;
+  check_device(GetParam(), {"convolution gradients", 20, conv, true});
+  test::RandomGraphOptions attention = conv;
+  attention.convs = false;
+  attention.attention = true;
+  check_device(GetParam(), {"attention gradients", 15, attention, true});
 }
 
 // The minimizer shrinks a failing graph to what the failure needs: here, "contains an exp".

@@ -37,6 +37,13 @@ struct RandomGraphOptions {
 
 Graph random_graph(uint64_t seed, const RandomGraphOptions& options = {});
 
+/// The graph of the gradients of `g` (of the sum of its float outputs, each summed in f64)
+/// with respect to its float parameters, recorded by kiln::grad and traced: every op's
+/// backward on a random graph, to run through the same checks as the forward. Its
+/// parameters are g's. An empty graph when no gradient flows (no float output depends on a
+/// float parameter).
+Graph gradient_graph(const Graph& g);
+
 /// Seeds 0..count-1, or only $KILN_DIFF_SEED when it is set (to rerun one failure).
 std::vector<uint64_t> diff_seeds(uint64_t count);
 
