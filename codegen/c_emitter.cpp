@@ -1318,8 +1318,15 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   const bool grid_stride = s_.elements_per_item > 1;
   const std::string first = group_per_row_ ? d_.group_id(idx_) : d_.global_id(idx_);
   const std::string step = group_per_row_ ? d_.group_count(idx_) : d_.global_size(idx_);
-  std::string head;
-  if (grid_stride) {
+  std::string head, tail;
+  if (k_.in_order && k_.rows_independent && k_.domain.rank() > 0) {
+    // A row per work-item (grid-stride over rows), its points walked in order.
+    const int64_t row = k_.domain[k_.domain.rank() - 1];
+    head = fmt::format("for ({0} row = {1}; row < {2}; row += {3}) {{\n    for ({0} it = row * {4}; it < row * {4} + {4}; ++it) {{",
+                       idx, first, idx_literal(row == 0 ? 0 : walk / row), step, idx_literal(row));
+    tail = "  }\n";
+    point.indent = 3;
+  } else if (grid_stride) {
     head = fmt::format("for ({0} {4} = {1}; {4} < {2}; {4} += {3}) {{", idx, first, n, step, counter);
   } else if (!group_per_row_ && s_.global_size == walk) {
     // Exactly one work-item per point: no guard (PoCL vectorizes a work-group's loop over
@@ -1355,6 +1362,7 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   out += top.text;
   out += "  " + head + "\n";
   out += point.text;
+  out += tail;
   out += "  }\n}\n";
   return out;
 }
@@ -1441,7 +1449,9 @@ int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities
   const int64_t items = std::max<int64_t>(1, s.elements_per_item);
   const int64_t helpers = helper_iterations_per_point(k);
   const int64_t points_per_trip = std::max(1, s.vector_width);  // a work-item's lanes
-  if (!reduces) return items * (1 + points_per_trip * helpers);
+  // An in-order walk by rows: each of a work-item's rows is a loop of its own.
+  const int64_t row = k.in_order && k.rows_independent && k.domain.rank() > 0 ? k.domain[k.domain.rank() - 1] : 1;
+  if (!reduces) return items * row * (1 + points_per_trip * helpers);
   const std::vector<int> stage = reduction_stage(k);
   int stages = 0;
   for (size_t i = 0; i < k.insts.size(); ++i)

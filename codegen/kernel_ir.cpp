@@ -30,7 +30,8 @@ std::string Kernel::domain_str() const {
 }
 
 std::string Kernel::str(bool names) const {
-  std::string out = fmt::format("kernel @{} over {}{} (", names ? name : "", domain_str(), in_order ? " in order" : "");
+  std::string out = fmt::format("kernel @{} over {}{} (", names ? name : "", domain_str(),
+                                in_order ? (rows_independent ? " in order by rows" : " in order") : "");
   for (size_t b = 0; b < buffers.size(); ++b)
     out += fmt::format("{}#{} %{}: {} {}", b ? ", " : "", b, names ? buffers[b].name : "", buffers[b].type.str(),
                        buffers[b].written ? "out" : "in");

@@ -51,6 +51,21 @@ IndexMap identity_map(const Shape& s) {
   return p;
 }
 
+// `s` with axis `axis` moved last, and the map from a point of that domain to `s`'s
+// coordinates: the domain of an in-order walk whose rows (runs of the axis) are independent.
+Shape axis_last_shape(const Shape& s, int axis) {
+  Shape out;
+  for (int d = 0; d < s.rank(); ++d)
+    if (d != axis) out.push_back(s[d]);
+  out.push_back(s[axis]);
+  return out;
+}
+IndexMap axis_last_map(const Shape& s, int axis) {
+  IndexMap p;
+  for (int d = 0; d < s.rank(); ++d) p.push_back(IndexExpr::dim(d == axis ? s.rank() - 1 : d < axis ? d : d - 1, s[d]));
+  return p;
+}
+
 class Lowering;
 
 // Builds one kernel.
@@ -173,10 +188,12 @@ class KernelBuilder {
   bool store(const Graph& g, ValueId v, int32_t plan_buffer);
   /// Writes scatter `v`'s updates into `plan_buffer` (which holds its data already), at
   /// every point of the domain (the updates' shape), in order.
-  void scatter(const Graph& g, ValueId v, int32_t plan_buffer);
+  /// `by_rows`: the domain is the updates' (or the result's) shape with the axis last
+  /// (axis_last_shape), and its rows may run in parallel.
+  void scatter(const Graph& g, ValueId v, int32_t plan_buffer, bool by_rows);
   /// Writes cumsum `v` into `plan_buffer` at every point of the domain (its shape), in order:
   /// each point adds its operand to the sum stored one step before along the axis.
-  void cumsum(const Graph& g, ValueId v, int32_t plan_buffer);
+  void cumsum(const Graph& g, ValueId v, int32_t plan_buffer, bool by_rows);
   // An argsort's sorting network (Lowering::lower_argsort_region) works on lanes padded to
   // a power of two, `width`: a key buffer and a position buffer of shape [lanes, width].
   static Shape lanes_shape(const Graph& g, const Node& n);
@@ -592,9 +609,11 @@ std::pair<Ref, Ref> KernelBuilder::offset_at_index(IndexMap p, size_t axis, Ref 
   return {offset, inside};
 }
 
-void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
+void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer, bool by_rows) {
   const Node& n = g.node(v);
-  const IndexMap p = identity_map(g.type(n.operands[2]).shape);
+  const Shape& us = g.type(n.operands[2]).shape;
+  const auto axis = static_cast<int>(n.attr("axis").i);
+  const IndexMap p = by_rows ? axis_last_map(us, axis) : identity_map(us);
   const Ref index = value_at(g, n.operands[1], p, kir::kNoRef);
   const Ref update = cast(value_at(g, n.operands[2], p, kir::kNoRef), n.type.dtype);
   const auto [offset, inside] = offset_at_index(p, static_cast<size_t>(n.attr("axis").i), index, n.type.shape);
@@ -607,24 +626,26 @@ void KernelBuilder::scatter(const Graph& g, ValueId v, int32_t plan_buffer) {
   }
   k_.stores.push_back({param, offset, value, inside});
   k_.in_order = true;
+  k_.rows_independent = by_rows;
 }
 
-void KernelBuilder::cumsum(const Graph& g, ValueId v, int32_t plan_buffer) {
+void KernelBuilder::cumsum(const Graph& g, ValueId v, int32_t plan_buffer, bool by_rows) {
   const Node& n = g.node(v);
   const Shape& s = n.type.shape;
   const auto axis = static_cast<int>(n.attr("axis").i);
-  const IndexMap p = identity_map(s);
+  const IndexMap p = by_rows ? axis_last_map(s, axis) : identity_map(s);
   const Ref x = cast(value_at(g, n.operands[0], p, kir::kNoRef), n.type.dtype);
   const int32_t param = param_for(plan_buffer, low_.name(v), n.type, true);
   const Ref offset = offset_of(p, s);
   // The sum one step before along the axis; at its start, none: the operand itself (not
   // 0 + x, which would turn -0.0 into 0.0).
-  const Ref after_first = op(OpKind::Gt, DType::Bool, {dim(axis), constant(0)});
+  const Ref after_first = op(OpKind::Gt, DType::Bool, {dim(by_rows ? s.rank() - 1 : axis), constant(0)});
   const Ref before = op(OpKind::Sub, DType::I64, {offset, constant(s.strides()[static_cast<size_t>(axis)])});
   const Ref added = op(OpKind::Add, n.type.dtype, {load(param, n.type.dtype, {before, after_first}), x});
   const Ref sum = op(OpKind::Where, n.type.dtype, {after_first, added, x});
   k_.stores.push_back({param, offset, cast(sum, compute_dtype(n.type.dtype)), kir::kNoRef});
   k_.in_order = true;
+  k_.rows_independent = by_rows;
 }
 
 Ref KernelBuilder::u64_to_f64(Ref a) {
@@ -1076,18 +1097,23 @@ void Lowering::lower_in_order_region(int32_t k, ValueId w) {
   override_[w] = out;
   // The data first, unless it already lives in the result's buffer (reused in place).
   if (scatter && stored(n.operands[0]) != out) copy_kernel(n.operands[0], out, n.type.dtype);
-  const Shape& domain = scatter ? g_.type(n.operands[2]).shape : n.type.shape;
-  if (domain.numel() == 0) return;
+  const Shape& points = scatter ? g_.type(n.operands[2]).shape : n.type.shape;
+  if (points.numel() == 0) return;
   std::vector<bool> member(g_.size(), false);
   for (ValueId v : index_.members[ki]) member[v] = v != w;
+  // Points off the axis never meet (an update lands in its own row of the result; a running
+  // sum reads its own row): with the axis last, rows run in parallel, each in order. Not
+  // when the region stores other outputs at the same points, in the points' own order.
+  const bool by_rows = index_.outputs[ki].size() == 1;
+  const Shape domain = by_rows ? axis_last_shape(points, static_cast<int>(n.attr("axis").i)) : points;
   KernelBuilder b(*this, g_.kernels()[ki].name, domain, std::vector<bool>(static_cast<size_t>(domain.rank()), false),
                   member);
   // Other outputs of the region (an update, an operand also returned) are stored beside.
   std::vector<ValueId> apart;
   for (ValueId v : index_.outputs[ki])
     if (v != w && !b.store(g_, v, mp_.buffer_of[v])) apart.push_back(v);
-  if (scatter) b.scatter(g_, w, out);
-  else b.cumsum(g_, w, out);
+  if (scatter) b.scatter(g_, w, out, by_rows);
+  else b.cumsum(g_, w, out, by_rows);
   add_kernel(b);
   for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
 }

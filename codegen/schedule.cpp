@@ -309,7 +309,20 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   }
   if (caps.local_memory) settle_row_walk(k, s, caps, std::nullopt, std::nullopt);
   place_work_items(s, caps, 1);
-  if (k.in_order) {
+  if (k.in_order && k.rows_independent && rank > 0) {
+    // A row per iteration, walked in order by one lane; rows split across workers as an
+    // elementwise kernel's tiles do, a row per work-item on work-item devices.
+    s.vector_width = 1;
+    s.accumulators = 1;
+    s.tile = k.domain[rank - 1];
+    update_walk(k, s);
+    const int64_t row = std::max<int64_t>(1, s.elements_per_iteration);
+    const bool rows_split = caps.cores > 1 && s.iterations >= 2 && s.iterations * row >= (1 << 15);
+    s.grain = rows_split ? std::max<int64_t>(1, (1 << 14) / row) : std::max<int64_t>(1, s.iterations);
+    s.local_size = std::min<int64_t>(64, std::max<int64_t>(1, caps.max_work_group));
+    s.reduction = ReductionStrategy::Serial;
+    place_work_items(s, caps, 1);
+  } else if (k.in_order) {
     // One worker, one lane, the iterations in order (a tile is a run of the last dim).
     s.vector_width = 1;
     s.accumulators = 1;

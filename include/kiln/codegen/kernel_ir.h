@@ -92,6 +92,10 @@ struct Kernel {
   /// load what an earlier point stored (a scatter that combines, or replaces at a repeated
   /// index). Schedules walk such a kernel serially, with scalar code.
   bool in_order = false;
+  /// With in_order: only the points of one row (a run of the last dim) depend on each other,
+  /// so rows may run in parallel, each walked in order (a scatter or cumsum whose axis the
+  /// domain puts last: updates in different rows never meet).
+  bool rows_independent = false;
 
   bool has_reduction() const;
   /// The text form: one instruction per line. Without names (the kernel's and its
