@@ -14,6 +14,7 @@
 
 #include "grad.h"
 #include "kiln/ir/graph.h"
+#include "lazy_value.h"
 #include "record.h"
 
 namespace kiln::detail {
@@ -379,10 +380,33 @@ Grads cumsum_backward(const GradInput& in) {
 
 // ---- contractions ------------------------------------------------------------------------
 
+// Whether `t` is a pending transpose of its operand's last two axes (a linear layer's
+// weight.T): its gradient then goes through the permute's rule, which transposes it back.
+bool is_transposed_view(const Tensor& t) {
+  const LazyValue* v = t.impl();
+  if (!v->pending() || v->op != OpKind::Permute) return false;
+  const auto& perm = v->attrs[static_cast<size_t>(attr_index(OpKind::Permute, "perm"))].ints;
+  const auto n = static_cast<int64_t>(perm.size());
+  for (int64_t i = 0; i < n; ++i)
+    if (perm[static_cast<size_t>(i)] != (i == n - 2 ? n - 1 : i == n - 1 ? n - 2 : i)) return false;
+  return n >= 2;
+}
+
 Grads matmul_backward(const GradInput& in) {
   const Tensor a = promoted(in, 0), b = promoted(in, 1), &g = in.grad;
-  return binary(in, in.wants(0) ? g.matmul(b.transpose(-1, -2)) : Tensor(),
-                in.wants(1) ? a.transpose(-1, -2).matmul(g) : Tensor());
+  Tensor db;
+  if (in.wants(1)) {
+    if (b.rank() == 2 && is_transposed_view(in.saved[1])) {
+      // b = w^T (a linear layer's weight): the GEMM writes g^T a, w's own layout, summed over
+      // the batch (which the GEMM folds into its depth), and the permute's rule transposes it
+      // back. w's gradient is then read contiguously by the update, not across rows.
+      const Tensor gta = g.transpose(-1, -2).matmul(a);
+      db = sum_to(gta, TensorType{gta.dtype(), Shape({b.size(1), b.size(0)})}).transpose(0, 1);
+    } else {
+      db = a.transpose(-1, -2).matmul(g);
+    }
+  }
+  return binary(in, in.wants(0) ? g.matmul(b.transpose(-1, -2)) : Tensor(), db);
 }
 
 Grads conv_backward(const GradInput& in) {

@@ -215,7 +215,11 @@ KILN_BINARY(logical_or, Or)
 #undef KILN_BINARY
 
 Tensor Tensor::pow(Number exponent) const {
+  // The exponent is part of what is computed (x^2 is a product, x^0.5 a square root), not a
+  // value that changes from step to step: a constant, which simplify specializes, not a
+  // scalar bound at launch.
   const Tensor t = weak_operand(*this, exponent);
+  const detail::BakedScalars baked;
   return t.pow(detail::scalar_for("pow", exponent, t));
 }
 

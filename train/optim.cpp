@@ -44,8 +44,10 @@ void Optimizer::step() {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     Tensor next = update(i, p, g);
-    // The new value replaces the parameter as a fresh leaf; the old one (and the tape that
-    // read it) goes when nothing else holds it.
+    // The new value replaces the parameter as a fresh leaf. The old one's gradient is spent:
+    // cleared, so that a tape still holding the old leaf (the loss's) does not keep it, and
+    // the step's plan need not store it.
+    p.set_grad({});
     p = std::move(next);
     p.requires_grad_();
   }

@@ -155,6 +155,11 @@ std::vector<FdCase> cases() {
   binary("minimum", OpKind::Min, [](const Tensor& a, const Tensor& b) { return a.minimum(b); }, S({3, 4}), S({4}), -1, 1, -1, 1);
   binary("matmul, batch broadcast", OpKind::Matmul, [](const Tensor& a, const Tensor& b) { return a.matmul(b); },
          S({2, 3, 4}), S({4, 5}), -1, 1, -1, 1);
+  // A linear layer: the weight's transpose is a view, whose gradient the GEMM writes in the
+  // weight's own layout.
+  binary("matmul, batch times a transposed weight", OpKind::Matmul,
+         [](const Tensor& a, const Tensor& w) { return a.matmul(w.transpose(0, 1)); }, S({2, 3, 4}), S({5, 4}), -1, 1,
+         -1, 1);
   out.push_back({"where", {OpKind::Where},
                  {HostTensor::from_vector(std::vector<bool>{true, false, false, true}, S({4})), uniform(S({3, 4}), -1, 1, 5),
                   uniform(S({4}), -1, 1, 6)},

@@ -136,6 +136,8 @@ class Tensor {
   Tensor mul(const Tensor& other) const;
   Tensor div(const Tensor& other) const;
   Tensor pow(const Tensor& exponent) const;
+  /// x ** exponent with the exponent a constant of the graph (x ** 2 runs as x * x), not a
+  /// scalar bound at launch as other numbers are.
   Tensor pow(Number exponent) const;
   /// atan2(*this, x): the angle of the point (x, *this) in (-pi, pi].
   Tensor atan2(const Tensor& x) const;
