@@ -7,8 +7,8 @@
 // linear layers in nn.Linear's layout (weight [out, in]); the loss is mean(block(x)^2). A
 // step records the forward, the backward and AdamW's update of the 12 parameters, and runs
 // them as one plan (kiln::sync). Prints the median step time over --steps steps after two
-// warm-up steps (the first compiles; the second is the first with Adam's state) and the
-// process's peak resident memory. With --dump DIR it also writes the parameters, the input
+// warm-up steps (the first compiles; the second is the first with Adam's state), the
+// process's peak resident memory and a step's peak device memory (DeviceMemoryGauge). With --dump DIR it also writes the parameters, the input
 // and the gradients of the first step's loss as .npy files, which
 // benchmarks/train_peers.py --check compares with torch's gradients.
 #include <sys/resource.h>
@@ -23,6 +23,7 @@
 
 #include "kiln/kiln.h"
 #include "kiln/runtime/npy.h"
+#include "kiln/runtime/stats.h"
 
 namespace {
 
@@ -108,7 +109,9 @@ int main(int argc, char** argv) {
   train::AdamW opt(train::pointers(blk.p), {.lr = 1e-4, .weight_decay = 0.01});
   std::vector<double> times;
   float loss_value = 0;
+  int64_t step_peak = 0;  // device memory at most at once during a step
   for (int s = 0; s < steps + 2; ++s) {
+    device_memory_gauge().reset_peak();
     const auto t0 = std::chrono::steady_clock::now();
     const Tensor loss = (block(blk.p, x, mask).pow(2)).mean();
     loss.backward();
@@ -118,15 +121,16 @@ int main(int argc, char** argv) {
     synchronize(device);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s >= 2) times.push_back(ms);
+    step_peak = std::max(step_peak, device_memory_gauge().peak.load());
     loss_value = loss.item<float>();
   }
   std::sort(times.begin(), times.end());
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::printf("kiln %s: GPT-2 block AdamW step (batch %lld, %lld tokens): median %.2f ms (min %.2f, max %.2f) over %d "
-              "steps; loss %.5f; peak RSS %.0f MiB\n",
+              "steps; loss %.5f; peak RSS %.0f MiB; a step's peak device memory %.0f MiB\n",
               device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(tokens),
               times[times.size() / 2], times.front(), times.back(), steps, loss_value,
-              static_cast<double>(usage.ru_maxrss) / 1024);
+              static_cast<double>(usage.ru_maxrss) / 1024, static_cast<double>(step_peak) / (1 << 20));
   return 0;
 }

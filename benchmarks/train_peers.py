@@ -209,8 +209,9 @@ def main():
                 print(f"{name}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
                 continue
             if name == "kiln":
-                m = re.search(r"median ([0-9.]+) ms.*peak RSS ([0-9.]+) MiB", out.stdout)
-                r = dict(median_ms=float(m.group(1)), peak_mib=float(m.group(2)))
+                m = re.search(r"median ([0-9.]+) ms.*peak RSS ([0-9.]+) MiB; a step's peak device memory ([0-9.]+) MiB",
+                              out.stdout)
+                r = dict(median_ms=float(m.group(1)), peak_mib=float(m.group(2)), step_mib=float(m.group(3)))
             else:
                 r = json.loads(out.stdout.strip().splitlines()[-1])
             results[name].append(r)
@@ -218,13 +219,14 @@ def main():
     print(f"\nGPT-2 block AdamW step, batch {args.batch} x {args.tokens} tokens, {args.threads} threads: "
           f"median of {args.rounds} rounds (each the median of {args.steps} steps)")
     best = min(statistics.median(r["median_ms"] for r in rs) for n, rs in results.items() if rs and n != "kiln")
-    print("| runner | step | x fastest peer | peak RSS |")
-    print("|---|---|---|---|")
+    print("| runner | step | x fastest peer | peak RSS | a step's peak tensor memory |")
+    print("|---|---|---|---|---|")
     for name, rs in results.items():
         if not rs:
             continue
         ms = statistics.median(r["median_ms"] for r in rs)
-        print(f"| {name} | {ms:.1f} ms | {ms / best:.2f}x | {statistics.median(r['peak_mib'] for r in rs):.0f} MiB |")
+        step = f"{statistics.median(r['step_mib'] for r in rs):.0f} MiB" if "step_mib" in rs[0] else "-"
+        print(f"| {name} | {ms:.1f} ms | {ms / best:.2f}x | {statistics.median(r['peak_mib'] for r in rs):.0f} MiB | {step} |")
     return 0
 
 

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/runtime/stats.h"
+
 namespace kiln::profile {
 namespace {
 
@@ -158,6 +160,9 @@ std::string summary() {
     if (p.copy_gbs > 0 || p.fma_gflops > 0)
       out += fmt::format("  peak of {}: copy {:.1f} GB/s, multiply-add {:.1f} GFLOP/s (measured once, kept in the disk cache)\n",
                        device, p.copy_gbs, p.fma_gflops);
+  const DeviceMemoryGauge& m = device_memory_gauge();
+  out += fmt::format("  device memory: {:.1f} MiB at most at once (since the start or the last reset_peak), {:.1f} MiB now\n",
+                     static_cast<double>(m.peak.load()) / (1 << 20), static_cast<double>(m.live.load()) / (1 << 20));
   return out;
 }
 

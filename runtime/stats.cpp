@@ -27,7 +27,23 @@ std::string RuntimeCounters::str() const {
     if (name == "compile_ns") out += fmt::format("  {:<22} {:.3f}\n", "compile_ms", static_cast<double>(v.load()) / 1e6);
     else out += fmt::format("  {:<22} {}\n", name, v.load());
   });
+  const DeviceMemoryGauge& m = device_memory_gauge();
+  out += fmt::format("  {:<22} {}\n  {:<22} {}\n", "device_bytes_live", m.live.load(), "device_bytes_peak", m.peak.load());
   return out;
+}
+
+void DeviceMemoryGauge::allocated(int64_t bytes) {
+  const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+}
+
+void DeviceMemoryGauge::freed(int64_t bytes) { live.fetch_sub(bytes, std::memory_order_relaxed); }
+
+DeviceMemoryGauge& device_memory_gauge() {
+  static DeviceMemoryGauge* gauge = new DeviceMemoryGauge();  // never destroyed: memory may be freed during exit
+  return *gauge;
 }
 
 void RuntimeCounters::reset() {

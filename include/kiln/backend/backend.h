@@ -30,7 +30,7 @@ struct PassInfo;
 /// backends return nullptr and move bytes with upload/download.
 class DeviceMemory {
  public:
-  virtual ~DeviceMemory() = default;
+  virtual ~DeviceMemory();
   int64_t bytes() const { return bytes_; }
   virtual std::byte* host_data() { return nullptr; }
   /// Memory the device shares with its caller rather than owns (a host tensor used in
@@ -45,7 +45,8 @@ class DeviceMemory {
   uint64_t id() const { return id_; }
 
  protected:
-  explicit DeviceMemory(int64_t bytes) : bytes_(bytes), id_(next_id()) {}
+  /// Counts `bytes` in the process's device memory gauge (kiln/runtime/stats.h) until freed.
+  explicit DeviceMemory(int64_t bytes);
 
  private:
   static uint64_t next_id();

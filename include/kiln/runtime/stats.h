@@ -47,4 +47,18 @@ struct RuntimeCounters {
 /// The process's counters.
 RuntimeCounters& runtime_counters();
 
+/// Bytes of device memory alive: every DeviceMemory of every device (tensors' buffers, plans'
+/// intermediates and constants; on `cpu`, a host tensor read in place too), now and at the
+/// most since the process started or reset_peak(). A training step's peak is the peak after
+/// a reset_peak() before it. KILN_STATS and the profiler print both.
+struct DeviceMemoryGauge {
+  std::atomic<int64_t> live{0};
+  std::atomic<int64_t> peak{0};
+  void allocated(int64_t bytes);
+  void freed(int64_t bytes);
+  /// The peak from now on starts at what is alive now.
+  void reset_peak() { peak.store(live.load()); }
+};
+DeviceMemoryGauge& device_memory_gauge();
+
 }  // namespace kiln
