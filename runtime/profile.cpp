@@ -161,8 +161,12 @@ std::string summary() {
       out += fmt::format("  peak of {}: copy {:.1f} GB/s, multiply-add {:.1f} GFLOP/s (measured once, kept in the disk cache)\n",
                        device, p.copy_gbs, p.fma_gflops);
   const DeviceMemoryGauge& m = device_memory_gauge();
-  out += fmt::format("  device memory: {:.1f} MiB at most at once (since the start or the last reset_peak), {:.1f} MiB now\n",
-                     static_cast<double>(m.peak.load()) / (1 << 20), static_cast<double>(m.live.load()) / (1 << 20));
+  auto size = [](int64_t bytes) {
+    return bytes < (1 << 20) ? fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024)
+                             : fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+  };
+  out += fmt::format("  device memory: {} at most at once (since the start or the last reset_peak), {} now\n",
+                     size(m.peak.load()), size(m.live.load()));
   return out;
 }
 
