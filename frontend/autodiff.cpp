@@ -49,13 +49,15 @@ const GradRule& grad_rule(OpKind op) { return *kRules[static_cast<size_t>(op)]; 
 
 GradNode::~GradNode() {
   // A long chain of nodes (a loop of many steps) would be freed by recursion, one frame per
-  // node: what this node held is released in a loop at the outermost destructor instead.
+  // node: what a node held is handed to the outermost destructor running on this thread,
+  // which releases it in a loop. (A pointer, trivially destroyed: nodes may die during exit.)
   struct Deferred {
     std::vector<std::shared_ptr<GradNode>> nodes;
     std::vector<Tensor> tensors;
-    bool draining = false;
   };
-  static thread_local Deferred deferred;
+  [[gnu::tls_model("initial-exec")]] static thread_local Deferred* outer = nullptr;
+  Deferred own;
+  Deferred& deferred = outer ? *outer : own;
   for (std::shared_ptr<GradNode>& n : next)
     if (n) deferred.nodes.push_back(std::move(n));
   for (Tensor& t : saved)
@@ -64,18 +66,18 @@ GradNode::~GradNode() {
       deferred.tensors.push_back(std::move(t));
     }
   if (grad.defined()) deferred.tensors.push_back(std::move(grad));
-  if (deferred.draining) return;
-  deferred.draining = true;
-  while (!deferred.nodes.empty() || !deferred.tensors.empty()) {
-    if (!deferred.tensors.empty()) {
-      Tensor t = std::move(deferred.tensors.back());
-      deferred.tensors.pop_back();
+  if (outer) return;
+  outer = &own;
+  while (!own.nodes.empty() || !own.tensors.empty()) {
+    if (!own.tensors.empty()) {
+      Tensor t = std::move(own.tensors.back());
+      own.tensors.pop_back();
       continue;  // t is released here
     }
-    std::shared_ptr<GradNode> n = std::move(deferred.nodes.back());
-    deferred.nodes.pop_back();
+    std::shared_ptr<GradNode> n = std::move(own.nodes.back());
+    own.nodes.pop_back();
   }
-  deferred.draining = false;
+  outer = nullptr;
 }
 
 void GradNode::release_saved() {
