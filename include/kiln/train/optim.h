@@ -7,7 +7,8 @@
 //     loss.backward();
 //     opt.step();                 // records the update: nothing runs yet
 //     opt.zero_grad();
-//     if (step % 100 == 0) std::cout << loss.item<float>();   // one plan: forward, backward, update
+//     kiln::sync();               // one plan: forward, backward, update
+//     if (step % 100 == 0) std::cout << loss.item<float>();   // computed already
 //   }
 //
 // An optimizer holds pointers to the caller's parameter tensors and, at step(), replaces each
