@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
   onnx::ImportOptions options;
+  options.all_float_weights = true;  // the small biases train too
   const auto names = onnx::model_input_names(argv[1]);
   if (!names) throw Error(names.error());
   if (names->size() != 1) {

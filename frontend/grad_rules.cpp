@@ -7,6 +7,7 @@
 // nothing when forward and backward run as one plan (CSE merges the two) and little when not
 // (it is elementwise). Results that broadcast go back to their operands' shapes by sum_to.
 // Tests: tests/unit/autodiff_test.cpp checks every rule against finite differences.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -242,12 +243,39 @@ Grads reduce_prod_backward(const GradInput& in) {
 }
 
 Grads reduce_extremum_backward(const GradInput& in) {
-  // To the elements equal to the extremum, split evenly between them (PyTorch's amax).
+  // To the first element of each reduced window that holds the extremum, found by an arg
+  // reduction over the window flattened: exactly one element, as torch.max(dim)'s and max
+  // pooling's backward (torch.amax splits a tie evenly instead). Not `x == max(x)`: fusion
+  // may compute x in one kernel and the maximum from x computed in another, and a last-bit
+  // difference would then select no element at all, and divide by a count of 0.
   const Tensor& x = in.saved[0];
   const Axes axes = reduce_axes(in);
-  const Tensor y = in.op == OpKind::ReduceMax ? x.max(axes, true) : x.min(axes, true);
-  const Tensor hit = mask(x == y, x);
-  return {unreduce(in, in.grad) * hit / hit.sum(axes, true)};
+  const int rank = x.rank();
+  Axes perm;
+  std::vector<int64_t> kept_then_window;
+  int64_t window = 1;
+  for (int d = 0; d < rank; ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+      perm.push_back(d);
+      kept_then_window.push_back(x.size(d));
+    }
+  std::vector<int64_t> flat = kept_then_window;
+  for (int64_t a : axes) {
+    perm.push_back(a);
+    kept_then_window.push_back(x.size(a));
+    window *= x.size(a);
+  }
+  flat.push_back(window);
+  const Tensor windows = x.permute(perm).reshape(flat);
+  const Tensor at = in.op == OpKind::ReduceMax ? windows.argmax(-1, true) : windows.argmin(-1, true);
+  const Tensor chosen = kiln::arange(window, DType::I64, in.device) == at;
+  std::vector<int64_t> kept_one = flat, keepdim_shape = dims(x.shape());
+  kept_one.back() = 1;
+  for (int64_t a : axes) keepdim_shape[static_cast<size_t>(a)] = 1;
+  const Tensor g = in.grad.reshape(keepdim_shape).permute(perm).reshape(kept_one);
+  Axes inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return {kiln::where(chosen, g, zero_scalar(g)).reshape(kept_then_window).permute(inverse)};
 }
 
 // ---- movement ----------------------------------------------------------------------------

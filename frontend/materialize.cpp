@@ -217,14 +217,16 @@ void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
 #ifndef NDEBUG
     if (Status st = verify(cg.graph); !st) KILN_ASSERT(false, "the frontend records verified graphs");
 #endif
-    // A leaf only this graph refers to (no tensor holds it, no one else shares its buffer)
-    // is dead after this run: its buffer is donated, and the engine may write over it. Not
-    // a borrowed one: its bytes are a caller's host tensor (from_host of a shared one).
+    // A leaf only this graph refers to (no tensor holds it, no one else shares its buffer or
+    // that buffer's memory) is dead after this run: its buffer is donated, and the engine may
+    // write over it. Not a borrowed one: its bytes are a caller's host tensor (from_host of a
+    // shared one). Not one whose memory another buffer holds: two values that CSE made one
+    // (two optimizer states of equal gradients) share it, and writing one would write both.
     std::vector<bool> donated(cg.leaves.size(), false);
     for (size_t i = 0; i < cg.leaves.size(); ++i) {
       const LazyValue* leaf = cg.leaves[i];
       donated[i] = leaf->refs.load(std::memory_order_relaxed) == cg.leaf_uses[i] && leaf->buffer.use_count() == 1 &&
-                   !leaf->buffer->memory().borrowed();
+                   !leaf->buffer->memory_shared() && !leaf->buffer->memory().borrowed();
     }
     std::vector<BufferRef> inputs;
     inputs.reserve(cg.leaves.size());

@@ -381,7 +381,8 @@ struct Importer {
     for (int k = 0; k < g.initializer_size(); ++k) {
       const ::onnx::TensorProto& t = g.initializer(k);
       const HostTensor& v = initializers[static_cast<size_t>(k)];
-      if (options.weights == Weights::Parameters && v.numel() > options.inline_max_elements) {
+      const bool trainable = options.all_float_weights && is_float(v.dtype()) && v.shape().rank() > 0 && v.numel() > 0;
+      if (options.weights == Weights::Parameters && (v.numel() > options.inline_max_elements || trainable)) {
         examples.push_back(kiln::zeros(v.shape(), v.dtype(), Device::interp()));
         arg_names.push_back(t.name());
         arg_inputs.push_back("");

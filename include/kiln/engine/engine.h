@@ -28,6 +28,9 @@ class Buffer {
   Device device() const { return device_; }
   const TensorType& type() const { return type_; }
   DeviceMemory& memory() const { return *memory_; }
+  /// Whether another Buffer holds the same memory: two outputs of one run that CSE made one
+  /// value come back as two buffers of one memory, and writing over one writes the other.
+  bool memory_shared() const { return memory_.use_count() > 1; }
   /// The bytes in host memory when the device keeps tensors there (cpu, interp), or nullptr.
   const std::byte* host_data() const;
 

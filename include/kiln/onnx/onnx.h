@@ -47,6 +47,11 @@ struct ImportOptions {
   /// With Weights::Parameters, initializers of at most this many elements are still
   /// constants: shapes, axes and scalars that ops need while importing.
   int64_t inline_max_elements = 64;
+  /// With Weights::Parameters, every float initializer of rank 1 or more is a parameter,
+  /// however small: for training, where a layer's small bias must take gradients too. Float
+  /// scalars and integer initializers up to inline_max_elements stay constants; a model whose
+  /// op needs a small float tensor while importing (Resize's scales) is then refused naming it.
+  bool all_float_weights = false;
   /// Shapes for inputs whose ONNX type leaves dims symbolic ("N") or unknown.
   std::map<std::string, Shape> input_shapes;
   /// Values for inputs that an op needs at import time (a Reshape's shape given as an
