@@ -57,6 +57,7 @@ struct LazyValue {
   uint32_t cut_epoch = 0;
   uint32_t cut_id = 0;
   uint32_t cut_uses = 0;
+  bool cut_recomputable = false;  // kept, a target, or cheap to compute again from such
 
   bool pending() const { return !buffer; }
   LazyValue* operand(size_t i) const { return i < 3 ? inline_operands[i] : extra_operands[i - 3]; }

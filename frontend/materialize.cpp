@@ -162,11 +162,11 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     // are kept, evaluated or themselves cheap is recomputed by the backward instead (the
     // rematerialization policy, docs/autodiff.md). Order is topological: operands first.
     const std::unordered_set<const LazyValue*> target_set(targets.begin(), targets.end());
-    std::unordered_set<const LazyValue*> recomputable;
+    // Pending operands come earlier in `order`, so their scratch flag is already this cut's.
     auto operands_recomputable = [&](const LazyValue* v) {
       for (size_t i = 0; i < v->num_operands; ++i) {
         const LazyValue* o = v->operand(i);
-        if (o->pending() && !recomputable.count(o)) return false;
+        if (o->pending() && !o->cut_recomputable) return false;
       }
       return true;
     };
@@ -183,7 +183,7 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
           out.produced.push_back(v);
         }
       }
-      if (target || keep || cheap) recomputable.insert(v);
+      v->cut_recomputable = target || keep || cheap;
     }
   }
   out.graph.set_outputs(std::move(outputs));
