@@ -125,52 +125,6 @@ std::vector<int> reduction_stage(const Kernel& k) {
   return stage;
 }
 
-std::vector<std::optional<Affine>> affine_analysis(const Kernel& k) {
-  const auto rank = static_cast<size_t>(k.domain.rank());
-  std::vector<std::optional<Affine>> out(k.insts.size());
-  auto at = [&](Ref r) -> const std::optional<Affine>& { return out[static_cast<size_t>(r)]; };
-  for (size_t i = 0; i < k.insts.size(); ++i) {
-    const Inst& in = k.insts[i];
-    if (in.type != DType::I64 && in.type != DType::I32) continue;
-    Affine a{0, std::vector<int64_t>(rank, 0)};
-    switch (in.code) {
-      case Code::Dim: a.stride[static_cast<size_t>(in.imm)] = 1; break;
-      case Code::Const: a.base = in.literal.as_int(); break;
-      case Code::Op: {
-        if (in.args.size() != 2 || !at(in.args[0]) || !at(in.args[1])) continue;
-        const Affine &x = *at(in.args[0]), &y = *at(in.args[1]);
-        auto is_const = [](const Affine& v) { return std::all_of(v.stride.begin(), v.stride.end(), [](int64_t s) { return s == 0; }); };
-        if (in.op == OpKind::Add || in.op == OpKind::Sub) {
-          const int64_t sign = in.op == OpKind::Add ? 1 : -1;
-          a.base = x.base + sign * y.base;
-          for (size_t d = 0; d < rank; ++d) a.stride[d] = x.stride[d] + sign * y.stride[d];
-        } else if (in.op == OpKind::Mul && (is_const(x) || is_const(y))) {
-          const Affine& v = is_const(x) ? y : x;
-          const int64_t c = is_const(x) ? x.base : y.base;
-          a.base = v.base * c;
-          for (size_t d = 0; d < rank; ++d) a.stride[d] = v.stride[d] * c;
-        } else {
-          continue;
-        }
-        break;
-      }
-      case Code::IndexDiv: {
-        // (c * m) floordiv m == c: exact when every term is a multiple of the divisor.
-        if (!at(in.args[0])) continue;
-        const Affine& x = *at(in.args[0]);
-        if (x.base % in.imm != 0 || std::any_of(x.stride.begin(), x.stride.end(), [&](int64_t s) { return s % in.imm != 0; }))
-          continue;
-        a.base = x.base / in.imm;
-        for (size_t d = 0; d < rank; ++d) a.stride[d] = x.stride[d] / in.imm;
-        break;
-      }
-      default: continue;  // casts included: a narrowing one may wrap
-    }
-    out[i] = std::move(a);
-  }
-  return out;
-}
-
 std::string affine_str(const Affine& a) {
   std::string s;
   for (size_t d = 0; d < a.stride.size(); ++d)

@@ -168,6 +168,23 @@ TEST(CpuGemm, OperandsAreReadInPlaceThroughViews) {
   }
 }
 
+// A training step's weight gradient, g^T x over a batch of sequences: both operands are
+// [B,T,C] values read as [B*T,C], one of them transposed. Their positions are divisions and
+// remainders that kir::affine_analysis recombines, so neither is copied first.
+TEST(CpuGemm, SequencesMergedIntoRowsAreReadInPlace) {
+  const std::string text = R"(graph @g(%g: f32[4,24,40], %x: f32[4,24,36]) -> f32[40,36] {
+  %g2 = reshape %g : f32[96,40]
+  %gt = permute %g2 {perm = [1, 0]} : f32[40,96]
+  %x2 = reshape %x : f32[96,36]
+  %w = matmul %gt, %x2 : f32[40,36]
+  return %w
+})";
+  const Graph fused = run_pipeline(test::parse_or_fail(text), pipeline_for_level(2)).take();
+  const LaunchPlan plan = lower_to_kernels(fused, plan_memory(fused));
+  for (const kir::Kernel& k : plan.kernels) EXPECT_EQ(k.name.rfind("copy_", 0), std::string::npos) << plan.str();
+  expect_same(text, {filled(DType::F32, Shape{4, 24, 40}, 16), filled(DType::F32, Shape{4, 24, 36}, 17)}, "g^T x");
+}
+
 // A matrix product written as a broadcast product summed over one axis (an einsum) is a
 // reduction kernel that lowering runs as a GEMM step (kir::gemm_of_contraction): every dtype
 // the GEMM multiplies, sizes off the tiles, an empty sum, a batch over which B broadcasts,
