@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/frontend/autodiff.h"
 #include "record.h"
 
 namespace kiln {
@@ -21,6 +22,15 @@ int64_t count_over(const Tensor& x, const std::vector<int64_t>& axes) {
   int64_t n = 1;
   for (int64_t a : axes) n *= x.shape()[static_cast<int>(a)];
   return n;
+}
+
+// The row's maximum only keeps exp in range: softmax and log_softmax do not change when
+// every element of a row moves by the same amount, so no gradient flows through it, and
+// recording one would only add an argmax and a row sum that cancel to zero (PyTorch's and
+// JAX's rules leave it out too).
+Tensor row_max_without_gradient(const Tensor& x, int64_t dim) {
+  const NoGradGuard no_grad;
+  return x.max({dim}, true);
 }
 
 }  // namespace
@@ -43,14 +53,14 @@ Tensor Tensor::var(const Axes& axes, bool keepdim, int64_t correction) const {
 Tensor Tensor::softmax(int64_t dim) const {
   require_float("softmax", *this);
   const detail::BakedScalars baked;  // kiln's own constants fold
-  const Tensor e = (*this - max({dim}, true)).exp();
+  const Tensor e = (*this - row_max_without_gradient(*this, dim)).exp();
   return e / e.sum({dim}, true);
 }
 
 Tensor Tensor::log_softmax(int64_t dim) const {
   require_float("log_softmax", *this);
   const detail::BakedScalars baked;  // kiln's own constants fold
-  const Tensor s = *this - max({dim}, true);
+  const Tensor s = *this - row_max_without_gradient(*this, dim);
   return s - s.exp().sum({dim}, true).log();
 }
 
