@@ -511,12 +511,15 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
   if (!fits) c = lower(false);
   LaunchPlan& plan = c.plan;
   for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, caps));
-  for (LaunchPlan::Step& step : plan.steps) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    LaunchPlan::Step& step = plan.steps[i];
     if (step.attention) {
       LaunchPlan::Attention& a = *step.attention;
       a.schedule = kir::default_attention_schedule(a.rows, a.keys, a.depth, a.width, caps);
     } else if (step.kernel < 0) {
-      step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps);
+      const bool epilogue_by_rows = gemm_epilogue_iterations_per_row(plan, i) > 0;
+      step.gemm.schedule =
+          kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps, epilogue_by_rows);
     }
   }
   return c;
