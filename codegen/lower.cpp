@@ -1529,6 +1529,14 @@ LaunchPlan Lowering::run() {
     const Node& n = g_.node(v);
     int32_t b = -1;
     if (n.op == OpKind::Input || n.kernel >= 0 || n.info().category == OpCategory::Matmul) b = stored(v);
+    // A reshape of a value a kernel stored is its bytes in their order: that buffer is the
+    // output (a bias's gradient summed with keepdim and returned as [C]), not a copy of it.
+    ValueId source = v;
+    while (g_.node(source).kernel < 0 && g_.node(source).op == OpKind::Reshape) source = g_.node(source).operands[0];
+    if (b < 0 && source != v && g_.node(source).kernel >= 0 && g_.type(source).dtype == n.type.dtype) {
+      const int32_t s = stored(source);
+      if (s >= 0 && plan_.buffers[static_cast<size_t>(s)].kind == LaunchPlan::Buffer::Kind::Temp) b = s;
+    }
     if (b < 0 || plan_.buffers[static_cast<size_t>(b)].kind == LaunchPlan::Buffer::Kind::Constant) {
       b = new_buffer(n.type);
       copy_kernel(v, b, n.type.dtype);
