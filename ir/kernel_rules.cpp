@@ -37,7 +37,12 @@ std::string reduction_row_violation(const Graph& g, const std::vector<std::vecto
       const Node& cn = g.node(c);
       if (cn.info().category == OpCategory::Reduce) continue;  // consumes whole rows of its own
       if (at) *at = c;
-      if (cn.info().category != OpCategory::Elementwise)
+      // A reshape between two shapes that keep the rows only adds or drops dims of size 1
+      // (a bias's gradient, summed with keepdim, read as the bias's own [C]): each element
+      // stays where it is.
+      const bool unit_reshape = cn.op == OpKind::Reshape && keeps_rows(g.type(u).shape, full, axes) &&
+                                keeps_rows(cn.type.shape, full, axes);
+      if (cn.info().category != OpCategory::Elementwise && !unit_reshape)
         return fmt::format("the result of {} reaches {} through '{}', which moves it across the rows the kernel "
                            "streams",
                            name(r), name(c), cn.info().name);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "kiln/frontend/autodiff.h"
@@ -193,6 +194,38 @@ TEST(Training, AStepIsOneCachedPlan) {
   EXPECT_EQ(c.plan_misses.load(), misses);
   EXPECT_EQ(c.kernels_compiled.load(), compiled);
   EXPECT_LT(last, first);
+}
+
+// Without clipping, AdamW's update of every parameter runs inside the kernel that computes
+// its gradient: the GEMM of a weight (as its epilogue) and the row sum of a bias. A step
+// with the update launches exactly as many kernels on cpu as computing the gradients alone.
+TEST(Training, TheUpdateRunsInTheKernelsThatComputeTheGradients) {
+  std::vector<Tensor> params{train::kaiming_uniform(S({64, 32}), 1).eval().requires_grad_(),
+                             zeros(S({64})).eval().requires_grad_(),
+                             train::kaiming_uniform(S({16, 64}), 2).eval().requires_grad_(),
+                             zeros(S({16})).eval().requires_grad_()};
+  const Tensor x = randn(S({128, 32}), 5).eval();
+  const Tensor y = (rand(S({128}), 6) * 16).to(DType::I64).eval();
+  auto loss = [&] { return train::cross_entropy(linear(linear(x, params[0], params[1]).relu(), params[2], params[3]), y); };
+  auto launches_of = [&](const std::function<void()>& step) {
+    for (int warm = 0; warm < 2; ++warm) step();  // Adam's first step creates its state
+    const uint64_t before = runtime_counters().launches.load();
+    step();
+    return runtime_counters().launches.load() - before;
+  };
+  const uint64_t gradients_only = launches_of([&] {
+    std::vector<Tensor> g = grad(loss(), params);
+    sync();
+  });
+  train::AdamW opt(train::pointers(params));
+  const uint64_t with_update = launches_of([&] {
+    loss().backward();
+    opt.step();
+    opt.zero_grad();
+    sync();
+  });
+  EXPECT_GT(gradients_only, 0u);
+  EXPECT_EQ(with_update, gradients_only);
 }
 
 }  // namespace

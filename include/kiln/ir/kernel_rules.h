@@ -21,7 +21,8 @@ bool keeps_rows(const Shape& s, const Shape& full, std::span<const int64_t> axes
 
 /// Why the result of reduction `r` would leave its rows inside a kernel whose members are
 /// those for which `in_kernel` holds, or "" when it stays on them: it must reach the other
-/// members through elementwise ops only, broadcast along the reduced axes. `users[v]` lists
+/// members through elementwise ops (and reshapes that only add or drop dims of size 1) only,
+/// broadcast along the reduced axes. `users[v]` lists
 /// v's consumers; `name` spells a value in the message; `*at` is set to the consumer where the
 /// result leaves its rows. Shared by the verifier and the fusion planner (which asks before
 /// the kernel is complete).
