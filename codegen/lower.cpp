@@ -1749,6 +1749,14 @@ int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
   return per_row;
 }
 
+int64_t gemm_epilogue_columns_per_iteration(const LaunchPlan& plan, size_t i) {
+  if (gemm_epilogue_iterations_per_row(plan, i) <= 0) return 0;
+  const kir::Kernel& k = plan.kernels[static_cast<size_t>(plan.steps[i + 1].kernel)];
+  const kir::Schedule& s = plan.schedules[static_cast<size_t>(plan.steps[i + 1].kernel)];
+  const int64_t last = k.domain[k.domain.rank() - 1], n = plan.steps[i].gemm.n;
+  return s.tile > 0 && last % s.tile == 0 ? s.tile : n;
+}
+
 bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i) {
   const int32_t c = plan.steps[i].gemm.c;
   if (plan.buffers[static_cast<size_t>(c)].kind != LaunchPlan::Buffer::Kind::Temp) return true;

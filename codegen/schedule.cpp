@@ -2,6 +2,7 @@
 #include "kiln/codegen/schedule.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -404,7 +405,7 @@ GemmSchedule default_gpu_gemm_schedule(DType dtype, int64_t m, int64_t n, const 
 int gemm_vector_registers(const Capabilities& caps) { return caps.vector_bytes >= 64 ? 32 : 16; }
 
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
-                                   bool epilogue_by_rows) {
+                                   int64_t epilogue_columns) {
   if (caps.local_memory) return default_gpu_gemm_schedule(dtype, m, n, caps);
   GemmSchedule s;
   const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
@@ -439,6 +440,15 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
     const int64_t l2_columns = std::max<int64_t>(s.nr, (524288 / (s.kc * es)) / s.nr * s.nr);
     const int64_t nblocks = ((n + l2_columns - 1) / l2_columns + cores - 1) / cores * cores;
     s.nc = std::max<int64_t>(s.nr, ((n + nblocks - 1) / nblocks + s.nr - 1) / s.nr * s.nr);
+    // The epilogue (a convolution's bias, activation and residual) runs on each block while
+    // it is in cache when the blocks start where its iterations do: whole lines of the
+    // output plane.
+    // Not at the cost of the cores: with too few blocks left, the epilogue runs apart.
+    if (epilogue_columns > 0 && epilogue_columns < n) {
+      const int64_t unit = std::lcm<int64_t>(s.nr, epilogue_columns);
+      const int64_t nc = (s.nc + unit - 1) / unit * unit;
+      if ((n + nc - 1) / nc >= cores) s.nc = nc;
+    }
     return s;
   }
   int64_t blocks = std::max<int64_t>((m + rows_l2 - 1) / rows_l2, std::min(cores, panels));
@@ -453,7 +463,7 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // after a weight gradient: 1.5 ms of a GPT-2 block's step). With B packed whole, as it is
   // for two blocks of rows or more, nc only sets how many micro-panels of B a task walks:
   // the caches see the same panels either way.
-  if (epilogue_by_rows && (m + s.mc - 1) / s.mc >= cores) s.nc = all_columns;
+  if (epilogue_columns > 0 && (m + s.mc - 1) / s.mc >= cores) s.nc = all_columns;
   return s;
 }
 

@@ -43,6 +43,8 @@ struct Executable {
   /// Per step: a GEMM's epilogue iterations per row when the next step may run on its
   /// blocks of rows (gemm_epilogue_iterations_per_row), else 0.
   std::vector<int64_t> epilogue_per_row;
+  /// Per step: gemm_epilogue_columns_per_iteration.
+  std::vector<int64_t> epilogue_columns;
   /// Per step: whether a GEMM's product is read after its epilogue.
   std::vector<bool> product_read_later;
   /// Per step: the epilogue's parameter that reads a GEMM's product (-1: none).
@@ -215,6 +217,7 @@ class KernelEngine final : public Engine {
     exe->kernels = backend_.compile_all(exe->plan.kernels, exe->plan.schedules);
     for (size_t i = 0; i < exe->plan.steps.size(); ++i) {
       exe->epilogue_per_row.push_back(gemm_epilogue_iterations_per_row(exe->plan, i));
+      exe->epilogue_columns.push_back(gemm_epilogue_columns_per_iteration(exe->plan, i));
       exe->product_read_later.push_back(exe->plan.steps[i].kernel >= 0 || exe->epilogue_per_row.back() == 0 ||
                                         gemm_product_read_after_epilogue(exe->plan, i));
       const std::optional<kir::GemmEpilogueSource> e =
@@ -323,9 +326,9 @@ class KernelEngine final : public Engine {
           const LaunchPlan::Step& epilogue = plan.steps[s + 1];
           const auto k = static_cast<size_t>(epilogue.kernel);
           bind(epilogue);
-          const Backend::GemmEpilogue fused{*exe.kernels[k],  plan.schedules[k],          bound,
-                                            args,             per_row,                    &plan.kernels[k],
-                                            exe.product_read_later[s], exe.product_param[s]};
+          const Backend::GemmEpilogue fused{*exe.kernels[k], plan.schedules[k],         bound,
+                                            args,            per_row,                   exe.epilogue_columns[s],
+                                            &plan.kernels[k], exe.product_read_later[s], exe.product_param[s]};
           if (backend_.gemm_with_epilogue(step.gemm, mem, fused)) {
             profiled(s, true);
             ++s;  // the epilogue ran with the product
@@ -517,9 +520,8 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
       LaunchPlan::Attention& a = *step.attention;
       a.schedule = kir::default_attention_schedule(a.rows, a.keys, a.depth, a.width, caps);
     } else if (step.kernel < 0) {
-      const bool epilogue_by_rows = gemm_epilogue_iterations_per_row(plan, i) > 0;
-      step.gemm.schedule =
-          kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps, epilogue_by_rows);
+      step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps,
+                                                      gemm_epilogue_columns_per_iteration(plan, i));
     }
   }
   return c;

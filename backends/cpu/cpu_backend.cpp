@@ -121,14 +121,21 @@ class CpuBackend final : public Backend {
                           const GemmEpilogue& epilogue) override {
     const cpu::KernelFn fn = static_cast<const cpu::CpuKernel&>(epilogue.kernel).fn();
     const KernelArgs args(epilogue.kernel, epilogue.buffers, epilogue.scalars);
-    return cpu::run_gemm_by_rows(
+    const int64_t per_row = epilogue.iterations_per_row, granule = epilogue.columns_per_iteration;
+    return cpu::run_gemm_by_blocks(
         g, buffers[static_cast<size_t>(g.a)]->host_data(), buffers[static_cast<size_t>(g.b)]->host_data(),
         buffers[static_cast<size_t>(g.c)]->host_data(),
-        [&](int64_t begin, int64_t end) {
-          if (begin < end)
-            cpu::call_kernel(fn, args.data(), begin * epilogue.iterations_per_row, end * epilogue.iterations_per_row);
+        [&](int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end) {
+          if (row_begin >= row_end || column_begin >= column_end) return;
+          if (column_begin == 0 && column_end == g.n) {  // whole rows: one run of iterations
+            cpu::call_kernel(fn, args.data(), row_begin * per_row, row_end * per_row);
+            return;
+          }
+          const int64_t first = column_begin / granule, last = (column_end + granule - 1) / granule;
+          for (int64_t r = row_begin; r < row_end; ++r)
+            cpu::call_kernel(fn, args.data(), r * per_row + first, r * per_row + last);
         },
-        immutable_operands(g, buffers));
+        granule < g.n ? granule : 0, immutable_operands(g, buffers));
   }
 
   void prepare_gemm(const LaunchPlan::Gemm& g) override { cpu::prepare_gemm(g); }

@@ -341,7 +341,7 @@ std::string packed_b_key(const LaunchPlan::Gemm& g, uint64_t id) {
 
 template <class T>
 void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn micro,
-               const std::function<void(int64_t, int64_t)>* rows_done, const ImmutableOperands& fixed) {
+               const BlockDone* block_done, const ImmutableOperands& fixed) {
   const kir::GemmSchedule& s = g.schedule;
   const int64_t m = g.m, n = g.n, k = g.k;
   const int64_t ars = g.a_row_stride, acs = g.a_col_stride, brs = g.b_row_stride, bcs = g.b_col_stride;
@@ -426,7 +426,7 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
         }
       }
     }
-    if (rows_done) (*rows_done)(bi * m + i0, bi * m + i0 + rows);
+    if (block_done) (*block_done)(bi * m + i0, bi * m + i0 + rows, j0, j0 + cols);
   };
   run_tasks(tasks, parallel, s.threads, task);
 }
@@ -434,19 +434,19 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
 bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g.batch.numel() == 0; }
 
 void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
-              const std::function<void(int64_t, int64_t)>* rows_done, const ImmutableOperands& fixed) {
+              const BlockDone* block_done, const ImmutableOperands& fixed) {
   if (empty_product(g)) return;
   const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype);
   const KernelFn fn = micro->fn();
   switch (g.dtype) {
     case DType::F32:
-      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), fn, rows_done, fixed);
+      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), fn, block_done, fixed);
     case DType::F64:
-      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), fn, rows_done, fixed);
+      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), fn, block_done, fixed);
     case DType::I32:
-      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), fn, rows_done, fixed);
+      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), fn, block_done, fixed);
     case DType::I64:
-      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), fn, rows_done, fixed);
+      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), fn, block_done, fixed);
     default: break;
   }
   throw Error("matmul of bool tensors is not supported on the cpu device");
@@ -501,14 +501,14 @@ void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
   dispatch(g, a, b, c, nullptr, fixed);
 }
 
-bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
-                      const std::function<void(int64_t, int64_t)>& rows_done, const ImmutableOperands& fixed) {
-  if (g.n > g.schedule.nc) return false;
+bool run_gemm_by_blocks(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
+                        const BlockDone& block_done, int64_t column_granule, const ImmutableOperands& fixed) {
+  if (g.n > g.schedule.nc && (column_granule <= 0 || g.schedule.nc % column_granule != 0)) return false;
   if (empty_product(g)) {
-    rows_done(0, g.batch.numel() * g.m);
+    block_done(0, g.batch.numel() * g.m, 0, g.n);
     return true;
   }
-  dispatch(g, a, b, c, &rows_done, fixed);
+  dispatch(g, a, b, c, &block_done, fixed);
   return true;
 }
 

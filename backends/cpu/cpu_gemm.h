@@ -31,10 +31,15 @@ double fma_peak_gflops(const Capabilities& caps);
 /// Compiles (or finds in the JIT's caches) the micro-kernel run_gemm() uses for `g`.
 void prepare_gemm(const LaunchPlan::Gemm& g);
 
-/// As run_gemm, calling `rows_done(begin, end)` on each task's thread as soon as rows
-/// [begin, end) of the product (counted over all batches) are final, while they are in cache.
-/// False, computing nothing, when a task does not own whole rows (more than one nc block).
-bool run_gemm_by_rows(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
-                      const std::function<void(int64_t, int64_t)>& rows_done, const ImmutableOperands& fixed = {});
+/// A block of the product that is final: rows [row_begin, row_end) (counted over all
+/// batches) by columns [column_begin, column_end).
+using BlockDone = std::function<void(int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end)>;
+
+/// As run_gemm, calling `block_done` on each task's thread as soon as its block of the
+/// product is final, while it is in cache. A block starts at a multiple of
+/// `column_granule` columns (0: every block holds whole rows). False, computing nothing,
+/// when the product's blocking cannot give such blocks.
+bool run_gemm_by_blocks(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
+                        const BlockDone& block_done, int64_t column_granule, const ImmutableOperands& fixed = {});
 
 }  // namespace kiln::cpu

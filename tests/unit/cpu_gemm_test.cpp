@@ -307,6 +307,39 @@ TEST(CpuGemm, EpilogueRunsOnBlocksOfRowsOnlyWhereItMay) {
   EXPECT_EQ(runtime_counters().launches.load() - before2, 2u);
 }
 
+// A convolution with few filters cuts its product into blocks of columns (output positions)
+// so that both cores have work; its bias, residual and relu still run on each block in
+// cache, from whole lines of the plane (one launch), and a product whose epilogue covers a
+// batch of two planes as well. Then the same product in a training step's form, a weight's
+// gradient with its update (whole rows of a wide product in one block of columns).
+TEST(CpuGemm, EpilogueRunsOnBlocksOfColumnsFromWholeLines) {
+  for (const int64_t batch : {1, 2}) {
+    const std::string text = fmt::format(R"(graph @g(%x: f32[{0},16,56,56], %w: f32[16,16,3,3], %bias: f32[1,16,1,1]) -> f32[{0},16,56,56] {{
+  %c = conv %x, %w {{strides = [1, 1], low = [1, 1], high = [1, 1]}} : f32[{0},16,56,56]
+  %b = add %c, %bias : f32[{0},16,56,56]
+  %s = add %b, %x : f32[{0},16,56,56]
+  %r = relu %s : f32[{0},16,56,56]
+  return %r
+}})",
+                                         batch);
+    const auto before = runtime_counters().launches.load();
+    expect_same(text, {filled(DType::F32, Shape{batch, 16, 56, 56}, 18), filled(DType::F32, Shape{16, 16, 3, 3}, 19),
+                       filled(DType::F32, Shape{1, 16, 1, 1}, 20)},
+                fmt::format("conv + bias + residual + relu, batch {}", batch));
+    EXPECT_EQ(runtime_counters().launches.load() - before, 1u) << "batch " << batch;
+  }
+  const std::string update = R"(graph @g(%g: f32[256,40], %x: f32[256,3000], %p: f32[40,3000]) -> f32[40,3000] {
+  %gt = permute %g {perm = [1, 0]} : f32[40,256]
+  %d = matmul %gt, %x : f32[40,3000]
+  %s = scalar {slot = 0, value = 0.01} : f32[]
+  %u = mul %d, %s : f32[40,3000]
+  %q = sub %p, %u : f32[40,3000]
+  return %q
+})";
+  expect_same(update, {filled(DType::F32, Shape{256, 40}, 21), filled(DType::F32, Shape{256, 3000}, 22),
+                       filled(DType::F32, Shape{40, 3000}, 23)}, "a weight's update after its gradient");
+}
+
 // An epilogue with a launch scalar and two outputs, once with the product returned too (a
 // device that computes the epilogue in registers must then also store the product) and once
 // without.

@@ -159,6 +159,9 @@ class Backend {
     std::span<DeviceMemory* const> buffers;  // the kernel's, as for launch()
     std::span<const Scalar> scalars;
     int64_t iterations_per_row = 0;
+    /// The columns each iteration covers (gemm_epilogue_columns_per_iteration): a block of
+    /// columns from a multiple of it is a run of iterations of each of its rows.
+    int64_t columns_per_iteration = 0;
     /// The epilogue's Kernel IR (what `kernel` was compiled from), for a backend that
     /// computes it inside the product's own kernel, on each element while in a register.
     const kir::Kernel* ir = nullptr;

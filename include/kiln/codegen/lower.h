@@ -140,6 +140,12 @@ struct LaunchPlan {
 /// row-major), else 0.
 int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i);
 
+/// With such an epilogue, the columns of a row each of its iterations covers when they all
+/// cover the same number (its tile along the last dim divides that dim), so that a block of
+/// the product's columns starting at a multiple of it is a run of iterations; else the row's
+/// width (the epilogue runs on whole rows only). 0 without an epilogue.
+int64_t gemm_epilogue_columns_per_iteration(const LaunchPlan& plan, size_t i);
+
 /// Whether the product of GEMM step steps[i] may be read after step i + 1 (its epilogue):
 /// its buffer is not a temporary, or a later step binds it.
 bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i);

@@ -206,11 +206,11 @@ int gemm_vector_registers(const Capabilities& caps);
 /// knows better. CPU: a register tile that fills the vector registers `caps` has, panels
 /// sized for typical L1/L2/L3, and no more mc blocks than the product needs. GPU (`caps`
 /// has local memory): work-group tiles no larger than the product needs, within the
-/// device's work-group size. `epilogue_by_rows`: an epilogue follows that a CPU runs on
-/// each block of whole rows as the product finishes it, so C is not cut into column blocks
-/// where that costs nothing.
+/// device's work-group size. `epilogue_columns` > 0: an epilogue follows that a CPU runs on
+/// each block of the product as it is finished, on blocks of columns starting at multiples
+/// of it (gemm_epilogue_columns_per_iteration); the blocks are cut so.
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
-                                   bool epilogue_by_rows = false);
+                                   int64_t epilogue_columns = 0);
 
 /// The schedule a backend runs `k` with unless the autotuner knows better: the walk, and
 /// knobs chosen for `caps` (vector width from the widest element type and the vector
