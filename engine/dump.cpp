@@ -2,11 +2,14 @@
 #include "dump.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 
 #include <fmt/format.h>
 
+#include "kiln/support/env.h"
 #include "kiln/support/log.h"
 
 namespace kiln::engine {
@@ -14,15 +17,8 @@ namespace kiln::engine {
 const Dumper& Dumper::get() {
   static const Dumper d = [] {
     Dumper out;
-    if (const char* env = std::getenv("KILN_DUMP")) {
-      std::string_view list(env);
-      while (!list.empty()) {
-        const size_t comma = list.find(',');
-        out.stages_.emplace_back(list.substr(0, comma));
-        if (comma == std::string_view::npos) break;
-        list.remove_prefix(comma + 1);
-      }
-    }
+    static constexpr std::string_view kStages[] = {"graph", "fused", "kernel", "llvm", "opencl", "glsl", "spirv", "all"};
+    out.stages_ = env_list("KILN_DUMP", kStages);
     const char* dir = std::getenv("KILN_DUMP_DIR");
     out.dir_ = dir && *dir ? dir : "kiln-dump";
     return out;
@@ -35,9 +31,17 @@ bool Dumper::wants(std::string_view stage) const {
          std::find(stages_.begin(), stages_.end(), "all") != stages_.end();
 }
 
+bool Dumper::names(std::string_view stage) const {
+  return std::find(stages_.begin(), stages_.end(), stage) != stages_.end();
+}
+
 void Dumper::write(const std::string& file, const std::string& text) const {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::fprintf(stderr, "kiln: KILN_DUMP: writing to %s\n", std::filesystem::absolute(dir_, ec).string().c_str());
+  });
   std::ofstream out(dir_ / file, std::ios::binary);
   out << text;
   if (!out) warn_once("dump:" + dir_.string(), fmt::format("KILN_DUMP: cannot write to {}", dir_.string()));

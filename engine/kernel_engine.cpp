@@ -29,6 +29,7 @@
 #include "kiln/runtime/profile.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/env.h"
+#include "kiln/support/log.h"
 #include "kiln/support/lru_cache.h"
 
 namespace kiln::engine {
@@ -226,11 +227,18 @@ class KernelEngine final : public Engine {
     }
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
       if (!dump.wants(stage)) continue;
+      bool written = false;
       for (size_t i = 0; i < exe->plan.kernels.size(); ++i) {
         const kir::Kernel& k = exe->plan.kernels[i];
         const std::string text = backend_.kernel_source(k, exe->plan.schedules[i], stage);
         if (!text.empty()) dump.write(fmt::format("{}.{}.{}", stem, k.name, stage == std::string_view("llvm") ? "ll" : stage), text);
+        written = written || !text.empty();
       }
+      // Asked for by name (not through `all`), a stage this device does not have is said so.
+      if (!written && !exe->plan.kernels.empty() && dump.names(stage))
+        warn_once(fmt::format("dump:{}:{}", device_.str(), stage),
+                  fmt::format("KILN_DUMP: device {} has no '{}' stage (cpu: llvm; opencl: opencl; vulkan: glsl, spirv)",
+                              device_.str(), stage));
     }
     exe->constants.resize(exe->plan.buffers.size());
     for (size_t b = 0; b < exe->plan.buffers.size(); ++b) {

@@ -14,10 +14,7 @@ size_t kernel_cache_capacity() {
   return static_cast<size_t>(env_int("KILN_KERNEL_CACHE_SIZE", 1, int64_t{1} << 30).value_or(4096));
 }
 
-bool compile_allowed() {
-  const char* no = std::getenv("KILN_NO_COMPILE");
-  return no == nullptr || std::string_view(no) != "1";
-}
+bool compile_allowed() { return !env_flag("KILN_NO_COMPILE").value_or(false); }
 
 void check_compile_allowed(std::string_view what) {
   if (!compile_allowed())

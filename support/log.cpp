@@ -1,6 +1,9 @@
 // support/log.cpp - warnings and log channels.
 #include "kiln/support/log.h"
 
+#include "kiln/support/env.h"
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -24,17 +27,10 @@ void warn_once(std::string_view key, std::string_view message) {
 }
 
 bool log_enabled(std::string_view channel) {
-  const char* env = std::getenv("KILN_LOG");
-  if (env == nullptr) return false;
-  std::string_view list(env);
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    const std::string_view item = list.substr(0, comma);
-    if (item == channel || item == "all") return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
+  static constexpr std::string_view kChannels[] = {"flush", "compile", "autotune", "vulkan", "all"};
+  // Read at every call (tests set it as they go); an unknown channel is an error.
+  const std::vector<std::string> on = env_list("KILN_LOG", kChannels);
+  return std::any_of(on.begin(), on.end(), [&](const std::string& c) { return c == channel || c == "all"; });
 }
 
 void log_line(std::string_view channel, std::string_view message) {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/env.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
 
@@ -51,8 +52,7 @@ void check(VkResult r, std::string_view what) {
 
 bool validation_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("KILN_VULKAN_VALIDATION");
-    return v && std::string_view(v) == "1";
+    return env_flag("KILN_VULKAN_VALIDATION").value_or(false);
   }();
   return on;
 }

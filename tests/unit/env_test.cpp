@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kiln/support/env.h"
+#include "kiln/support/error.h"
 
 namespace kiln {
 namespace {
@@ -34,6 +35,49 @@ TEST(EnvInt, AcceptsOnlyPlainIntegersInRange) {
   EXPECT_EQ(parse(""), std::nullopt) << "empty means unset";
   EXPECT_EQ(env_int("KILN_TEST_ENV_INT_UNSET", 0, 10), std::nullopt);
   EXPECT_EQ(parse("0", 0, 10), 0);
+}
+
+// On/off settings take 1 or 0 only: KILN_NO_COMPILE=true once read as off, and a
+// deployment's proof that it compiles nothing passed while it compiled (issue 44).
+TEST(EnvFlag, TakesOneOrZeroAndRefusesTheRest) {
+  auto flag = [](const char* value) {
+    ::setenv("KILN_TEST_ENV_FLAG", value, 1);
+    const std::optional<bool> v = env_flag("KILN_TEST_ENV_FLAG");
+    ::unsetenv("KILN_TEST_ENV_FLAG");
+    return v;
+  };
+  EXPECT_EQ(flag("1"), true);
+  EXPECT_EQ(flag("0"), false);
+  EXPECT_EQ(flag(""), std::nullopt);
+  EXPECT_EQ(env_flag("KILN_TEST_ENV_FLAG_UNSET"), std::nullopt);
+  for (const char* bad : {"true", "yes", "on", "2", " 1"}) {
+    ::setenv("KILN_TEST_ENV_FLAG", bad, 1);
+    try {
+      env_flag("KILN_TEST_ENV_FLAG");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("KILN_TEST_ENV_FLAG='"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("want 1 (on) or 0 (off)"), std::string::npos) << e.what();
+    }
+    ::unsetenv("KILN_TEST_ENV_FLAG");
+  }
+}
+
+TEST(EnvList, NamesOnlyWhatItAccepts) {
+  static constexpr std::string_view kAccepted[] = {"graph", "kernel", "all"};
+  ::setenv("KILN_TEST_ENV_LIST", "graph,,kernel", 1);
+  EXPECT_EQ(env_list("KILN_TEST_ENV_LIST", kAccepted), (std::vector<std::string>{"graph", "kernel"}));
+  ::setenv("KILN_TEST_ENV_LIST", "graph,kernal", 1);
+  try {
+    env_list("KILN_TEST_ENV_LIST", kAccepted);
+    ADD_FAILURE() << "kernal was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown 'kernal' (want a comma-separated list of graph, kernel, all)"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("KILN_TEST_ENV_LIST");
+  EXPECT_TRUE(env_list("KILN_TEST_ENV_LIST", kAccepted).empty());
 }
 
 }  // namespace
