@@ -12,6 +12,7 @@
 
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
+#include "kiln/support/spelling.h"
 
 namespace kiln {
 
@@ -46,8 +47,8 @@ std::vector<std::string> env_list(const char* name, std::span<const std::string_
     const std::string_view item = list.substr(0, comma);
     if (!item.empty()) {
       if (std::find(accepted.begin(), accepted.end(), item) == accepted.end())
-        throw Error(fmt::format("{}='{}': unknown '{}' (want a comma-separated list of {})", name, raw, item,
-                                fmt::join(accepted, ", ")));
+        throw Error(fmt::format("{}='{}': unknown '{}'{} (want a comma-separated list of {})", name, raw, item,
+                                did_you_mean(item, accepted), fmt::join(accepted, ", ")));
       out.emplace_back(item);
     }
     if (comma == std::string_view::npos) break;

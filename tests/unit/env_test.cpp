@@ -9,6 +9,7 @@
 
 #include "kiln/support/env.h"
 #include "kiln/support/error.h"
+#include "kiln/support/spelling.h"
 
 namespace kiln {
 namespace {
@@ -72,12 +73,24 @@ TEST(EnvList, NamesOnlyWhatItAccepts) {
     env_list("KILN_TEST_ENV_LIST", kAccepted);
     ADD_FAILURE() << "kernal was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown 'kernal' (want a comma-separated list of graph, kernel, all)"),
+    EXPECT_NE(std::string(e.what()).find("unknown 'kernal' (did you mean 'kernel'?) (want a comma-separated list of graph, kernel, all)"),
               std::string::npos)
         << e.what();
   }
   ::unsetenv("KILN_TEST_ENV_LIST");
   EXPECT_TRUE(env_list("KILN_TEST_ENV_LIST", kAccepted).empty());
+}
+
+TEST(Spelling, SuggestsOnlyCloseNames) {
+  static constexpr std::string_view kNames[] = {"run", "opt", "check", "compile", "autotune"};
+  EXPECT_EQ(closest_name("rnu", kNames), "run");       // a swap
+  EXPECT_EQ(closest_name("compiel", kNames), "compile");
+  EXPECT_EQ(closest_name("autotun", kNames), "autotune");
+  EXPECT_EQ(closest_name("chek", kNames), "check");
+  EXPECT_EQ(closest_name("bogus", kNames), std::nullopt);
+  EXPECT_EQ(closest_name("xy", kNames), std::nullopt);
+  EXPECT_EQ(did_you_mean("opy", kNames), " (did you mean 'opt'?)");
+  EXPECT_EQ(did_you_mean("zzzzzz", kNames), "");
 }
 
 }  // namespace

@@ -186,7 +186,7 @@ Command add_cache_command(CLI::App& app) {
   device_option(st);
   CLI::App* e = sub->add_subcommand("export", "Write one device's tuning and compiled kernels to a file.");
   e->add_option("file", opts->file, "The file to write")->required();
-  device_option(e);
+  e->add_option("--device", opts->device, "The device whose caches to write (see kiln devices)")->required();
   CLI::App* i = sub->add_subcommand("import", "Merge a file kiln cache export wrote into this machine's caches.");
   i->add_option("file", opts->file, "The file to read")->required();
   i->add_flag("--tuning-only", opts->tuning_only,

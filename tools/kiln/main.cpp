@@ -1,7 +1,11 @@
 // tools/kiln/main.cpp - the `kiln` command-line tool.
+#include <algorithm>
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 #include "commands.h"
+#include "kiln/support/spelling.h"
 #include "kiln/version.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +26,18 @@ int main(int argc, char** argv) {
       kiln::cli::add_cache_command(app),
       kiln::cli::add_import_command(app),
   };
+  // An unknown command, before CLI11 reads it as a stray argument ("A subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string_view> names;
+    for (const auto& command : commands) names.push_back(command.app->get_name());
+    if (std::find(names.begin(), names.end(), std::string_view(argv[1])) == names.end()) {
+      std::cerr << "kiln: error: unknown command '" << argv[1] << "'" << kiln::did_you_mean(argv[1], names)
+                << "; the commands are";
+      for (std::string_view n : names) std::cerr << " " << n;
+      std::cerr << " (kiln --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -50,7 +50,7 @@ Command add_run_command(CLI::App& app) {
   sub->add_flag("--print", opts->print, "Print the values of every output");
   sub->add_flag("--full", opts->full, "With --print, print every value (no '...' summary)");
   sub->add_option("--save", opts->save_dir, "Write every output as DIR/<name>.npy")->type_name("DIR");
-  sub->add_option("--device", opts->device, "Where to run: cpu (compiled with LLVM), opencl:N, or interp (the reference interpreter); see kiln devices")
+  sub->add_option("--device", opts->device, "Where to run: cpu (compiled with LLVM), opencl:N, vulkan:N, or interp (the reference interpreter); see kiln devices")
       ->capture_default_str();
   sub->add_flag("--check", opts->check, "Also run the reference interpreter and report the largest difference");
   sub->add_flag("--profile", opts->profile,
