@@ -136,10 +136,34 @@ constexpr int64_t kGemmLocalBytes = 16 << 10;
 
 }  // namespace
 
+namespace {
+
+// The knobs whose values are names, spelled as Schedule::str spells them: `pipeline=o2`,
+// `reduction=workgroup-tree`. Their numbers are accepted too (tuning rows written before).
+std::optional<std::string_view> value_name(std::string_view knob, int64_t value) {
+  if (knob == "pipeline" && value >= 0 && value <= static_cast<int64_t>(CpuPipeline::O2))
+    return cpu_pipeline_name(static_cast<CpuPipeline>(value));
+  if (knob == "reduction" && value >= 0 && value <= static_cast<int64_t>(ReductionStrategy::Subgroup))
+    return reduction_strategy_name(static_cast<ReductionStrategy>(value));
+  return std::nullopt;
+}
+
+std::optional<int64_t> value_of_name(std::string_view knob, std::string_view text) {
+  for (int64_t v = 0; v < 8; ++v)
+    if (const auto name = value_name(knob, v); name && *name == text) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::string Variant::str() const {
   if (settings.empty()) return "default";
   std::string out;
-  for (const auto& [name, value] : settings) out += fmt::format("{}{}={}", out.empty() ? "" : " ", name, value);
+  for (const auto& [name, value] : settings) {
+    const auto named = value_name(name, value);
+    out += named ? fmt::format("{}{}={}", out.empty() ? "" : " ", name, *named)
+                 : fmt::format("{}{}={}", out.empty() ? "" : " ", name, value);
+  }
   return out;
 }
 
@@ -154,10 +178,14 @@ std::optional<Variant> Variant::parse(std::string_view text) {
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) return std::nullopt;
     int64_t value = 0;
-    const std::string_view digits = item.substr(eq + 1);
-    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
-    v.settings.emplace_back(std::string(item.substr(0, eq)), value);
+    const std::string_view knob = item.substr(0, eq), digits = item.substr(eq + 1);
+    if (const std::optional<int64_t> named = value_of_name(knob, digits)) {
+      value = *named;
+    } else {
+      auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+      if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
+    }
+    v.settings.emplace_back(std::string(knob), value);
     pos = end + 1;
   }
   if (v.settings.empty() || !std::is_sorted(v.settings.begin(), v.settings.end())) return std::nullopt;

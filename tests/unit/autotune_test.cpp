@@ -123,8 +123,16 @@ TEST(AutotuneVariants, TextRoundTrips) {
   EXPECT_EQ(v.str(), "local=128 per_item=2");
   EXPECT_EQ(kir::Variant::parse(v.str()), v);
   EXPECT_EQ(kir::Variant::parse("default"), kir::Variant{});
-  for (const char* bad : {"", "local", "local=", "=3", "local=x", "per_item=2 local=128", "a=1 a=2", "a=1  b=2"})
+  for (const char* bad : {"", "local", "local=", "=3", "local=x", "per_item=2 local=128", "a=1 a=2", "a=1  b=2",
+                          "pipeline=fast", "reduction=tree"})
     EXPECT_FALSE(kir::Variant::parse(bad)) << bad;
+  // Knobs whose values are names take them as the schedule prints them (`pipeline = o2`);
+  // their numbers, which tuning rows of before hold, read the same.
+  const std::optional<kir::Variant> o2 = kir::Variant::parse("pipeline=o2 reduction=workgroup-tree");
+  ASSERT_TRUE(o2);
+  EXPECT_EQ(o2->str(), "pipeline=o2 reduction=workgroup-tree");
+  EXPECT_EQ(kir::Variant::parse("pipeline=1 reduction=1"), o2);
+  EXPECT_EQ(kir::Variant::parse("pipeline=lean")->settings[0].second, 0);
 }
 
 // The knobs are only worth having if every legal value computes the same thing: each
