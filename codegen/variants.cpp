@@ -3,6 +3,7 @@
 #include "kiln/codegen/variants.h"
 
 #include <algorithm>
+#include <numeric>
 #include <charconv>
 #include <set>
 
@@ -373,10 +374,11 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   s.threads = static_cast<int>(setting(v, "threads").value_or(s.threads));
   if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
   if (auto kc = setting(v, "kc")) s.kc = *kc;
-  // Blocks stay whole register tiles, and no narrower than they were: a B block as wide as
-  // the product is what lets the epilogue run on each block of rows (cpu_gemm.cpp).
+  // Blocks stay whole register tiles, and a multiple of what they were: the default cuts the
+  // columns where the epilogue can run on each block (as wide as the product, or on whole
+  // lines of a convolution's plane; cpu_gemm.cpp), and a multiple keeps that.
   s.mc = round_up(setting(v, "mc").value_or(s.mc), s.mr);
-  s.nc = round_up(s.nc, s.nr);
+  s.nc = std::lcm<int64_t>(base.nc, s.nr);
   return s;
 }
 
