@@ -57,6 +57,7 @@ class CpuBackend final : public Backend {
   CpuBackend() {
     const cpu::HostTarget& t = cpu::Jit::instance().target();
     caps_.fp64 = caps_.int64 = true;
+    caps_.custom_c = caps_.custom_opencl_c = true;
     caps_.local_memory = false;
     caps_.subgroup_size = 1;
     caps_.max_work_group = 1;

@@ -126,6 +126,7 @@ class OpenClBackend final : public Backend {
     check(err, fmt::format("creating a queue on opencl:{} ({})", index, info_.name));
     caps_.fp64 = info_.fp64;
     caps_.int64 = info_.int64;
+    caps_.custom_opencl_c = true;
     caps_.local_memory = info_.local_memory > 0;
     caps_.subgroup_size = 1;  // subgroup reductions are not generated yet
     caps_.max_work_group = info_.max_work_group;

@@ -8,7 +8,9 @@
 
 #include "commands.h"
 #include "differential.h"
+#include "kiln/backend/backend.h"
 #include "kiln/engine/engine.h"
+#include "kiln/ir/custom_kernel.h"
 
 namespace kiln::cli {
 namespace {
@@ -26,6 +28,23 @@ std::string_view precision_name(test::Precision p) {
     case test::Precision::Unbounded: return "type";
   }
   return "?";
+}
+
+// Why device `d` cannot run `g`'s custom kernels ("" when it can).
+std::string unsupported_custom_kernel(const Graph& g, Device d) {
+  const Backend* b = engine_for(d).backend();
+  if (b == nullptr) return "";
+  const Capabilities& caps = b->capabilities();
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(static_cast<ValueId>(id));
+    if (n.op != OpKind::Custom) continue;
+    const CustomKernel& k = *n.attrs[0].custom;
+    const bool c = k.language == CustomLanguage::C;
+    if (c ? caps.custom_c : caps.custom_opencl_c) continue;
+    return fmt::format("custom kernel @{} is written in {}, which {} does not compile", k.name, c ? "C" : "OpenCL C",
+                       d.str());
+  }
+  return "";
 }
 
 }  // namespace
@@ -53,6 +72,13 @@ Command add_check_command(CLI::App& app) {
             for (Device d : devices) width = std::max(width, d.str().size());
             int failed = 0;
             for (Device d : devices) {
+              // Of every device, those that cannot compile a custom kernel's language are
+              // skipped, not failed: C runs on cpu only, by design (docs/custom_kernels.md).
+              if (opts->device == "all")
+                if (const std::string why = unsupported_custom_kernel(g, d); !why.empty()) {
+                  std::cout << fmt::format("{:<{}}  skip  {}\n", d.str(), width, why);
+                  continue;
+                }
               test::OutputCheck c;
               try {
                 c = test::check_outputs(d, g, inputs, /*bound_everything=*/true);

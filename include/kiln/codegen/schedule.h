@@ -55,6 +55,10 @@ struct Capabilities {
   /// LP_MAX_TGSI_LOOP_ITERATIONS), silently; default_schedule keeps rows under it and the
   /// C-family emitter refuses a kernel that could exceed it.
   int64_t max_loop_iterations = 0;
+  /// The languages of custom kernels (docs/custom_kernels.md) the device compiles: C and
+  /// OpenCL C on cpu (through Clang), OpenCL C on opencl, neither on vulkan.
+  bool custom_c = false;
+  bool custom_opencl_c = false;
   /// Whether transcendental functions (sin, exp, pow...) round exactly as the host's libm,
   /// which the interpreter calls: the differential oracle compares them bit for bit then.
   bool exact_math = true;
