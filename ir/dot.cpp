@@ -5,9 +5,35 @@
 #include "kiln/ir/text.h"
 
 namespace kiln {
+namespace {
+
+// `text` inside a Graphviz double-quoted string.
+std::string escaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string graph_to_dot(const Graph& g) {
   std::string out = fmt::format("digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n", g.name());
+  // A fused graph's kernels are clusters around their members (one launch each), with the
+  // fusion planner's note where it left a value out.
+  std::vector<std::string> clusters(g.kernels().size());
+  for (size_t id = 0; id < g.size(); ++id)
+    if (const int32_t k = g.nodes()[id].kernel; k >= 0) clusters[static_cast<size_t>(k)] += fmt::format(" n{};", id);
+  for (size_t k = 0; k < clusters.size(); ++k) {
+    if (clusters[k].empty()) continue;
+    const KernelRegion& region = g.kernels()[k];
+    std::string label = "kernel @" + region.name;
+    if (!region.note.empty()) label += "\\n" + escaped(region.note);
+    out += fmt::format("  subgraph cluster_k{} {{\n    label=\"{}\"; style=rounded; color=\"#7a9cc6\"; fontname=\"monospace\";\n   {}\n  }}\n",
+                       k, label, clusters[k]);
+  }
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
     const OpInfo& info = n.info();

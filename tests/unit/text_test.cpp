@@ -158,5 +158,24 @@ TEST(Dot, DrawsEveryNodeAndEdge) {
   EXPECT_NE(dot.find("label=\"exp\\nf32[2]\""), std::string::npos) << dot;
 }
 
+// A fused graph's kernels are clusters around their members, labelled with the planner's
+// note (they were not drawn: a fused graph looked like its input).
+TEST(Dot, DrawsKernelsAsClustersWithTheirNotes) {
+  const Graph g = test::parse_or_fail(R"(graph @f(%x: f32[4,4]) -> f32[4,4] {
+  kernel @k0(%x) -> (%a) note "a \"quoted\" reason" {
+    %a = reduce_sum %x {axes = [1], keepdim} : f32[4,1]
+  }
+  kernel @k1(%x, %a) -> (%y) {
+    %y = sub %x, %a : f32[4,4]
+  }
+  return %y
+})");
+  const std::string dot = graph_to_dot(g);
+  EXPECT_NE(dot.find("subgraph cluster_k0 {\n    label=\"kernel @k0\\na \\\"quoted\\\" reason\""), std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("subgraph cluster_k1 {\n    label=\"kernel @k1\""), std::string::npos) << dot;
+  EXPECT_NE(dot.find("    n2;\n  }"), std::string::npos) << dot;
+}
+
 }  // namespace
 }  // namespace kiln
