@@ -11,6 +11,7 @@
 
 #include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/text.h"
+#include "kiln/support/spelling.h"
 #include "lexer.h"
 
 namespace kiln {
@@ -329,8 +330,13 @@ bool Parser::parse_attrs(OpKind op, SourceLoc op_loc, Attrs& out) {
       const int i = attr_index(op, name.text);
       if (i < 0) {
         std::string known;
-        for (const AttrSpec& s : info.attrs) known += (known.empty() ? "" : ", ") + std::string(s.name);
-        return fail(name.loc, fmt::format("'{}' has no attribute '{}' ({})", info.name, name.text,
+        std::vector<std::string_view> names;
+        for (const AttrSpec& s : info.attrs) {
+          known += (known.empty() ? "" : ", ") + std::string(s.name);
+          names.push_back(s.name);
+        }
+        return fail(name.loc, fmt::format("'{}' has no attribute '{}'{} ({})", info.name, name.text,
+                                          did_you_mean(name.text, names),
                                           known.empty() ? "it takes none" : "expected one of: " + known));
       }
       AttrValue& v = out[static_cast<size_t>(i)];
@@ -387,8 +393,12 @@ bool Parser::parse_node() {
   if (tok_.kind != Tok::Ident) return expected("an operation name");
   const Token op_tok = take();
   const auto op = lookup_op(op_tok.text);
-  if (!op || *op == OpKind::Input)
-    return fail(op_tok.loc, fmt::format("unknown operation '{}'", op_tok.text));
+  if (!op || *op == OpKind::Input) {
+    std::vector<std::string_view> names;
+    for (const OpInfo& info : all_ops())
+      if (info.kind != OpKind::Input) names.push_back(info.name);
+    return fail(op_tok.loc, fmt::format("unknown operation '{}'{}", op_tok.text, did_you_mean(op_tok.text, names)));
+  }
   Node n;
   n.op = *op;
   n.name = std::string(name.text);
