@@ -15,6 +15,7 @@
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
 #include "kiln/passes/pass_manager.h"
+#include "kiln/support/spelling.h"
 
 namespace kiln::cli {
 namespace {
@@ -44,9 +45,22 @@ void apply_variant_to(LaunchPlan& plan, const std::string& only, const std::stri
     std::optional<kir::Schedule> s = kir::apply_variant(k, plan.schedules[i], *v, caps);
     if (!s) {
       std::vector<std::string> knobs;
-      for (const kir::Knob& knob : kir::schedule_knobs(k, plan.schedules[i], caps))
-        knobs.push_back(fmt::format("{}={{{}}}", knob.name, fmt::join(knob.values, ",")));
-      throw Error(fmt::format("--variant '{}' does not apply to kernel @{} on this device: its knobs are {}", variant, k.name,
+      std::vector<std::string_view> names;
+      const std::vector<kir::Knob> all = kir::schedule_knobs(k, plan.schedules[i], caps);
+      for (const kir::Knob& knob : all) {
+        std::vector<std::string> values;  // as a variant spells them: pipeline={lean,o2}
+        for (int64_t value : knob.values) {
+          const std::string one = kir::Variant{{{knob.name, value}}}.str();
+          values.push_back(one.substr(one.find('=') + 1));
+        }
+        knobs.push_back(fmt::format("{}={{{}}}", knob.name, fmt::join(values, ",")));
+        names.push_back(knob.name);
+      }
+      std::string hint;
+      for (const auto& [name, value] : v->settings)
+        if (std::find(names.begin(), names.end(), name) == names.end()) hint += did_you_mean(name, names);
+      throw Error(fmt::format("--variant '{}' does not apply to kernel @{} on this device{}: its knobs are {}", variant,
+                              k.name, hint,
                               knobs.empty() ? std::string("none") : fmt::format("{}", fmt::join(knobs, " "))));
     }
     plan.schedules[i] = *s;
