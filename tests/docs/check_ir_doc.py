@@ -135,7 +135,7 @@ MESSAGES = [
     ('bad_arity.kir', G('(%x: f32[4]) -> f32[4]', '  %y = add %x : f32[4]\n  return %y'),
      "bad_arity.kir:2:8: error: 'add' takes 2 operands, got 1"),
     ('bad_attr.kir', G('(%x: f32[4,8]) -> f32[4]', '  %s = reduce_sum %x {axis = 1} : f32[4]\n  return %s'),
-     "bad_attr.kir:2:23: error: 'reduce_sum' has no attribute 'axis' (expected one of: axes, keepdim)"),
+     "bad_attr.kir:2:23: error: 'reduce_sum' has no attribute 'axis' (did you mean 'axes'?) (expected one of: axes, keepdim)"),
     ('bad_needattr.kir', G('(%x: f32[4]) -> f32[4]', '  %y = permute %x : f32[4]\n  return %y'),
      "bad_needattr.kir:2:8: error: 'permute' needs attribute 'perm'"),
     ('bad_type.kir', G('(%x: f8[4]) -> f8[4]', '  return %x'),
