@@ -1486,9 +1486,18 @@ void check_custom_languages(const Kernel& k, const CDialect& dialect) {
 
 // Each custom kernel's source once per program (a second copy would define its functions
 // twice): custom_macro_groups keeps kernels that want other macro values out of the program.
-std::string custom_functions(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules) {
+// A custom kernel's source is numbered as its own file (`#line`), so that a compiler's error in
+// it names the user's file and line, not the program's; the program's numbering resumes
+// after it, `first_line` being the line the returned text starts at.
+std::string custom_functions(std::span<const Kernel* const> kernels, std::span<const Schedule* const> schedules,
+                             int64_t first_line) {
   std::map<std::string, std::vector<std::pair<std::string, int64_t>>> done;  // by digest
   std::string out;
+  auto quoted = [](std::string_view file) {
+    std::string q;
+    for (char ch : file) q += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    return q;
+  };
   for (size_t i = 0; i < kernels.size(); ++i)
     for (size_t c = 0; c < kernels[i]->customs.size(); ++c) {
       const CustomKernel& ck = *kernels[i]->customs[c];
@@ -1499,7 +1508,10 @@ std::string custom_functions(std::span<const Kernel* const> kernels, std::span<c
       }
       done.emplace(ck.digest, macros);
       for (const auto& [name, value] : macros) out += fmt::format("#define {} {}\n", name, value);
-      out += fmt::format("// custom kernel @{} ({})\n{}\n", ck.name, ck.source_file, ck.source);
+      out += fmt::format("// custom kernel @{} ({})\n#line 1 \"{}\"\n{}\n", ck.name, ck.source_file, quoted(ck.source_file),
+                         ck.source);
+      const auto lines = static_cast<int64_t>(std::count(out.begin(), out.end(), '\n'));
+      out += fmt::format("#line {} \"kiln-program.cl\"\n", first_line + lines + 1);
       for (const auto& [name, value] : macros) out += fmt::format("#undef {}\n", name);
     }
   return out;
@@ -1547,8 +1559,9 @@ std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<con
   const bool subgroups = std::any_of(schedules.begin(), schedules.end(), [](const Schedule* s) {
     return s->reduction == ReductionStrategy::Subgroup && s->lanes_reduce && s->local_size > 1;
   });
-  return dialect.prologue(kernels, doubles, subgroups) + helper_functions(helpers, dialect) +
-         custom_functions(kernels, schedules) + entries;
+  const std::string head = dialect.prologue(kernels, doubles, subgroups) + helper_functions(helpers, dialect);
+  const auto head_lines = static_cast<int64_t>(std::count(head.begin(), head.end(), '\n'));
+  return head + custom_functions(kernels, schedules, head_lines + 1) + entries;
 }
 
 }  // namespace kiln::kir

@@ -1,9 +1,14 @@
 // backends/opencl/cl_api.cpp - see cl_api.h.
-#include <algorithm>
 #include "cl_api.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include <fmt/format.h>
 
+#include "kiln/runtime/disk_cache.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
 
@@ -112,6 +117,16 @@ OpenClDeviceInfo describe(cl_platform_id p, cl_device_id d) {
 
 std::vector<FoundDevice> enumerate() {
   std::vector<FoundDevice> out;
+  // PoCL keeps the programs it compiles in a cache of its own, in the home directory unless
+  // told otherwise, and runs what it finds there: it goes inside kiln's cache root (which
+  // kiln checks no other user can write) unless the user chose a place for it. Read by PoCL
+  // when the first platform call loads it, so set before it.
+  if (std::getenv("POCL_CACHE_DIR") == nullptr) {
+    const std::filesystem::path root = DiskCache::default_root();
+    std::string why;
+    if (!root.empty() && untrusted_cache_dir(root).empty() && create_private_dirs(root / "pocl", why))
+      ::setenv("POCL_CACHE_DIR", (root / "pocl").c_str(), 0);
+  }
   cl_uint platforms = 0;
   if (cl_int err = clGetPlatformIDs(0, nullptr, &platforms); err != CL_SUCCESS || platforms == 0) {
     if (err != CL_SUCCESS && err != -1001) warn(fmt::format("opencl: listing platforms failed: {}", error_name(err)));
