@@ -42,14 +42,22 @@ autotune::TuningDb& db() { return autotune::Autotuner::instance().db(); }
 int list(const CacheOptions& o) {
   const std::vector<autotune::KeySummary> keys = db().keys(device_id(o.device));
   std::cout << fmt::format("{:<60} {:<28} {:<30} {:>5} {:>10} {:>10}  {}\n", "key", "device", "kernel", "rows",
-                           "default", "best", "best variant");
+                           "default", "runs", "variant that runs");
   for (const autotune::KeySummary& k : keys) {
     std::string desc = k.description.size() > 30 ? k.description.substr(0, 27) + "..." : k.description;
     std::string dev = k.device_name.size() > 28 ? k.device_name.substr(0, 25) + "..." : k.device_name;
     const std::string key = fmt::format("{}/{}/{}", k.key.device, k.key.kernel.substr(0, 12), k.key.bucket);
+    // What runs is the tuner's choice: the fastest only when it beats the default by more
+    // than the noise (autotune::kMinGain), as Autotuner::choose decides.
+    const bool wins = !k.best.empty() && k.best != "default" && k.default_ns > 0 &&
+                      k.best_ns < k.default_ns * (1 - autotune::kMinGain);
+    std::string runs = k.default_ns > 0 ? "default" : "-";
+    if (wins) runs = k.best;
+    else if (!k.best.empty() && k.best != "default" && k.default_ns > 0)
+      runs += fmt::format(" ({} is {:.1f}% faster, within the noise)", k.best, 100 * (1 - k.best_ns / k.default_ns));
     std::cout << fmt::format("{:<60} {:<28} {:<30} {:>5} {:>10} {:>10}  {}\n", key, dev, desc,
-                             k.measured + k.failed + k.wrong, time_text(k.default_ns), time_text(k.best_ns),
-                             k.best.empty() ? "-" : k.best);
+                             k.measured + k.failed + k.wrong, time_text(k.default_ns),
+                             time_text(wins ? k.best_ns : k.default_ns), runs);
   }
   std::cout << fmt::format("{} tuned kernels\n", keys.size());
   return 0;
