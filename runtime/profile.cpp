@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "kiln/runtime/stats.h"
+#include "kiln/support/log.h"
 
 namespace kiln::profile {
 namespace {
@@ -31,12 +32,17 @@ void report_at_exit();
 State& state() {
   static State* s = [] {
     auto* st = new State();  // never destroyed: launches may be recorded during exit
+    // 1, or the trace's path; 0 or unset is off. Read once, where an error could reach no
+    // caller: another value is reported and ignored.
     const char* env = std::getenv("KILN_PROFILE");
-    if (env != nullptr && std::string_view(env) != "" && std::string_view(env) != "0") {
-      const std::string_view v(env);
+    const std::string_view v = env ? env : "";
+    const bool path = v.size() > 5 && v.substr(v.size() - 5) == ".json";
+    if (v == "1" || path) {
       st->on = true;
-      st->trace_path = v.size() > 5 && v.substr(v.size() - 5) == ".json" ? std::string(v) : "kiln-profile.json";
+      st->trace_path = path ? std::string(v) : "kiln-profile.json";
       std::atexit(report_at_exit);
+    } else if (!v.empty() && v != "0") {
+      warn(fmt::format("ignoring KILN_PROFILE='{}' (want 1, 0 or the trace's path ending in .json)", v));
     }
     return st;
   }();

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/log.h"
+
 namespace kiln {
 namespace {
 
@@ -55,8 +57,12 @@ void RuntimeCounters::reset() {
 RuntimeCounters& runtime_counters() {
   static RuntimeCounters* counters = [] {
     auto* c = new RuntimeCounters();  // never destroyed: kernels may count during exit
+    // Read when the library loads, where an error cannot be thrown to anyone: a value other
+    // than 1 or 0 is reported and ignored.
     const char* env = std::getenv("KILN_STATS");
-    if (env != nullptr && std::string_view(env) != "0" && std::string_view(env) != "") std::atexit(print_at_exit);
+    const std::string_view v = env ? env : "";
+    if (v == "1") std::atexit(print_at_exit);
+    else if (!v.empty() && v != "0") warn(fmt::format("ignoring KILN_STATS='{}' (want 1 or 0)", v));
     return c;
   }();
   return *counters;
