@@ -442,8 +442,7 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
     s.nc = std::max<int64_t>(s.nr, ((n + nblocks - 1) / nblocks + s.nr - 1) / s.nr * s.nr);
     // The epilogue (a convolution's bias, activation and residual) runs on each block while
     // it is in cache when the blocks start where its iterations do: whole lines of the
-    // output plane.
-    // Not at the cost of the cores: with too few blocks left, the epilogue runs apart.
+    // output plane. Not at the cost of the cores: with too few blocks left, it runs apart.
     if (epilogue_columns > 0 && epilogue_columns < n) {
       const int64_t unit = std::lcm<int64_t>(s.nr, epilogue_columns);
       const int64_t nc = (s.nc + unit - 1) / unit * unit;
@@ -458,11 +457,12 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // A B block (kc x nc) in a slice of L3.
   const int64_t all_columns = std::max<int64_t>(s.nr, (n + s.nr - 1) / s.nr * s.nr);
   s.nc = std::clamp<int64_t>((4 << 20) / (s.kc * es) / s.nr * s.nr, s.nr, all_columns);
-  // An epilogue runs on blocks of whole rows of C, so a product cut into blocks of columns
-  // leaves it to a pass of its own that reads C back from memory (an optimizer's update
-  // after a weight gradient: 1.5 ms of a GPT-2 block's step). With B packed whole, as it is
-  // for two blocks of rows or more, nc only sets how many micro-panels of B a task walks:
-  // the caches see the same panels either way.
+  // An epilogue runs on a block of C in cache only where the block's columns start where its
+  // iterations do, and an elementwise epilogue's iteration is often a whole row: cut into
+  // blocks of columns, the product leaves it to a pass of its own that reads C back (an
+  // optimizer's update after a weight gradient: 1.5 ms of a GPT-2 block's step). With B
+  // packed whole, as it is for two blocks of rows or more, nc only sets how many micro-panels
+  // of B a task walks: the caches see the same panels either way.
   if (epilogue_columns > 0 && (m + s.mc - 1) / s.mc >= cores) s.nc = all_columns;
   return s;
 }
