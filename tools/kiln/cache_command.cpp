@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "json_out.h"
 #include "kiln/autotune/autotuner.h"
 #include "kiln/backend/backend.h"
 #include "kiln/engine/engine.h"
@@ -23,6 +24,7 @@ struct CacheOptions {
   std::string key;
   std::string file;
   bool tuning_only = false;  // import: the tuning rows, not the bundle's compiled kernels
+  bool json = false;         // list: one JSON object
 };
 
 Backend& backend_of(const std::string& name) {
@@ -39,18 +41,38 @@ std::string device_id(const std::string& device) {
 
 autotune::TuningDb& db() { return autotune::Autotuner::instance().db(); }
 
+// What runs for a key: the tuner's choice, the fastest only where it beats the default by
+// more than the noise (autotune::kMinGain), as Autotuner::choose decides.
+bool fastest_runs(const autotune::KeySummary& k) {
+  return !k.best.empty() && k.best != "default" && k.default_ns > 0 && k.best_ns < k.default_ns * (1 - autotune::kMinGain);
+}
+
+int list_json(const std::vector<autotune::KeySummary>& keys) {
+  std::string items;
+  for (const autotune::KeySummary& k : keys) {
+    const bool wins = fastest_runs(k);
+    items += fmt::format(
+        R"({}{{"key": {}, "device": {}, "kernel": {}, "rows": {}, "default_ns": {}, "runs": {}, "runs_ns": {}, "fastest": {}, "fastest_ns": {}}})",
+        items.empty() ? "" : ", ", json_string(fmt::format("{}/{}/{}", k.key.device, k.key.kernel, k.key.bucket)),
+        json_string(k.device_name), json_string(k.description), k.measured + k.failed + k.wrong,
+        json_number(k.default_ns > 0 ? k.default_ns : NAN), json_string(wins ? k.best : "default"),
+        json_number(wins ? k.best_ns : k.default_ns > 0 ? k.default_ns : NAN),
+        k.best.empty() ? "null" : json_string(k.best), json_number(k.best_ns > 0 ? k.best_ns : NAN));
+  }
+  std::cout << fmt::format(R"({{"kernels": [{}]}})", items) << "\n";
+  return 0;
+}
+
 int list(const CacheOptions& o) {
   const std::vector<autotune::KeySummary> keys = db().keys(device_id(o.device));
+  if (o.json) return list_json(keys);
   std::cout << fmt::format("{:<60} {:<28} {:<30} {:>5} {:>10} {:>10}  {}\n", "key", "device", "kernel", "rows",
                            "default", "runs", "variant that runs");
   for (const autotune::KeySummary& k : keys) {
     std::string desc = k.description.size() > 30 ? k.description.substr(0, 27) + "..." : k.description;
     std::string dev = k.device_name.size() > 28 ? k.device_name.substr(0, 25) + "..." : k.device_name;
     const std::string key = fmt::format("{}/{}/{}", k.key.device, k.key.kernel.substr(0, 12), k.key.bucket);
-    // What runs is the tuner's choice: the fastest only when it beats the default by more
-    // than the noise (autotune::kMinGain), as Autotuner::choose decides.
-    const bool wins = !k.best.empty() && k.best != "default" && k.default_ns > 0 &&
-                      k.best_ns < k.default_ns * (1 - autotune::kMinGain);
+    const bool wins = fastest_runs(k);
     std::string runs = k.default_ns > 0 ? "default" : "-";
     if (wins) runs = k.best;
     else if (!k.best.empty() && k.best != "default" && k.default_ns > 0)
@@ -185,8 +207,9 @@ Command add_cache_command(CLI::App& app) {
   sub->require_subcommand(1);
   auto opts = std::make_shared<CacheOptions>();
   auto device_option = [&](CLI::App* c) { c->add_option("--device", opts->device, "Only this device (see kiln devices)"); };
-  CLI::App* l = sub->add_subcommand("list", "Every tuned kernel: its key, device, default and best time.");
+  CLI::App* l = sub->add_subcommand("list", "Every tuned kernel: its key, device, the default's time and what runs.");
   device_option(l);
+  l->add_flag("--json", opts->json, "Print one JSON object instead of the table (docs/cli.md, \"JSON output\")");
   CLI::App* s = sub->add_subcommand("show", "Every variant measured for one key.");
   s->add_option("key", opts->key, "A key as kiln cache list prints it")->required();
   device_option(s);

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "differential.h"
+#include "json_out.h"
 #include "kiln/backend/backend.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/custom_kernel.h"
@@ -18,6 +19,7 @@ namespace {
 struct CheckOptions {
   std::string file;
   std::string device = "all";
+  bool json = false;
   InputOptions inputs;
 };
 
@@ -56,6 +58,7 @@ Command add_check_command(CLI::App& app) {
   sub->add_option("file", opts->file, "IR file, or - for stdin")->required();
   sub->add_option("--device", opts->device, "A device name, or 'all' for every compiling device (see kiln devices)")
       ->capture_default_str();
+  sub->add_flag("--json", opts->json, "Print one JSON object instead of the table (docs/cli.md, \"JSON output\")");
   add_input_options(sub, opts->inputs);
   return {sub, [opts]() {
             const RunnableGraph runnable = load_runnable(opts->file, opts->inputs);
@@ -71,31 +74,52 @@ Command add_check_command(CLI::App& app) {
             size_t width = 0;
             for (Device d : devices) width = std::max(width, d.str().size());
             int failed = 0;
+            std::string json;  // the devices' objects, with --json
+            auto device_json = [&](Device d, std::string_view status, std::string_view reason, const std::string& outputs) {
+              json += fmt::format(R"({}{{"device": {}, "status": {}, "reason": {}, "outputs": [{}]}})", json.empty() ? "" : ", ",
+                                  json_string(d.str()), json_string(status),
+                                  reason.empty() ? "null" : json_string(reason), outputs);
+            };
             for (Device d : devices) {
               // Of every device, those that cannot compile a custom kernel's language are
               // skipped, not failed: C runs on cpu only, by design (docs/custom_kernels.md).
               if (opts->device == "all")
                 if (const std::string why = unsupported_custom_kernel(g, d); !why.empty()) {
-                  std::cout << fmt::format("{:<{}}  skip  {}\n", d.str(), width, why);
+                  if (opts->json) device_json(d, "skip", why, "");
+                  else std::cout << fmt::format("{:<{}}  skip  {}\n", d.str(), width, why);
                   continue;
                 }
               test::OutputCheck c;
               try {
                 c = test::check_outputs(d, g, inputs, /*bound_everything=*/true);
               } catch (const std::exception& e) {
-                std::cout << fmt::format("{:<{}}  FAIL  {}\n", d.str(), width, e.what());
+                if (opts->json) device_json(d, "fail", e.what(), "");
+                else std::cout << fmt::format("{:<{}}  FAIL  {}\n", d.str(), width, e.what());
                 ++failed;
                 continue;
               }
               if (!c.oracle_error.empty()) throw Error(fmt::format("the reference interpreter fails: {}", c.oracle_error));
+              std::string outputs;
+              bool all_ok = true;
               for (size_t i = 0; i < c.got.size(); ++i) {
                 const bool ok = c.verdict[i].empty();
                 failed += !ok;
-                std::cout << fmt::format("{:<{}}  {}  %{} ({}): {}{}\n", d.str(), width, ok ? "ok  " : "FAIL",
-                                         g.node(g.outputs()[i]).name, precision_name(c.precision[i]),
-                                         compare_values(c.got[i], c.want[i]), ok ? "" : fmt::format("\n    {}", c.verdict[i]));
+                all_ok = all_ok && ok;
+                const std::string& name = g.node(g.outputs()[i]).name;
+                if (opts->json) {
+                  outputs += fmt::format(R"({}{{"name": {}, "held_to": {}, "ok": {}, "difference": {}, "verdict": {}}})",
+                                         i ? ", " : "", json_string(name), json_string(precision_name(c.precision[i])),
+                                         ok ? "true" : "false", json_difference(c.got[i], c.want[i]),
+                                         ok ? "null" : json_string(c.verdict[i]));
+                } else {
+                  std::cout << fmt::format("{:<{}}  {}  %{} ({}): {}{}\n", d.str(), width, ok ? "ok  " : "FAIL", name,
+                                           precision_name(c.precision[i]), compare_values(c.got[i], c.want[i]),
+                                           ok ? "" : fmt::format("\n    {}", c.verdict[i]));
+                }
               }
+              if (opts->json) device_json(d, all_ok ? "ok" : "fail", "", outputs);
             }
+            if (opts->json) std::cout << fmt::format(R"({{"devices": [{}], "failed": {}}})", json, failed) << "\n";
             return failed ? 1 : 0;
           }};
 }

@@ -4,6 +4,7 @@
 // run. Errors are reported as one line on stderr (`file:line:col: error: ...`) and exit 1.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
@@ -78,13 +79,26 @@ Shape parse_shape(const std::string& text);
 /// A duration for people: "230 ns", "38.4 us", "8.57 ms"; "-" when not positive (unmeasured).
 std::string time_text(double ns);
 
+/// A tensor's values: NaN counted apart, the rest's least, greatest and mean (NaN when
+/// there is none, or +inf meets -inf).
+struct ValueSummary {
+  int64_t nans = 0;
+  double min = NAN, max = NAN, mean = NAN;
+};
+ValueSummary summary_of(const HostTensor& t);
 /// "min=... max=... mean=..." for a tensor (NaN-aware; empty tensors say so).
 std::string summarize(const HostTensor& t);
 /// The values in NumPy's nested-bracket layout; above `threshold` elements, only the first
 /// and last 3 of each axis are shown.
 std::string format_values(const HostTensor& t, int64_t threshold = 1000);
-/// How `got` differs from `want` (same type): "identical", or the number of differing
-/// elements with the largest absolute and relative difference (and ulps for floats).
+/// How `got` differs from `want` (same type): elements that differ, the largest absolute and
+/// relative difference, and ulps for floats.
+struct ValueDifference {
+  int64_t differ = 0;
+  double max_abs = 0, max_rel = 0, max_ulp = 0;
+};
+ValueDifference difference_of(const HostTensor& got, const HostTensor& want);
+/// The same in words: "identical to the interpreter", or the counts and largest differences.
 std::string compare_values(const HostTensor& got, const HostTensor& want);
 
 }  // namespace kiln::cli

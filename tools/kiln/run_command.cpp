@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "json_out.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/runtime/npy.h"
@@ -23,6 +24,7 @@ struct RunOptions {
   std::string save_dir;
   std::string device = "cpu";
   bool check = false;
+  bool json = false;
   bool profile = false;
   std::string trace = "kiln-profile.json";
   int repeat = 1;
@@ -53,6 +55,7 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--device", opts->device, "Where to run: cpu (compiled with LLVM), opencl:N, vulkan:N, or interp (the reference interpreter); see kiln devices")
       ->capture_default_str();
   sub->add_flag("--check", opts->check, "Also run the reference interpreter and report the largest difference");
+  sub->add_flag("--json", opts->json, "Print one JSON object instead of the text (docs/cli.md, \"JSON output\")");
   sub->add_flag("--profile", opts->profile,
                 "Time every launch of the runs after a first (compiling) one: a table by kernel on stderr and a "
                 "Chrome trace in --trace (docs/runtime.md, \"Profiling\")");
@@ -72,16 +75,33 @@ Command add_run_command(CLI::App& app) {
             if (profiling) profile::enable(opts->trace);
             for (int i = profiling ? 0 : 1; i < opts->repeat; ++i) outputs = run_on_host(device, g, inputs);
             if (profiling) profile::write_report();
-            if (opts->check) {
-              const std::vector<HostTensor> expected = interpret(g, inputs);
+            std::vector<HostTensor> expected;
+            if (opts->check) expected = interpret(g, inputs);
+            if (opts->check && !opts->json)
               for (size_t i = 0; i < outputs.size(); ++i)
                 std::cout << fmt::format("check %{}: {}\n", g.node(g.outputs()[i]).name, compare_values(outputs[i], expected[i]));
-            }
             const std::vector<std::string> names = output_names(g);
             if (!opts->save_dir.empty()) {
               std::error_code ec;
               std::filesystem::create_directories(opts->save_dir, ec);
               if (ec) throw Error(fmt::format("{}: error: cannot create directory: {}", opts->save_dir, ec.message()));
+            }
+            if (opts->json) {
+              std::string items;
+              for (size_t i = 0; i < outputs.size(); ++i) {
+                std::string saved = "null";
+                if (!opts->save_dir.empty()) {
+                  const std::string path = (std::filesystem::path(opts->save_dir) / (names[i] + ".npy")).string();
+                  write_npy(path, outputs[i]);
+                  saved = json_string(path);
+                }
+                items += fmt::format(R"({}{{"name": {}, "type": {}, "values": {}, "check": {}, "saved": {}}})",
+                                     i ? ", " : "", json_string(names[i]), json_string(outputs[i].type().str()),
+                                     json_summary(outputs[i]),
+                                     opts->check ? json_difference(outputs[i], expected[i]) : "null", saved);
+              }
+              std::cout << fmt::format(R"({{"device": {}, "outputs": [{}]}})", json_string(device.str()), items) << "\n";
+              return 0;
             }
             for (size_t i = 0; i < outputs.size(); ++i) {
               std::cout << fmt::format("%{}: {} {}\n", names[i], outputs[i].type().str(), summarize(outputs[i]));

@@ -43,26 +43,35 @@ void format_axis(const HostTensor& t, int axis, int64_t offset, bool summarize, 
 
 }  // namespace
 
-std::string summarize(const HostTensor& t) {
-  if (t.numel() == 0) return "(empty)";
+ValueSummary summary_of(const HostTensor& t) {
+  ValueSummary s;
   double lo = INFINITY, hi = -INFINITY, sum = 0;
-  int64_t nans = 0;
   for (int64_t k = 0; k < t.numel(); ++k) {
     const double v = t.get_double(k);
     if (std::isnan(v)) {
-      ++nans;
+      ++s.nans;
       continue;
     }
     lo = std::min(lo, v);
     hi = std::max(hi, v);
     sum += v;
   }
-  const int64_t n = t.numel() - nans;
-  const double mean = sum / static_cast<double>(n);  // nan when +inf meets -inf
-  std::string s = n ? fmt::format("min={:.6g} max={:.6g} mean={}", lo, hi,
-                                  std::isnan(mean) ? "nan" : fmt::format("{:.6g}", mean))
+  if (const int64_t n = t.numel() - s.nans; n > 0) {
+    s.min = lo;
+    s.max = hi;
+    s.mean = sum / static_cast<double>(n);  // nan when +inf meets -inf
+  }
+  return s;
+}
+
+std::string summarize(const HostTensor& t) {
+  if (t.numel() == 0) return "(empty)";
+  const ValueSummary v = summary_of(t);
+  const int64_t n = t.numel() - v.nans;
+  std::string s = n ? fmt::format("min={:.6g} max={:.6g} mean={}", v.min, v.max,
+                                  std::isnan(v.mean) ? "nan" : fmt::format("{:.6g}", v.mean))
                     : std::string("all nan");
-  if (nans && n) s += fmt::format(" nan={}", nans);
+  if (v.nans && n) s += fmt::format(" nan={}", v.nans);
   return s;
 }
 
@@ -93,24 +102,28 @@ double ulps_between(double a, double b, DType t) {
 
 }  // namespace
 
-std::string compare_values(const HostTensor& got, const HostTensor& want) {
-  if (!(got.type() == want.type())) return fmt::format("type {} differs from {}", got.type().str(), want.type().str());
-  int64_t differ = 0;
-  double max_abs = 0, max_rel = 0, max_ulp = 0;
-  for (int64_t k = 0; k < got.numel(); ++k) {
+ValueDifference difference_of(const HostTensor& got, const HostTensor& want) {
+  ValueDifference r;
+  for (int64_t k = 0; k < got.numel() && k < want.numel(); ++k) {
     const double a = is_float(got.dtype()) ? got.get_double(k) : static_cast<double>(got.get_int(k));
     const double b = is_float(want.dtype()) ? want.get_double(k) : static_cast<double>(want.get_int(k));
     if (a == b || (std::isnan(a) && std::isnan(b))) continue;
-    ++differ;
+    ++r.differ;
     const double d = std::fabs(a - b);
-    max_abs = std::max(max_abs, d);
-    max_rel = std::max(max_rel, b != 0 ? d / std::fabs(b) : INFINITY);
+    r.max_abs = std::max(r.max_abs, d);
+    r.max_rel = std::max(r.max_rel, b != 0 ? d / std::fabs(b) : INFINITY);
     if (is_float(got.dtype()) && std::isfinite(a) && std::isfinite(b))
-      max_ulp = std::max(max_ulp, ulps_between(a, b, got.dtype()));
+      r.max_ulp = std::max(r.max_ulp, ulps_between(a, b, got.dtype()));
   }
-  if (differ == 0) return "identical to the interpreter";
-  return fmt::format("{} of {} elements differ; max abs {:.3g}, max rel {:.3g}{}", differ, got.numel(), max_abs, max_rel,
-                     is_float(got.dtype()) ? fmt::format(", max {:.1f} ulp", max_ulp) : "");
+  return r;
+}
+
+std::string compare_values(const HostTensor& got, const HostTensor& want) {
+  if (!(got.type() == want.type())) return fmt::format("type {} differs from {}", got.type().str(), want.type().str());
+  const ValueDifference d = difference_of(got, want);
+  if (d.differ == 0) return "identical to the interpreter";
+  return fmt::format("{} of {} elements differ; max abs {:.3g}, max rel {:.3g}{}", d.differ, got.numel(), d.max_abs,
+                     d.max_rel, is_float(got.dtype()) ? fmt::format(", max {:.1f} ulp", d.max_ulp) : "");
 }
 
 }  // namespace kiln::cli
