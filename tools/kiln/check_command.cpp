@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "differential.h"
 #include "json_out.h"
+#include "progress.h"
 #include "kiln/backend/backend.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/custom_kernel.h"
@@ -91,6 +92,7 @@ Command add_check_command(CLI::App& app) {
                 }
               test::OutputCheck c;
               try {
+                const Progress progress(fmt::format("checking {} on {} against the interpreter", opts->file, d.str()));
                 c = test::check_outputs(d, g, inputs, /*bound_everything=*/true);
               } catch (const std::exception& e) {
                 if (opts->json) device_json(d, "fail", e.what(), "");

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "json_out.h"
+#include "progress.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/runtime/npy.h"
@@ -71,9 +72,13 @@ Command add_run_command(CLI::App& app) {
             const Graph& g = runnable.graph;
             const std::vector<HostTensor> inputs = make_inputs(runnable, opts->inputs.seed);
             const bool profiling = opts->profile;
-            std::vector<HostTensor> outputs = run_on_host(device, g, inputs);
-            if (profiling) profile::enable(opts->trace);
-            for (int i = profiling ? 0 : 1; i < opts->repeat; ++i) outputs = run_on_host(device, g, inputs);
+            std::vector<HostTensor> outputs;
+            {
+              const Progress progress(fmt::format("running {} on {}", opts->file, device.str()));
+              outputs = run_on_host(device, g, inputs);
+              if (profiling) profile::enable(opts->trace);
+              for (int i = profiling ? 0 : 1; i < opts->repeat; ++i) outputs = run_on_host(device, g, inputs);
+            }
             if (profiling) profile::write_report();
             std::vector<HostTensor> expected;
             if (opts->check) expected = interpret(g, inputs);
