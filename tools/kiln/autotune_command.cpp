@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "json_out.h"
 #include "kiln/autotune/autotuner.h"
 #include "kiln/backend/backend.h"
 #include "kiln/engine/compile.h"
@@ -32,6 +33,7 @@ struct WarmupOptions {
   double budget_ms = 3000;
   std::optional<double> warm_up_ms;
   int jobs = 1;
+  bool json = false;
 };
 
 // The IR files `paths` name: files as given, folders searched for *.kir and *.onnx, sorted.
@@ -140,6 +142,24 @@ int warmup(const WarmupOptions& opts) {
     run_on_host(device, graphs[f], inputs);
   }
 
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (opts.json) {
+    std::string items;
+    for (size_t i = 0; i < reports.size(); ++i) {
+      const autotune::TuneReport& r = reports[i];
+      items += fmt::format(
+          R"({}{{"file": {}, "kernel": {}, "key": {}, "chosen": {}, "default_ns": {}, "tuned_ns": {}, "candidates": {}, "measured_now": {}, "tuned_elsewhere": {}}})",
+          items.empty() ? "" : ", ", json_string(report_files[i]), json_string(r.description),
+          json_string(r.key.str()), json_string(r.chosen.str()), json_number(r.default_ns > 0 ? r.default_ns : NAN),
+          json_number(r.tuned_ns > 0 ? r.tuned_ns : NAN), r.candidates, r.measured_now,
+          r.claimed_elsewhere ? "true" : "false");
+    }
+    std::cout << fmt::format(R"({{"device": {}, "files": {}, "seconds": {}, "database": {}, "tuned": [{}]}})",
+                             json_string(device.str()), files.size(), json_number(seconds),
+                             tuner.db().persistent() ? json_string(tuner.db().path().string()) : "null", items)
+              << "\n";
+    return 0;
+  }
   size_t file_width = 4, variant_width = 14;  // the headers' lengths
   for (size_t i = 0; i < reports.size(); ++i) {
     file_width = std::max(file_width, report_files[i].size());
@@ -184,6 +204,7 @@ Command add_autotune_command(CLI::App& app) {
                 "whose clocks fall while candidates compile; 10 elsewhere)")
       ->check(CLI::NonNegativeNumber);
   w->add_option("--jobs", opts->jobs, "Candidates compiled at once")->capture_default_str()->check(CLI::Range(1, 256));
+  w->add_flag("--json", opts->json, "Print one JSON object instead of the table (docs/cli.md, \"JSON output\")");
   return {sub, [opts, w]() { return w->parsed() ? warmup(*opts) : 1; }};
 }
 
