@@ -508,9 +508,16 @@ class OpenClBackend final : public Backend {
     auto p = std::make_shared<Program>(clCreateProgramWithSource(context_.get(), 1, &text, &length, &err));
     check(err, "creating a program");
     if (cl_int built = clBuildProgram(p->get(), 1, &device_, options_.c_str(), nullptr, nullptr); built != CL_SUCCESS) {
-      // The source goes where a person can read it beside the log's line numbers.
-      const std::filesystem::path file =
-          std::filesystem::temp_directory_path() / fmt::format("kiln-opencl-{}.cl", key.substr(0, 16));
+      // The source goes where a person can read it beside the log's line numbers: in kiln's
+      // own cache root (one file per program, written over, not a new temporary file each
+      // time), or the temporary directory when there is no cache.
+      std::filesystem::path dir = DiskCache::default_root();
+      std::string why;
+      if (dir.empty() || !untrusted_cache_dir(dir).empty() || !create_private_dirs(dir / "opencl-failed", why))
+        dir = std::filesystem::temp_directory_path();
+      else
+        dir /= "opencl-failed";
+      const std::filesystem::path file = dir / fmt::format("kiln-opencl-{}.cl", key.substr(0, 16));
       std::ofstream(file) << source;
       throw Error(fmt::format("opencl: kernel {} does not build on opencl:{} ({}): {}\n  generated source: {}\n{}", names,
                               index_, info_.name, error_name(built), file.string(), build_log(p->get())));
