@@ -416,7 +416,8 @@ SELECT k.device, k.kernel, k.bucket, coalesce(d.name, ''), k.description,
   (SELECT count(*) FROM measurements m WHERE m.device = k.device AND m.kernel = k.kernel AND m.bucket = k.bucket AND m.status = 'wrong'),
   coalesce((SELECT m.median_ns FROM measurements m WHERE m.device = k.device AND m.kernel = k.kernel AND m.bucket = k.bucket AND m.variant = 'default' AND m.status = 'ok'), 0),
   coalesce((SELECT m.variant FROM measurements m WHERE m.device = k.device AND m.kernel = k.kernel AND m.bucket = k.bucket AND m.status = 'ok' ORDER BY m.median_ns LIMIT 1), ''),
-  coalesce((SELECT min(m.median_ns) FROM measurements m WHERE m.device = k.device AND m.kernel = k.kernel AND m.bucket = k.bucket AND m.status = 'ok'), 0)
+  coalesce((SELECT min(m.median_ns) FROM measurements m WHERE m.device = k.device AND m.kernel = k.kernel AND m.bucket = k.bucket AND m.status = 'ok'), 0),
+  (SELECT count(*) FROM measurements m WHERE m.device = k.device AND m.kernel = k.kernel AND m.bucket = k.bucket)
 FROM kernels k LEFT JOIN devices d ON d.device = k.device
 WHERE ?1 = '' OR k.device = ?1
 ORDER BY k.updated DESC, k.kernel)");
@@ -432,6 +433,7 @@ ORDER BY k.updated DESC, k.kernel)");
     s.default_ns = q.f64(8);
     s.best = q.text(9);
     s.best_ns = q.f64(10);
+    s.rows = static_cast<int>(q.i64(11));
     out.push_back(std::move(s));
   }
   return out;

@@ -489,6 +489,26 @@ TEST(TuningDb, ExportImportCarriesOneDevice) {
   EXPECT_THROW(to->import_from(a.path() / "autotune.sqlite"), Error);  // a database, not an export
 }
 
+// A key's summary counts every row, as `kiln cache show` lists them and warmup reports its
+// candidates: `kiln cache list` left out the variants that lost in alternation.
+TEST(TuningDb, AKeysRowsCountEveryStatus) {
+  ScratchDir dir;
+  auto db = autotune::TuningDb::open(dir.path());
+  const autotune::TuningKey key{"dev", "k", "64"};
+  db->describe_kernel(key, "k0 over [64]");
+  db->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  db->record(key, {"vector=8", autotune::Status::Lost, 990, 5, "", 0, ""});
+  db->record(key, {"vector=32", autotune::Status::Failed, 0, 5, "does not compile", 0, ""});
+  db->record(key, {"unroll=8", autotune::Status::Wrong, 0, 5, "differs", 0, ""});
+  ASSERT_EQ(db->keys().size(), 1u);
+  const autotune::KeySummary k = db->keys()[0];
+  EXPECT_EQ(k.rows, 4);
+  EXPECT_EQ(k.rows, static_cast<int>(db->measurements(key).size()));
+  EXPECT_EQ(k.measured, 1);
+  EXPECT_EQ(k.failed, 1);
+  EXPECT_EQ(k.wrong, 1);
+}
+
 // Wraps the backend under test; compiling or running chosen variants misbehaves.
 class FaultyBackend : public Backend {
  public:

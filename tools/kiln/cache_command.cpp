@@ -54,7 +54,7 @@ int list_json(const std::vector<autotune::KeySummary>& keys) {
     items += fmt::format(
         R"({}{{"key": {}, "device": {}, "kernel": {}, "rows": {}, "default_ns": {}, "runs": {}, "runs_ns": {}, "fastest": {}, "fastest_ns": {}}})",
         items.empty() ? "" : ", ", json_string(fmt::format("{}/{}/{}", k.key.device, k.key.kernel, k.key.bucket)),
-        json_string(k.device_name), json_string(k.description), k.measured + k.failed + k.wrong,
+        json_string(k.device_name), json_string(k.description), k.rows,
         json_number(k.default_ns > 0 ? k.default_ns : NAN), json_string(wins ? k.best : "default"),
         json_number(wins ? k.best_ns : k.default_ns > 0 ? k.default_ns : NAN),
         k.best.empty() ? "null" : json_string(k.best), json_number(k.best_ns > 0 ? k.best_ns : NAN));
@@ -78,7 +78,7 @@ int list(const CacheOptions& o) {
     else if (!k.best.empty() && k.best != "default" && k.default_ns > 0)
       runs += fmt::format(" ({} is {:.1f}% faster, within the noise)", k.best, 100 * (1 - k.best_ns / k.default_ns));
     std::cout << fmt::format("{:<60} {:<28} {:<30} {:>5} {:>10} {:>10}  {}\n", key, dev, desc,
-                             k.measured + k.failed + k.wrong, time_text(k.default_ns),
+                             k.rows, time_text(k.default_ns),
                              time_text(wins ? k.best_ns : k.default_ns), runs);
   }
   std::cout << fmt::format("{} tuned kernels\n", keys.size());
@@ -112,10 +112,10 @@ int stats(const CacheOptions& o) {
   int rows = 0, failed = 0, wrong = 0, improved = 0;
   for (const autotune::KeySummary& k : keys) {
     per_device[k.device_name]++;
-    rows += k.measured + k.failed + k.wrong;
+    rows += k.rows;
     failed += k.failed;
     wrong += k.wrong;
-    improved += !k.best.empty() && k.best != "default" && k.best_ns < k.default_ns * (1 - autotune::kMinGain);
+    improved += fastest_runs(k);
   }
   std::error_code ec;
   std::cout << fmt::format("autotune database  {}{}\n", d.path().empty() ? std::string("in memory") : d.path().string(),

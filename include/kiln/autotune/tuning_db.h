@@ -62,6 +62,7 @@ struct KeySummary {
   std::string device_name;
   std::string description;  // the kernel as its first instance was named: "k0 over [64, reduce 1000]"
   int measured = 0, failed = 0, wrong = 0;
+  int rows = 0;             // every row of the key, as `kiln cache show` lists them (lost ones too)
   std::string best;         // fastest Ok variant ("" when none)
   double default_ns = 0, best_ns = 0;
 };
