@@ -162,7 +162,7 @@ TuneReport Autotuner::choose(const TuningKey& key, const Subject& subject) {
   r.tuned_ns = r.default_ns;
   if (r.default_ns <= 0) return r;
   for (const Measurement& m : rows) {
-    if (m.status != Status::Ok || m.median_ns >= r.default_ns * (1 - kMinGain)) break;
+    if (m.status != Status::Ok || !beats_default(m.median_ns, r.default_ns)) break;
     std::optional<kir::Variant> v = kir::Variant::parse(m.variant);
     if (!v || !subject.legal(*v)) continue;  // from another kiln, or another shape of the bucket
     r.chosen = std::move(*v);
@@ -365,7 +365,7 @@ TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOpt
     for (const kir::Variant& v : singles) {
       auto row = rows.find(v.str());
       if (row == rows.end() || row->second.status != Status::Ok) continue;
-      if (row->second.median_ns >= def->second.median_ns * (1 - kMinGain)) continue;
+      if (!beats_default(row->second.median_ns, def->second.median_ns)) continue;
       const auto& [knob, value] = v.settings[0];
       if (best.count(knob) == 0 || row->second.median_ns < best[knob].second) best[knob] = {value, row->second.median_ns};
     }
@@ -416,7 +416,7 @@ void Autotuner::confirm(const TuningKey& key, Subject& subject, const TuneOption
       // beat the default's fastest: by chance alone, 7 in 924 for 6 rounds each. Asking
       // the slowest too let one stall of the machine's other work discard a variant 3x as
       // fast; a stall in the default's rounds cannot help a variant, which meets its fastest.
-      const bool wins = db[kRounds / 2] < da[kRounds / 2] * (1 - kMinGain) && db[kRounds - 2] < da.front();
+      const bool wins = beats_default(db[kRounds / 2], da[kRounds / 2]) && db[kRounds - 2] < da.front();
       for (const Measurement& m : db_->measurements(key)) {
         if (m.variant != "default" && m.variant != r.chosen.str()) continue;
         Measurement again = m;

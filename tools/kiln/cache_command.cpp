@@ -42,9 +42,9 @@ std::string device_id(const std::string& device) {
 autotune::TuningDb& db() { return autotune::Autotuner::instance().db(); }
 
 // What runs for a key: the tuner's choice, the fastest only where it beats the default by
-// more than the noise (autotune::kMinGain), as Autotuner::choose decides.
+// more than the noise, as Autotuner::choose decides.
 bool fastest_runs(const autotune::KeySummary& k) {
-  return !k.best.empty() && k.best != "default" && k.default_ns > 0 && k.best_ns < k.default_ns * (1 - autotune::kMinGain);
+  return !k.best.empty() && k.best != "default" && k.default_ns > 0 && autotune::beats_default(k.best_ns, k.default_ns);
 }
 
 int list_json(const std::vector<autotune::KeySummary>& keys) {

@@ -77,6 +77,8 @@ struct TuneReport {
 
 /// A stored choice replaces the default only when it is faster by more than this fraction.
 inline constexpr double kMinGain = 0.03;
+/// Whether a variant timed at `ns` beats the default's `default_ns` by more than the noise.
+inline bool beats_default(double ns, double default_ns) { return ns < default_ns * (1 - kMinGain); }
 
 class Subject;  // what is tuned: a kernel, a GEMM step or a split reduction (subject.h)
 
