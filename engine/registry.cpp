@@ -13,6 +13,7 @@
 #include "kiln/backend/opencl.h"
 #include "kiln/backend/vulkan.h"
 #include "kiln/engine/compile.h"
+#include "kiln/runtime/compile_policy.h"
 #include "kiln/support/error.h"
 
 namespace kiln {
@@ -81,7 +82,12 @@ Engine& engine_for(Device device) {
   if (device.index < 0 || static_cast<size_t>(device.index) >= counts[k])
     throw Error(fmt::format("device {} does not exist (available: {})", device.str(), available_devices()));
   Slot& slot = slots[k][static_cast<size_t>(device.index)];
-  std::call_once(slot.made, [&] { slot.engine = kKinds[k].make(device.index).release(); });
+  std::call_once(slot.made, [&] {
+    // KILN_NO_COMPILE is read where a compile would happen, which a warm cache never
+    // reaches: a value it does not understand is refused here, before anything runs.
+    compile_allowed();
+    slot.engine = kKinds[k].make(device.index).release();
+  });
   return *slot.engine;
 }
 
