@@ -111,6 +111,12 @@ profile::Launch describe_step(const LaunchPlan& plan, size_t s, bool fused) {
   return l;
 }
 
+struct Prepared final : PreparedGraph {
+  std::shared_ptr<const Executable> exe;
+  std::vector<TensorType> input_types;
+  std::vector<bool> donated;
+};
+
 // Set while the profiler measures a device's peak: those runs are not recorded.
 thread_local bool measuring_peak = false;
 
@@ -147,6 +153,29 @@ class KernelEngine final : public Engine {
     std::shared_ptr<const Executable> exe = lookup_or_compile(g, donate);
     runtime_counters().executions++;
     return execute(*exe, inputs, launch_scalars(g));
+  }
+
+  std::shared_ptr<const PreparedGraph> prepare(const Graph& g, const std::vector<bool>& donated) override {
+    auto p = std::make_shared<Prepared>();
+    p->exe = lookup_or_compile(g, donated);
+    for (ValueId in : g.inputs()) p->input_types.push_back(g.type(in));
+    p->donated = donated;
+    return p;
+  }
+
+  std::vector<BufferRef> run_prepared(const PreparedGraph& prepared, std::span<const BufferRef> inputs,
+                                      std::span<const Scalar> scalars) override {
+    const auto* p = dynamic_cast<const Prepared*>(&prepared);
+    if (!p) throw Error(fmt::format("run_prepared: the graph was prepared by another engine than {}'s", device_.str()));
+    // The caller's checks, asserted: a replay with a wrong buffer would read out of bounds.
+    KILN_ASSERT(inputs.size() == p->input_types.size(), "a prepared graph gets one buffer per parameter");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      KILN_ASSERT(inputs[i]->type() == p->input_types[i] && inputs[i]->device() == device_,
+                  "a prepared graph's inputs are of its parameters' types, on its device");
+      KILN_ASSERT(!p->donated[i] || !inputs[i]->memory().borrowed(), "a borrowed buffer is never donated");
+    }
+    runtime_counters().executions++;
+    return execute(*p->exe, inputs, scalars);
   }
 
   BufferRef upload(HostTensor host) override {
@@ -263,7 +292,7 @@ class KernelEngine final : public Engine {
   }
 
   std::vector<BufferRef> execute(const Executable& exe, std::span<const BufferRef> inputs,
-                                 const std::vector<Scalar>& scalars) {
+                                 std::span<const Scalar> scalars) {
     const LaunchPlan& plan = exe.plan;
     std::vector<std::shared_ptr<DeviceMemory>> owned(plan.buffers.size());
     std::vector<DeviceMemory*> mem(plan.buffers.size(), nullptr);

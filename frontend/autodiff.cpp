@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "capture_state.h"
 #include "grad.h"
 #include "kiln/ir/custom_kernel.h"
 #include "lazy_value.h"
@@ -186,7 +187,10 @@ std::vector<Tensor> run_backward(const std::shared_ptr<GradNode>& root, const Te
     grads.erase(it);
     if (capture && std::find(targets.begin(), targets.end(), n) != targets.end()) captured[n] = g;
     if (n->is_leaf()) {
-      if (!capture) accumulate(n->grad, g);
+      if (!capture) {
+        InternalAssignments internal;  // a leaf's gradient is not a captured function's state
+        accumulate(n->grad, g);
+      }
       continue;
     }
     uint32_t wanted = 0;
@@ -324,6 +328,7 @@ void Tensor::set_grad(const Tensor& gradient) const {
   if (gradient.defined() && (gradient.dtype() != dtype() || gradient.shape() != shape() || gradient.device() != device()))
     fail("set_grad", fmt::format("the gradient of {} on {} cannot be {} on {}", detail::type_str(*this),
                                  device().str(), detail::type_str(gradient), gradient.device().str()));
+  detail::InternalAssignments internal;
   node->grad = gradient;
 }
 

@@ -18,20 +18,13 @@
 #include "kiln/ir/text.h"
 #include "kiln/support/env.h"
 #include "kiln/support/log.h"
+#include "capture_state.h"
+#include "cut.h"
 #include "lazy_value.h"
 
 namespace kiln {
 namespace detail {
 namespace {
-
-struct CutGraph {
-  Graph graph;
-  std::vector<LazyValue*> leaves;    // evaluated values read, in parameter order
-  std::vector<uint32_t> leaf_uses;   // references to each leaf from the graph's own nodes
-  std::vector<LazyValue*> produced;  // values returned, in output order
-};
-
-enum class LeafPolicy { Evaluate, Trace, Dump };
 
 // Ops a backward may compute again rather than have the forward keep their result: memory-
 // bound ops that fuse into whatever reads them. Not a user's custom kernel (its cost is
@@ -46,13 +39,13 @@ bool cheap_to_recompute(OpKind op) {
   }
 }
 
-/// Builds the graph that computes `targets` from their pending subgraph. With `trace_inputs`
-/// given, those come first as parameters %arg0... (they may be unused).
-CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
-             std::span<LazyValue* const> trace_inputs = {}) {
+}  // namespace
+
+CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy, std::span<LazyValue* const> trace_inputs) {
   clear_thread_scalar_cache();  // its references are not the program's
   CutGraph out;
-  out.graph.set_name(policy == LeafPolicy::Trace ? "traced" : policy == LeafPolicy::Dump ? "pending" : "stream");
+  static constexpr const char* kNames[] = {"stream", "traced", "pending", "captured"};
+  out.graph.set_name(kNames[static_cast<int>(policy)]);
   // Pending values keep their cut state in their scratch fields (no hashing: this runs at
   // every sync); the few evaluated leaves in a small map.
   static thread_local uint32_t epoch_counter = 0;
@@ -121,7 +114,8 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     if (id != kNoId) return id;
     if (v->trace_input && policy == LeafPolicy::Evaluate)
       throw Error("a value computed from a kiln::trace input cannot be evaluated inside the trace");
-    const std::string name = fmt::format("{}{}", policy == LeafPolicy::Trace ? "capture" : "in", out.leaves.size());
+    const bool traced = policy == LeafPolicy::Trace || policy == LeafPolicy::Capture;
+    const std::string name = fmt::format("{}{}", traced ? "capture" : "in", out.leaves.size());
     id = out.graph.add_input(name, v->type);
     out.leaves.push_back(v);
     out.leaf_uses.push_back(uses_of(v));
@@ -137,7 +131,11 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
     n.op = v->op;
     n.type = v->type;
     n.attrs = v->attrs;
-    if (n.op == OpKind::ScalarParam) n.attr("slot").i = next_slot++;
+    if (n.op == OpKind::ScalarParam) {
+      int64_t& slot = n.attr("slot").i;
+      if (slot < 0) out.bound_slots.push_back({next_slot, -slot - 1});  // a bound_scalar's source
+      slot = next_slot++;
+    }
     n.operands.reserve(v->num_operands);
     for (size_t i = 0; i < v->num_operands; ++i) {
       LazyValue* o = v->operand(i);
@@ -190,6 +188,8 @@ CutGraph cut(std::span<LazyValue* const> targets, LeafPolicy policy,
   return out;
 }
 
+namespace {
+
 bool log_flushes() {
   static const bool on = log_enabled("flush");
   return on;
@@ -198,6 +198,10 @@ bool log_flushes() {
 }  // namespace
 
 void evaluate(std::span<LazyValue* const> targets, bool forced_by_cap) {
+  if (thread_is_capturing())
+    throw Error("capture: the function being captured needs a value computed (item, to_vector, host, eval, sync or "
+                "a copy to another device): a replay does not run the function, so it could not do that again. "
+                "Compute such values outside the captured function, or return them");
   // One execution per device: group the targets.
   std::vector<LazyValue*> todo;
   for (LazyValue* t : targets)

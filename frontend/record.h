@@ -33,8 +33,9 @@ std::vector<int64_t> normalize_axes(std::string_view fn, const Axes& axes, const
 /// A rank-0 value holding `n`, typed for an operation with `like` (weak scalar rules): a
 /// `scalar` node, bound at launch (a learning rate changes without recompiling), or a
 /// `constant` while a BakedScalars scope is open on this thread.
-/// Errors name `fn`, the user-facing op ("add" for `t + 1`).
-Tensor scalar_for(std::string_view fn, const Number& n, const Tensor& like);
+/// Errors name `fn`, the user-facing op ("add" for `t + 1`). With `bound_source` >= 0 (a
+/// bound_scalar in a capture), always a fresh `scalar` node that the cut maps to that source.
+Tensor scalar_for(std::string_view fn, const Number& n, const Tensor& like, int64_t bound_source = -1);
 
 /// While one lives, scalar_for records constants: for kiln's own composites (mean's 1/n,
 /// gelu's coefficients), whose values never change and which fold and simplify as constants.

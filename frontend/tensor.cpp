@@ -6,6 +6,7 @@
 
 #include "kiln/frontend/autodiff.h"
 #include "kiln/frontend/lazy.h"
+#include "capture_state.h"
 #include "lazy_value.h"
 #include "record.h"
 
@@ -16,8 +17,12 @@ using detail::LazyValue;
 Tensor::Tensor(const Tensor& other) : value_(other.value_) {
   if (value_) detail::retain(value_);
 }
-Tensor::Tensor(Tensor&& other) noexcept : value_(other.value_) { other.value_ = nullptr; }
+Tensor::Tensor(Tensor&& other) noexcept : value_(other.value_) {
+  if (detail::any_capture_recording()) [[unlikely]] detail::note_tensor_change(&other);
+  other.value_ = nullptr;
+}
 Tensor& Tensor::operator=(const Tensor& other) {
+  if (detail::any_capture_recording()) [[unlikely]] detail::note_tensor_change(this);
   if (other.value_) detail::retain(other.value_);
   if (value_) detail::release(value_);
   value_ = other.value_;
@@ -25,6 +30,10 @@ Tensor& Tensor::operator=(const Tensor& other) {
 }
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
   if (this != &other) {
+    if (detail::any_capture_recording()) [[unlikely]] {
+      detail::note_tensor_change(this);
+      detail::note_tensor_change(&other);
+    }
     if (value_) detail::release(value_);
     value_ = other.value_;
     other.value_ = nullptr;
@@ -32,6 +41,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
   return *this;
 }
 Tensor::~Tensor() {
+  if (detail::any_capture_recording()) [[unlikely]] detail::note_tensor_destroyed(this);
   if (value_) detail::release(value_);
 }
 

@@ -102,7 +102,7 @@ thread_local bool t_bake_scalars = false;
 BakedScalars::BakedScalars() : was_(std::exchange(t_bake_scalars, true)) {}
 BakedScalars::~BakedScalars() { t_bake_scalars = was_; }
 
-Tensor scalar_for(std::string_view fn, const Number& n, const Tensor& like) {
+Tensor scalar_for(std::string_view fn, const Number& n, const Tensor& like, int64_t bound_source) {
   require_defined(fn, like);
   const Scalar& s = n.value();
   const DType t = like.dtype();
@@ -115,6 +115,13 @@ Tensor scalar_for(std::string_view fn, const Number& n, const Tensor& like) {
     fail(fn, fmt::format("scalar {} does not fit in {} (the type of the tensor it meets, {})", s.as_int(),
                          dtype_name(dtype), TensorType{like.dtype(), like.shape()}.str()));
   const Scalar value = s.cast_to(dtype);
+  if (bound_source >= 0) {
+    // Its own node, never shared with an equal plain scalar: only this one is read again.
+    Attrs a = Graph::make_attrs(OpKind::ScalarParam);
+    attr_slot(a, OpKind::ScalarParam, "value").scalar = value;
+    attr_slot(a, OpKind::ScalarParam, "slot").i = -bound_source - 1;  // the cut numbers it
+    return Tensor(make_pending(OpKind::ScalarParam, TensorType{dtype, {}}, like.device(), {}, std::move(a)));
+  }
   const OpKind op = t_bake_scalars ? OpKind::Constant : OpKind::ScalarParam;
   // One node per value in a pending stream: `y * 1.0001f` in a loop records one scalar,
   // not one per iteration (fewer values to record, cut, hash and compile).

@@ -66,4 +66,16 @@ std::vector<Scalar> launch_scalars(const Graph& g) {
   return out;
 }
 
+void bind_launch_scalars(Graph& g, std::span<const Scalar> scalars) {
+  static const size_t kSlot = static_cast<size_t>(attr_index(OpKind::ScalarParam, "slot"));
+  static const size_t kValue = static_cast<size_t>(attr_index(OpKind::ScalarParam, "value"));
+  for (ValueId id = 0; id < g.size(); ++id) {
+    Node& n = g.node(id);
+    if (n.op != OpKind::ScalarParam) continue;
+    const auto slot = static_cast<size_t>(n.attrs[kSlot].i);
+    KILN_ASSERT(slot < scalars.size(), "every scalar slot of the graph is bound");
+    n.attrs[kValue].scalar = scalars[slot];
+  }
+}
+
 }  // namespace kiln

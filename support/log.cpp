@@ -27,7 +27,7 @@ void warn_once(std::string_view key, std::string_view message) {
 }
 
 bool log_enabled(std::string_view channel) {
-  static constexpr std::string_view kChannels[] = {"flush", "compile", "autotune", "vulkan", "all"};
+  static constexpr std::string_view kChannels[] = {"flush", "compile", "recompile", "autotune", "vulkan", "all"};
   // Read at every call (tests set it as they go); an unknown channel is an error.
   const std::vector<std::string> on = env_list("KILN_LOG", kChannels);
   return std::any_of(on.begin(), on.end(), [&](const std::string& c) { return c == channel || c == "all"; });

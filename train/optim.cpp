@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "kiln/frontend/autodiff.h"
+#include "kiln/frontend/capture.h"
 #include "kiln/support/error.h"
 
 namespace kiln::train {
@@ -36,6 +37,7 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step() {
   ++steps_;
+  on_replay([this] { ++steps_; });  // a captured step counts its replays too
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = *params_[i];
@@ -73,7 +75,7 @@ Tensor SGD::update(size_t i, const Tensor& p, const Tensor& g0) {
     buf = buf.defined() ? buf * o_.momentum + g * (1 - o_.dampening) : g;
     g = o_.nesterov ? g + buf * o_.momentum : buf;
   }
-  return p - g * lr();
+  return p - g * bound_scalar([this] { return lr(); }, g);
 }
 
 Adam::Adam(std::vector<Tensor*> params, AdamOptions options) : Adam(std::move(params), options, false, "Adam") {}
@@ -93,17 +95,19 @@ Adam::Adam(std::vector<Tensor*> params, AdamOptions options, bool decoupled, con
 Tensor Adam::update(size_t i, const Tensor& p0, const Tensor& g0) {
   Tensor p = p0, g = g0;
   if (o_.weight_decay != 0) {
-    if (decoupled_) p = p * (1 - lr() * o_.weight_decay);
+    if (decoupled_) p = p * bound_scalar([this] { return 1 - lr() * o_.weight_decay; }, p);
     else g = g + p * o_.weight_decay;
   }
   Tensor& m = m_[i];
   Tensor& v = v_[i];
   m = m.defined() ? m * o_.beta1 + g * (1 - o_.beta1) : g * (1 - o_.beta1);
   v = v.defined() ? v * o_.beta2 + g * g * (1 - o_.beta2) : g * g * (1 - o_.beta2);
-  // The bias corrections change every step: they are launch-bound scalars like the rate.
-  const double t = static_cast<double>(steps());
-  const double step_size = lr() / (1 - std::pow(o_.beta1, t));
-  const double root_correction = std::sqrt(1 - std::pow(o_.beta2, t));
+  // The bias corrections change every step: launch-bound scalars like the rate, read again
+  // at each replay of a captured step.
+  const Tensor step_size = bound_scalar(
+      [this] { return lr() / (1 - std::pow(o_.beta1, static_cast<double>(steps()))); }, m);
+  const Tensor root_correction =
+      bound_scalar([this] { return std::sqrt(1 - std::pow(o_.beta2, static_cast<double>(steps()))); }, v);
   return p - m * step_size / ((v.sqrt() / root_correction) + o_.eps);
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kiln/frontend/autodiff.h"
+#include "kiln/frontend/capture.h"
 #include "kiln/frontend/custom_op.h"
 #include "kiln/frontend/lazy.h"
 #include "kiln/frontend/tensor.h"

@@ -41,6 +41,13 @@ class Buffer {
 };
 using BufferRef = std::shared_ptr<const Buffer>;
 
+/// A graph made ready to run on one engine, again and again, without the canonical form,
+/// hash and plan-cache lookup of Engine::run (kiln::capture replays through it).
+class PreparedGraph {
+ public:
+  virtual ~PreparedGraph() = default;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -55,6 +62,16 @@ class Engine {
   /// launch. Safe to call from several threads at once.
   virtual std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs,
                                      const std::vector<bool>& donated = {}) = 0;
+
+  /// `g` made ready to run with these donation flags (as run's): compiled, or taken from the
+  /// plan cache. The graph is kept; the caller keeps the result as long as it replays.
+  virtual std::shared_ptr<const PreparedGraph> prepare(const Graph& g, const std::vector<bool>& donated);
+  /// Runs a graph that prepare() made on this engine, its launch-bound scalars taken from
+  /// `scalars` (by slot, as launch_scalars orders them) instead of the graph's values. The
+  /// caller has checked the inputs against the graph's parameters and donates only inputs
+  /// prepared as donated that are dead after the run.
+  virtual std::vector<BufferRef> run_prepared(const PreparedGraph& p, std::span<const BufferRef> inputs,
+                                              std::span<const Scalar> scalars);
 
   /// `host` in this device's memory (host-memory devices take the bytes without a copy).
   virtual BufferRef upload(HostTensor host) = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,5 +50,8 @@ void write_canonical(CanonicalWriter& w, const Graph& g);
 
 /// The `value` of each `scalar` node of `g`, by slot (slots no node uses hold 0).
 std::vector<Scalar> launch_scalars(const Graph& g);
+/// Sets the `value` of each `scalar` node of `g` from `scalars`, by slot: the inverse of
+/// launch_scalars.
+void bind_launch_scalars(Graph& g, std::span<const Scalar> scalars);
 
 }  // namespace kiln
