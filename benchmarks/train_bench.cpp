@@ -1,7 +1,7 @@
 // benchmarks/train_bench.cpp - one AdamW step of a GPT-2-small block (issue 41, item 7).
 //
 //   build-release/bin/kiln_train_bench [--device cpu] [--steps 20] [--batch 4] [--tokens 128]
-//                                      [--dump DIR]
+//                                      [--dump DIR] [--capture]
 //
 // The block is GPT-2's (pre-norm, 12 heads, width 768, GELU with tanh, a causal mask), its
 // linear layers in nn.Linear's layout (weight [out, in]); the loss is mean(block(x)^2). A
@@ -10,7 +10,8 @@
 // warm-up steps (the first compiles; the second is the first with Adam's state), the
 // process's peak resident memory and a step's peak device memory (DeviceMemoryGauge). With --dump DIR it also writes the parameters, the input
 // and the gradients of the first step's loss as .npy files, which
-// benchmarks/train_peers.py --check compares with torch's gradients.
+// benchmarks/train_peers.py --check compares with torch's gradients. With --capture the step
+// is a kiln::capture, replayed from the third step on (docs/capture.md).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   int steps = 20;
   int64_t batch = 4, tokens = 128;
   std::string dump;
+  bool captured = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -81,8 +83,9 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = std::stoll(value());
     else if (a == "--tokens") tokens = std::stoll(value());
     else if (a == "--dump") dump = value();
+    else if (a == "--capture") captured = true;
     else {
-      std::fprintf(stderr, "usage: kiln_train_bench [--device D] [--steps N] [--batch B] [--tokens T] [--dump DIR]\n");
+      std::fprintf(stderr, "usage: kiln_train_bench [--device D] [--steps N] [--batch B] [--tokens T] [--dump DIR] [--capture]\n");
       return 2;
     }
   }
@@ -110,14 +113,24 @@ int main(int argc, char** argv) {
   std::vector<double> times;
   float loss_value = 0;
   int64_t step_peak = 0;  // device memory at most at once during a step
-  for (int s = 0; s < steps + 2; ++s) {
-    device_memory_gauge().reset_peak();
-    const auto t0 = std::chrono::steady_clock::now();
-    const Tensor loss = (block(blk.p, x, mask).pow(2)).mean();
+  auto step = [&](const std::vector<Tensor>& in) {
+    const Tensor loss = (block(blk.p, in[0], mask).pow(2)).mean();
     loss.backward();
     opt.step();
     opt.zero_grad();
-    kiln::sync();
+    return std::vector<Tensor>{loss};
+  };
+  const CapturedFunction captured_step = capture(step);
+  for (int s = 0; s < steps + 2; ++s) {
+    device_memory_gauge().reset_peak();
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor loss;
+    if (captured) {
+      loss = captured_step({x})[0];
+    } else {
+      loss = step({x})[0];
+      kiln::sync();
+    }
     synchronize(device);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s >= 2) times.push_back(ms);
@@ -127,9 +140,12 @@ int main(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf("kiln %s: GPT-2 block AdamW step (batch %lld, %lld tokens): median %.2f ms (min %.2f, max %.2f) over %d "
+  if (captured && captured_step.counts().replays != static_cast<uint64_t>(steps))
+    std::fprintf(stderr, "kiln_train_bench: %llu of the %d timed steps replayed\n",
+                 static_cast<unsigned long long>(captured_step.counts().replays), steps);
+  std::printf("kiln %s%s: GPT-2 block AdamW step (batch %lld, %lld tokens): median %.2f ms (min %.2f, max %.2f) over %d "
               "steps; loss %.5f; peak RSS %.0f MiB; a step's peak device memory %.0f MiB\n",
-              device.str().c_str(), static_cast<long long>(batch), static_cast<long long>(tokens),
+              device.str().c_str(), captured ? " (captured)" : "", static_cast<long long>(batch), static_cast<long long>(tokens),
               times[times.size() / 2], times.front(), times.back(), steps, loss_value,
               static_cast<double>(usage.ru_maxrss) / 1024, static_cast<double>(step_peak) / (1 << 20));
   return 0;

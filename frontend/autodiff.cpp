@@ -82,6 +82,7 @@ GradNode::~GradNode() {
 }
 
 void GradNode::release_saved() {
+  InternalAssignments internal;  // the tape's own slots, not a captured function's state
   for (Tensor& t : saved)
     if (t.defined()) {
       t.impl()->saved_refs.fetch_sub(1, std::memory_order_relaxed);

@@ -364,10 +364,11 @@ std::vector<Tensor> CapturedFunction::Impl::record(const std::vector<Tensor>& in
       throw Error(fmt::format("capture: the function computes a {}: a captured function runs on one device ({})",
                               type_on(v->type, v->device), c->device.str()));
 
-  // Returned values carry no gradient history (a replay's would have none): the tapes behind
-  // them are dropped now, and with them what they saved.
-  for (LazyValue* v : output_values)
-    if (v->pending() && v->grad_fn && !v->grad_fn->is_leaf()) v->grad_fn.reset();
+  // Returned values carry no gradient history (a replay's would have none), and no value the
+  // function made keeps a tape after it: the tapes are dropped now, while the hooks still see
+  // the objects they held die. What is left holding history is an error below.
+  for (LazyValue* v : detail::thread_pending_values())
+    if (v->grad_fn && !v->grad_fn->is_leaf()) v->grad_fn.reset();
 
   // A value the function made and left in some tensor it neither returns nor assigned before
   // (a new tensor in an outside container, a gradient left on a leaf) would not be there

@@ -63,7 +63,6 @@ TEST(Capture, ANewShapeOrTypeCapturesAgainAndSaysWhy) {
   EXPECT_NE(f.last_recapture_reason().find("input 0 is f32[3,7]"), std::string::npos) << f.last_recapture_reason();
   f({x2.to(DType::F64), y.to(DType::F64)});
   EXPECT_EQ(f.counts().captures, 3u);
-  EXPECT_THROW(f({x}), Error);  // one input where the function reads two: its own error
 }
 
 // Tensors that existed before the call and that the function assigns are its state: each
@@ -174,13 +173,19 @@ TEST(Capture, ATrainingStepReplaysAsTheEagerStepRuns) {
   auto init = [] {
     return std::vector<Tensor>{train::kaiming_uniform(S({16, 8}), 1).eval().requires_grad_(),
                                zeros(S({16})).eval().requires_grad_(),
-                               train::kaiming_uniform(S({4, 16}), 2).eval().requires_grad_()};
+                               train::kaiming_uniform(S({4, 16}), 2).eval().requires_grad_(),
+                               ones(S({8})).eval().requires_grad_(),
+                               zeros(S({8})).eval().requires_grad_(),
+                               train::kaiming_uniform(S({8, 16}), 3).eval().requires_grad_()};
   };
   const Tensor x = randn(S({32, 8}), 5).eval();
   const Tensor y = (rand(S({32}), 6) * 4).to(DType::I64).eval();
   const train::CosineSchedule schedule{.warmup_steps = 3, .total_steps = 12, .min_lr = 1e-4};
+  // A residual block: the tape saves parameters (evaluated) in nodes that outlive the call
+  // through the values they made, as a transformer's does.
   auto loss_of = [](const std::vector<Tensor>& p, const Tensor& in, const Tensor& labels) {
-    return train::cross_entropy(linear(linear(in, p[0], p[1]).relu(), p[2]), labels);
+    const Tensor h = linear(layer_norm(in, p[3], p[4], 1e-5), p[0], p[1]).gelu();
+    return train::cross_entropy(linear((in + linear(h, p[5])).tanh(), p[0]).relu().matmul(p[2].transpose(0, 1)), labels);
   };
   auto step_of = [&](std::vector<Tensor>& p, train::Optimizer& opt) {
     return [&](const std::vector<Tensor>& in) {
