@@ -24,6 +24,7 @@
 #include "kiln/engine/compile.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/ir/canonical.h"
+#include "kiln/ir/symbolic.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/runtime/profile.h"
@@ -117,6 +118,16 @@ struct Prepared final : PreparedGraph {
   std::vector<bool> donated;
 };
 
+// `g` with its symbolic dims bound to the sizes of `inputs` (kiln/ir/symbolic.h): engines run
+// bound graphs, one plan per set of sizes.
+Graph bound_to(const Graph& g, std::span<const BufferRef> inputs) {
+  std::vector<TensorType> types;
+  for (const BufferRef& b : inputs) types.push_back(b->type());
+  Expected<Graph> bound = specialize_for(g, types);
+  if (!bound) throw Error(bound.error().str());
+  return std::move(*bound);
+}
+
 // Set while the profiler measures a device's peak: those runs are not recorded.
 thread_local bool measuring_peak = false;
 
@@ -137,6 +148,7 @@ class KernelEngine final : public Engine {
   void finish() override { backend_.finish(); }
 
   std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs, const std::vector<bool>& donated) override {
+    if (inputs.size() == g.inputs().size() && has_symbolic_dims(g)) return run(bound_to(g, inputs), inputs, donated);
     if (inputs.size() != g.inputs().size())
       throw Error(fmt::format("graph @{} takes {} inputs, got {}", g.name(), g.inputs().size(), inputs.size()));
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -156,6 +168,8 @@ class KernelEngine final : public Engine {
   }
 
   std::shared_ptr<const PreparedGraph> prepare(const Graph& g, const std::vector<bool>& donated) override {
+    if (has_symbolic_dims(g))
+      throw Error(fmt::format("prepare: graph @{} has symbolic dims: bind them to sizes first (specialize)", g.name()));
     auto p = std::make_shared<Prepared>();
     p->exe = lookup_or_compile(g, donated);
     for (ValueId in : g.inputs()) p->input_types.push_back(g.type(in));
@@ -429,7 +443,8 @@ class InterpreterEngine final : public Engine {
   Device device() const override { return Device::interp(); }
 
   // The interpreter never writes over its inputs, donated or not.
-  std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs, const std::vector<bool>&) override {
+  std::vector<BufferRef> run(const Graph& g, std::span<const BufferRef> inputs, const std::vector<bool>& d) override {
+    if (inputs.size() == g.inputs().size() && has_symbolic_dims(g)) return run(bound_to(g, inputs), inputs, d);
     std::vector<HostTensor> host;
     host.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "kiln/frontend/lazy.h"
+#include "kiln/ir/symbolic.h"
 #include "lazy_value.h"
 #include "record.h"
 
@@ -11,6 +12,18 @@ std::vector<Tensor> call(const Graph& g, const std::vector<Tensor>& args) {
   const auto params = g.inputs();
   if (args.size() != params.size())
     throw Error(fmt::format("call @{}: {} tensors for {} parameters", g.name(), args.size(), params.size()));
+  if (has_symbolic_dims(g)) {
+    // Its sizes are the arguments': recorded as the graph those sizes make.
+    std::vector<TensorType> types;
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (!args[k].defined())
+        throw Error(fmt::format("call @{}: the tensor for %{} is undefined", g.name(), g.node(params[k]).name));
+      types.push_back(TensorType{args[k].dtype(), args[k].shape()});
+    }
+    Expected<Graph> bound = specialize_for(g, types);
+    if (!bound) throw Error(fmt::format("call @{}: {}", g.name(), bound.error().str()));
+    return call(*bound, args);
+  }
   const Device device = args.empty() ? Device{} : args.front().device();
   std::vector<Tensor> values(g.size());
   for (size_t k = 0; k < params.size(); ++k) {

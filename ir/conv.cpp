@@ -1,6 +1,8 @@
 // ir/conv.cpp - see kiln/ir/conv.h.
 #include "kiln/ir/conv.h"
 
+#include "kiln/ir/dim.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -57,6 +59,9 @@ Expected<ConvGeometry> conv_geometry(const Shape& x, const Shape& w, const Attrs
   };
   if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
     return fail("x must be [N, C, d1..dn] and w [M, C/groups, k1..kn] with n in 1..3");
+  for (int d = 0; d < x.rank(); ++d)
+    if ((d > 0 && is_symbolic_dim(x[d])) || is_symbolic_dim(w[d]))
+      return fail("only the batch dim N may be symbolic (bind the others first)");
   ConvGeometry g;
   g.dims = x.rank() - 2;
   g.batch = x[0];

@@ -1,6 +1,8 @@
 // ir/dot.cpp - Graphviz rendering of a graph.
 #include <fmt/format.h>
 
+#include "kiln/ir/dim.h"
+
 #include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/text.h"
 
@@ -46,6 +48,12 @@ std::string graph_to_dot(const Graph& g) {
         case AttrKind::Flag: break;
         case AttrKind::Int: label += fmt::format("={}", v.i); break;
         case AttrKind::Ints: label += fmt::format("=[{}]", fmt::join(v.ints, ",")); break;
+        case AttrKind::Dims: {
+          std::vector<std::string> dims;
+          for (int64_t d : v.ints) dims.push_back(dim_str(d));
+          label += fmt::format("=[{}]", fmt::join(dims, ","));
+          break;
+        }
         case AttrKind::Scalar: label += "=" + format_scalar(v.scalar, n.type.dtype); break;
         case AttrKind::Scalars: label += fmt::format("=<{} values>", v.scalars->size()); break;
         case AttrKind::Custom: label += "=@" + v.custom->name; break;

@@ -19,7 +19,7 @@ constexpr std::array ScalarParamAttrs{AttrSpec{"slot", K::Int, true}, AttrSpec{"
 constexpr std::array ReduceAttrs{AttrSpec{"axes", K::Ints, true},
                                  AttrSpec{"keepdim", K::Flag, false}};
 constexpr std::array PermuteAttrs{AttrSpec{"perm", K::Ints, true}};
-constexpr std::array SliceAttrs{AttrSpec{"start", K::Ints, true}, AttrSpec{"stop", K::Ints, true},
+constexpr std::array SliceAttrs{AttrSpec{"start", K::Dims, true}, AttrSpec{"stop", K::Dims, true},
                                 AttrSpec{"step", K::Ints, false}};
 constexpr std::array PadAttrs{AttrSpec{"low", K::Ints, true}, AttrSpec{"high", K::Ints, true},
                               AttrSpec{"value", K::Scalar, false}};

@@ -12,6 +12,7 @@
 #include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/text.h"
 #include "kiln/support/spelling.h"
+#include "kiln/ir/dim.h"
 #include "lexer.h"
 
 namespace kiln {
@@ -52,6 +53,9 @@ class Parser {
   bool at_ident(std::string_view word) const { return tok_.kind == Tok::Ident && tok_.text == word; }
 
   bool parse_int(int64_t& out, std::string_view what);
+  bool int_of(const Token& t, int64_t& out, std::string_view what);
+  /// A dim: an integer, or a polynomial of sizes (2*n+1) up to the next ',' or ']'.
+  bool parse_dim_value(int64_t& out, std::string_view what);
   bool parse_scalar(Scalar& out);
   bool parse_type(TensorType& out);
   bool parse_attr_value(const AttrSpec& spec, AttrValue& out);
@@ -215,13 +219,33 @@ Status Parser::check_kernel_headers() const {
 
 bool Parser::parse_int(int64_t& out, std::string_view what) {
   if (tok_.kind != Tok::Number) return expected(what);
-  const Token t = take();
+  return int_of(take(), out, what);
+}
+
+bool Parser::int_of(const Token& t, int64_t& out, std::string_view what) {
   const char* end = t.text.data() + t.text.size();
   auto [ptr, ec] = std::from_chars(t.text.data() + (t.text[0] == '+'), end, out);
   if (ec == std::errc::result_out_of_range && ptr == end)
     return fail(t.loc, fmt::format("integer {} is out of range for int64", t.text));
   if (ec != std::errc() || ptr != end)
     return fail(t.loc, fmt::format("expected {}, found '{}'", what, t.text));
+  return true;
+}
+
+bool Parser::parse_dim_value(int64_t& out, std::string_view what) {
+  // Numbers, names and '*' (an Invalid token to the lexer); '+2' and '-n' lex as numbers.
+  auto in_dim = [](Tok k) { return k == Tok::Number || k == Tok::Ident || k == Tok::Invalid; };
+  if (!in_dim(tok_.kind)) return expected(what);
+  const Token first = take();
+  Token last = first;
+  while (in_dim(tok_.kind)) last = take();
+  if (first.text.data() == last.text.data() && first.kind == Tok::Number) return int_of(first, out, what);
+  const std::string_view text(first.text.data(),
+                              static_cast<size_t>(last.text.data() + last.text.size() - first.text.data()));
+  std::string error;
+  const std::optional<int64_t> d = parse_dim(text, &error);
+  if (!d) return fail(first.loc, error);
+  out = *d;
   return true;
 }
 
@@ -274,11 +298,11 @@ bool Parser::parse_type(TensorType& out) {
   do {
     const SourceLoc loc = tok_.loc;
     int64_t d = 0;
-    if (!parse_int(d, "a dimension")) return false;
-    if (d < 0) return fail(loc, fmt::format("dimension {} is negative", d));
+    if (!parse_dim_value(d, "a dimension")) return false;
+    if (d < 0 && !is_symbolic_dim(d)) return fail(loc, fmt::format("dimension {} is negative", d));
     if (d > 0 && numel > INT64_MAX / d)
       return fail(loc, "the shape has more elements than an int64 can count");
-    numel *= d == 0 ? 1 : d;
+    if (!is_symbolic_dim(d)) numel *= d == 0 ? 1 : d;
     if (out.shape.rank() == Shape::kMaxRank)
       return fail(loc, fmt::format("rank exceeds kiln's maximum rank of {}", Shape::kMaxRank));
     out.shape.push_back(d);
@@ -296,14 +320,17 @@ bool Parser::parse_attr_value(const AttrSpec& spec, AttrValue& out) {
     case AttrKind::Int: return parse_int(out.i, fmt::format("an integer for '{}'", spec.name));
     case AttrKind::Scalar: return parse_scalar(out.scalar);
     case AttrKind::Ints:
+    case AttrKind::Dims:
     case AttrKind::Scalars: {
       if (!expect(Tok::LBracket, fmt::format("'[' to start the list '{}'", spec.name))) return false;
       auto scalars = std::make_shared<std::vector<Scalar>>();
       if (!accept(Tok::RBracket)) {
         do {
-          if (spec.kind == AttrKind::Ints) {
+          if (spec.kind == AttrKind::Ints || spec.kind == AttrKind::Dims) {
             int64_t v = 0;
-            if (!parse_int(v, fmt::format("an integer in '{}'", spec.name))) return false;
+            if (spec.kind == AttrKind::Dims ? !parse_dim_value(v, fmt::format("a dimension in '{}'", spec.name))
+                                            : !parse_int(v, fmt::format("an integer in '{}'", spec.name)))
+              return false;
             out.ints.push_back(v);
           } else {
             Scalar s;

@@ -8,6 +8,7 @@
 #include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/index_map.h"
 #include "kiln/ir/text.h"
+#include "kiln/ir/dim.h"
 #include "lexer.h"
 
 namespace kiln {
@@ -41,6 +42,12 @@ void print_attr(std::string& out, const AttrSpec& spec, const AttrValue& v, DTyp
     case AttrKind::Flag: return;
     case AttrKind::Int: out += fmt::format(" = {}", v.i); return;
     case AttrKind::Ints: out += fmt::format(" = [{}]", fmt::join(v.ints, ", ")); return;
+    case AttrKind::Dims: {
+      out += " = [";
+      for (size_t i = 0; i < v.ints.size(); ++i) out += (i ? ", " : "") + dim_str(v.ints[i]);
+      out += "]";
+      return;
+    }
     case AttrKind::Scalar: out += " = " + format_scalar(v.scalar, dtype); return;
     case AttrKind::Scalars:
       out += " = [";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kiln/ir/dim.h"
 #include "kiln/support/error.h"
 
 namespace kiln {
@@ -17,8 +18,20 @@ Shape::Shape(std::span<const int64_t> dims) {
   rank_ = static_cast<int>(dims.size());
 }
 
+bool Shape::symbolic() const {
+  return std::any_of(begin(), end(), is_symbolic_dim);
+}
+
 int64_t Shape::numel() const {
   int64_t n = 1;
+  if (symbolic()) {
+    for (int64_t d : dims()) {
+      const std::optional<int64_t> p = dim_mul(n, d);
+      if (!p) throw Error("shape " + str() + " has more elements than an int64 counts");
+      n = *p;
+    }
+    return n;
+  }
   for (int64_t d : dims())
     if (__builtin_mul_overflow(n, d, &n)) {
       if (std::find(begin(), end(), 0) != end()) return 0;
@@ -38,7 +51,8 @@ std::array<int64_t, Shape::kMaxRank> Shape::strides() const {
   int64_t stride = 1;
   for (int i = rank_ - 1; i >= 0; --i) {
     s[static_cast<size_t>(i)] = stride;
-    stride *= dims_[static_cast<size_t>(i)];
+    const int64_t d = dims_[static_cast<size_t>(i)];
+    stride = is_symbolic_dim(d) || is_symbolic_dim(stride) ? dim_mul(stride, d).value_or(0) : stride * d;
   }
   return s;
 }
@@ -47,7 +61,7 @@ std::string Shape::str() const {
   std::string s = "[";
   for (int i = 0; i < rank_; ++i) {
     if (i) s += ',';
-    s += std::to_string(dims_[static_cast<size_t>(i)]);
+    s += dim_str(dims_[static_cast<size_t>(i)]);
   }
   return s + "]";
 }
@@ -74,8 +88,22 @@ std::optional<int64_t> checked_bytes(const TensorType& t) {
   return bytes;
 }
 
+bool valid_shape(const Shape& s) {
+  if (!s.symbolic()) return checked_numel(s).has_value();
+  int64_t n = 1;
+  for (int64_t d : s.dims()) {
+    if (d < 0 && !is_symbolic_dim(d)) return false;
+    const std::optional<int64_t> p = dim_mul(n, d);
+    if (!p) return false;
+    n = *p;
+  }
+  return true;
+}
+
 int64_t TensorType::bytes() const {
   if (const std::optional<int64_t> b = checked_bytes(*this)) return *b;
+  if (shape.symbolic())
+    throw Error("type " + str() + " has symbolic dims: its bytes are known once they are bound to sizes");
   throw Error("type " + str() + " has more bytes than an int64 counts");
 }
 

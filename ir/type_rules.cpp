@@ -11,6 +11,7 @@
 
 #include "kiln/ir/conv.h"
 #include "kiln/ir/custom_kernel.h"
+#include "kiln/ir/dim.h"
 
 namespace kiln::rules {
 namespace {
@@ -36,16 +37,37 @@ std::string join_types(std::span<const TensorType> types, std::string_view sep) 
 
 std::string ints_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
+// Where broadcasting `a` with `b` fails on a symbolic dim: "cannot prove n == 3 (nor that
+// either is 1)"; "" when the failing pair is two numbers.
+std::string unproven_broadcast(const Shape& a, const Shape& b) {
+  const int rank = std::max(a.rank(), b.rank());
+  for (int i = 0; i < rank; ++i) {
+    const int ia = i - (rank - a.rank()), ib = i - (rank - b.rank());
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da == db || da == 1 || db == 1) continue;
+    if (is_symbolic_dim(da) || is_symbolic_dim(db))
+      return fmt::format(": cannot prove {} == {} (nor that either is 1)", dim_str(da), dim_str(db));
+    return "";
+  }
+  return "";
+}
+
 Expected<Shape> broadcast_all(const TypeRuleInput& in) {
   Shape out = in.operands[0].shape;
   for (size_t i = 1; i < in.operands.size(); ++i) {
     auto b = broadcast_shapes(out, in.operands[i].shape);
     if (!b)
-      return fail(fmt::format("{} operands {} cannot broadcast", quoted(in.op),
-                              join_types(in.operands, " and ")));
+      return fail(fmt::format("{} operands {} cannot broadcast{}", quoted(in.op), join_types(in.operands, " and "),
+                              unproven_broadcast(out, in.operands[i].shape)));
     out = *b;
   }
   return out;
+}
+
+// The message of an op that needs `axis` of `t` to be a number.
+std::string symbolic_axis(OpKind op, const TensorType& t, int64_t axis) {
+  return fmt::format("{} on axis {} of {}: that axis is symbolic ({}), and the op needs its size (bind it first)",
+                     quoted(op), axis, t.str(), dim_str(t.shape[static_cast<int>(axis)]));
 }
 
 Status require_numeric(const TypeRuleInput& in) {
@@ -135,6 +157,7 @@ Expected<TensorType> rule_constant(const TypeRuleInput& in) {
     KILN_TRY(check_scalar_fits(in, value.scalar, t.dtype, "value"));
     return t;
   }
+  KILN_REQUIRE(!t.shape.symbolic(), "'constant' data gives one value per element, so {} cannot be symbolic", t.str());
   const auto n = static_cast<int64_t>(data.scalars->size());
   if (n != t.shape.numel())
     return fail(fmt::format("'constant' data has {} values but {} holds {}", n, t.str(),
@@ -292,10 +315,12 @@ Expected<TensorType> rule_reduce(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_reshape(const TypeRuleInput& in) {
   const TensorType &x = in.operands[0], &to = *in.declared;
-  KILN_REQUIRE(checked_numel(to.shape).has_value(), "'reshape' target {} has a negative dimension or too many elements", to.str());
+  KILN_REQUIRE(valid_shape(to.shape), "'reshape' target {} has a negative dimension or too many elements", to.str());
   KILN_REQUIRE(x.dtype == to.dtype, "'reshape' keeps the element type: {} to {}", x.str(), to.str());
-  KILN_REQUIRE(x.shape.numel() == to.shape.numel(), "'reshape' cannot reshape {} ({} elements) to {} ({} elements)",
-                               x.str(), x.shape.numel(), to.str(), to.shape.numel());
+  KILN_REQUIRE(valid_shape(x.shape) && x.shape.numel() == to.shape.numel(),
+               "'reshape' cannot reshape {} ({} elements) to {} ({} elements){}", x.str(),
+               dim_str(x.shape.numel()), to.str(), dim_str(to.shape.numel()),
+               x.shape.symbolic() || to.shape.symbolic() ? ": the counts are not provably equal" : "");
   return to;
 }
 
@@ -315,14 +340,14 @@ Expected<TensorType> rule_permute(const TypeRuleInput& in) {
 
 Expected<TensorType> rule_expand(const TypeRuleInput& in) {
   const TensorType &x = in.operands[0], &to = *in.declared;
-  KILN_REQUIRE(checked_numel(to.shape).has_value(), "'expand' target {} has a negative dimension or too many elements", to.str());
+  KILN_REQUIRE(valid_shape(to.shape), "'expand' target {} has a negative dimension or too many elements", to.str());
   KILN_REQUIRE(x.dtype == to.dtype, "'expand' keeps the element type: {} to {}", x.str(), to.str());
   bool ok = x.shape.rank() <= to.shape.rank();
   for (int i = 0; ok && i < x.shape.rank(); ++i) {
     const int64_t d = x.shape[i], t = to.shape[i + to.shape.rank() - x.shape.rank()];
     ok = d == t || d == 1;
   }
-  KILN_REQUIRE(ok, "'expand' cannot broadcast {} to {}", x.str(), to.str());
+  KILN_REQUIRE(ok, "'expand' cannot broadcast {} to {}{}", x.str(), to.str(), unproven_broadcast(x.shape, to.shape));
   return to;
 }
 
@@ -339,6 +364,18 @@ Expected<TensorType> rule_slice(const TypeRuleInput& in) {
   for (int d = 0; d < rank; ++d) {
     const auto i = static_cast<size_t>(d);
     KILN_REQUIRE(step[i] != 0, "'slice' step on axis {} is 0 (it must be positive, or negative to reverse)", d);
+    if (is_symbolic_dim(x.shape[d]) || is_symbolic_dim(start[i]) || is_symbolic_dim(stop[i])) {
+      // Bounds with symbolic dims are checked once the sizes are bound (the bound graph is
+      // verified again); the length is the difference.
+      KILN_REQUIRE(step[i] == 1, "'slice' on axis {} of {} from {} to {} steps by {}: a range with symbolic dims "
+                   "steps by 1", d, x.str(), dim_str(start[i]), dim_str(stop[i]), step[i]);
+      const std::optional<int64_t> length = dim_sub(stop[i], start[i]);
+      KILN_REQUIRE(length.has_value() && (is_symbolic_dim(*length) || *length >= 0),
+                   "'slice' range [{}, {}) on axis {} of {} is empty backwards", dim_str(start[i]), dim_str(stop[i]),
+                   d, x.str());
+      out.push_back(*length);
+      continue;
+    }
     if (step[i] > 0) {
       KILN_REQUIRE(start[i] <= stop[i], "'slice' start {} is after stop {} on axis {}", start[i], stop[i], d);
       KILN_REQUIRE(0 <= start[i] && stop[i] <= x.shape[d], "'slice' range [{}, {}) on axis {} is outside 0..{} of {}",
@@ -369,6 +406,7 @@ Expected<TensorType> rule_unfold(const TypeRuleInput& in) {
   KILN_REQUIRE(x.shape.rank() < Shape::kMaxRank, "'unfold' of {} would pass the maximum rank {}", x.str(), Shape::kMaxRank);
   KILN_REQUIRE(size >= 1 && step >= 1 && dilation >= 1, "'unfold' size {}, step {} and dilation {} must be at least 1",
                size, step, dilation);
+  KILN_REQUIRE(!is_symbolic_dim(x.shape[static_cast<int>(axis)]), "{}", symbolic_axis(in.op, x, axis));
   const int64_t n = x.shape[static_cast<int>(axis)];
   // The span of one window, (size - 1) * dilation + 1, without overflow.
   KILN_REQUIRE(size - 1 <= (n - 1) / dilation && n >= 1,
@@ -393,11 +431,12 @@ Expected<TensorType> rule_pad(const TypeRuleInput& in) {
     const auto i = static_cast<size_t>(d);
     KILN_REQUIRE(low[i] >= 0 && high[i] >= 0, "'pad' amounts must be non-negative, got low {} high {}",
                                  ints_str(low), ints_str(high));
-    int64_t dim = 0;
-    if (__builtin_add_overflow(x.shape[d], low[i], &dim) || __builtin_add_overflow(dim, high[i], &dim))
+    std::optional<int64_t> dim = dim_add(x.shape[d], low[i]);
+    if (dim) dim = dim_add(*dim, high[i]);
+    if (!dim)
       return fail(fmt::format("'pad' of {} by low {} high {} overflows int64 on axis {}", x.str(),
                               ints_str(low), ints_str(high), d));
-    out.push_back(dim);
+    out.push_back(*dim);
   }
   return TensorType{x.dtype, out};
 }
@@ -415,8 +454,10 @@ Expected<TensorType> rule_concat(const TypeRuleInput& in) {
     KILN_REQUIRE(ok, "'concat' operands {} differ outside axis {}",
                                      join_types(in.operands, " and "), axis);
     int64_t& dim = out[static_cast<int>(axis)];
-    if (__builtin_add_overflow(dim, t.shape[static_cast<int>(axis)], &dim))
+    const std::optional<int64_t> sum = dim_add(dim, t.shape[static_cast<int>(axis)]);
+    if (!sum)
       return fail(fmt::format("'concat' of {} overflows int64 on axis {}", join_types(in.operands, " and "), axis));
+    dim = *sum;
     dtype = promote(dtype, t.dtype);
   }
   KILN_TRY(refuse_u64(in, dtype));
@@ -435,7 +476,8 @@ Status require_indexing(const TypeRuleInput& in, std::string_view moved) {
   KILN_REQUIRE(0 <= axis && axis < data.shape.rank(), "{} axis {} is not an axis of {}", quoted(in.op), axis,
                data.str());
   for (int d = 0; d < data.shape.rank(); ++d)
-    KILN_REQUIRE(d == axis || index.shape[d] <= data.shape[d],
+    KILN_REQUIRE(d == axis || is_symbolic_dim(index.shape[d]) || is_symbolic_dim(data.shape[d]) ||
+                     index.shape[d] <= data.shape[d],  // symbolic: checked once bound
                  "{} indices {} are longer than data {} on axis {}, which is not the {} axis {}", quoted(in.op),
                  index.str(), data.str(), d, moved, axis);
   return Status::ok();
@@ -479,12 +521,14 @@ Expected<TensorType> rule_matmul(const TypeRuleInput& in) {
   KILN_TRY(require_numeric_result(in, promote(a.dtype, b.dtype)));
   KILN_REQUIRE(a.shape.rank() >= 2 && b.shape.rank() >= 2, "'matmul' needs operands of rank 2 or more, got {} and {}", a.str(), b.str());
   const int ra = a.shape.rank(), rb = b.shape.rank();
-  KILN_REQUIRE(a.shape[ra - 1] == b.shape[rb - 2], "'matmul' contracting dims differ: {} and {} ({} vs {})", a.str(),
-                               b.str(), a.shape[ra - 1], b.shape[rb - 2]);
-  auto batch = broadcast_shapes(Shape(a.shape.dims().first(static_cast<size_t>(ra - 2))),
-                                Shape(b.shape.dims().first(static_cast<size_t>(rb - 2))));
-  KILN_REQUIRE(batch.has_value(), "'matmul' batch dims of {} and {} cannot broadcast",
-                                                 a.str(), b.str());
+  KILN_REQUIRE(a.shape[ra - 1] == b.shape[rb - 2], "'matmul' contracting dims differ: {} and {} ({} vs {}{})", a.str(),
+               b.str(), dim_str(a.shape[ra - 1]), dim_str(b.shape[rb - 2]),
+               is_symbolic_dim(a.shape[ra - 1]) || is_symbolic_dim(b.shape[rb - 2]) ? ", not provably equal" : "");
+  const Shape batch_a(a.shape.dims().first(static_cast<size_t>(ra - 2)));
+  const Shape batch_b(b.shape.dims().first(static_cast<size_t>(rb - 2)));
+  auto batch = broadcast_shapes(batch_a, batch_b);
+  KILN_REQUIRE(batch.has_value(), "'matmul' batch dims of {} and {} cannot broadcast{}", a.str(), b.str(),
+               unproven_broadcast(batch_a, batch_b));
   Shape out = *batch;
   out.push_back(a.shape[ra - 2]);
   out.push_back(b.shape[rb - 1]);

@@ -18,7 +18,7 @@ Status verify(const Graph& g) {
   for (size_t id = 0; id < g.size(); ++id) {
     const Node& n = g.nodes()[id];
     const OpInfo& info = n.info();
-    if (!checked_bytes(n.type))
+    if (n.type.shape.symbolic() ? !valid_shape(n.type.shape) : !checked_bytes(n.type))
       return fail(n, fmt::format("type {} has a negative dimension or more bytes than an int64 counts",
                                  n.type.str()));
     if (n.op == OpKind::Input) {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ir/symbolic.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
 
@@ -114,6 +115,18 @@ GraphStats graph_stats(const Graph& g) {
 
 Expected<Graph> run_pipeline(Graph g, std::span<const PassInfo* const> passes, const PassOptions& options,
                              const PipelineOptions& pipeline) {
+  // Passes decide by sizes (what fits a kernel, what is cheap to recompute): a graph with
+  // symbolic dims is bound first (specialize; kiln opt --bind).
+  if (!passes.empty() && has_symbolic_dims(g)) {
+    std::vector<std::string> names;
+    for (const Node& n : g.nodes())
+      for (int64_t d : n.type.shape.dims())
+        for (const std::string& s : dim_symbols(d))
+          if (std::find(names.begin(), names.end(), s) == names.end()) names.push_back(s);
+    return make_error(fmt::format("pass '{}' works on sizes, and @{} has symbolic dims ({}): bind them first "
+                                  "(kiln opt --bind NAME=SIZE)",
+                                  passes.front()->name, g.name(), fmt::join(names, ", ")));
+  }
   for (const PassInfo* p : passes) {
     g = p->run(g, options);
     if (pipeline.verify_each) {

@@ -322,6 +322,18 @@ MESSAGES = [
      "expected 'graph', found end of file"),
     ('m.kir', G('() -> f32[]', '  %c = constant {value = 1.0} : f32[]\n  return %c') * 2,
      "expected end of file after the graph, found 'graph'"),
+    # symbolic dims (3.3)
+    ('m.kir', G('(%x: f32[n,4], %y: f32[m,4]) -> f32[n,4]', '  %z = add %x, %y : f32[n,4]\n  return %z'),
+     "'add' operands f32[n,4] and f32[m,4] cannot broadcast: cannot prove n == m (nor that either is 1)"),
+    ('m.kir', G('(%a: f32[b,k], %w: f32[n,8]) -> f32[b,8]', '  %y = matmul %a, %w : f32[b,8]\n  return %y'),
+     "'matmul' contracting dims differ: f32[b,k] and f32[n,8] (k vs n, not provably equal)"),
+    ('m.kir', G('(%x: f32[b,t,768]) -> f32[b,t,769]', '  %y = reshape %x : f32[b,t,769]\n  return %y'),
+     "'reshape' cannot reshape f32[b,t,768] (768*b*t elements) to f32[b,t,769] (769*b*t elements): "
+     "the counts are not provably equal"),
+    ('m.kir', G('(%x: f32[n]) -> f32[n,3]', '  %w = unfold %x {axis = 0, size = 3, step = 1} : f32[n,3]\n  return %w'),
+     "'unfold' on axis 0 of f32[n]: that axis is symbolic (n), and the op needs its size (bind it first)"),
+    ('m.kir', G('(%x: f32[n]) -> f32[n]', '  %s = slice %x {start = [0], stop = [n], step = [2]} : f32[n]\n  return %s'),
+     "'slice' on axis 0 of f32[n] from 0 to n steps by 2: a range with symbolic dims steps by 1"),
 ]
 # What the doc says is accepted (2.2, 2.4, 3.2): these must pass and print as given.
 ACCEPTED = [

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "kiln/ir/scalar_semantics.h"
+#include "kiln/ir/symbolic.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/runtime/npy.h"
 
@@ -71,8 +72,32 @@ std::map<std::string, InputFile> read_input_files(const InputOptions& options) {
 RunnableGraph load_runnable(const std::string& path, const InputOptions& options) {
   std::map<std::string, InputFile> files = read_input_files(options);
   if (!path.ends_with(".onnx")) {
-    if (!options.shapes.empty()) throw Error("error: --input-shape is for ONNX models; IR text states its shapes");
-    RunnableGraph g{load_graph(path), {}, std::move(files)};
+    Graph graph = load_graph(path);
+    if (has_symbolic_dims(graph)) {
+      // The sizes come from the inputs that files or --input-shape give; each parameter
+      // with a symbolic dim needs one.
+      std::map<std::string, Shape> shapes;
+      for (const auto& [name, file] : files) shapes[name] = file.value.shape();
+      for (const std::string& spec : options.shapes) {
+        auto [name, shape] = split_spec(spec, "--input-shape");
+        shapes[name[0] == '%' ? name.substr(1) : name] = parse_shape(shape);
+      }
+      std::vector<TensorType> types;
+      for (ValueId in : graph.inputs()) {
+        const Node& n = graph.node(in);
+        const auto it = shapes.find(n.name);
+        if (it == shapes.end() && n.type.shape.symbolic())
+          throw Error(fmt::format("error: %{} of @{} is {}: give its shape (--input-shape {}=2x3, or --input {}=FILE.npy)",
+                                  n.name, graph.name(), n.type.str(), n.name, n.name));
+        types.push_back(it == shapes.end() ? n.type : TensorType{n.type.dtype, it->second});
+      }
+      Expected<Graph> bound = specialize_for(graph, types);
+      if (!bound) throw Error(bound.error().str());
+      graph = std::move(*bound);
+    } else if (!options.shapes.empty()) {
+      throw Error("error: --input-shape sizes symbolic dims; this graph has none");
+    }
+    RunnableGraph g{std::move(graph), {}, std::move(files)};
     g.source_names.assign(g.graph.inputs().size(), "");
     return g;
   }
@@ -130,8 +155,8 @@ void add_input_options(CLI::App* sub, InputOptions& options) {
                   "Take input NAME (its SSA name, or an ONNX model's own input name) from a .npy file (repeatable)")
       ->type_name("NAME=FILE.npy");
   sub->add_option("--input-shape", options.shapes,
-                  "An ONNX model's input shape where its dims are symbolic and no --input file gives them "
-                  "(repeatable)")
+                  "The shape of an input with symbolic dims (an ONNX model's, or IR text's f32[n,768]) where no "
+                  "--input file gives it (repeatable)")
       ->type_name("NAME=2x3x4");
 }
 

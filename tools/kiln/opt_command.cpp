@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "kiln/ir/symbolic.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/memory_plan.h"
 #include "kiln/passes/pass_manager.h"
@@ -24,7 +25,21 @@ struct OptOptions {
   bool list_passes = false;
   bool memory_plan = false;
   std::string donate;  // comma-separated parameter names
+  std::vector<std::string> bind;  // NAME=SIZE
 };
+
+// The --bind sizes, each NAME=SIZE.
+DimBindings parse_bindings(const std::vector<std::string>& specs) {
+  DimBindings b;
+  for (const std::string& spec : specs) {
+    auto [name, value] = split_spec(spec, "--bind");
+    if (!is_dim_symbol_name(name)) throw Error(fmt::format("error: --bind: '{}' is not a size's name", name));
+    if (value.empty() || value.size() > 18 || value.find_first_not_of("0123456789") != std::string::npos)
+      throw Error(fmt::format("error: --bind: {} = '{}' is not a size (a number >= 0)", name, value));
+    b[name] = std::stoll(value);
+  }
+  return b;
+}
 
 std::string stats_line(std::string_view when, const GraphStats& s) {
   return fmt::format("// {}: {} nodes, {} kernels, {} bytes moved (estimate)\n", when, s.nodes, s.kernels,
@@ -33,7 +48,12 @@ std::string stats_line(std::string_view when, const GraphStats& s) {
 
 // Runs the requested passes on one graph; diagnostics and dumps go to stderr.
 Expected<Graph> optimize(Graph g, const OptOptions& opts, const std::vector<const PassInfo*>& passes) {
-  const GraphStats before = graph_stats(g);
+  if (!opts.bind.empty()) {
+    Expected<Graph> bound = specialize(g, parse_bindings(opts.bind));
+    if (!bound) return bound.error();
+    g = std::move(*bound);
+  }
+  const GraphStats before = opts.stats ? graph_stats(g) : GraphStats{};
   PipelineOptions pipeline;
   pipeline.verify_each = true;  // cheap, and it names the pass that broke an invariant
   if (opts.print_after_all)
@@ -84,6 +104,9 @@ Command add_opt_command(CLI::App& app) {
   sub->add_option("--donate", opts->donate,
                   "With --memory-plan: parameters whose buffers the execution may overwrite")
       ->type_name("NAME[,NAME...]");
+  sub->add_option("--bind", opts->bind,
+                  "Give a symbolic dim's size before the passes, which work on sizes (repeatable)")
+      ->type_name("NAME=SIZE");
   sub->add_flag("--split-input-file", opts->split,
                 "Treat each chunk between '// -----' lines as its own graph; report every "
                 "chunk's error and exit 1 if any failed");

@@ -33,7 +33,8 @@ Graph trace(const std::function<Tensor(const Tensor&)>& fn, const Tensor& exampl
 
 /// Records `g`'s nodes on `args` (one per graph parameter, of its type, all on one device)
 /// and returns one pending tensor per graph output: a graph from IR text or an importer
-/// used like any other tensor code, fused with what comes before and after it. Throws
+/// used like any other tensor code, fused with what comes before and after it. A graph with
+/// symbolic dims (`f32[n,768]`) takes its sizes from the arguments' shapes. Throws
 /// kiln::Error naming the parameter whose tensor does not match.
 std::vector<Tensor> call(const Graph& g, const std::vector<Tensor>& args);
 

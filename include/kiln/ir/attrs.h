@@ -49,6 +49,7 @@ enum class AttrKind : uint8_t {
   Flag,     // `keepdim`: present or absent
   Int,      // `axis = 1`
   Ints,     // `axes = [0, 1]`
+  Dims,     // `stop = [n, 768]`: like Ints, each entry a number or a symbolic dim (dim.h)
   Scalar,   // `value = 1.5`, typed by the op's result dtype
   Scalars,  // `data = [1.0, 2.0]`, typed by the op's result dtype
   Custom,   // the kernel of `custom @name(...)`, written as part of the op (never in braces)
