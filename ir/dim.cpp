@@ -71,15 +71,21 @@ class DimTable {
 
   Poly poly(int64_t id) {
     std::lock_guard lock(mutex_);
-    return polys_.at(index(id));
+    return polys_[checked(id)];
   }
   std::string text(int64_t id) {
     std::lock_guard lock(mutex_);
-    return texts_.at(index(id));
+    return texts_[checked(id)];
   }
 
  private:
-  static size_t index(int64_t id) { return static_cast<size_t>(static_cast<uint64_t>(id) - static_cast<uint64_t>(INT64_MIN)); }
+  // The table index of `id`; a number in the symbolic range that no dim was given (a
+  // corrupt type built in C++) is an error, not a read past the table.
+  size_t checked(int64_t id) const {
+    const auto i = static_cast<size_t>(static_cast<uint64_t>(id) - static_cast<uint64_t>(INT64_MIN));
+    if (i >= polys_.size()) throw Error(fmt::format("{} is not a dimension: a negative number, and no symbolic dim", id));
+    return i;
+  }
   std::mutex mutex_;
   std::unordered_map<std::string, int64_t> ids_;
   std::vector<Poly> polys_;

@@ -239,7 +239,12 @@ bool Parser::parse_dim_value(int64_t& out, std::string_view what) {
   const Token first = take();
   Token last = first;
   while (in_dim(tok_.kind)) last = take();
-  if (first.text.data() == last.text.data() && first.kind == Tok::Number) return int_of(first, out, what);
+  if (first.text.data() == last.text.data() && first.kind == Tok::Number) {
+    if (!int_of(first, out, what)) return false;
+    // Numbers that low are how symbolic dims are held: no dim or bound is written so.
+    if (is_symbolic_dim(out)) return fail(first.loc, fmt::format("{} is out of range for a dimension", first.text));
+    return true;
+  }
   const std::string_view text(first.text.data(),
                               static_cast<size_t>(last.text.data() + last.text.size() - first.text.data()));
   std::string error;

@@ -7,6 +7,7 @@
 // known is evaluated at once on the `interp` device and stays a value; a value used as data
 // enters the graph as a `constant`.
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -217,7 +218,8 @@ int checked_version(const ConverterRow& row, int64_t opset) {
 struct Importer {
   const ::onnx::ModelProto& model;
   const ImportOptions& options;
-  std::string path, base_dir;
+  std::string path;
+  std::optional<std::string> base_dir;
   const std::vector<std::string>& fixed;  // model inputs replaced by their given values
   const std::vector<HostTensor>& initializers;  // the graph's, in its order, read once per load
   Model result;
@@ -450,9 +452,12 @@ struct Importer {
 }  // namespace
 }  // namespace detail
 
-Model load(const std::string& path, const ImportOptions& options) {
-  ::onnx::ModelProto model = detail::read_model_file(path);
-  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+namespace {
+
+// Imports `model`, named `path` in messages; its external data is read from `base_dir`
+// (nullopt: none, the model came from memory).
+Model load_proto(::onnx::ModelProto model, const std::string& path, const std::optional<std::string>& base_dir,
+                 const ImportOptions& options) {
   std::vector<HostTensor> initializers;
   std::vector<std::string> fixed;
   try {
@@ -495,6 +500,22 @@ Model load(const std::string& path, const ImportOptions& options) {
       imp.result.weights.push_back(std::make_shared<const HostTensor>(std::move(initializers[k])));
     return std::move(imp.result);
   }
+}
+
+}  // namespace
+
+Model load(const std::string& path, const ImportOptions& options) {
+  return load_proto(detail::read_model_file(path), path, std::filesystem::path(path).parent_path().string(), options);
+}
+
+Model load_bytes(std::string_view bytes, const ImportOptions& options, const std::string& name) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    throw Error(fmt::format("{}: {} bytes is past protobuf's 2 GiB limit", name, bytes.size()));
+  ::onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw Error(fmt::format("{}: not an ONNX model (the protobuf does not parse)", name));
+  if (!model.has_graph()) throw Error(fmt::format("{}: the model has no graph", name));
+  return load_proto(std::move(model), name, std::nullopt, options);
 }
 
 Expected<Model> import_model(const std::string& path, const ImportOptions& options) {

@@ -27,7 +27,7 @@ class NodeContext {
   };
 
   NodeContext(const ::onnx::NodeProto& node, int64_t opset, int version, std::vector<Input*> inputs, Device device,
-              const std::string& base_dir)
+              const std::optional<std::string>& base_dir)
       : node_(node), opset_(opset), version_(version), inputs_(std::move(inputs)), device_(device),
         base_dir_(base_dir), folding_(all_known(inputs_)) {}
 
@@ -87,7 +87,7 @@ class NodeContext {
   int version_;
   std::vector<Input*> inputs_;
   Device device_;
-  const std::string& base_dir_;
+  const std::optional<std::string>& base_dir_;  // nullopt: read from memory, no folder
   std::vector<std::pair<Tensor, HostTensor>> known_;
   /// Every input is known, so the importer evaluates the node's outputs at once: its known
   /// inputs become constants of this node alone. Evaluating a constant that other nodes

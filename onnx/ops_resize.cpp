@@ -43,6 +43,10 @@ std::vector<double> coefficients(const Resize1d& r, double ratio, NodeContext& c
 }
 
 // The [out][in] coefficients and, per output, whether it is the extrapolation value.
+// The largest in x out interpolation matrix the importer builds (an axis resized from 4096 to
+// 4096 takes 16 M entries).
+constexpr int64_t kMaxResizeMatrix = int64_t{1} << 24;
+
 std::pair<std::vector<std::vector<double>>, std::vector<bool>> resize_matrix(const Resize1d& r, int64_t in, int64_t out,
                                                                              double scale, NodeContext& c) {
   std::vector<std::vector<double>> m(static_cast<size_t>(out), std::vector<double>(static_cast<size_t>(in), 0.0));
@@ -198,9 +202,17 @@ std::vector<Tensor> Resize(NodeContext& c) {
     const int64_t in = x.size(d);
     const double scale = scales.empty() ? static_cast<double>(sizes[static_cast<size_t>(d)]) / static_cast<double>(in)
                                         : scales[static_cast<size_t>(d)];
-    const int64_t out = !sizes.empty() ? sizes[static_cast<size_t>(d)]
-                                       : static_cast<int64_t>(std::floor(scale * static_cast<double>(in)));
-    if (scale <= 0 || out < 1 || in < 1) c.invalid(fmt::format("axis {} would resize {} to {}", d, in, out));
+    // The output size as the file gives it, checked before it becomes an integer (a scale
+    // of 1e300 is no size) and before the in x out interpolation matrix is allocated: a
+    // file only claims it.
+    const double wanted = !sizes.empty() ? static_cast<double>(sizes[static_cast<size_t>(d)])
+                                         : std::floor(scale * static_cast<double>(in));
+    if (!(scale > 0) || !(wanted >= 1) || in < 1 || !(wanted < 0x1p62))
+      c.invalid(fmt::format("axis {} would resize {} to {}", d, in, wanted));
+    const auto out = static_cast<int64_t>(wanted);
+    if (in > kMaxResizeMatrix / out)
+      c.unsupported(fmt::format("axis {} resizes {} to {}: its {} x {} interpolation matrix is past kiln's {} entries",
+                                d, in, out, in, out, kMaxResizeMatrix));
     if (antialias && scale < 1) c.unsupported("antialias when downsampling is not supported");
     if (!roi.empty()) {
       r.roi_start = roi[static_cast<size_t>(d)];

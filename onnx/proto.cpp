@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -60,15 +61,32 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-ExternalFiles::ExternalFiles(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+ExternalFiles::ExternalFiles(std::optional<std::string> base_dir) : base_dir_(std::move(base_dir)) {}
 ExternalFiles::~ExternalFiles() = default;
 
 std::string_view ExternalFiles::bytes(const std::string& location, int64_t offset, int64_t length) {
-  const std::filesystem::path p = std::filesystem::path(location);
+  namespace fs = std::filesystem;
+  if (!base_dir_)
+    throw Error(fmt::format("its external data file '{}' cannot be read: a model read from memory has no folder",
+                            location));
+  const fs::path p = fs::path(location);
   if (p.is_absolute() || location.find("..") != std::string::npos)
     throw Error(fmt::format("its external data file '{}' is outside the model's folder", location));
   std::unique_ptr<MappedFile>& file = mapped_[location];
-  if (!file) file = std::make_unique<MappedFile>((std::filesystem::path(base_dir_) / p).string());
+  if (!file) {
+    // The name stays inside the folder; what it resolves to must too (a symlink in the
+    // model's folder pointing elsewhere is refused like '../' is).
+    const fs::path folder = base_dir_->empty() ? fs::path(".") : fs::path(*base_dir_);
+    std::error_code ec;
+    const fs::path real = fs::canonical(folder / p, ec);
+    if (ec) throw Error(fmt::format("{}: cannot open the file", (folder / p).string()));
+    const fs::path real_folder = fs::canonical(folder, ec);
+    const auto [end, at] = std::mismatch(real_folder.begin(), real_folder.end(), real.begin(), real.end());
+    if (ec || end != real_folder.end())
+      throw Error(fmt::format("its external data file '{}' resolves to {}, outside the model's folder", location,
+                              real.string()));
+    file = std::make_unique<MappedFile>(real.string());
+  }
   return file->range(offset, length);
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,7 +26,8 @@ class MappedFile;
 /// (a model's hundreds of weights usually share one file).
 class ExternalFiles {
  public:
-  explicit ExternalFiles(std::string base_dir);
+  /// Files in `base_dir`; none (nullopt) for a model read from memory.
+  explicit ExternalFiles(std::optional<std::string> base_dir);
   ~ExternalFiles();
   ExternalFiles(const ExternalFiles&) = delete;
   ExternalFiles& operator=(const ExternalFiles&) = delete;
@@ -34,7 +36,7 @@ class ExternalFiles {
   std::string_view bytes(const std::string& location, int64_t offset, int64_t length);
 
  private:
-  std::string base_dir_;
+  std::optional<std::string> base_dir_;
   std::map<std::string, std::unique_ptr<MappedFile>> mapped_;
 };
 

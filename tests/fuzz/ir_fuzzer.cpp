@@ -4,7 +4,8 @@
 // Every input must either be rejected with a diagnostic or survive all of it: the printed
 // form parses back to the same text, every pass leaves a verified graph, and the optimized
 // graph computes the same bits as the original (passes are exact without fast-math; any NaN
-// equals any NaN). Graphs too large to interpret quickly are only parsed and optimized.
+// equals any NaN). Graphs too large to interpret quickly are only parsed and optimized. A
+// graph with symbolic dims is bound (every size 2) before the passes.
 // Build and run: scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined).
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "kiln/ir/host_tensor.h"
 #include "kiln/ir/interpreter.h"
+#include "kiln/ir/symbolic.h"
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/support/error.h"
@@ -79,12 +81,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto parsed = kiln::parse_graph(text, "fuzz.kir");
   if (!parsed) return 0;  // rejected with a diagnostic: fine
-  const Graph& g = *parsed;
   // Round trip: print, parse, print again.
-  const std::string printed = kiln::print_graph(g);
+  const std::string printed = kiln::print_graph(*parsed);
   auto again = kiln::parse_graph(printed, "printed.kir");
   if (!again) bug("the printed form does not parse: " + again.error().str() + "\n--- printed ---\n" + printed, text);
   if (kiln::print_graph(*again) != printed) bug("print -> parse -> print changed the text", text);
+  // Symbolic dims (docs/ir.md 3.3): the passes take sizes, so every size is bound to 2 (a
+  // size of 2 broadcasts nothing); a graph those sizes make invalid is rejected with a
+  // diagnostic, as a parse error would be.
+  Graph bound_graph;
+  const Graph* graph = &*parsed;
+  if (kiln::has_symbolic_dims(*parsed)) {
+    kiln::DimBindings sizes;
+    for (const kiln::Node& n : parsed->nodes())
+      for (int64_t d : n.type.shape.dims())
+        for (const std::string& name : kiln::dim_symbols(d)) sizes[name] = 2;
+    for (const kiln::Node& n : parsed->nodes())
+      for (size_t i = 0; i < n.attrs.size(); ++i)
+        if (n.info().attrs[i].kind == kiln::AttrKind::Dims)
+          for (int64_t d : n.attrs[i].ints)
+            for (const std::string& name : kiln::dim_symbols(d)) sizes[name] = 2;
+    auto bound = kiln::specialize(*parsed, sizes);
+    if (!bound) return 0;
+    bound_graph = std::move(*bound);
+    graph = &bound_graph;
+  }
+  const Graph& g = *graph;
   // -O2, verified after every pass.
   kiln::PipelineOptions po;
   po.verify_each = true;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/frontend/tensor.h"
@@ -88,6 +89,9 @@ struct Model {
 Expected<Model> import_model(const std::string& path, const ImportOptions& options = {});
 /// The same, throwing: Unsupported for what kiln lacks, kiln::Error for the rest.
 Model load(const std::string& path, const ImportOptions& options = {});
+/// A model from the bytes of an ONNX file, named `name` in messages. It has no folder:
+/// external data is refused. Throws as load() does.
+Model load_bytes(std::string_view bytes, const ImportOptions& options = {}, const std::string& name = "<memory>");
 
 /// The names of the model's inputs that are not initializers, in the model's order (the
 /// order of ONNX test data's input_N.pb files).

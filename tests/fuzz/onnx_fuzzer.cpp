@@ -1,0 +1,106 @@
+// tests/fuzz/onnx_fuzzer.cpp - a libFuzzer target over ONNX model bytes: import from memory
+// (kiln::onnx::load_bytes), verify, -O2 with verification after every pass, and the
+// interpreter at -O0 against -O2.
+//
+// Every input must be refused with a kiln::Error (onnx::Unsupported included) or survive all
+// of it; the values at -O2 match -O0's as the device tests hold a device to the interpreter
+// (bit for bit, or within tolerance where a lowering reorders a float sum). Nothing a file only claims may be allocated: the run's memory is bounded by
+// -rss_limit_mb, and an initializer that claims 10^12 elements must be refused before its
+// buffer exists. Build and run: scripts/fuzz.sh SECONDS JOBS onnx (clang,
+// -fsanitize=fuzzer,address,undefined), seeded with ONNX's node tests and the model suite's
+// small fixtures.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/ir/host_tensor.h"
+#include "kiln/ir/interpreter.h"
+#include "kiln/ir/text.h"
+#include "kiln/onnx/onnx.h"
+#include "kiln/passes/pass_manager.h"
+#include "kiln/support/error.h"
+#include "differential.h"
+
+namespace {
+
+using kiln::Graph;
+using kiln::HostTensor;
+
+[[noreturn]] void bug(const std::string& what) {
+  std::fprintf(stderr, "onnx_fuzzer: %s\n", what.c_str());
+  std::abort();
+}
+
+// Elements the interpreter may touch for one input: bounded so that each run stays fast.
+constexpr int64_t kMaxElements = 1 << 16;
+
+bool small_enough(const Graph& g) {
+  int64_t total = 0;
+  for (const kiln::Node& n : g.nodes()) {
+    const auto numel = kiln::checked_numel(n.type.shape);
+    if (!numel || *numel > kMaxElements) return false;
+    total += *numel;
+    if (total > 8 * kMaxElements) return false;
+  }
+  return true;
+}
+
+std::vector<HostTensor> inputs_for(const Graph& g) {
+  std::vector<HostTensor> in;
+  for (kiln::ValueId v : g.inputs()) {
+    HostTensor t(g.type(v));
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      if (kiln::is_float(t.dtype())) t.set_double(k, k % 7 == 3 ? -0.0 : static_cast<double>(k % 11) * 0.37 - 1.5);
+      else t.set_int(k, k % 9 - 4);
+    }
+    in.push_back(std::move(t));
+  }
+  return in;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  kiln::onnx::ImportOptions options;
+  options.weights = kiln::onnx::Weights::Inline;  // the parameters left are the model's inputs
+  Graph g;
+  try {
+    g = kiln::onnx::load_bytes(std::string_view(reinterpret_cast<const char*>(data), size), options, "fuzz.onnx").graph;
+  } catch (const kiln::Error&) {
+    return 0;  // refused with a message: fine
+  }
+  if (kiln::Status st = kiln::verify(g); !st) bug("the imported graph does not verify: " + st.error().str());
+  kiln::PipelineOptions po;
+  po.verify_each = true;
+  auto optimized = kiln::run_pipeline(g, kiln::pipeline_for_level(2), kiln::PassOptions{}, po);
+  if (!optimized) bug("-O2 failed: " + optimized.error().str() + "\n" + kiln::print_graph(g));
+  if (!small_enough(g) || !small_enough(*optimized)) return 0;
+  const std::vector<HostTensor> in = inputs_for(g);
+  std::vector<HostTensor> want, got;
+  try {
+    want = kiln::interpret(g, in);
+  } catch (const kiln::Error&) {
+    return 0;  // a runtime error of the model itself (an out-of-range gather index...)
+  }
+  try {
+    got = kiln::interpret(*optimized, in);
+  } catch (const kiln::Error& e) {
+    bug(std::string("the optimized graph fails where the imported one runs: ") + e.what() + "\n" + kiln::print_graph(g));
+  }
+  if (want.size() != got.size()) bug("-O2 changed the number of outputs");
+  // Lowerings such as expand-convs sum a convolution's taps in another order: outputs fed by
+  // such sums are held to the tolerance the device tests use (tools/testing), the rest bit
+  // for bit.
+  const std::vector<kiln::test::Precision> per_value = kiln::test::precision(g);
+  std::vector<kiln::test::Precision> per_output;
+  for (kiln::ValueId v : g.outputs()) per_output.push_back(per_value[v]);
+  const std::string diff = kiln::test::compare_outputs(want, got, per_output, kiln::test::magnitudes(g, in),
+                                                       kiln::test::float_tolerance(g), kiln::test::longest_sum(g));
+  if (!diff.empty()) bug("-O2 changed the values: " + diff + "\n" + kiln::print_graph(g));
+  return 0;
+}
