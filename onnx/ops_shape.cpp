@@ -197,6 +197,9 @@ std::vector<Tensor> Slice(NodeContext& c) {
   return {x};
 }
 
+// The most copies of an axis that wrap padding lays around it.
+constexpr int64_t kMaxWrapCopies = 4096;
+
 std::vector<Tensor> Pad(NodeContext& c) {
   Tensor x = c.input(0);
   const std::string mode = c.attr_string("mode", "constant");
@@ -252,7 +255,11 @@ std::vector<Tensor> Pad(NodeContext& c) {
     if (low[d] == 0 && high[d] == 0) continue;
     if (n == 0) c.invalid(fmt::format("axis {} is empty: there is nothing to {}", d, mode));
     if (mode == "wrap") {
-      const int64_t before = (low[d] + n - 1) / n, after = (high[d] + n - 1) / n;
+      // Copies of the axis around it: as many as the pads ask for, which a file only claims.
+      const int64_t before = low[d] / n + (low[d] % n != 0), after = high[d] / n + (high[d] % n != 0);
+      if (before > kMaxWrapCopies || after > kMaxWrapCopies)
+        c.unsupported(fmt::format("wrap pads of {} and {} around axis {} of {} elements take more than {} copies of it",
+                                  low[d], high[d], d, n, kMaxWrapCopies));
       const std::vector<Tensor> copies(static_cast<size_t>(before + 1 + after), x);
       const int64_t start = before * n - low[d];
       x = kiln::cat(copies, a).slice(a, start, start + low[d] + n + high[d]);

@@ -7,7 +7,7 @@
 # SECONDS (default 60) with JOBS processes (default 1); new inputs go to
 # build-fuzz/corpus-TARGET/, crashing inputs to build-fuzz/crashes-TARGET/. Memory is bounded
 # at 2 GiB a process: nothing may allocate what a file only claims.
-#   scripts/fuzz.sh [SECONDS] [JOBS] [ir|onnx]
+#   scripts/fuzz.sh [SECONDS] [JOBS] [ir|onnx]        (KILN_FUZZ_KEEP_GOING=1: past crashes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
@@ -29,6 +29,11 @@ mkdir -p "$dir/corpus-$target" "$dir/crashes-$target"
 parallel=()
 # Several jobs write their logs (fuzz-N.log) to the working directory: build-fuzz/.
 if [ "$jobs" -gt 1 ]; then parallel=(-jobs="$jobs" -workers="$jobs"); fi
+# KILN_FUZZ_KEEP_GOING=1: fork mode, each crash saved and the run continued (a long run
+# then reports every distinct failure instead of stopping at the first).
+if [ "${KILN_FUZZ_KEEP_GOING:-0}" = 1 ]; then
+  parallel=(-fork="$jobs" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+fi
 src=$PWD
 cd "$dir"
 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -287,6 +287,27 @@ TEST(HostileModels, ResizeScalesThatNoSizeFits) {
   fs::remove_all(dir);
 }
 
+// Found by the importer's fuzzer: wrap padding laid a vector of pad / size copies of the
+// axis, which a pad of 2^60 made a length_error (a crash).
+TEST(HostileModels, WrapPaddingByMoreThanTheAxisHolds) {
+  const fs::path dir = scratch("pad");
+  auto pad = [&](int64_t amount, const std::string& file) {
+    ModelBuilder b(19);
+    b.input("x", TensorProto::FLOAT, {1, 3});
+    b.initializer_i64("pads", {0, amount, 0, 0});
+    b.node("Pad", {"x", "pads"}, {"y"}, "wrap");
+    auto* mode = b.g->mutable_node(0)->add_attribute();
+    mode->set_name("mode");
+    mode->set_type(::onnx::AttributeProto::STRING);
+    mode->set_s("wrap");
+    b.output("y");
+    return error_of(save_in(b, dir / file));
+  };
+  EXPECT_THAT(pad(int64_t{1} << 60, "huge.onnx"), HasSubstr("take more than 4096 copies of it"));
+  EXPECT_EQ(pad(7, "ok.onnx"), "(imported)");
+  fs::remove_all(dir);
+}
+
 TEST(HostileModels, TruncatedAndEmptyFiles) {
   const fs::path dir = scratch("truncated");
   ModelBuilder b;
