@@ -1,6 +1,6 @@
 // benchmarks/model_bench.cpp - one ONNX model of the model suite through kiln, timed.
 //
-//   kiln_model_bench DIR --device cpu [--runs 10] [--budget 30] [--rtol 1e-3] [--atol-scale 1e-4]
+//   kiln_model_bench DIR --device cpu [--runs 10] [--budget 30] [--rtol 1e-3] [--atol-scale 1e-4] [--capture]
 //
 // DIR holds model.onnx and test_data_set_0/{input,output}_N.pb (benchmarks/models/export.py
 // writes them; the outputs are onnxruntime's). Imports the model with its inputs' shapes
@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   app.add_option("--budget", budget_s, "stop timing after this many seconds (at least one run)")->capture_default_str();
   app.add_option("--rtol", rtol)->capture_default_str();
   app.add_option("--atol-scale", atol_scale, "atol as a fraction of the output's largest magnitude")->capture_default_str();
+  bool captured = false;
+  app.add_flag("--capture", captured, "call the model through kiln::capture: calls after the first replay");
   CLI11_PARSE(app, argc, argv);
 
   const Device device = Device::parse(device_name);
@@ -85,9 +87,10 @@ int main(int argc, char** argv) {
     std::vector<Tensor> args;
     for (const HostTensor& h : inputs) args.push_back(from_host(h, device));
     std::vector<HostTensor> got;
+    const CapturedFunction replayed = capture([&](const std::vector<Tensor>& in) { return model(in); });
     auto call = [&] {
       got.clear();
-      for (Tensor& t : model(args)) got.push_back(t.host());
+      for (Tensor& t : captured ? replayed(args) : model(args)) got.push_back(t.host());
     };
     first_s = bench::seconds(call);
     std::vector<double> times;

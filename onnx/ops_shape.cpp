@@ -47,21 +47,38 @@ std::vector<Tensor> ConstantOfShape(NodeContext& c) {
   return {v.expand(dims)};
 }
 
+// The most elements of a Range computed while importing (its values become a constant).
+constexpr int64_t kMaxRangeElements = int64_t{1} << 24;
+
 // Range's output length depends on its inputs' values, so they must be known.
 std::vector<Tensor> Range(NodeContext& c) {
   const HostTensor &s = c.value(0, "start"), &l = c.value(1, "limit"), &d = c.value(2, "delta");
   const DType t = s.dtype();
   HostTensor out;
+  // The length, from values a file gives, checked before it becomes an integer and before the
+  // values are laid out in host memory while importing.
+  auto length = [&](double n) {
+    if (!(n < static_cast<double>(kMaxRangeElements) + 1))
+      c.unsupported(fmt::format("its {} elements are more than the {} kiln computes while importing", n,
+                                kMaxRangeElements));
+    return std::max<int64_t>(0, static_cast<int64_t>(n));
+  };
   if (is_float(t)) {
     const double start = s.get_double(0), limit = l.get_double(0), delta = d.get_double(0);
     if (delta == 0) c.invalid("its delta is 0");
-    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
-    out = HostTensor(TensorType{t, Shape{n}});
-    for (int64_t i = 0; i < n; ++i) out.set_double(i, start + static_cast<double>(i) * delta);
+    const double n = std::ceil((limit - start) / delta);
+    if (std::isnan(n)) c.invalid(fmt::format("from {} to {} by {} has no length", start, limit, delta));
+    out = HostTensor(TensorType{t, Shape{length(n)}});
+    for (int64_t i = 0; i < out.numel(); ++i) out.set_double(i, start + static_cast<double>(i) * delta);
   } else {
     const int64_t start = s.get_int(0), limit = l.get_int(0), delta = d.get_int(0);
     if (delta == 0) c.invalid("its delta is 0");
-    const int64_t n = std::max<int64_t>(0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
+    // ceil((limit - start) / delta) without overflow: a difference past int64 is a length
+    // past any bound.
+    int64_t diff = 0;
+    if (__builtin_sub_overflow(limit, start, &diff)) length(0x1p63);
+    const int64_t steps = delta > 0 ? (diff <= 0 ? 0 : (diff - 1) / delta + 1) : (diff >= 0 ? 0 : (diff + 1) / delta + 1);
+    const int64_t n = length(static_cast<double>(steps));
     out = HostTensor(TensorType{t, Shape{n}});
     for (int64_t i = 0; i < n; ++i) out.set_int(i, start + i * delta);
   }
@@ -238,7 +255,12 @@ std::vector<Tensor> Pad(NodeContext& c) {
   for (size_t d = 0; d < rank; ++d) {
     const auto a = static_cast<int64_t>(d);
     if (low[d] < 0 || high[d] < 0) {
-      x = x.slice(a, std::max<int64_t>(0, -low[d]), x.size(a) - std::max<int64_t>(0, -high[d]));
+      // -INT64_MIN has no int64: any crop that deep is past every axis anyway.
+      auto crop = [](int64_t pad) { return pad >= 0 ? 0 : pad == INT64_MIN ? INT64_MAX : -pad; };
+      const int64_t from = crop(low[d]), cut = crop(high[d]), n = x.size(a);
+      if (from > n || cut > n - from)
+        c.invalid(fmt::format("pads {} and {} crop more than the {} elements of axis {}", low[d], high[d], n, d));
+      x = x.slice(a, from, n - cut);
       low[d] = std::max<int64_t>(0, low[d]);
       high[d] = std::max<int64_t>(0, high[d]);
     }

@@ -288,7 +288,7 @@ TEST(HostileModels, ResizeScalesThatNoSizeFits) {
 }
 
 // Found by the importer's fuzzer: wrap padding laid a vector of pad / size copies of the
-// axis, which a pad of 2^60 made a length_error (a crash).
+// axis, which a pad of 2^60 made a length_error (a crash), and a pad of INT64_MIN was negated.
 TEST(HostileModels, WrapPaddingByMoreThanTheAxisHolds) {
   const fs::path dir = scratch("pad");
   auto pad = [&](int64_t amount, const std::string& file) {
@@ -304,7 +304,35 @@ TEST(HostileModels, WrapPaddingByMoreThanTheAxisHolds) {
     return error_of(save_in(b, dir / file));
   };
   EXPECT_THAT(pad(int64_t{1} << 60, "huge.onnx"), HasSubstr("take more than 4096 copies of it"));
+  // A negative pad crops; INT64_MIN used to be negated (undefined behaviour).
+  EXPECT_THAT(pad(INT64_MIN, "min.onnx"), HasSubstr("crop more than the 3 elements of axis 1"));
+  EXPECT_THAT(pad(-4, "crop.onnx"), HasSubstr("crop more than the 3 elements of axis 1"));
+  EXPECT_EQ(pad(-2, "crop_ok.onnx"), "(imported)");
   EXPECT_EQ(pad(7, "ok.onnx"), "(imported)");
+  fs::remove_all(dir);
+}
+
+// Found by the importer's fuzzer: Range laid out as many values as its limit asked for, in
+// host memory while importing (the fuzzer's 2 GiB ran out), and its length could overflow.
+TEST(HostileModels, RangesLongerThanAnImportComputes) {
+  const fs::path dir = scratch("range");
+  auto range = [&](int type, double limit, const std::string& file) {
+    ModelBuilder b(11);
+    for (const auto& [name, v] : {std::pair<std::string, double>{"start", 0}, {"limit", limit}, {"delta", 1}}) {
+      TensorProto* t = b.g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(type);
+      if (type == TensorProto::FLOAT) t->add_float_data(static_cast<float>(v));
+      else t->add_int64_data(v >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(v));
+    }
+    b.node("Range", {"start", "limit", "delta"}, {"y"}, "r");
+    b.output("y", type);
+    return error_of(save_in(b, dir / file));
+  };
+  EXPECT_THAT(range(TensorProto::INT64, 1e12, "long.onnx"), HasSubstr("more than the 16777216 kiln computes while importing"));
+  EXPECT_THAT(range(TensorProto::INT64, 9.3e18, "max.onnx"), HasSubstr("more than the 16777216"));
+  EXPECT_THAT(range(TensorProto::FLOAT, 1e30, "float.onnx"), HasSubstr("more than the 16777216"));
+  EXPECT_EQ(range(TensorProto::INT64, 10, "ok.onnx"), "(imported)");
   fs::remove_all(dir);
 }
 
