@@ -16,6 +16,7 @@
 #include "kiln/ir/conv.h"
 #include "kiln/ir/custom_kernel.h"
 #include "kiln/ir/scalar_semantics.h"
+#include "kiln/ir/symbolic.h"
 
 namespace kiln {
 namespace {
@@ -688,6 +689,14 @@ std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> in
 std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor* const> inputs) {
   if (inputs.size() != g.inputs().size())
     throw Error(fmt::format("graph @{} takes {} inputs, got {}", g.name(), g.inputs().size(), inputs.size()));
+  if (has_symbolic_dims(g)) {
+    // The interpreter computes with sizes: the graph the inputs' sizes make (kiln/ir/symbolic.h).
+    std::vector<TensorType> types;
+    for (const HostTensor* t : inputs) types.push_back(t->type());
+    Expected<Graph> bound = specialize_for(g, types);
+    if (!bound) throw Error(bound.error().str());
+    return interpret(*bound, inputs);
+  }
   // Free every value after its last use: the oracle runs workload-sized graphs too.
   std::vector<size_t> last_use(g.size(), 0);
   for (size_t id = 0; id < g.size(); ++id)

@@ -114,6 +114,18 @@ TEST(SymbolicDims, InputsBindTheSizesAndTheBoundGraphIsVerifiedAgain) {
   EXPECT_EQ(bad.error().message, "graph @rows: no size is given for n");
 }
 
+// The reference interpreter, given a symbolic graph, computes the graph its inputs' sizes
+// make (it used to compute with the numbers symbolic dims are held as).
+TEST(SymbolicDims, TheInterpreterBindsFromItsInputs) {
+  const Graph g = parse(kRows);
+  HostTensor x(TensorType{DType::F32, {2, 4}});
+  for (int64_t i = 0; i < 8; ++i) x.set_double(i, static_cast<double>(i));
+  const std::vector<HostTensor> out = interpret(g, std::vector<HostTensor>{x, x});
+  EXPECT_EQ(out[0].type().str(), "f32[4,4]");
+  EXPECT_EQ(out[0].get_double(7), 14.0);
+  EXPECT_THROW(interpret(g, std::vector<HostTensor>{x, HostTensor(TensorType{DType::F32, {3, 4}})}), Error);
+}
+
 // Engines bind a symbolic graph to the sizes of its inputs; kiln::call records the graph
 // those sizes make. Any size runs without declaring it up front.
 TEST(SymbolicDims, EveryDeviceRunsAGraphAtTheSizesItIsGiven) {
