@@ -22,6 +22,7 @@
 #include "kiln/ir/text.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/support/error.h"
+#include "fuzz_inputs.h"
 
 namespace {
 
@@ -31,34 +32,6 @@ using kiln::HostTensor;
 [[noreturn]] void bug(const std::string& what, const std::string& text) {
   std::fprintf(stderr, "ir_fuzzer: %s\n--- input ---\n%s\n", what.c_str(), text.c_str());
   std::abort();
-}
-
-// Elements the interpreter may touch for one input: bounded so that each run stays fast.
-constexpr int64_t kMaxElements = 1 << 16;
-
-bool small_enough(const Graph& g) {
-  int64_t total = 0;
-  for (const kiln::Node& n : g.nodes()) {
-    const auto numel = kiln::checked_numel(n.type.shape);
-    if (!numel || *numel > kMaxElements) return false;
-    total += *numel;
-    if (total > 8 * kMaxElements) return false;
-  }
-  return true;
-}
-
-// Deterministic inputs: a simple pattern per element, special values included.
-std::vector<HostTensor> inputs_for(const Graph& g) {
-  std::vector<HostTensor> in;
-  for (kiln::ValueId v : g.inputs()) {
-    HostTensor t(g.type(v));
-    for (int64_t k = 0; k < t.numel(); ++k) {
-      if (kiln::is_float(t.dtype())) t.set_double(k, k % 7 == 3 ? -0.0 : static_cast<double>(k % 11) * 0.37 - 1.5);
-      else t.set_int(k, k % 9 - 4);
-    }
-    in.push_back(std::move(t));
-  }
-  return in;
 }
 
 bool same_bits(const HostTensor& a, const HostTensor& b) {
@@ -113,9 +86,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto passes = kiln::pipeline_for_level(2);
   auto optimized = kiln::run_pipeline(g, passes, kiln::PassOptions{}, po);
   if (!optimized) bug("-O2 failed: " + optimized.error().str(), text);
-  if (!small_enough(g) || !small_enough(*optimized)) return 0;
+  if (!kiln::fuzz::small_enough(g) || !kiln::fuzz::small_enough(*optimized)) return 0;
   // The same values at -O0 and -O2.
-  const std::vector<HostTensor> in = inputs_for(g);
+  const std::vector<HostTensor> in = kiln::fuzz::inputs_for(g);
   std::vector<HostTensor> want, got;
   try {
     want = kiln::interpret(g, in);

@@ -9,11 +9,9 @@
 // buffer exists. Build and run: scripts/fuzz.sh SECONDS JOBS onnx (clang,
 // -fsanitize=fuzzer,address,undefined), seeded with ONNX's node tests and the model suite's
 // small fixtures.
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "kiln/onnx/onnx.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/support/error.h"
+#include "fuzz_inputs.h"
 #include "differential.h"
 
 namespace {
@@ -34,33 +33,6 @@ using kiln::HostTensor;
 [[noreturn]] void bug(const std::string& what) {
   std::fprintf(stderr, "onnx_fuzzer: %s\n", what.c_str());
   std::abort();
-}
-
-// Elements the interpreter may touch for one input: bounded so that each run stays fast.
-constexpr int64_t kMaxElements = 1 << 16;
-
-bool small_enough(const Graph& g) {
-  int64_t total = 0;
-  for (const kiln::Node& n : g.nodes()) {
-    const auto numel = kiln::checked_numel(n.type.shape);
-    if (!numel || *numel > kMaxElements) return false;
-    total += *numel;
-    if (total > 8 * kMaxElements) return false;
-  }
-  return true;
-}
-
-std::vector<HostTensor> inputs_for(const Graph& g) {
-  std::vector<HostTensor> in;
-  for (kiln::ValueId v : g.inputs()) {
-    HostTensor t(g.type(v));
-    for (int64_t k = 0; k < t.numel(); ++k) {
-      if (kiln::is_float(t.dtype())) t.set_double(k, k % 7 == 3 ? -0.0 : static_cast<double>(k % 11) * 0.37 - 1.5);
-      else t.set_int(k, k % 9 - 4);
-    }
-    in.push_back(std::move(t));
-  }
-  return in;
 }
 
 }  // namespace
@@ -79,8 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   po.verify_each = true;
   auto optimized = kiln::run_pipeline(g, kiln::pipeline_for_level(2), kiln::PassOptions{}, po);
   if (!optimized) bug("-O2 failed: " + optimized.error().str() + "\n" + kiln::print_graph(g));
-  if (!small_enough(g) || !small_enough(*optimized)) return 0;
-  const std::vector<HostTensor> in = inputs_for(g);
+  if (!kiln::fuzz::small_enough(g) || !kiln::fuzz::small_enough(*optimized)) return 0;
+  const std::vector<HostTensor> in = kiln::fuzz::inputs_for(g);
   std::vector<HostTensor> want, got;
   try {
     want = kiln::interpret(g, in);
