@@ -281,8 +281,11 @@ IndexMap operand_index_map(const Graph& g, const Node& c, size_t operand, const 
     case OpKind::Slice: {
       const auto& start = c.attr("start").ints;
       const AttrValue& step = c.attr("step");
+      // An axis that keeps one element reads only its start (its step may be as large as
+      // INT64_MIN, which strides would overflow).
       for (size_t j = 0; j < static_cast<size_t>(os.rank()); ++j)
-        m.push_back(p[j] * (step.present ? step.ints[j] : 1) + IndexExpr::constant(start[j]));
+        m.push_back(os[static_cast<int>(j)] <= 1 ? IndexExpr::constant(start[j])
+                                                 : p[j] * (step.present ? step.ints[j] : 1) + IndexExpr::constant(start[j]));
       return m;
     }
     case OpKind::Unfold: {

@@ -385,7 +385,10 @@ Wide eval_movement(const Node& n, const std::vector<const Wide*>& args) {
       Strides s{};
       for (size_t d = 0; d < static_cast<size_t>(rank); ++d) {
         offset += start[d] * xs[d];
-        s[d] = xs[d] * (step.present ? step.ints[d] : 1);
+        // An axis that keeps one element reads only its start: its step (which may be as
+        // large as INT64_MIN) times the stride would overflow for nothing.
+        const bool one = n.type.shape[static_cast<int>(d)] <= 1;
+        s[d] = one ? 0 : xs[d] * (step.present ? step.ints[d] : 1);
       }
       return gather(x, n.type, offset, s);
     }
