@@ -8,6 +8,7 @@
 // enters the graph as a `constant`.
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -154,8 +155,15 @@ HostTensor NodeContext::attr_tensor(std::string_view name) const {
 
 Tensor NodeContext::scalar(double v, DType dtype) const {
   HostTensor h(TensorType{dtype, Shape{}});
-  if (is_float(dtype)) h.set_double(0, v);
-  else h.set_int(0, static_cast<int64_t>(v));
+  if (is_float(dtype)) {
+    h.set_double(0, v);
+  } else {
+    // A bound of -inf on integers (Clip's default) bounds nothing: values past the type
+    // saturate to its range. A NaN has no integer (converting it was undefined behaviour).
+    if (std::isnan(v)) invalid(fmt::format("a NaN cannot be an {} value", dtype_name(dtype)));
+    const auto lo = static_cast<double>(int_min(dtype)), hi = static_cast<double>(int_max(dtype));
+    h.set_int(0, v <= lo ? int_min(dtype) : v >= hi ? int_max(dtype) : static_cast<int64_t>(v));
+  }
   return kiln::constant(h, device_);
 }
 

@@ -336,6 +336,21 @@ TEST(HostileModels, RangesLongerThanAnImportComputes) {
   fs::remove_all(dir);
 }
 
+// Found by the importer's fuzzer: Clip before opset 11 on an integer input (which ONNX
+// types for floats only) converted its default bound of -inf to an integer (undefined
+// behaviour). Past the type, a bound saturates: -inf bounds nothing.
+TEST(HostileModels, InfiniteBoundsOnIntegers) {
+  const fs::path dir = scratch("clip");
+  ModelBuilder b(6);
+  b.input("x", TensorProto::INT32, {3});
+  b.node("Clip", {"x"}, {"y"}, "clip");
+  b.output("y", TensorProto::INT32);
+  const onnx::Model m = onnx::load(save_in(b, dir / "clip.onnx"));
+  const std::vector<int32_t> x{-2147483647 - 1, 0, 2147483647};
+  EXPECT_EQ(m({from_vector(x, {3})})[0].to_vector<int32_t>(), x);
+  fs::remove_all(dir);
+}
+
 TEST(HostileModels, TruncatedAndEmptyFiles) {
   const fs::path dir = scratch("truncated");
   ModelBuilder b;
