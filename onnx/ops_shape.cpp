@@ -318,7 +318,11 @@ std::vector<Tensor> Tile(NodeContext& c) {
   for (int64_t d = 0; d < x.rank(); ++d) {
     split.insert(split.end(), {1, x.size(d)});
     expanded.insert(expanded.end(), {reps[static_cast<size_t>(d)], x.size(d)});
-    merged.push_back(reps[static_cast<size_t>(d)] * x.size(d));
+    int64_t tiled = 0;
+    if (reps[static_cast<size_t>(d)] < 0 || __builtin_mul_overflow(reps[static_cast<size_t>(d)], x.size(d), &tiled))
+      c.invalid(fmt::format("{} repeats of axis {} of {} elements are no size", reps[static_cast<size_t>(d)], d,
+                            x.size(d)));
+    merged.push_back(tiled);
   }
   return {x.reshape(split).expand(expanded).reshape(merged)};
 }

@@ -97,26 +97,26 @@ Graph expand_convs(const Graph& g, const PassOptions&) {
     const ValueId wv = r.map(n.operands[1]);
     auto reshape = [&](ValueId of, const Shape& s) { return add(OpKind::Reshape, {of}, Graph::make_attrs(OpKind::Reshape), &s, n); };
     // x's windows, [N, C, o1..on, k1..kn], laid out as [N, G, (Mg), o1..o(n-1), (Cg), k1..kn, on]
-    // (the axes of one skipped): the sum over (Cg) and the window is then over middle axes,
+    // (the axes of exactly one skipped; an empty one stays): the sum over (Cg) and the window is then over middle axes,
     // and the kernel's innermost dim is the last output dim, which its loops vectorize.
-    const int rank = 2 * geo.dims + 2 + (mg > 1) + (cg > 1);
+    const int rank = 2 * geo.dims + 2 + (mg != 1) + (cg != 1);
     ValueId sum;
     if (rank <= Shape::kMaxRank) {
       Shape split{geo.batch, groups};
-      if (cg > 1) split.push_back(cg);
+      if (cg != 1) split.push_back(cg);
       for (int64_t o : geo.out) split.push_back(o);
       for (int64_t k : geo.kernel) split.push_back(k);
-      if (cg > 1) x = reshape(x, split);
-      const int64_t at_o = cg > 1 ? 3 : 2, at_k = at_o + geo.dims;  // where split puts them
+      if (cg != 1) x = reshape(x, split);
+      const int64_t at_o = cg != 1 ? 3 : 2, at_k = at_o + geo.dims;  // where split puts them
       std::vector<int64_t> perm{0, 1};
       for (int d = 0; d + 1 < geo.dims; ++d) perm.push_back(at_o + d);
-      if (cg > 1) perm.push_back(2);
+      if (cg != 1) perm.push_back(2);
       for (int d = 0; d < geo.dims; ++d) perm.push_back(at_k + d);
       perm.push_back(at_o + geo.dims - 1);
       x = add(OpKind::Permute, {x}, attrs(OpKind::Permute, {{"perm", perm}}), nullptr, n);
       Shape xs{geo.batch, groups}, ws{1, groups};
       std::vector<int64_t> axes;
-      if (mg > 1) {
+      if (mg != 1) {
         xs.push_back(1);
         ws.push_back(mg);
       }
@@ -124,7 +124,7 @@ Graph expand_convs(const Graph& g, const PassOptions&) {
         xs.push_back(geo.out[static_cast<size_t>(d)]);
         ws.push_back(1);
       }
-      if (cg > 1) {
+      if (cg != 1) {
         axes.push_back(xs.rank());
         xs.push_back(cg);
         ws.push_back(cg);
@@ -136,7 +136,7 @@ Graph expand_convs(const Graph& g, const PassOptions&) {
       }
       xs.push_back(geo.out.back());
       ws.push_back(1);
-      if (mg > 1) x = reshape(x, xs);
+      if (mg != 1) x = reshape(x, xs);
       const ValueId product = add(OpKind::Mul, {x, reshape(wv, ws)}, Graph::make_attrs(OpKind::Mul), nullptr, n);
       sum = add(OpKind::ReduceSum, {product}, attrs(OpKind::ReduceSum, {{"axes", axes}}), nullptr, n);
     } else {  // 3-D with filters and channels per group: the output positions in one axis

@@ -351,6 +351,24 @@ TEST(HostileModels, InfiniteBoundsOnIntegers) {
   fs::remove_all(dir);
 }
 
+// Found by the importer's fuzzer: Tile multiplied its repeats by the axis's size with int64
+// overflow (undefined behaviour).
+TEST(HostileModels, TileRepeatsPastInt64) {
+  const fs::path dir = scratch("tile");
+  auto tile = [&](int64_t repeats, const std::string& file) {
+    ModelBuilder b(13);
+    b.input("x", TensorProto::FLOAT, {3});
+    b.initializer_i64("repeats", {repeats});
+    b.node("Tile", {"x", "repeats"}, {"y"}, "tile");
+    b.output("y");
+    return error_of(save_in(b, dir / file));
+  };
+  EXPECT_THAT(tile(int64_t{1} << 62, "huge.onnx"), HasSubstr("4611686018427387904 repeats of axis 0 of 3 elements are no size"));
+  EXPECT_THAT(tile(-1, "negative.onnx"), HasSubstr("-1 repeats of axis 0"));
+  EXPECT_EQ(tile(2, "ok.onnx"), "(imported)");
+  fs::remove_all(dir);
+}
+
 TEST(HostileModels, TruncatedAndEmptyFiles) {
   const fs::path dir = scratch("truncated");
   ModelBuilder b;
