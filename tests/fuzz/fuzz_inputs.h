@@ -1,12 +1,15 @@
 // tests/fuzz/fuzz_inputs.h - what the fuzz targets share: which graphs the interpreter runs
-// within a run's time, and the inputs it runs them on.
+// within a run's time, the inputs it runs them on, and the -O0 against -O2 run.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kiln/ir/graph.h"
 #include "kiln/ir/host_tensor.h"
+#include "kiln/ir/interpreter.h"
 
 namespace kiln::fuzz {
 
@@ -36,6 +39,28 @@ inline std::vector<HostTensor> inputs_for(const Graph& g) {
     in.push_back(std::move(t));
   }
   return in;
+}
+
+// `g` and its `optimized` form interpreted on the same inputs.
+struct BothRuns {
+  std::vector<HostTensor> inputs, want, got;
+  std::string optimized_failure;  // what the optimized graph threw where `g` ran, or ""
+};
+/// nullopt when `g` itself fails at run time (an out-of-range gather index): nothing to compare.
+inline std::optional<BothRuns> interpret_both(const Graph& g, const Graph& optimized) {
+  BothRuns r;
+  r.inputs = inputs_for(g);
+  try {
+    r.want = interpret(g, r.inputs);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  try {
+    r.got = interpret(optimized, r.inputs);
+  } catch (const Error& e) {
+    r.optimized_failure = e.what();
+  }
+  return r;
 }
 
 }  // namespace kiln::fuzz

@@ -52,18 +52,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto optimized = kiln::run_pipeline(g, kiln::pipeline_for_level(2), kiln::PassOptions{}, po);
   if (!optimized) bug("-O2 failed: " + optimized.error().str() + "\n" + kiln::print_graph(g));
   if (!kiln::fuzz::small_enough(g) || !kiln::fuzz::small_enough(*optimized)) return 0;
-  const std::vector<HostTensor> in = kiln::fuzz::inputs_for(g);
-  std::vector<HostTensor> want, got;
-  try {
-    want = kiln::interpret(g, in);
-  } catch (const kiln::Error&) {
-    return 0;  // a runtime error of the model itself (an out-of-range gather index...)
-  }
-  try {
-    got = kiln::interpret(*optimized, in);
-  } catch (const kiln::Error& e) {
-    bug(std::string("the optimized graph fails where the imported one runs: ") + e.what() + "\n" + kiln::print_graph(g));
-  }
+  const auto runs = kiln::fuzz::interpret_both(g, *optimized);
+  if (!runs) return 0;  // a runtime error of the model itself
+  if (!runs->optimized_failure.empty())
+    bug("the optimized graph fails where the imported one runs: " + runs->optimized_failure + "\n" + kiln::print_graph(g));
+  const std::vector<HostTensor>& want = runs->want;
+  const std::vector<HostTensor>& got = runs->got;
   if (want.size() != got.size()) bug("-O2 changed the number of outputs");
   // Lowerings such as expand-convs sum a convolution's taps in another order: outputs fed by
   // such sums are held to the tolerance the device tests use (tools/testing), the rest bit
@@ -71,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<kiln::test::Precision> per_value = kiln::test::precision(g);
   std::vector<kiln::test::Precision> per_output;
   for (kiln::ValueId v : g.outputs()) per_output.push_back(per_value[v]);
-  const std::string diff = kiln::test::compare_outputs(want, got, per_output, kiln::test::magnitudes(g, in),
+  const std::string diff = kiln::test::compare_outputs(want, got, per_output, kiln::test::magnitudes(g, runs->inputs),
                                                        kiln::test::float_tolerance(g), kiln::test::longest_sum(g));
   if (!diff.empty()) bug("-O2 changed the values: " + diff + "\n" + kiln::print_graph(g));
   return 0;
