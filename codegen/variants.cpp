@@ -228,7 +228,9 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
   }
   // Arg reductions keep their index bookkeeping per lane: scalar code only.
   if (base.vector_width > 1 && !has_reduction_of_kind(k, /*arg=*/true)) {
-    add(knobs, "vector", powers_of_two(1, std::min<int64_t>(64, 2 * base.vector_width)), base.vector_width);
+    // Up to twice the registers' width, also where the default took narrower vectors.
+    const int64_t widest = std::max<int64_t>(base.vector_width, caps.vector_bytes / 4);
+    add(knobs, "vector", powers_of_two(1, std::min<int64_t>(64, 2 * widest)), base.vector_width);
     add(knobs, "vector_unroll", {1, 2, 4, 8}, base.vector_unroll);
   }
   if (base.lanes_reduce && base.vector_width > 1) {
@@ -237,11 +239,12 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     add(knobs, "prefetch_rows", {0, 1}, base.prefetch_rows);
   }
   if (!base.lanes_reduce) {
-    const int64_t last = k.domain[rank - 1];
+    const int64_t last = k.domain[rank - 1] * (base.merge_rows ? k.domain[merged_row_dim(k)] : 1);
     std::vector<int64_t> tiles;
     for (int64_t t : {256, 1024, 4096, 16384})
       if (t < 2 * last) tiles.push_back(t);
     add(knobs, "tile", tiles, base.tile);
+    if (base.vector_width > 1 && merged_row_dim(k) >= 0) add(knobs, "merge_rows", {0, 1}, base.merge_rows);
     if (reduces && has_reduction_of_kind(k, /*arg=*/false)) add(knobs, "unroll", {1, 2, 4, 8}, base.unroll);
   }
   add(knobs, "pipeline", {static_cast<int64_t>(CpuPipeline::Lean), static_cast<int64_t>(CpuPipeline::O2)},
@@ -291,6 +294,12 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("vector_unroll")) s.vector_unroll = static_cast<int>(*x);
     if (auto x = value_of("prefetch_rows")) s.prefetch_rows = static_cast<int>(*x);
     if (auto x = value_of("threads")) s.threads = static_cast<int>(*x);
+    if (auto x = value_of("merge_rows"); x && *x != s.merge_rows) {
+      // The tile counts points of another dim now: as long as the new row allows.
+      s.merge_rows = static_cast<int>(*x);
+      s.tile = 4096;
+      update_walk(k, s);
+    }
     if (auto x = value_of("tile")) {
       s.tile = *x;
       update_walk(k, s);
@@ -298,7 +307,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("task_elements")) {
       s.grain = *x == 0 ? std::max<int64_t>(1, s.iterations)
                         : std::max<int64_t>(1, *x / std::max<int64_t>(1, s.elements_per_iteration));
-    } else if (value_of("tile")) {  // keep the default's points per task over the new walk
+    } else if (value_of("tile") || value_of("merge_rows")) {  // keep the default's points per task over the new walk
       const int64_t per_task = task_elements_of(base);
       s.grain = per_task == 0 ? std::max<int64_t>(1, s.iterations)
                               : std::max<int64_t>(1, per_task / std::max<int64_t>(1, s.elements_per_iteration));

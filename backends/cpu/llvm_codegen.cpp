@@ -1489,7 +1489,9 @@ std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const kir::Sched
     customs.push_back(m->getFunction(symbol));
     customs.back()->setLinkage(llvm::GlobalValue::InternalLinkage);
   }
-  KernelEmitter emitter(k, schedule, ctx, *m, f16c);
+  // A schedule that merges rows walks the same points over the merged domain.
+  const std::optional<kir::Kernel> merged = schedule.merge_rows ? std::optional(kir::merge_rows(k)) : std::nullopt;
+  KernelEmitter emitter(merged ? *merged : k, schedule, ctx, *m, f16c);
   emitter.use_customs(std::move(customs));
   emitter.emit(fn_name);
   std::string err;

@@ -106,6 +106,17 @@ struct Kernel {
   std::string domain_str() const;
 };
 
+/// The kept dim that merge_rows folds into the last: the last kept dim before it, or -1
+/// where there is none (or the last dim is reduced, or the kernel walks in order, or its
+/// domain is empty).
+int merged_row_dim(const Kernel& k);
+/// `k` over a domain whose last dim is merged_row_dim(k) and the last dim as one (row-major:
+/// position p of it is (p floordiv W, p mod W), W the last dim's size), the dim moved out
+/// from the middle. The same points and the same values: a schedule choice
+/// (Schedule::merge_rows) that fills vector lanes with a narrow plane's rows. Throws where
+/// merged_row_dim(k) < 0.
+Kernel merge_rows(const Kernel& k);
+
 /// Drops the instructions no store needs and renumbers the rest (in order).
 void remove_dead_instructions(Kernel& k);
 

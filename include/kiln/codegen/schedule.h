@@ -99,6 +99,10 @@ struct Schedule {
 
   // ---- knobs ----
   int64_t tile = 1;         // case B: elements of the last dim per iteration
+  /// cpu, case B: the last dim walks merged with the kept dim before it (kir::merge_rows):
+  /// `tile` and the walk then count points of the merged dim. 1 where a row fills less than
+  /// a vector and the plane a few (a 7x7 depthwise convolution); 0 otherwise.
+  int merge_rows = 0;
   int vector_width = 1;     // lanes per vector step (1: scalar code)
   int accumulators = 1;     // case A: independent accumulator chains along a row
   int unroll = 1;           // case B: rows of a reduction combined per accumulator update

@@ -27,7 +27,8 @@ namespace kiln::kir {
 /// cpu-kind devices (no local memory): `vector` (lanes per vector step), `vector_unroll`
 /// (vector steps per trip of the innermost lane loop), `accumulators`
 /// (independent chains along a reduced row), `unroll` (rows per accumulator update when the
-/// last dim is kept), `tile` (elements of the last dim per iteration), `task_elements`
+/// last dim is kept), `tile` (elements of the last dim per iteration), `merge_rows` (the
+/// last dim walked merged with the kept dim before it: kir::merge_rows), `task_elements`
 /// (domain points per task of the parallel split; 0: one task), `threads` (most workers
 /// the tasks run on; 0: every core), `row_cache` (elements of a row kept between the
 /// passes of a row-wise chain; 0: none), `prefetch_rows` (the second pass over a row

@@ -1,0 +1,80 @@
+// codegen/merge_rows.cpp - a kernel whose last two kept dims walk as one.
+//
+// A depthwise convolution of a 7x7 plane is a reduction kernel over [N, C, 7, r5, r5, 7]:
+// each iteration fills 7 of a vector's 16 lanes and sums its 25 taps in one chain of
+// dependent adds. Over [N, C, r5, r5, 49] an iteration is the whole plane, 4 vectors: more
+// lanes busy and 4 independent chains (C=576: 240 -> 50 us on AVX-512). The loads stay
+// contiguous where the rows follow each other in memory: affine_analysis cancels
+// (p floordiv 7) * 7 + p mod 7 into p.
+#include <fmt/format.h>
+
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/support/error.h"
+
+namespace kiln::kir {
+
+int merged_row_dim(const Kernel& k) {
+  const int rank = k.domain.rank();
+  if (rank < 2 || k.in_order || k.domain.numel() == 0 || k.reduced[static_cast<size_t>(rank - 1)]) return -1;
+  for (int d = rank - 2; d >= 0; --d)
+    if (!k.reduced[static_cast<size_t>(d)]) return d;
+  return -1;
+}
+
+Kernel merge_rows(const Kernel& k) {
+  const int into = merged_row_dim(k);
+  if (into < 0) throw Error(fmt::format("kernel @{} over {} has no two kept dims to merge", k.name, k.domain_str()));
+  const int rank = k.domain.rank(), last = rank - 1;
+  const int64_t width = k.domain[last];
+  Kernel out = k;
+  out.domain = Shape{};
+  out.reduced.clear();
+  for (int d = 0; d < rank; ++d) {
+    if (d == into) continue;
+    out.domain.push_back(d == last ? k.domain[into] * width : k.domain[d]);
+    out.reduced.push_back(k.reduced[static_cast<size_t>(d)]);
+  }
+  const int64_t merged = last - 1;  // the merged dim, last of the new domain
+  out.insts.clear();
+  std::vector<Ref> renumbered(k.insts.size(), kNoRef);
+  Ref position = kNoRef;  // the merged dim's index, emitted where first needed
+  auto push = [&](Inst in) {
+    out.insts.push_back(std::move(in));
+    return static_cast<Ref>(out.insts.size() - 1);
+  };
+  auto index = [&](Code code, std::vector<Ref> args, int64_t imm) {
+    Inst in;
+    in.code = code;
+    in.type = DType::I64;
+    in.args = std::move(args);
+    in.imm = imm;
+    return push(std::move(in));
+  };
+  auto split = [&](Code code) {
+    if (position == kNoRef) position = index(Code::Dim, {}, merged);
+    return index(code, {position}, width);
+  };
+  for (size_t i = 0; i < k.insts.size(); ++i) {
+    Inst in = k.insts[i];
+    if (in.code == Code::Dim) {
+      const auto d = static_cast<int>(in.imm);
+      if (d == into) {
+        renumbered[i] = split(Code::IndexDiv);
+        continue;
+      }
+      if (d == last) {
+        renumbered[i] = split(Code::IndexMod);
+        continue;
+      }
+      if (d > into) in.imm = d - 1;
+    }
+    for (Ref& a : in.args) a = renumbered[static_cast<size_t>(a)];
+    renumbered[i] = push(std::move(in));
+  }
+  for (Store& s : out.stores)
+    for (Ref* r : {&s.offset, &s.value, &s.guard})
+      if (*r != kNoRef) *r = renumbered[static_cast<size_t>(*r)];
+  return out;
+}
+
+}  // namespace kiln::kir

@@ -1,0 +1,154 @@
+// Reductions whose rows are narrower than a vector (default_schedule, codegen/schedule.cpp):
+// a plane of one to four vectors walks as one row (Schedule::merge_rows, kir::merge_rows),
+// and a row takes the vector width that walks it in the fewest steps (what a vector step
+// leaves is walked a lane at a time), so that a tile sums its reduction in several
+// independent chains of full vectors. Depthwise convolutions of 7x7 to 28x28 planes,
+// as MobileNet and EfficientNet have them, are such reductions.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "kiln/autotune/kernel_bench.h"
+#include "kiln/backend/cpu.h"
+#include "kiln/codegen/kernel_ir.h"
+#include "kiln/codegen/schedule.h"
+#include "kiln/codegen/variants.h"
+#include "kiln/support/error.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+std::string depthwise(int64_t channels, int64_t height, int64_t width, int64_t taps) {
+  const int64_t pad = (taps - 1) / 2;
+  return fmt::format(
+      "graph @dw(%x: f32[1,{0},{1},{2}], %w: f32[{0},1,{3},{3}]) -> f32[1,{0},{1},{2}] {{\n"
+      "  %y = conv %x, %w {{strides = [1, 1], dilations = [1, 1], low = [{4}, {4}], high = [{4}, {4}], "
+      "groups = {0}}} : f32[1,{0},{1},{2}]\n"
+      "  return %y\n}}\n",
+      channels, height, width, taps, pad);
+}
+
+Capabilities cpu_with(int64_t vector_bytes) {
+  Capabilities c;
+  c.vector_bytes = static_cast<int>(vector_bytes);
+  c.cores = 2;
+  return c;
+}
+
+Capabilities work_items() {
+  Capabilities c;
+  c.local_memory = true;
+  c.max_work_group = 1024;
+  c.cores = 132;
+  c.vector_bytes = 4;
+  return c;
+}
+
+kir::Schedule with(const kir::Kernel& k, const kir::Schedule& base, const std::string& variant,
+                   const Capabilities& caps) {
+  const std::optional<kir::Schedule> s = kir::apply_variant(k, base, *kir::Variant::parse(variant), caps);
+  EXPECT_TRUE(s.has_value()) << variant;
+  return s.value_or(base);
+}
+
+TEST(NarrowRows, ASevenBySevenPlaneWalksAsOneRowOfFourVectors) {
+  const kir::Kernel k = test::only_kernel(depthwise(576, 7, 7, 5));
+  ASSERT_EQ(k.domain_str(), "[1, 576, 7, reduce 5, reduce 5, 7]");
+  const kir::Schedule s = kir::default_schedule(k, cpu_with(64));
+  EXPECT_EQ(s.merge_rows, 1);
+  EXPECT_EQ(s.tile, 49);
+  EXPECT_EQ(s.vector_width, 16);
+  EXPECT_EQ(s.iterations, 576);
+  EXPECT_EQ(s.elements_per_iteration, 49 * 25);
+  EXPECT_NE(s.str().find("tile = 49, merge_rows = 1,"), std::string::npos) << s.str();  // a cache key
+  // With 8 lanes the plane would be 7 vectors, whose positions spill: rows of one vector,
+  // in halves of 4 lanes for two chains.
+  const kir::Schedule avx2 = kir::default_schedule(k, cpu_with(32));
+  EXPECT_EQ(avx2.merge_rows, 0);
+  EXPECT_EQ(avx2.vector_width, 4);
+  // A work-item per point either way.
+  EXPECT_EQ(kir::default_schedule(k, work_items()).merge_rows, 0);
+  // Planes past four vectors keep their rows.
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(64, 10, 10, 3)), cpu_with(64)).merge_rows, 0);
+}
+
+TEST(NarrowRows, MergedKernelWalksTheSamePointsOverOneDimLess) {
+  const kir::Kernel k = test::only_kernel(depthwise(8, 6, 7, 3));
+  ASSERT_EQ(kir::merged_row_dim(k), 2);
+  const kir::Kernel m = kir::merge_rows(k);
+  EXPECT_EQ(m.domain_str(), "[1, 8, reduce 3, reduce 3, 42]");
+  // The rows follow each other in the output and in the input: (p floordiv 7) * 7 + p mod 7
+  // cancels, and every access steps by one element along the merged dim.
+  const std::vector<std::optional<kir::Affine>> affine = kir::affine_analysis(m);
+  for (const kir::Store& st : m.stores) {
+    ASSERT_TRUE(affine[static_cast<size_t>(st.offset)].has_value());
+    EXPECT_EQ(affine[static_cast<size_t>(st.offset)]->stride.back(), 1);
+  }
+  for (size_t i = 0; i < m.insts.size(); ++i)
+    if (m.insts[i].code == kir::Code::Load && m.buffers[static_cast<size_t>(m.insts[i].buffer)].type.shape.rank() == 4 &&
+        m.buffers[static_cast<size_t>(m.insts[i].buffer)].type.shape[1] == 8 &&
+        m.buffers[static_cast<size_t>(m.insts[i].buffer)].type.shape[2] == 6) {
+      const auto& a = affine[static_cast<size_t>(m.insts[i].args[0])];
+      ASSERT_TRUE(a.has_value()) << m.str();
+      EXPECT_EQ(a->stride.back(), 1) << kir::affine_str(*a);
+    }
+  // A reduction along the last dim has no kept row to merge into it.
+  const kir::Kernel rows = test::only_kernel(
+      "graph @rows(%x: f32[8,7]) -> f32[8] {\n  %s = reduce_sum %x {axes = [1]} : f32[8]\n  return %s\n}");
+  EXPECT_EQ(kir::merged_row_dim(rows), -1);
+  EXPECT_THROW(kir::merge_rows(rows), Error);
+}
+
+TEST(NarrowRows, MergedAndUnmergedWalksWriteTheSameBytes) {
+  Backend& cpu = cpu_backend();
+  for (const std::string& text : {depthwise(40, 7, 7, 5), depthwise(16, 6, 7, 3), depthwise(24, 8, 8, 3)}) {
+    const kir::Kernel k = test::only_kernel(text);
+    const Capabilities& caps = cpu.capabilities();
+    const kir::Schedule base = kir::default_schedule(k, caps);
+    if (base.vector_width == 1) GTEST_SKIP() << "no vector registers on this host";
+    const kir::Schedule rows = with(k, base, "merge_rows=0", caps), plane = with(k, base, "merge_rows=1", caps);
+    ASSERT_EQ(rows.merge_rows, 0);
+    ASSERT_EQ(plane.merge_rows, 1);
+    EXPECT_EQ(rows.tile, k.domain[k.domain.rank() - 1]);
+    EXPECT_EQ(plane.tile, k.domain[2] * k.domain[k.domain.rank() - 1]);
+    EXPECT_EQ(rows.iterations, plane.iterations * k.domain[2]);
+    autotune::KernelBench bench(cpu, k);
+    EXPECT_EQ(bench.outputs(*cpu.compile(k, rows), rows), bench.outputs(*cpu.compile(k, plane), plane)) << text;
+  }
+}
+
+TEST(NarrowRows, ARowTakesTheVectorsThatWalkItInTheFewestSteps) {
+  const Capabilities avx512 = cpu_with(64);
+  // Vector steps, then a step per lane left: 14 = 3 x 4 + 2, 28 = 3 x 8 + 4, 56 = 7 x 8.
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(240, 14, 14, 5)), avx512).vector_width, 4);
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(72, 28, 28, 3)), avx512).vector_width, 8);
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(64, 56, 56, 3)), avx512).vector_width, 8);
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(32, 112, 112, 3)), avx512).vector_width, 16);
+  // Elementwise tiles have no chain to wait on (vector_unroll gives them several steps).
+  const kir::Kernel add = test::only_kernel(
+      "graph @add(%x: f32[64,14], %y: f32[64,14]) -> f32[64,14] {\n  %z = add %x, %y : f32[64,14]\n  return %z\n}");
+  EXPECT_EQ(kir::default_schedule(add, avx512).vector_width, 16);
+  // Work-item devices choose their lanes otherwise (default_lanes_test.cpp).
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(240, 14, 14, 5)), work_items()).vector_width, 1);
+}
+
+TEST(NarrowRows, TheAutotunerMayUndoEitherChoice) {
+  const Capabilities avx512 = cpu_with(64);
+  const kir::Kernel k = test::only_kernel(depthwise(240, 14, 14, 5));
+  const kir::Schedule base = kir::default_schedule(k, avx512);
+  ASSERT_EQ(base.vector_width, 4);
+  bool merge = false, sixteen = false;
+  for (const kir::Knob& knob : kir::schedule_knobs(k, base, avx512)) {
+    if (knob.name == "merge_rows") merge = knob.values == std::vector<int64_t>{0, 1};
+    if (knob.name == "vector") sixteen = std::find(knob.values.begin(), knob.values.end(), 16) != knob.values.end();
+  }
+  EXPECT_TRUE(merge);
+  EXPECT_TRUE(sixteen);  // the registers' width, though the default took 4 lanes
+  const kir::Schedule merged = with(k, base, "merge_rows=1", avx512);
+  EXPECT_EQ(merged.tile, 196);
+  EXPECT_EQ(merged.iterations, 240);
+}
+
+}  // namespace
+}  // namespace kiln
