@@ -6,6 +6,9 @@
 // lanes busy and 4 independent chains (C=576: 240 -> 50 us on AVX-512). The loads stay
 // contiguous where the rows follow each other in memory: affine_analysis cancels
 // (p floordiv 7) * 7 + p mod 7 into p.
+#include <optional>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "kiln/codegen/kernel_ir.h"
@@ -21,7 +24,9 @@ int merged_row_dim(const Kernel& k) {
   return -1;
 }
 
-Kernel merge_rows(const Kernel& k) {
+namespace {
+
+Kernel merged(const Kernel& k, std::vector<Ref>& renumbered) {
   const int into = merged_row_dim(k);
   if (into < 0) throw Error(fmt::format("kernel @{} over {} has no two kept dims to merge", k.name, k.domain_str()));
   const int rank = k.domain.rank(), last = rank - 1;
@@ -36,7 +41,7 @@ Kernel merge_rows(const Kernel& k) {
   }
   const int64_t merged = last - 1;  // the merged dim, last of the new domain
   out.insts.clear();
-  std::vector<Ref> renumbered(k.insts.size(), kNoRef);
+  renumbered.assign(k.insts.size(), kNoRef);
   Ref position = kNoRef;  // the merged dim's index, emitted where first needed
   auto push = [&](Inst in) {
     out.insts.push_back(std::move(in));
@@ -75,6 +80,33 @@ Kernel merge_rows(const Kernel& k) {
     for (Ref* r : {&s.offset, &s.value, &s.guard})
       if (*r != kNoRef) *r = renumbered[static_cast<size_t>(*r)];
   return out;
+}
+
+}  // namespace
+
+Kernel merge_rows(const Kernel& k) {
+  std::vector<Ref> renumbered;
+  return merged(k, renumbered);
+}
+
+bool merge_keeps_positions_affine(const Kernel& k) {
+  if (merged_row_dim(k) < 0) return false;
+  std::vector<Ref> renumbered;
+  const Kernel m = merged(k, renumbered);
+  const std::vector<std::optional<Affine>> before = affine_analysis(k), after = affine_analysis(m);
+  auto kept = [&](Ref r) {
+    return !before[static_cast<size_t>(r)] || after[static_cast<size_t>(renumbered[static_cast<size_t>(r)])];
+  };
+  for (const Inst& in : k.insts) {
+    if (in.code == Code::Load && !kept(in.args[0])) return false;
+    // A comparison of positions: a mask (a pad's border, a slice's end).
+    const bool compares_positions = in.code == Code::Op && in.type == DType::Bool && in.args.size() == 2 &&
+                                    k.insts[static_cast<size_t>(in.args[0])].type == DType::I64;
+    if (compares_positions && !(kept(in.args[0]) && kept(in.args[1]))) return false;
+  }
+  for (const Store& st : k.stores)
+    if (!kept(st.offset)) return false;
+  return true;
 }
 
 }  // namespace kiln::kir

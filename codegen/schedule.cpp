@@ -250,6 +250,16 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
       update_walk(k, s);
     }
   }
+  // An elementwise tile walks its row in vector steps, then a lane at a time for what is
+  // left: a row of 7 (a 7x7 plane's) is 7 scalar steps, a row of 56 three vector steps and
+  // 8 scalar ones. Where the rows follow each other in every buffer it reads and writes,
+  // the plane walks as one row (SE block's scale, [1, 576, 7, 7]: 24.6 -> 3.3 us).
+  if (!caps.local_memory && !reduces && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0 &&
+      k.domain[rank - 1] % s.vector_width != 0 && merge_keeps_positions_affine(k)) {
+    s.merge_rows = 1;
+    s.tile = tile;
+    update_walk(k, s);
+  }
   // A reduction's tile walks its row in vector steps, each summing in a chain of dependent
   // adds, then one lane at a time for what is left: a row of 14 with 16 lanes is 14 scalar
   // steps, with 4 lanes 3 vector steps and 2 scalar ones. The fewest steps, down to 4 lanes

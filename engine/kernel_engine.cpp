@@ -21,6 +21,7 @@
 #include "kiln/autotune/autotuner.h"
 #include "kiln/backend/host_memory.h"
 #include "kiln/codegen/c_source.h"
+#include "kiln/codegen/variants.h"
 #include "kiln/engine/compile.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/ir/canonical.h"
@@ -566,6 +567,17 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
   if (!fits) c = lower(false);
   LaunchPlan& plan = c.plan;
   for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, caps));
+  // A GEMM's epilogue runs on the product's blocks, a row of the product at a time: its rows
+  // stay unmerged where merging them would make it a kernel of its own.
+  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
+    if (!plan.steps[i].is_gemm() || plan.steps[i + 1].kernel < 0) continue;
+    const auto k = static_cast<size_t>(plan.steps[i + 1].kernel);
+    kir::Schedule& s = plan.schedules[k];
+    if (s.merge_rows == 0) continue;
+    const kir::Schedule merged = s;
+    if (auto rows = kir::apply_variant(plan.kernels[k], merged, kir::Variant{{{"merge_rows", 0}}}, caps)) s = *rows;
+    if (gemm_epilogue_iterations_per_row(plan, i) <= 0) s = merged;
+  }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     LaunchPlan::Step& step = plan.steps[i];
     if (step.attention) {

@@ -102,7 +102,10 @@ TEST(NarrowRows, MergedKernelWalksTheSamePointsOverOneDimLess) {
 
 TEST(NarrowRows, MergedAndUnmergedWalksWriteTheSameBytes) {
   Backend& cpu = cpu_backend();
-  for (const std::string& text : {depthwise(40, 7, 7, 5), depthwise(16, 6, 7, 3), depthwise(24, 8, 8, 3)}) {
+  const std::string scale =
+      "graph @se(%x: f32[1,40,7,7], %s: f32[1,40,1,1]) -> f32[1,40,7,7] {\n"
+      "  %g = sigmoid %s : f32[1,40,1,1]\n  %y = mul %x, %g : f32[1,40,7,7]\n  return %y\n}";
+  for (const std::string& text : {depthwise(40, 7, 7, 5), depthwise(16, 6, 7, 3), depthwise(24, 8, 8, 3), scale}) {
     const kir::Kernel k = test::only_kernel(text);
     const Capabilities& caps = cpu.capabilities();
     const kir::Schedule base = kir::default_schedule(k, caps);
@@ -131,6 +134,33 @@ TEST(NarrowRows, ARowTakesTheVectorsThatWalkItInTheFewestSteps) {
   EXPECT_EQ(kir::default_schedule(add, avx512).vector_width, 16);
   // Work-item devices choose their lanes otherwise (default_lanes_test.cpp).
   EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(240, 14, 14, 5)), work_items()).vector_width, 1);
+}
+
+TEST(NarrowRows, ElementwiseRowsThatLeaveLanesOverWalkAsPlanesWhereTheRowsFollowEachOther) {
+  const Capabilities avx512 = cpu_with(64);
+  auto schedule = [&](const std::string& body, const std::string& extra) {
+    return kir::default_schedule(
+        test::only_kernel("graph @g(%x: f32[1,64,7,7]" + extra + ") -> f32[1,64,7,7] {\n" + body + "}"), avx512);
+  };
+  // A squeeze-and-excitation scale: rows of 7 are 7 steps of one lane each; the plane of 49
+  // is 3 vector steps and one lane.
+  const kir::Schedule scale =
+      schedule("  %g = sigmoid %s : f32[1,64,1,1]\n  %y = mul %x, %g : f32[1,64,7,7]\n  return %y\n", ", %s: f32[1,64,1,1]");
+  EXPECT_EQ(scale.merge_rows, 1);
+  EXPECT_EQ(scale.tile, 49);
+  EXPECT_EQ(scale.iterations, 64);
+  // A row broadcast down the plane would be read at p mod 7: a gather. The rows stay.
+  EXPECT_EQ(schedule("  %y = add %x, %r : f32[1,64,7,7]\n  return %y\n", ", %r: f32[1,1,1,7]").merge_rows, 0);
+  // So does a transposed read.
+  EXPECT_EQ(schedule("  %t = permute %x {perm = [0, 1, 3, 2]} : f32[1,64,7,7]\n  %y = add %x, %t : f32[1,64,7,7]\n"
+                     "  return %y\n",
+                     "")
+                .merge_rows,
+            0);
+  // Rows that are whole vectors walk as they are.
+  const kir::Kernel wide = test::only_kernel(
+      "graph @g(%x: f32[8,32,64]) -> f32[8,32,64] {\n  %y = relu %x : f32[8,32,64]\n  return %y\n}");
+  EXPECT_EQ(kir::default_schedule(wide, avx512).merge_rows, 0);
 }
 
 TEST(NarrowRows, TheAutotunerMayUndoEitherChoice) {

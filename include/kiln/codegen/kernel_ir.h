@@ -116,6 +116,12 @@ int merged_row_dim(const Kernel& k);
 /// (Schedule::merge_rows) that fills vector lanes with a narrow plane's rows. Throws where
 /// merged_row_dim(k) < 0.
 Kernel merge_rows(const Kernel& k);
+/// Whether merge_rows(k) reads and writes every position that `k` computes as an affine
+/// function of the dims (a vector load where it steps by one) as an affine function too,
+/// and compares affine positions only where `k` did: true where the rows follow each other
+/// in every buffer, false where one is read across rows (a broadcast row, a transpose), which
+/// would become a gather. False where merged_row_dim(k) < 0.
+bool merge_keeps_positions_affine(const Kernel& k);
 
 /// Drops the instructions no store needs and renumbers the rest (in order).
 void remove_dead_instructions(Kernel& k);
