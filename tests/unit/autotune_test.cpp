@@ -867,9 +867,17 @@ TEST(Autotuner, GemmBlockingsThatFailToCompileOrCompilePastTheCapAreRecordedFail
   options.repeats = 3;
   options.compile_cap_ms = 1000;  // far above a real compile's, even on lavapipe under load
   const autotune::TuneReport r = tuner.tune_gemm(b, g, options);
-  EXPECT_EQ(r.failed, 2) << r.description;
   std::map<std::string, autotune::Measurement> rows;
   for (const autotune::Measurement& m : tuner.db().measurements(r.key)) rows.emplace(m.variant, m);
+  // The two planted failures, and no other but a real compile past the cap on a machine
+  // loaded by other tests (seen once in a full ctest -j2 run).
+  int others = 0;
+  for (const auto& [variant, m] : rows)
+    if (m.status == autotune::Status::Failed && variant != variants[0].str() && variant != variants[1].str()) {
+      EXPECT_NE(m.detail.find("past the cap"), std::string::npos) << variant << ": " << m.detail;
+      ++others;
+    }
+  EXPECT_EQ(r.failed, 2 + others) << r.description;
   ASSERT_TRUE(rows.count(variants[0].str()) && rows.count(variants[1].str()));
   EXPECT_EQ(rows.at(variants[0].str()).status, autotune::Status::Failed);
   EXPECT_NE(rows.at(variants[0].str()).detail.find("the compiler gave up"), std::string::npos);
