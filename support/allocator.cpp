@@ -1,4 +1,5 @@
-// runtime/allocator.cpp - the caching host allocator: 2 MiB pages and a free list by size.
+// support/allocator.cpp - the caching host allocator: mappings of 64 KiB and 2 MiB multiples
+// and a free list by size.
 #include "kiln/support/allocator.h"
 
 #include "kiln/support/env.h"
@@ -28,7 +29,15 @@ size_t round_up(size_t n, size_t multiple) {
 
 /// What a request of `bytes` reserves, as the statistics count it.
 size_t reserved_size(size_t bytes) {
-  return round_up(bytes, bytes >= kHostLargeThreshold ? kHostHugePageSize : kHostMinAlignment);
+  if (bytes >= kHostLargeThreshold) return round_up(bytes, kHostHugePageSize);
+  if (bytes >= kHostMediumThreshold) return round_up(bytes, kHostMediumGranule);
+  return round_up(bytes, kHostMinAlignment);
+}
+
+/// Maps `size` bytes of plain pages. Null on failure.
+void* map_pages(size_t size) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
 }
 
 
@@ -104,7 +113,8 @@ Allocator& allocator() {
 
 alignas(kHostMinAlignment) std::byte empty_block[kHostMinAlignment];
 
-void* allocate_large(Allocator& a, size_t size) {
+// A medium or large block: from the cache, else freshly mapped.
+void* allocate_mapped(Allocator& a, size_t size, bool huge) {
   {
     std::lock_guard<std::mutex> lock(a.mu);
     auto it = a.free_blocks.find(size);
@@ -117,10 +127,11 @@ void* allocate_large(Allocator& a, size_t size) {
       return p;
     }
   }
-  void* p = map_huge(size);
+  auto map = [&] { return huge ? map_huge(size) : map_pages(size); };
+  void* p = map();
   if (p == nullptr) {
     host_allocator_trim();  // blocks of other sizes may be what the system is missing
-    p = map_huge(size);
+    p = map();
     if (p == nullptr) throw std::bad_alloc();
   }
   a.count_allocation(size, false);
@@ -134,7 +145,7 @@ void* host_allocate(size_t bytes) {
   Allocator& a = allocator();
   const size_t size = reserved_size(bytes);
   if (size < bytes) throw std::bad_alloc();  // rounding overflowed
-  if (bytes >= kHostLargeThreshold) return allocate_large(a, size);
+  if (bytes >= kHostMediumThreshold) return allocate_mapped(a, size, bytes >= kHostLargeThreshold);
   void* p = std::aligned_alloc(kHostMinAlignment, size);
   if (p == nullptr) {
     host_allocator_trim();
@@ -150,12 +161,12 @@ void host_release(void* p, size_t bytes) {
   Allocator& a = allocator();
   const size_t size = reserved_size(bytes);
   a.bytes_in_use.fetch_sub(size, std::memory_order_relaxed);
-  if (bytes < kHostLargeThreshold) {
+  if (bytes < kHostMediumThreshold) {
     std::free(p);
     return;
   }
-  KILN_ASSERT(reinterpret_cast<uintptr_t>(p) % kHostHugePageSize == 0,
-              "host_release: a large block is 2 MiB-aligned (wrong pointer or size?)");
+  KILN_ASSERT(reinterpret_cast<uintptr_t>(p) % (bytes >= kHostLargeThreshold ? kHostHugePageSize : 4096) == 0,
+              "host_release: a medium or large block is page-aligned (wrong pointer or size?)");
   {
     std::lock_guard<std::mutex> lock(a.mu);
     const uint64_t cached = a.bytes_cached.load(std::memory_order_relaxed);
