@@ -240,7 +240,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // A reduction whose rows fill less than a vector, in planes of one to four vectors, walks
   // a plane per iteration (kir::merge_rows): a 7x7 depthwise convolution's taps then sum in
   // 4 independent chains of full vectors instead of one chain of 7 lanes (C=576, 5x5 taps:
-  // 240 -> 50 us; 8x8 planes 75 -> 36 us). Planes of 7 vectors and more ran slower (10x10:
+  // 115 -> 16.5 us; 8x8 planes 75 -> 36 us). Planes of 7 vectors and more ran slower (10x10:
   // 55 -> 120 us, the vectors' i64 positions spill), and a 3x3 plane fills no vector.
   if (!caps.local_memory && reduces && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0) {
     const int64_t row = k.domain[rank - 1], plane = row * k.domain[merged_row_dim(k)];
@@ -263,8 +263,8 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // A reduction's tile walks its row in vector steps, each summing in a chain of dependent
   // adds, then one lane at a time for what is left: a row of 14 with 16 lanes is 14 scalar
   // steps, with 4 lanes 3 vector steps and 2 scalar ones. The fewest steps, down to 4 lanes
-  // (depthwise 5x5 over 14x14: 16 lanes 212 us, 4 lanes 90 us; 3x3 over 28x28: 57 -> 29 us
-  // with 8; 56x56: 16 lanes 287 us, 8 lanes 197 us).
+  // (depthwise 5x5 over 14x14, 240 channels: 16 lanes 113 us, 4 lanes 48 us; 3x3 over
+  // 28x28: 32 -> 16 us with 8; 56x56, 144 channels: 16 lanes 400-470 us, 8 lanes 220-268).
   if (!caps.local_memory && !s.lanes_reduce && reduces && s.vector_width > 4) {
     const int64_t row = s.tile;
     auto steps = [&](int64_t lanes) { return row / lanes + row % lanes; };
