@@ -79,10 +79,9 @@ constexpr int64_t kSmallGpuKernel = int64_t{1} << 20;
 //   reads lanes one by one, and Vulkan GPUs keep one lane.
 int default_lanes(const Kernel& k, const Schedule& s, const Capabilities& caps) {
   if (caps.vectorizes_work_item_loop && caps.vector_values) {  // a native register of the widest element
-    const int64_t register_lanes = std::max<int64_t>(1, caps.vector_bytes / static_cast<int64_t>(widest_element(k)));
     int64_t widest = 1;
     for (int64_t lanes : work_item_lane_counts(k))
-      if (lanes <= register_lanes) widest = lanes;
+      if (lanes <= register_lanes(k, caps)) widest = lanes;
     // Whether lanes are vectors does not depend on how many there are: the widest decides.
     if (widest > 1 && c_lanes_as_vectors(k, static_cast<int>(widest))) return static_cast<int>(widest);
   }
@@ -155,7 +154,6 @@ void update_walk(const Kernel& k, Schedule& s) {
     s.elements_per_iteration = 1;
     return;
   }
-  int64_t last = k.domain[rank - 1];
   int64_t kept = 1, reduced = 1;
   for (int d = 0; d < rank; ++d) (k.reduced[static_cast<size_t>(d)] ? reduced : kept) *= k.domain[d];
   s.lanes_reduce = k.reduced[static_cast<size_t>(rank - 1)];
@@ -164,12 +162,22 @@ void update_walk(const Kernel& k, Schedule& s) {
     s.elements_per_iteration = reduced;
     return;
   }
-  if (s.merge_rows && merged_row_dim(k) < 0) s.merge_rows = 0;
-  if (s.merge_rows) last *= k.domain[merged_row_dim(k)];
+  if (merged_row_dim(k) < 0) s.merge_rows = 0;
+  const int64_t last = walked_row(k, s);
   s.tile = std::max<int64_t>(1, std::min(s.tile, last));
   const int64_t tiles = (last + s.tile - 1) / s.tile;
   s.iterations = last == 0 ? 0 : kept / last * tiles;
   s.elements_per_iteration = s.tile * reduced;
+}
+
+int64_t walked_row(const Kernel& k, const Schedule& s) {
+  const int rank = k.domain.rank();
+  if (rank == 0) return 1;
+  return k.domain[rank - 1] * (s.merge_rows ? k.domain[merged_row_dim(k)] : 1);
+}
+
+int register_lanes(const Kernel& k, const Capabilities& caps) {
+  return static_cast<int>(std::clamp<size_t>(static_cast<size_t>(caps.vector_bytes) / widest_element(k), 1, 64));
 }
 
 void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item) {
@@ -233,32 +241,28 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // One register of the widest element per step; arg reductions run scalar (their index
   // bookkeeping is per lane). Along a reduced row, two registers per step: two independent
   // accumulator chains (LLVM splits the wide vectors into native registers).
-  s.vector_width = has_arg_reduction(k) || rank == 0
-                       ? 1
-                       : static_cast<int>(std::clamp<size_t>(static_cast<size_t>(caps.vector_bytes) / widest_element(k), 1, 64));
+  s.vector_width = has_arg_reduction(k) || rank == 0 ? 1 : register_lanes(k, caps);
   s.accumulators = s.lanes_reduce && s.vector_width > 1 ? 2 : 1;
   // A reduction whose rows fill less than a vector, in planes of one to four vectors, walks
   // a plane per iteration (kir::merge_rows): a 7x7 depthwise convolution's taps then sum in
   // 4 independent chains of full vectors instead of one chain of 7 lanes (C=576, 5x5 taps:
   // 115 -> 16.5 us; 8x8 planes 75 -> 36 us). Planes of 7 vectors and more ran slower (10x10:
   // 55 -> 120 us, the vectors' i64 positions spill), and a 3x3 plane fills no vector.
-  if (!caps.local_memory && reduces && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0) {
-    const int64_t row = k.domain[rank - 1], plane = row * k.domain[merged_row_dim(k)];
-    if (row < s.vector_width && plane >= s.vector_width && plane <= 4 * int64_t{s.vector_width}) {
-      s.merge_rows = 1;
-      s.tile = tile;
-      update_walk(k, s);
-    }
-  }
+  //
   // An elementwise tile walks its row in vector steps, then a lane at a time for what is
   // left: a row of 7 (a 7x7 plane's) is 7 scalar steps, a row of 56 three vector steps and
   // 8 scalar ones. Where the rows follow each other in every buffer it reads and writes,
   // the plane walks as one row (SE block's scale, [1, 576, 7, 7]: 24.6 -> 3.3 us).
-  if (!caps.local_memory && !reduces && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0 &&
-      k.domain[rank - 1] % s.vector_width != 0 && merge_keeps_positions_affine(k)) {
-    s.merge_rows = 1;
-    s.tile = tile;
-    update_walk(k, s);
+  if (!caps.local_memory && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0) {
+    const int64_t row = k.domain[rank - 1], plane = row * k.domain[merged_row_dim(k)];
+    const int64_t lanes = s.vector_width;
+    const bool merge = reduces ? row < lanes && plane >= lanes && plane <= 4 * lanes
+                               : row % lanes != 0 && merge_keeps_positions_affine(k);
+    if (merge) {
+      s.merge_rows = 1;
+      s.tile = tile;
+      update_walk(k, s);
+    }
   }
   // A reduction's tile walks its row in vector steps, each summing in a chain of dependent
   // adds, then one lane at a time for what is left: a row of 14 with 16 lanes is 14 scalar

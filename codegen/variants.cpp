@@ -229,7 +229,7 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
   // Arg reductions keep their index bookkeeping per lane: scalar code only.
   if (base.vector_width > 1 && !has_reduction_of_kind(k, /*arg=*/true)) {
     // Up to twice the registers' width, also where the default took narrower vectors.
-    const int64_t widest = std::max<int64_t>(base.vector_width, caps.vector_bytes / 4);
+    const int64_t widest = std::max(base.vector_width, register_lanes(k, caps));
     add(knobs, "vector", powers_of_two(1, std::min<int64_t>(64, 2 * widest)), base.vector_width);
     add(knobs, "vector_unroll", {1, 2, 4, 8}, base.vector_unroll);
   }
@@ -239,7 +239,7 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     add(knobs, "prefetch_rows", {0, 1}, base.prefetch_rows);
   }
   if (!base.lanes_reduce) {
-    const int64_t last = k.domain[rank - 1] * (base.merge_rows ? k.domain[merged_row_dim(k)] : 1);
+    const int64_t last = walked_row(k, base);
     std::vector<int64_t> tiles;
     for (int64_t t : {256, 1024, 4096, 16384})
       if (t < 2 * last) tiles.push_back(t);

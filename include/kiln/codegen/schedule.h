@@ -250,8 +250,14 @@ std::vector<Ref> row_cached_values(const Kernel& k, const Schedule& s);
 /// powers of two up to 16 that divide the last dim (1 only for 0-d and in-order kernels).
 std::vector<int64_t> work_item_lane_counts(const Kernel& k);
 
-/// Recomputes the walk (`iterations`, `elements_per_iteration`) after a knob changed `tile`.
+/// Recomputes the walk (`iterations`, `elements_per_iteration`) after a knob changed `tile`
+/// or `merge_rows` (a merge the kernel has no dims for is dropped).
 void update_walk(const Kernel& k, Schedule& s);
+/// The row a case-B walk cuts into tiles: the last dim, times the kept dim merged into it
+/// where `s.merge_rows`.
+int64_t walked_row(const Kernel& k, const Schedule& s);
+/// Lanes of the kernel's widest element that fill one vector register of the device.
+int register_lanes(const Kernel& k, const Capabilities& caps);
 
 /// How a work-item device walks a reduced row under `s.reduction`, as the C-family emitter
 /// reads it: a row per work-item whose lanes are vectors takes `chains` accumulator chains
