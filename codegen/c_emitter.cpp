@@ -500,7 +500,7 @@ std::string CEmitter::op_expr(const Inst& in) {
     case OpKind::Not: return fmt::format("(!{})", a[0]);
     case OpKind::Floor: return fmt::format("{}({})", d_.math("floor", at), a[0]);
     case OpKind::Ceil: return fmt::format("{}({})", d_.math("ceil", at), a[0]);
-    case OpKind::Round: return fmt::format("{}({})", d_.math("rint", at), a[0]);
+    case OpKind::Round: return fmt::format("{}({})", dialect_math("rint", at), a[0]);
     case OpKind::Sign: {
       const std::string one = f ? d_.float_literal(1, at) : d_.int_literal(1, at);
       const std::string minus_one = f ? d_.float_literal(-1, at) : d_.int_literal(-1, at);

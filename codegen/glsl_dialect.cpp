@@ -119,6 +119,18 @@ constexpr const char* kTanhF32 =
     "  q = fma(q, x2, 1.18534705686654e-04); q = fma(q, x2, 2.26843463243900e-03); q = fma(q, x2, 4.89352518554385e-03);\n"
     "  return p / q;\n"
     "}\n";
+// Round half to even on doubles from floor: x - floor(x) is exact, and so are the halves
+// of the integers it compares. A zero keeps x's sign, as rint's does.
+constexpr const char* kRoundEvenF64 =
+    "double kiln_round_even_f64(double x) {\n"
+    "  precise double r = floor(x);\n"
+    "  precise double d = x - r;\n"
+    "  precise double half_r = r * 0.5lf;\n"
+    "  if (d > 0.5lf || (d == 0.5lf && floor(half_r) != half_r)) r = r + 1.0lf;\n"
+    "  if (r == 0.0lf && int(unpackDouble2x32(x).y) < 0) return packDouble2x32(uvec2(0u, 0x80000000u));\n"
+    "  return r;\n"
+    "}\n";
+
 // sin, cos and pow on f32 are computed in double and rounded once, as the interpreter
 // computes them (GLSL's double has arithmetic but no transcendental functions).
 // x * 2/pi modulo 4, exactly enough for every float: 2/pi in 28-bit chunks, so that each
@@ -422,7 +434,9 @@ class GlslDialect final : public CDialect {
     // asin, acos and atan are GLSL's own on f32, within Vulkan's bound (4096 ulp, inherited
     // from atan); atan2 is GLSL's two-argument atan.
     if (fn == "atan2") return "atan";
-    if (fn == "rint") return "roundEven";
+    // lavapipe's roundEven on doubles rounds some ties away from even and drops the sign of
+    // a zero (seen on an AVX2 host: 3.5 -> 3, -0.3 -> 0): kiln's own from floor there.
+    if (fn == "rint") return t == DType::F64 ? "kiln_round_even_f64" : "roundEven";
     // GLSL's mod is x - y * floor(x / y), rounded: fmod is kiln's own, exact.
     if (fn == "fmod") return fmt::format("kiln_fmod_{}", dtype_name(t));
     // f32 transcendental functions are kiln's own: Vulkan allows exp 3 + 2|x| ulp, sin and
@@ -446,6 +460,7 @@ class GlslDialect final : public CDialect {
     if (name == "kiln_pow") return std::string(kExpF64) + kPowF32;
     if (name == "kiln_i64_to_f32") return kI64ToF32;
     if (name == "kiln_div_f64") return kDivF64;
+    if (name == "kiln_round_even_f64") return kRoundEvenF64;
     if (name == "kiln_fmod_f32") return fmod_helper(DType::F32);
     if (name == "kiln_fmod_f64") return fmod_helper(DType::F64);
     if (name != "kiln_erf") return "";

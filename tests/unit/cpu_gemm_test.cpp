@@ -283,16 +283,18 @@ TEST(CpuGemm, OperandsThatNeverChangeArePackedOnceAndNeverMistaken) {
 
 // An elementwise epilogue that reads the product only where it writes runs on each block
 // of rows right after the block is computed (one launch for both steps); one that reads the
-// product elsewhere (a transpose) waits for the whole product.
+// product elsewhere (a transpose) waits for the whole product. (A is taller than one L2
+// block on any vector width, so the GEMM blocks rows, not columns: a short, wide product's
+// column blocks, on a machine with narrow vectors, would leave its epilogue apart.)
 TEST(CpuGemm, EpilogueRunsOnBlocksOfRowsOnlyWhereItMay) {
-  const std::string fused = R"(graph @g(%a: f32[333,200], %b: f32[200,129], %bias: f32[129]) -> f32[333,129] {
-  %p = matmul %a, %b : f32[333,129]
-  %q = add %p, %bias : f32[333,129]
-  %r = relu %q : f32[333,129]
+  const std::string fused = R"(graph @g(%a: f32[2100,200], %b: f32[200,129], %bias: f32[129]) -> f32[2100,129] {
+  %p = matmul %a, %b : f32[2100,129]
+  %q = add %p, %bias : f32[2100,129]
+  %r = relu %q : f32[2100,129]
   return %r
 })";
   const auto before = runtime_counters().launches.load();
-  expect_same(fused, {filled(DType::F32, Shape{333, 200}, 11), filled(DType::F32, Shape{200, 129}, 12),
+  expect_same(fused, {filled(DType::F32, Shape{2100, 200}, 11), filled(DType::F32, Shape{200, 129}, 12),
                       filled(DType::F32, Shape{129}, 13)}, "matmul + bias + relu");
   EXPECT_EQ(runtime_counters().launches.load() - before, 1u);
   const std::string transposed = R"(graph @g(%a: f32[150,150], %b: f32[150,150]) -> f32[150,150] {
