@@ -247,6 +247,7 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     if (base.vector_width > 1 && merged_row_dim(k) >= 0) add(knobs, "merge_rows", {0, 1}, base.merge_rows);
     if (reduces && has_reduction_of_kind(k, /*arg=*/false)) add(knobs, "unroll", {1, 2, 4, 8}, base.unroll);
   }
+  if (base.split_lanes) add(knobs, "split_lanes", {0, 1, 2}, base.split_lanes);
   add(knobs, "pipeline", {static_cast<int64_t>(CpuPipeline::Lean), static_cast<int64_t>(CpuPipeline::O2)},
       static_cast<int64_t>(base.pipeline));
   if (caps.cores > 1 && base.iterations >= 2) {
@@ -293,6 +294,7 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
     if (auto x = value_of("pipeline")) s.pipeline = static_cast<CpuPipeline>(*x);
     if (auto x = value_of("vector_unroll")) s.vector_unroll = static_cast<int>(*x);
     if (auto x = value_of("prefetch_rows")) s.prefetch_rows = static_cast<int>(*x);
+    if (auto x = value_of("split_lanes")) s.split_lanes = static_cast<int>(*x);
     if (auto x = value_of("threads")) s.threads = static_cast<int>(*x);
     if (auto x = value_of("merge_rows"); x && *x != s.merge_rows) {
       // The tile counts points of another dim now: as long as the new row allows.

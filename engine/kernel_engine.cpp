@@ -56,14 +56,24 @@ struct Executable {
 
 // What the profiler says of step `s` (and of the epilogue after it, when `fused`): the kernel
 // region, the values it writes, the bytes its buffers hold (each read or written once) and
-// its FLOPs (a GEMM's 2mnk; a kernel's float arithmetic per point times its points).
+// its FLOPs (a GEMM's 2mnk; a kernel's float arithmetic per point times its points, a
+// horizontal kernel's part by part).
 profile::Launch describe_step(const LaunchPlan& plan, size_t s, bool fused) {
   profile::Launch l;
   auto kernel_facts = [&](const kir::Kernel& k) {
-    int64_t per_point = 0;
-    for (const kir::Inst& in : k.insts)
-      if ((in.code == kir::Code::Op || in.code == kir::Code::Reduce) && is_float(in.type)) ++per_point;
-    l.flops += per_point * k.domain.numel();
+    auto arithmetic = [&](size_t from, size_t to) {
+      int64_t n = 0;
+      for (size_t i = from; i < to; ++i) {
+        const kir::Inst& in = k.insts[i];
+        if ((in.code == kir::Code::Op || in.code == kir::Code::Reduce) && is_float(in.type)) ++n;
+      }
+      return n;
+    };
+    if (k.parts.empty()) l.flops += arithmetic(0, k.insts.size()) * k.domain.numel();
+    for (size_t p = 0; p < k.parts.size(); ++p) {
+      const size_t end = p + 1 < k.parts.size() ? static_cast<size_t>(k.parts[p + 1].first) : k.insts.size();
+      l.flops += arithmetic(static_cast<size_t>(k.parts[p].first), end) * k.parts[p].points;
+    }
     for (const kir::BufferParam& b : k.buffers) {
       l.bytes += b.type.bytes();
       if (b.written) l.values += (l.values.empty() ? "%" : ", %") + b.name;
@@ -566,6 +576,7 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
   });
   if (!fits) c = lower(false);
   LaunchPlan& plan = c.plan;
+  if (caps.horizontal_parts > 1) merge_horizontal(plan, caps.horizontal_parts);
   for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, caps));
   // A GEMM's epilogue runs on the product's blocks, a row of the product at a time: its rows
   // stay unmerged where merging them would make it a kernel of its own.

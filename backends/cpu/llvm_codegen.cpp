@@ -75,6 +75,12 @@ class KernelEmitter {
     long_runs_ = run > sched_.f32_run;
     rank_ = k.domain.rank();
     lane_dim_ = rank_ - 1;
+    if (sched_.split_lanes) lane_bounds_ = kir::lane_bounds(k, affine_, lane_dim_);
+    if (sched_.split_lanes < 2) std::erase_if(lane_bounds_, [](const kir::LaneBound& b) { return !kir::is_cut(b); });
+    for (const kir::LaneBound& b : lane_bounds_)
+      if (kir::is_cut(b) && kir::cut_lane(b) > 0 && kir::cut_lane(b) < k.domain[lane_dim_]) cuts_.push_back(kir::cut_lane(b));
+    std::sort(cuts_.begin(), cuts_.end());
+    cuts_.erase(std::unique(cuts_.begin(), cuts_.end()), cuts_.end());
   }
 
   void emit(const std::string& name);
@@ -151,6 +157,7 @@ class KernelEmitter {
     c.w = w;
     c.dims = dims;
     c.memo.resize(k_.insts.size());
+    for (const auto& [r, holds] : known_) c.memo[static_cast<size_t>(r)] = Val{b_.getInt1(holds), Val::Uniform};
     c.reduce_value = std::move(reduce_value);
     return c;
   }
@@ -218,16 +225,27 @@ class KernelEmitter {
   // The stores of `k_` that `pick` selects. Every value, offset and guard is computed before
   // the first store: a buffer the memory plan reuses in place may be read by a later store's
   // value at the element an earlier store writes.
+  // A store whose guard is known false here (a stretch of lanes outside a concat's operand)
+  // is left out, and so is everything only it needs.
   template <class Pick>
   void emit_stores(Ctx& c, Pick pick) {
+    std::vector<const kir::Store*> live;
     for (const kir::Store& s : k_.stores) {
       if (!pick(s)) continue;
+      if (s.guard != kir::kNoRef && known_false(get(c, s.guard))) continue;
+      live.push_back(&s);
       get(c, s.offset);
       get(c, s.value);
-      if (s.guard != kir::kNoRef) get(c, s.guard);
     }
-    for (const kir::Store& s : k_.stores)
-      if (pick(s)) emit_store(c, s);
+    for (const kir::Store* s : live) emit_store(c, *s);
+  }
+  static bool known_false(const Val& v) {
+    auto* k = llvm::dyn_cast<llvm::Constant>(v.v);
+    return k != nullptr && k->isNullValue();
+  }
+  static bool known_true(const Val& v) {
+    auto* k = llvm::dyn_cast<llvm::Constant>(v.v);
+    return k != nullptr && k->isAllOnesValue();
   }
 
   // ---- loops ----
@@ -246,8 +264,27 @@ class KernelEmitter {
     loop_id->replaceOperandWith(0, loop_id);
     latch->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
   }
-  /// Runs `body` over [lo, hi) of the lane dim: W lanes at a time, then one at a time.
-  void lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, const std::function<void(unsigned, std::vector<Value*>&)>& body);
+  /// Runs `body` over [lo, hi) of the lane dim: W lanes at a time, then one at a time. Where
+  /// the kernel has lane bounds (kir::lane_bounds), the walk splits at its cuts, each
+  /// stretch with the cut compares known, and the interval on which the other bounds all
+  /// hold at every position in `at` (the positions the body computes at; `dims` if null)
+  /// is walked apart with those known true: a padded window's interior without its masks.
+  using LaneBody = std::function<void(unsigned, std::vector<Value*>&)>;
+  void lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, const LaneBody& body,
+                  const std::vector<std::vector<Value*>>* at = nullptr);
+  void lane_interior(std::vector<Value*>& dims, Value* lo, Value* hi, const LaneBody& body,
+                     const std::vector<std::vector<Value*>>& at);
+  void lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, const LaneBody& body);
+  // floor(n / d) and ceil(n / d) for a constant d > 0.
+  Value* floor_div(Value* n, int64_t d) {
+    if (d == 1) return n;
+    Value* q = b_.CreateSDiv(n, i64(d));
+    return b_.CreateSub(q, b_.CreateZExt(b_.CreateICmpSLT(b_.CreateSRem(n, i64(d)), i64(0)), b_.getInt64Ty()));
+  }
+  Value* ceil_div(Value* n, int64_t d) { return b_.CreateNeg(floor_div(b_.CreateNeg(n), d)); }
+  std::vector<kir::LaneBound> lane_bounds_;
+  std::vector<int64_t> cuts_;  // the lanes inside the lane dim where a cut flips, ascending
+  std::vector<std::pair<Ref, bool>> known_;  // compares every context made now may take as known
   /// Nested loops over `loop_dims`, then `body`.
   void nest(std::vector<Value*>& dims, const std::vector<int>& loop_dims, size_t i, const std::function<void()>& body);
   void decompose(Value* index, const std::vector<int>& over, std::vector<Value*>& dims);
@@ -702,9 +739,11 @@ Value* KernelEmitter::emit_rand(Value* index, int64_t seed, DType t) {
 
 Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
   const Val off = get(c, in.args[0]);
-  const bool masked = in.args.size() > 1;
   const DType bt = k_.buffers[static_cast<size_t>(in.buffer)].type.dtype;
   llvm::Type* mt = mem_type(bt);
+  if (in.args.size() > 1 && known_false(get(c, in.args[1])))  // nothing is read
+    return {from_memory(llvm::Constant::getNullValue(vec_type(mt, c.w)), bt), c.w == 1 ? Val::Uniform : Val::Vector};
+  const bool masked = in.args.size() > 1 && !known_true(get(c, in.args[1]));
   Value* base = bufs_[static_cast<size_t>(in.buffer)];
   const llvm::Align align(dtype_size(bt));
   auto to_reg = [&](Value* v) { return from_memory(v, bt); };
@@ -853,7 +892,7 @@ void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
   const Val off = get(c, s.offset);
   const Val val = get(c, s.value);
   std::optional<Val> guard;
-  if (s.guard != kir::kNoRef) guard = get(c, s.guard);
+  if (s.guard != kir::kNoRef && !known_true(get(c, s.guard))) guard = get(c, s.guard);
   auto to_mem = [&](Value* v) { return to_memory(v, t); };
   const bool all_uniform = off.kind == Val::Uniform && val.kind == Val::Uniform && (!guard || guard->kind == Val::Uniform);
   if (c.w == 1 || all_uniform) {
@@ -911,8 +950,60 @@ void KernelEmitter::loop(Value* lo, Value* hi, Value* step, const std::function<
   b_.SetInsertPoint(exit);
 }
 
-void KernelEmitter::lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi,
-                               const std::function<void(unsigned, std::vector<Value*>&)>& body) {
+void KernelEmitter::lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, const LaneBody& body,
+                               const std::vector<std::vector<Value*>>* at) {
+  if (lane_bounds_.empty()) return lane_walk(dims, lo, hi, body);
+  const std::vector<std::vector<Value*>> here{dims};
+  if (at == nullptr) at = &here;
+  // One stretch per run of lanes between cuts (all of them when there are none), with every
+  // cut compare as it is at the stretch's first lane.
+  for (size_t part = 0; part <= cuts_.size(); ++part) {
+    const int64_t first = part == 0 ? 0 : cuts_[part - 1];
+    for (const kir::LaneBound& b : lane_bounds_)
+      if (kir::is_cut(b)) known_.emplace_back(b.compare, b.lane * first + b.rest.base >= 0);
+    Value* from = part == 0 ? lo : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, lo, i64(first)), hi);
+    Value* to = part == cuts_.size() ? hi : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, hi, i64(cuts_[part])), from);
+    lane_interior(dims, from, to, body, *at);
+    known_.clear();
+  }
+}
+
+void KernelEmitter::lane_interior(std::vector<Value*>& dims, Value* lo, Value* hi, const LaneBody& body,
+                                  const std::vector<std::vector<Value*>>& at) {
+  Value* from = lo;
+  Value* to = hi;
+  std::vector<Ref> proven;
+  for (const kir::LaneBound& bound : lane_bounds_) {
+    if (kir::is_cut(bound)) continue;
+    auto bound_here = [&](const std::vector<Value*>& p) {
+      for (int d = 0; d < rank_; ++d)
+        if (bound.rest.stride[static_cast<size_t>(d)] != 0 && p[static_cast<size_t>(d)] == nullptr) return false;
+      return true;
+    };
+    if (!std::all_of(at.begin(), at.end(), bound_here)) continue;
+    for (const std::vector<Value*>& p : at) {
+      Value* e = i64(bound.rest.base);
+      for (int d = 0; d < rank_; ++d)
+        if (const int64_t s = bound.rest.stride[static_cast<size_t>(d)]; s != 0)
+          e = b_.CreateAdd(e, b_.CreateMul(p[static_cast<size_t>(d)], i64(s)));
+      // lane * l + e >= 0
+      if (bound.lane > 0) from = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, from, ceil_div(b_.CreateNeg(e), bound.lane));
+      else to = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, to, b_.CreateAdd(floor_div(e, -bound.lane), i64(1)));
+    }
+    proven.push_back(bound.compare);
+  }
+  if (proven.empty()) return lane_walk(dims, lo, hi, body);
+  from = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, from, hi);
+  to = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, to, from);
+  lane_walk(dims, lo, from, body);
+  const size_t cuts_known = known_.size();
+  for (Ref r : proven) known_.emplace_back(r, true);
+  lane_walk(dims, from, to, body);
+  known_.resize(cuts_known);
+  lane_walk(dims, to, hi, body);
+}
+
+void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, const LaneBody& body) {
   Value* split = lo;
   // The vector loop is left out where the lane dim is narrower than one vector.
   if (width_ > 1 && (lane_dim_ < 0 || k_.domain[lane_dim_] >= static_cast<int64_t>(width_))) {
@@ -1340,11 +1431,16 @@ void KernelEmitter::emit_case_b(Value* it) {
       const std::vector<int> outer_reduced(reduced.begin(), reduced.end() - 1);
       nest(dims, outer_reduced, 0, [&] {
         loop(i64(0), i64(main), i64(kRowsPerStep), [&](Value* r0) {
+          std::vector<std::vector<Value*>> row_positions;  // of the rows this step adds
+          for (int64_t u = 0; u < kRowsPerStep; ++u) {
+            row_positions.push_back(dims);
+            row_positions.back()[static_cast<size_t>(rd)] = b_.CreateAdd(r0, i64(u));
+          }
           lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
             std::vector<Ctx> ctx;
             for (int64_t u = 0; u < kRowsPerStep; ++u) {
               std::vector<Value*> du = d;
-              du[static_cast<size_t>(rd)] = b_.CreateAdd(r0, i64(u));
+              du[static_cast<size_t>(rd)] = row_positions[static_cast<size_t>(u)][static_cast<size_t>(rd)];
               ctx.push_back(make_ctx(w, du, [&, w](Ref r) { return read_result(r, w, d); }));
             }
             Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
@@ -1364,7 +1460,7 @@ void KernelEmitter::emit_case_b(Value* it) {
               Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
               b_.CreateAlignedStore(to_acc_memory(combine(in, cur, xs[0]), at, w), p, llvm::Align(1));
             }
-          });
+          }, &row_positions);
         });
         loop(i64(main), i64(rows), i64(1), [&](Value* r) {
           dims[static_cast<size_t>(rd)] = r;
@@ -1421,6 +1517,8 @@ void KernelEmitter::emit_case_b(Value* it) {
       emit_stores(c, [&](const kir::Store& s) { return store_is_inner(s) == inner; });
     });
   };
+  // (The reduced dims' loops are over: no bound of the lanes may read their last values.)
+  for (int d : reduced) dims[static_cast<size_t>(d)] = nullptr;
   stores(false);
   bool any_inner = false;
   for (const kir::Store& s : k_.stores) any_inner = any_inner || store_is_inner(s);

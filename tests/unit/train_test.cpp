@@ -7,6 +7,7 @@
 
 #include "kiln/frontend/autodiff.h"
 #include "kiln/frontend/lazy.h"
+#include "kiln/runtime/profile.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/train/loss.h"
 #include "kiln/train/optim.h"
@@ -226,6 +227,50 @@ TEST(Training, TheUpdateRunsInTheKernelsThatComputeTheGradients) {
   });
   EXPECT_GT(gradients_only, 0u);
   EXPECT_EQ(with_update, gradients_only);
+}
+
+// After clip_grad_norm, the updates need the norm of every gradient first, so none runs in
+// the kernel that computes its gradient. On the cpu the updates of all four parameters (one
+// body over four shapes, none reading what another writes) are then one launch
+// (merge_horizontal), not four, and the step launches one kernel more than the gradients
+// and their norm alone.
+TEST(Training, ClippedUpdatesOfAGroupAreOneLaunch) {
+  std::vector<Tensor> params{train::kaiming_uniform(S({64, 32}), 1).eval().requires_grad_(),
+                             zeros(S({64})).eval().requires_grad_(),
+                             train::kaiming_uniform(S({16, 64}), 2).eval().requires_grad_(),
+                             zeros(S({16})).eval().requires_grad_()};
+  const Tensor x = randn(S({128, 32}), 5).eval();
+  const Tensor y = (rand(S({128}), 6) * 16).to(DType::I64).eval();
+  auto loss = [&] { return train::cross_entropy(linear(linear(x, params[0], params[1]).relu(), params[2], params[3]), y); };
+  auto launches_of = [&](const std::function<void()>& step) {
+    for (int warm = 0; warm < 2; ++warm) step();  // Adam's first step creates its state
+    profile::reset();
+    const uint64_t before = runtime_counters().launches.load();
+    step();
+    return runtime_counters().launches.load() - before;
+  };
+  profile::enable("");
+  const uint64_t gradients_and_norm = launches_of([&] {
+    std::vector<Tensor> g = grad(loss(), params);
+    Tensor total;
+    for (const Tensor& gi : g) total = total.defined() ? total + (gi * gi).sum() : (gi * gi).sum();
+    const Tensor scale = (1.0 / (total.sqrt() + 1e-6)).minimum(ones({}, DType::F32));
+    sync();
+  });
+  train::AdamW opt(train::pointers(params));
+  const uint64_t step = launches_of([&] {
+    loss().backward();
+    train::clip_grad_norm(opt.params(), 1.0);
+    opt.step();
+    opt.zero_grad();
+    sync();
+  });
+  std::vector<std::string> merged;
+  for (const profile::Launch& l : profile::launches())
+    if (l.kernel.find("_h") != std::string::npos) merged.push_back(l.kernel);
+  ASSERT_EQ(merged.size(), 1u);
+  EXPECT_TRUE(merged[0].ends_with("_h4")) << merged[0];
+  EXPECT_EQ(step, gradients_and_norm + 1);
 }
 
 }  // namespace

@@ -96,6 +96,14 @@ struct Kernel {
   /// so rows may run in parallel, each walked in order (a scatter or cumsum whose axis the
   /// domain puts last: updates in different rows never meet).
   bool rows_independent = false;
+  /// A horizontal kernel's parts (merge_horizontal), in order along its one dim: the first
+  /// instruction of each and its points. Each point computes one part's instructions, which
+  /// the profiler counts so; the masks in the instructions say the same to every emitter.
+  struct Part {
+    Ref first = 0;
+    int64_t points = 0;
+  };
+  std::vector<Part> parts;
 
   bool has_reduction() const;
   /// The text form: one instruction per line. Without names (the kernel's and its
@@ -160,5 +168,25 @@ struct Affine {
 std::vector<std::optional<Affine>> affine_analysis(const Kernel& k);
 /// `4096*d0 + 1*d1 + 8`
 std::string affine_str(const Affine& a);
+
+/// A compare of two affine positions that holds on one side of a threshold along the lane
+/// dim: `lane * l + e >= 0` at lane position l, where e is `rest` (affine in the other dims;
+/// its stride along the lane dim is 0). lane > 0 bounds the lanes from below, < 0 from above.
+struct LaneBound {
+  Ref compare = kNoRef;
+  int64_t lane = 0;
+  Affine rest;
+};
+/// The compares of `k` along dim `lane` that an emitter may split its lane walk at
+/// (codegen/lane_bounds.cpp): those that hold on more than half of the dim wherever the
+/// other dims are (a padded window's masks; all of them hold together on one interval of
+/// each row), and cuts, whose `rest` is a constant (a concat's or pad's along the lane dim),
+/// unless there are more than kMaxLaneCuts of these.
+std::vector<LaneBound> lane_bounds(const Kernel& k, const std::vector<std::optional<Affine>>& affine, int lane);
+inline constexpr int64_t kMaxLaneCuts = 160;
+/// Whether `b` is a cut, and the lane where it flips: it holds from there on (lane > 0) or
+/// before there (lane < 0).
+bool is_cut(const LaneBound& b);
+int64_t cut_lane(const LaneBound& b);
 
 }  // namespace kiln::kir

@@ -163,6 +163,14 @@ std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k);
 
 }  // namespace kir
 
+/// Merges each run of consecutive kernel steps that compute one elementwise body over
+/// different shapes, none touching what another writes (an optimizer's updates after
+/// gradient clipping), into one launch of a kernel over one flat dim, each part masked to its
+/// range (codegen/horizontal.cpp), at most `max_parts` to a kernel. A kernel right after a
+/// GEMM stays (it may be the GEMM's epilogue). Before schedules are chosen; returns how many
+/// kernels it made.
+int merge_horizontal(LaunchPlan& plan, int max_parts);
+
 /// Lowers `fused` (the output of the fuse pass) with buffers from `memory`. Throws
 /// kiln::Error naming the kernel when a region cannot be lowered.
 LaunchPlan lower_to_kernels(const Graph& fused, const MemoryPlan& memory);

@@ -62,6 +62,10 @@ struct Capabilities {
   /// Whether transcendental functions (sin, exp, pow...) round exactly as the host's libm,
   /// which the interpreter calls: the differential oracle compares them bit for bit then.
   bool exact_math = true;
+  /// Independent elementwise kernels of one body run as one launch (merge_horizontal), at
+  /// most this many to a launch (0: never): the cpu walks each part apart (its masks are
+  /// kir::lane_bounds' cuts); a work-item emitter would compute every part at every point.
+  int horizontal_parts = 0;
 };
 
 namespace kir {
@@ -103,6 +107,11 @@ struct Schedule {
   /// `tile` and the walk then count points of the merged dim. 1 where a row fills less than
   /// a vector and the plane a few (a 7x7 depthwise convolution); 0 otherwise.
   int merge_rows = 0;
+  /// cpu: where a walk of lanes splits, its masks known in each stretch (kir::lane_bounds):
+  /// 1 at its cuts (a concat's operands, a horizontal kernel's parts), 2 also around the
+  /// interval where a padded window's bounds all hold (computed for each row). 2 where
+  /// there are such bounds and a tile of at least 8 vectors, else 1 where there are cuts.
+  int split_lanes = 0;
   int vector_width = 1;     // lanes per vector step (1: scalar code)
   int accumulators = 1;     // case A: independent accumulator chains along a row
   int unroll = 1;           // case B: rows of a reduction combined per accumulator update
