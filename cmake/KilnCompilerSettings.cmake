@@ -3,7 +3,12 @@ include_guard(GLOBAL)
 
 find_program(KILN_CCACHE ccache)
 if(KILN_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
-  set(CMAKE_CXX_COMPILER_LAUNCHER "${KILN_CCACHE}")
+  # Paths under the source tree are hashed relative to it (base_dir, and no working
+  # directory), and objects name them relative too, so that a clone elsewhere (CI's clean
+  # clone) reuses this checkout's cache entries: a cold build takes 20 minutes on 2 cores.
+  set(CMAKE_CXX_COMPILER_LAUNCHER
+      "${CMAKE_COMMAND};-E;env;CCACHE_BASEDIR=${CMAKE_SOURCE_DIR};CCACHE_NOHASHDIR=1;${KILN_CCACHE}")
+  add_compile_options("-ffile-prefix-map=${CMAKE_SOURCE_DIR}/=")
 endif()
 
 function(kiln_target_defaults target)
