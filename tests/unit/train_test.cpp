@@ -197,23 +197,34 @@ TEST(Training, AStepIsOneCachedPlan) {
   EXPECT_LT(last, first);
 }
 
-// Without clipping, AdamW's update of every parameter runs inside the kernel that computes
-// its gradient: the GEMM of a weight (as its epilogue) and the row sum of a bias. A step
-// with the update launches exactly as many kernels on cpu as computing the gradients alone.
-TEST(Training, TheUpdateRunsInTheKernelsThatComputeTheGradients) {
+// Two linear layers with a ReLU between them, on a fixed batch, and their cross-entropy.
+struct TwoLayers {
   std::vector<Tensor> params{train::kaiming_uniform(S({64, 32}), 1).eval().requires_grad_(),
                              zeros(S({64})).eval().requires_grad_(),
                              train::kaiming_uniform(S({16, 64}), 2).eval().requires_grad_(),
                              zeros(S({16})).eval().requires_grad_()};
-  const Tensor x = randn(S({128, 32}), 5).eval();
-  const Tensor y = (rand(S({128}), 6) * 16).to(DType::I64).eval();
-  auto loss = [&] { return train::cross_entropy(linear(linear(x, params[0], params[1]).relu(), params[2], params[3]), y); };
-  auto launches_of = [&](const std::function<void()>& step) {
-    for (int warm = 0; warm < 2; ++warm) step();  // Adam's first step creates its state
-    const uint64_t before = runtime_counters().launches.load();
-    step();
-    return runtime_counters().launches.load() - before;
-  };
+  Tensor x = randn(S({128, 32}), 5).eval();
+  Tensor y = (rand(S({128}), 6) * 16).to(DType::I64).eval();
+  Tensor loss() const { return train::cross_entropy(linear(linear(x, params[0], params[1]).relu(), params[2], params[3]), y); }
+};
+
+// The launches of a third call of `step`, and the profile of it alone where one is kept
+// (Adam's first step creates its state, so the first two differ).
+uint64_t launches_of(const std::function<void()>& step) {
+  for (int warm = 0; warm < 2; ++warm) step();
+  profile::reset();
+  const uint64_t before = runtime_counters().launches.load();
+  step();
+  return runtime_counters().launches.load() - before;
+}
+
+// Without clipping, AdamW's update of every parameter runs inside the kernel that computes
+// its gradient: the GEMM of a weight (as its epilogue) and the row sum of a bias. A step
+// with the update launches exactly as many kernels on cpu as computing the gradients alone.
+TEST(Training, TheUpdateRunsInTheKernelsThatComputeTheGradients) {
+  TwoLayers net;
+  std::vector<Tensor>& params = net.params;
+  auto loss = [&] { return net.loss(); };
   const uint64_t gradients_only = launches_of([&] {
     std::vector<Tensor> g = grad(loss(), params);
     sync();
@@ -235,20 +246,9 @@ TEST(Training, TheUpdateRunsInTheKernelsThatComputeTheGradients) {
 // (merge_horizontal), not four, and the step launches one kernel more than the gradients
 // and their norm alone.
 TEST(Training, ClippedUpdatesOfAGroupAreOneLaunch) {
-  std::vector<Tensor> params{train::kaiming_uniform(S({64, 32}), 1).eval().requires_grad_(),
-                             zeros(S({64})).eval().requires_grad_(),
-                             train::kaiming_uniform(S({16, 64}), 2).eval().requires_grad_(),
-                             zeros(S({16})).eval().requires_grad_()};
-  const Tensor x = randn(S({128, 32}), 5).eval();
-  const Tensor y = (rand(S({128}), 6) * 16).to(DType::I64).eval();
-  auto loss = [&] { return train::cross_entropy(linear(linear(x, params[0], params[1]).relu(), params[2], params[3]), y); };
-  auto launches_of = [&](const std::function<void()>& step) {
-    for (int warm = 0; warm < 2; ++warm) step();  // Adam's first step creates its state
-    profile::reset();
-    const uint64_t before = runtime_counters().launches.load();
-    step();
-    return runtime_counters().launches.load() - before;
-  };
+  TwoLayers net;
+  std::vector<Tensor>& params = net.params;
+  auto loss = [&] { return net.loss(); };
   profile::enable("");
   const uint64_t gradients_and_norm = launches_of([&] {
     std::vector<Tensor> g = grad(loss(), params);
