@@ -119,8 +119,9 @@ constexpr const char* kTanhF32 =
     "  q = fma(q, x2, 1.18534705686654e-04); q = fma(q, x2, 2.26843463243900e-03); q = fma(q, x2, 4.89352518554385e-03);\n"
     "  return p / q;\n"
     "}\n";
-// Round half to even on doubles from floor: x - floor(x) is exact, and so are the halves
-// of the integers it compares. A zero keeps x's sign, as rint's does.
+// Round half to even on doubles from floor: x - floor(x) is exact except just below zero
+// (-2^-60 gives 1, which rounds to the same zero), and so are the halves of the integers it
+// compares. A zero keeps x's sign, as rint's does.
 constexpr const char* kRoundEvenF64 =
     "double kiln_round_even_f64(double x) {\n"
     "  precise double r = floor(x);\n"

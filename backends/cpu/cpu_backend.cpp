@@ -63,7 +63,7 @@ class CpuBackend final : public Backend {
     caps_.max_work_group = 1;
     caps_.vector_bytes = t.vector_bytes;
     caps_.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    // A launch of 64 parts walks 65 stretches of its flat dim (kir::kMaxLaneCuts allows 80).
+    // A launch of 64 parts has 128 cut compares (kir::kMaxLaneCuts allows 160: 80 parts).
     caps_.horizontal_parts = 64;
   }
 

@@ -81,6 +81,16 @@ class KernelEmitter {
       if (kir::is_cut(b) && kir::cut_lane(b) > 0 && kir::cut_lane(b) < k.domain[lane_dim_]) cuts_.push_back(kir::cut_lane(b));
     std::sort(cuts_.begin(), cuts_.end());
     cuts_.erase(std::unique(cuts_.begin(), cuts_.end()), cuts_.end());
+    // Along a reduced row every stretch leaves up to width - 1 lanes to the one scalar
+    // accumulator: its run is that many per row of the outer reduced dims, however short
+    // the vector lanes' runs are.
+    if (sched_.lanes_reduce && !lane_bounds_.empty()) {
+      const bool interior = std::any_of(lane_bounds_.begin(), lane_bounds_.end(), [](const kir::LaneBound& b) { return !kir::is_cut(b); });
+      int64_t scalar_run = static_cast<int64_t>(cuts_.size() + 1) * (interior ? 3 : 1) * (int64_t{width_} - 1);
+      for (int d = 0; d + 1 < k.domain.rank(); ++d)
+        if (k.reduced[static_cast<size_t>(d)]) scalar_run *= k.domain[d];
+      long_runs_ = long_runs_ || scalar_run > sched_.f32_run;
+    }
   }
 
   void emit(const std::string& name);
@@ -606,8 +616,14 @@ Value* KernelEmitter::emit_op(OpKind op, DType t, DType at, const std::vector<Va
       return f ? b_.CreateFCmpOGT(a[0], a[1]) : at == DType::Bool ? b_.CreateICmpUGT(a[0], a[1]) : b_.CreateICmpSGT(a[0], a[1]);
     case OpKind::Ge:
       return f ? b_.CreateFCmpOGE(a[0], a[1]) : at == DType::Bool ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
-    case OpKind::And: return b_.CreateAnd(a[0], a[1]);
-    case OpKind::Or: return b_.CreateOr(a[0], a[1]);
+    // (A mask known in part, as in a window's interior: the builder folds only a constant
+    // on the right.)
+    case OpKind::And:
+      if (auto* k = llvm::dyn_cast<llvm::Constant>(a[0])) return k->isAllOnesValue() ? a[1] : k->isNullValue() ? a[0] : b_.CreateAnd(a[0], a[1]);
+      return b_.CreateAnd(a[0], a[1]);
+    case OpKind::Or:
+      if (auto* k = llvm::dyn_cast<llvm::Constant>(a[0])) return k->isNullValue() ? a[1] : k->isAllOnesValue() ? a[0] : b_.CreateOr(a[0], a[1]);
+      return b_.CreateOr(a[0], a[1]);
     case OpKind::Shl:
     case OpKind::Shr: {
       // A count outside [0, bits) shifts every bit out (LLVM's shift would be poison).
@@ -765,37 +781,57 @@ Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
     return {to_reg(phi), Val::Uniform};
   }
   llvm::Type* vt = vec_type(mt, c.w);
-  Value* mask = masked ? vector_of(c, get(c, in.args[1])) : nullptr;
-  if (off.kind == Val::Affine && off.stride == 1) {
-    Value* p = b_.CreateGEP(mt, base, off.v);
-    Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, p, align, mask, llvm::Constant::getNullValue(vt)))
-                    : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
-    return {to_reg(v), Val::Vector};
-  }
-  if (Value* lane0 = contiguous_lane0(c, in.args[0], off)) {
-    Value* p = b_.CreateGEP(mt, base, lane0);
-    Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, p, align, mask, llvm::Constant::getNullValue(vt)))
-                    : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
-    return {to_reg(v), Val::Vector};
-  }
-  if (off.kind == Val::Affine && off.stride >= 2 && off.stride <= 4 && c.w > 1) {
-    // Lanes a small stride apart (a stride-2 window): one masked load of the span, which
-    // reads only the lanes' own elements (nothing past the last), and a shuffle that picks
-    // them, rather than a gather of one element per lane.
-    const auto s = static_cast<unsigned>(off.stride), wide = c.w * s;
-    std::vector<int> spread, pick;
-    for (unsigned i = 0; i < wide; ++i) spread.push_back(i % s == 0 ? static_cast<int>(i / s) : static_cast<int>(c.w));
-    for (unsigned l = 0; l < c.w; ++l) pick.push_back(static_cast<int>(l * s));
-    llvm::Type* bits = vec_type(b_.getInt1Ty(), c.w);
-    Value* lanes = mask ? mask : llvm::Constant::getAllOnesValue(bits);
-    Value* wide_mask = b_.CreateShuffleVector(lanes, llvm::Constant::getNullValue(bits), spread);
-    llvm::Type* wt = vec_type(mt, wide);
-    Value* span = b_.CreateMaskedLoad(wt, b_.CreateGEP(mt, base, off.v), align, wide_mask, llvm::Constant::getNullValue(wt));
-    return {to_reg(b_.CreateShuffleVector(span, pick)), Val::Vector};
-  }
-  Value* ptrs = b_.CreateGEP(mt, base, vector_of(c, off));
-  if (!mask) mask = llvm::Constant::getAllOnesValue(vec_type(b_.getInt1Ty(), c.w));
-  return {to_reg(b_.CreateMaskedGather(vt, ptrs, align, mask, llvm::Constant::getNullValue(vt))), Val::Vector};
+  // The vector of lanes at `off`, read where `mask` (a vector of bools, or null: all) holds.
+  auto vector_load = [&](Value* mask) -> Value* {
+    if (off.kind == Val::Affine && off.stride == 1) {
+      Value* p = b_.CreateGEP(mt, base, off.v);
+      Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, p, align, mask, llvm::Constant::getNullValue(vt)))
+                      : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
+      return to_reg(v);
+    }
+    if (Value* lane0 = contiguous_lane0(c, in.args[0], off)) {
+      Value* p = b_.CreateGEP(mt, base, lane0);
+      Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, p, align, mask, llvm::Constant::getNullValue(vt)))
+                      : static_cast<Value*>(b_.CreateAlignedLoad(vt, p, align));
+      return to_reg(v);
+    }
+    if (off.kind == Val::Affine && off.stride >= 2 && off.stride <= 4 && c.w > 1) {
+      // Lanes a small stride apart (a stride-2 window): one masked load of the span, which
+      // reads only the lanes' own elements (nothing past the last), and a shuffle that picks
+      // them, rather than a gather of one element per lane.
+      const auto s = static_cast<unsigned>(off.stride), wide = c.w * s;
+      std::vector<int> spread, pick;
+      for (unsigned i = 0; i < wide; ++i) spread.push_back(i % s == 0 ? static_cast<int>(i / s) : static_cast<int>(c.w));
+      for (unsigned l = 0; l < c.w; ++l) pick.push_back(static_cast<int>(l * s));
+      llvm::Type* bits = vec_type(b_.getInt1Ty(), c.w);
+      Value* lanes = mask ? mask : llvm::Constant::getAllOnesValue(bits);
+      Value* wide_mask = b_.CreateShuffleVector(lanes, llvm::Constant::getNullValue(bits), spread);
+      llvm::Type* wt = vec_type(mt, wide);
+      Value* span = b_.CreateMaskedLoad(wt, b_.CreateGEP(mt, base, off.v), align, wide_mask, llvm::Constant::getNullValue(wt));
+      return to_reg(b_.CreateShuffleVector(span, pick));
+    }
+    Value* ptrs = b_.CreateGEP(mt, base, vector_of(c, off));
+    if (!mask) mask = llvm::Constant::getAllOnesValue(vec_type(b_.getInt1Ty(), c.w));
+    return to_reg(b_.CreateMaskedGather(vt, ptrs, align, mask, llvm::Constant::getNullValue(vt)));
+  };
+  if (!masked) return {vector_load(nullptr), Val::Vector};
+  const Val m = get(c, in.args[1]);
+  if (m.kind != Val::Uniform) return {vector_load(vector_of(c, m)), Val::Vector};
+  // A mask the same for every lane (a padded window's row, where the lanes' own bounds are
+  // known) guards the whole vector: one branch around a plain load, not a masked load.
+  llvm::BasicBlock* from = b_.GetInsertBlock();
+  auto* then = llvm::BasicBlock::Create(ctx_, "uniform.load", fn_);
+  auto* join = llvm::BasicBlock::Create(ctx_, "uniform.join", fn_);
+  b_.CreateCondBr(m.v, then, join);
+  b_.SetInsertPoint(then);
+  Value* x = vector_load(nullptr);
+  llvm::BasicBlock* loaded = b_.GetInsertBlock();
+  b_.CreateBr(join);
+  b_.SetInsertPoint(join);
+  llvm::PHINode* phi = b_.CreatePHI(x->getType(), 2);
+  phi->addIncoming(x, loaded);
+  phi->addIncoming(llvm::Constant::getNullValue(x->getType()), from);
+  return {phi, Val::Vector};
 }
 
 Value* KernelEmitter::contiguous_lane0(Ctx& c, Ref offset, const Val& off) {
