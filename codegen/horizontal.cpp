@@ -30,13 +30,15 @@ using kir::Inst;
 using kir::Kernel;
 using kir::Ref;
 
-// Per load or store offset of `k`: the step of `base + step * flat`, or nullopt where `k`
-// cannot join a horizontal kernel.
+// What joining reads of a kernel: its positions as affine functions of the domain, and the
+// instructions that only compute positions (kir::index_instructions).
 struct Flat {
   std::vector<std::optional<kir::Affine>> affine;
-  std::vector<bool> index;  // kir::index_instructions
+  std::vector<bool> index;
 };
 
+// The step of offset `a` written as `base + step * flat` (flat: the point's row-major number
+// in `k`'s domain), or nullopt where it is not one.
 std::optional<int64_t> flat_step(const Kernel& k, const kir::Affine& a) {
   const auto strides = k.domain.strides();
   std::optional<int64_t> step;
@@ -49,6 +51,7 @@ std::optional<int64_t> flat_step(const Kernel& k, const kir::Affine& a) {
   return step.value_or(0);
 }
 
+// `k`'s positions, where it may join a horizontal kernel; nullopt where it may not.
 std::optional<Flat> joinable(const Kernel& k) {
   if (k.in_order || !k.customs.empty() || k.has_reduction() || k.domain.numel() <= 0 || k.stores.empty())
     return std::nullopt;
