@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "int_division.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/support/error.h"
 
@@ -40,8 +41,6 @@ void add_to(Affine& a, const Affine& b, int64_t c) {
   a.base += c * b.base;
   for (size_t d = 0; d < a.stride.size(); ++d) a.stride[d] += c * b.stride[d];
 }
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
 
 // The least and greatest value over the domain; nullopt where that overflows.
 std::optional<std::pair<int64_t, int64_t>> range_of(const Affine& a, const Shape& domain) {

@@ -15,15 +15,10 @@
 // compare is known, true or false, so each stretch computes only what its stores need.
 #include <algorithm>
 
+#include "int_division.h"
 #include "kiln/codegen/kernel_ir.h"
 
 namespace kiln::kir {
-namespace {
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-
-}  // namespace
 
 bool is_cut(const LaneBound& b) {
   return std::all_of(b.rest.stride.begin(), b.rest.stride.end(), [](int64_t s) { return s == 0; });
