@@ -44,7 +44,8 @@ Graph random_graph(uint64_t seed, const RandomGraphOptions& options = {});
 /// float parameter).
 Graph gradient_graph(const Graph& g);
 
-/// Seeds 0..count-1, or only $KILN_DIFF_SEED when it is set (to rerun one failure).
+/// Seeds 0..count-1 (0..count/4-1 in a sanitizer build), or only $KILN_DIFF_SEED when it is
+/// set (to rerun one failure).
 std::vector<uint64_t> diff_seeds(uint64_t count);
 
 /// Inputs for `g`: floats in [-3, 3] with 4% each of 0 and -0.0, 1% each of inf and nan; integers in
