@@ -74,6 +74,14 @@ class CDialect {
   /// The definition of helper `name`, for the helpers the dialect supplies itself (a
   /// function `math` names `kiln_...` that the language lacks); "" for none.
   virtual std::string helper(std::string_view name) const { (void)name; return ""; }
+  /// How kiln's own f32 math (c_f32_math_helper) is spelled on `lanes` floats (1, or more
+  /// where vector_values()): the float and unsigned types, and the functions that take a
+  /// float's bits as unsigned, make a float of them, take unsigned bits as signed and back,
+  /// and convert a signed integer to float.
+  struct MathSpelling {
+    std::string float_type, uint_type, to_bits, from_bits, to_signed, to_unsigned, signed_to_float;
+  };
+  virtual MathSpelling math_spelling(int lanes) const = 0;
   /// The helper that divides two values of float type `t` where the language's `/` cannot be
   /// trusted with IEEE 754's special values ("" for `/`).
   virtual std::string divide(DType t) const { (void)t; return ""; }
@@ -202,6 +210,10 @@ int64_t helper_iterations_per_point(const Kernel& k);
 /// Throws kiln::Error naming `what` where `iterations` (c_loop_iterations,
 /// c_gemm_loop_iterations) exceed Capabilities::max_loop_iterations.
 void check_loop_budget(int64_t iterations, const Capabilities& caps, std::string_view what);
+/// kiln's own f32 `fn` (exp, log, tanh or erf: include/kiln/codegen/f32_math.h) as helper
+/// function `name` of `dialect`'s language on `lanes` floats.
+std::string c_f32_math_helper(const CDialect& dialect, std::string_view fn, std::string_view name, int lanes = 1);
+
 /// The helper functions named in `helpers` (kiln_max_f32, kiln_rand_f32...), each once.
 std::string emit_c_helpers(const std::set<std::string>& helpers, const CDialect& dialect);
 /// An entry point's header (CDialect::entry) with its local-memory arrays: before it where

@@ -39,14 +39,14 @@ bool is_double_only_in_opencl(std::string_view fn) {
 }
 
 // ---- f32 math of kiln's own (GlslDialect::math) ----
-// exp, log and tanh: the cpu backend's algorithms (backends/cpu/vector_math.cpp: the same
-// range reductions, coefficients and special cases), so the two devices agree.
-// Their polynomial steps are written out, not looped: lavapipe counts a helper's loop
-// iterations against the shader's budget of 65535 (Capabilities::max_loop_iterations), which
-// c_loop_iterations counts for the kernel's own loops and fmod's only. A 12-step loop in exp,
-// run twice per element of W3's 4096-wide rows, ended the rows' loops early and silently.
-// exp in double (kiln_exp_f64, shared with pow), rounded once: the f32 algorithm of the
-// cpu backend lost up to 8 ulp on lavapipe near |x| = 9.
+// log, tanh and erf: include/kiln/codegen/f32_math.h's, as the cpu backend computes them
+// (c_f32_math_helper), so the devices agree. Helpers have no loops: lavapipe counts a
+// helper's loop iterations against the shader's budget of 65535
+// (Capabilities::max_loop_iterations), which c_loop_iterations counts for the kernel's own
+// loops and fmod's only. A 12-step loop in exp, run twice per element of W3's 4096-wide rows,
+// ended the rows' loops early and silently.
+// exp in double (kiln_exp_f64, shared with pow), rounded once: f32_math's exp lost up to 8
+// ulp on lavapipe near |x| = 9.
 constexpr const char* kExpF64 =
     "#ifndef KILN_EXP_F64\n"
     "#define KILN_EXP_F64\n"
@@ -77,47 +77,6 @@ constexpr const char* kExpF32 =
     "  if (x > 89.0) return uintBitsToFloat(0x7f800000u);\n"
     "  if (x < -104.0) return 0.0;\n"
     "  return float(kiln_exp_f64(double(x)));\n"
-    "}\n";
-constexpr const char* kLogF32 =
-    "float kiln_log(float x) {\n"
-    "  if (isnan(x)) return x;\n"
-    "  if (x == 0.0) return uintBitsToFloat(0xff800000u);\n"
-    "  if (x < 0.0) return uintBitsToFloat(0x7fc00000u);\n"
-    "  if (isinf(x)) return x;\n"
-    "  bool tiny = x < 1.17549435e-38;  // subnormal: scaled into the normal range first\n"
-    "  precise float xs = tiny ? x * 8388608.0 : x;\n"
-    "  uint bits = floatBitsToUint(xs);\n"
-    "  int e = int(bits >> 23) - (tiny ? 149 : 126);\n"
-    "  precise float m = uintBitsToFloat((bits & 0x807fffffu) | 0x3f000000u);  // in [0.5, 1)\n"
-    "  bool small = m < 0.707106781186547524;\n"
-    "  precise float ef = small ? float(e) - 1.0 : float(e);\n"
-    "  precise float z = small ? (m + m) - 1.0 : m - 1.0;\n"
-    "  precise float z2 = z * z;\n"
-    "  precise float y = 7.0376836292E-2;\n"
-    "  y = fma(y, z, -1.1514610310E-1); y = fma(y, z, 1.1676998740E-1); y = fma(y, z, -1.2420140846E-1);\n"
-    "  y = fma(y, z, 1.4249322787E-1); y = fma(y, z, -1.6668057665E-1); y = fma(y, z, 2.0000714765E-1);\n"
-    "  y = fma(y, z, -2.4999993993E-1); y = fma(y, z, 3.3333331174E-1);\n"
-    "  y = (y * z) * z2;\n"
-    "  y = fma(ef, -2.12194440e-4, y);\n"
-    "  y = fma(z2, -0.5, y);\n"
-    "  precise float r = z + y;\n"
-    "  return fma(ef, 0.693359375, r);\n"
-    "}\n";
-constexpr const char* kTanhF32 =
-    "float kiln_tanh(float x) {\n"
-    "  if (isnan(x)) return x;\n"
-    "  float ax = abs(x);\n"
-    "  if (ax > 9.0) return x > 0.0 ? 1.0 : -1.0;  // rounds to +-1 (also the infinities)\n"
-    "  if (ax < 0.0004) return x;\n"
-    "  precise float xc = min(max(x, -7.90531110763549805), 7.90531110763549805);\n"
-    "  precise float x2 = xc * xc;\n"
-    "  precise float p = -2.76076847742355e-16;\n"
-    "  p = fma(p, x2, 2.00018790482477e-13); p = fma(p, x2, -8.60467152213735e-11); p = fma(p, x2, 5.12229709037114e-08);\n"
-    "  p = fma(p, x2, 1.48572235717979e-05); p = fma(p, x2, 6.37261928875436e-04); p = fma(p, x2, 4.89352455891786e-03);\n"
-    "  p = xc * p;\n"
-    "  precise float q = 1.19825839466702e-06;\n"
-    "  q = fma(q, x2, 1.18534705686654e-04); q = fma(q, x2, 2.26843463243900e-03); q = fma(q, x2, 4.89352518554385e-03);\n"
-    "  return p / q;\n"
     "}\n";
 // Round half to even on doubles from floor: x - floor(x) is exact except just below zero
 // (-2^-60 gives 1, which rounds to the same zero), and so are the halves of the integers it
@@ -454,8 +413,9 @@ class GlslDialect final : public CDialect {
 
   std::string helper(std::string_view name) const override {
     if (name == "kiln_exp") return std::string(kExpF64) + kExpF32;
-    if (name == "kiln_log") return kLogF32;
-    if (name == "kiln_tanh") return kTanhF32;
+    if (name == "kiln_log") return c_f32_math_helper(*this, "log", name);
+    if (name == "kiln_tanh") return c_f32_math_helper(*this, "tanh", name);
+    if (name == "kiln_erf") return c_f32_math_helper(*this, "erf", name);  // GLSL has no erf
     if (name == "kiln_sin") return std::string(kRemPio2) + kSinCosF64 + kSinF32;
     if (name == "kiln_cos") return std::string(kRemPio2) + kSinCosF64 + kCosF32;
     if (name == "kiln_pow") return std::string(kExpF64) + kPowF32;
@@ -464,24 +424,11 @@ class GlslDialect final : public CDialect {
     if (name == "kiln_round_even_f64") return kRoundEvenF64;
     if (name == "kiln_fmod_f32") return fmod_helper(DType::F32);
     if (name == "kiln_fmod_f64") return fmod_helper(DType::F64);
-    if (name != "kiln_erf") return "";
-    // erf on f32: the cpu backend's rational approximation (backends/cpu/vector_math.cpp,
-    // erf_f32, same coefficients and clamps), since GLSL has no erf. NaN is returned first:
-    // GLSL's min and max leave NaN undefined.
-    return "float kiln_erf(float x) {\n"
-           "  if (isnan(x)) return x;\n"
-           "  precise float xc = min(max(x, -4.0), 4.0);\n"
-           "  precise float x2 = xc * xc;\n"
-           "  precise float p = -2.72614225801306e-10;\n"
-           "  p = fma(p, x2, 2.77068142495902e-08); p = fma(p, x2, -2.10102402082508e-06);\n"
-           "  p = fma(p, x2, -5.69250639462346e-05); p = fma(p, x2, -7.34990630326855e-04);\n"
-           "  p = fma(p, x2, -2.95459980854025e-03); p = fma(p, x2, -1.60960333262415e-02);\n"
-           "  precise float q = -1.45660718464996e-05;\n"
-           "  q = fma(q, x2, -2.13374055278905e-04); q = fma(q, x2, -1.68282697438203e-03);\n"
-           "  q = fma(q, x2, -7.37332916720468e-03); q = fma(q, x2, -1.42647390514189e-02);\n"
-           "  // Near 0 the rational form would lose a tiny x's bits in subnormal intermediates.\n"
-           "  return abs(x) < 1e-4 ? x * 1.12837916709551257 : xc * p / q;\n"
-           "}\n";
+    return "";
+  }
+  MathSpelling math_spelling(int lanes) const override {
+    KILN_ASSERT(lanes == 1, "GLSL's math helpers are scalar");
+    return {"float", "uint", "floatBitsToUint", "uintBitsToFloat", "int", "uint", "float"};
   }
 
   std::string vector_type(DType t, int lanes) const override {

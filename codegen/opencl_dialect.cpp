@@ -12,65 +12,6 @@
 namespace kiln::kir {
 namespace {
 
-// f32 exp and tanh of kiln's own: backends/cpu/vector_math.cpp's exp_f32 and tanh_f32 step
-// for step (the same clamps, coefficients and cut-offs), branch-free so that work-items
-// vectorize. PoCL's took 37 of W3's 49 ms and 15 of W1's 16; rint(), fmin() and the like are
-// calls there too, so rounding to an integer is 1.5 * 2^23 added and taken away.
-constexpr const char* kExpF32 =
-    "static inline float kiln_exp(float x) {\n"
-    "  float xc = x > 88.8f ? 88.8f : x;  // past the clamps the scaling overflows or rounds to 0\n"
-    "  xc = xc < -104.0f ? -104.0f : xc;  // (NaN flows through)\n"
-    "  float t = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23 + rint (PoCL's is a call)\n"
-    "  float fx = t - 12582912.0f;\n"
-    "  float r = fma(fx, -0.693359375f, xc);\n"
-    "  r = fma(fx, 2.12194440e-4f, r);\n"
-    "  float p = 1.9875691500E-4f;\n"
-    "  p = fma(p, r, 1.3981999507E-3f); p = fma(p, r, 8.3334519073E-3f); p = fma(p, r, 4.1665795894E-2f);\n"
-    "  p = fma(p, r, 1.6666665459E-1f); p = fma(p, r, 5.0000001201E-1f);\n"
-    "  p = fma(p, r * r, r + 1.0f);\n"
-    "  // 2^n as two normal factors (a subnormal result rounds once), their biased exponents\n"
-    "  // from t's bits, 0x4b400000 + n (NaN: any bits, p is NaN)\n"
-    "  uint m = as_uint(t) - (0x4b400000u - 254u);\n"
-    "  uint e1 = m >> 1, e2 = m - e1;\n"
-    "  return (p * as_float(e1 << 23)) * as_float(e2 << 23);\n"
-    "}\n";
-constexpr const char* kTanhF32 =
-    "static inline float kiln_tanh(float x) {\n"
-    "  float ax = fabs(x);\n"
-    "  float xc = fmin(fmax(x, -7.90531110763549805f), 7.90531110763549805f);  // NaN: returned below\n"
-    "  float x2 = xc * xc;\n"
-    "  float p = -2.76076847742355e-16f;\n"
-    "  p = fma(p, x2, 2.00018790482477e-13f); p = fma(p, x2, -8.60467152213735e-11f); p = fma(p, x2, 5.12229709037114e-08f);\n"
-    "  p = fma(p, x2, 1.48572235717979e-05f); p = fma(p, x2, 6.37261928875436e-04f); p = fma(p, x2, 4.89352455891786e-03f);\n"
-    "  p = xc * p;\n"
-    "  float q = 1.19825839466702e-06f;\n"
-    "  q = fma(q, x2, 1.18534705686654e-04f); q = fma(q, x2, 2.26843463243900e-03f); q = fma(q, x2, 4.89352518554385e-03f);\n"
-    "  float r = ax < 0.0004f ? x : p / q;\n"
-    "  r = ax > 9.0f ? copysign(1.0f, x) : r;  // rounds to +-1 (also the infinities)\n"
-    "  return isnan(x) ? x : r;\n"
-    "}\n";
-
-// `helper` (kExpF32, kTanhF32) on vectors of `lanes` floats, named with the lanes
-// (kiln_exp16): the same text, since OpenCL C applies operators, `?:` with a vector
-// condition and the built-ins element by element, and widens a scalar operand to a vector.
-std::string widened_helper(std::string_view helper, int lanes) {
-  std::string out;
-  const std::string n = std::to_string(lanes);
-  for (size_t i = 0; i < helper.size();) {
-    auto at = [&](std::string_view word) { return helper.substr(i, word.size()) == word; };
-    auto word_start = i == 0 || !(std::isalnum(static_cast<unsigned char>(helper[i - 1])) || helper[i - 1] == '_');
-    const bool typed = at("float ") || at("uint ") || at("as_float(") || at("as_uint(");
-    if (word_start && (typed || at("kiln_exp(") || at("kiln_tanh("))) {
-      const size_t end = helper.find_first_of(" (", i);
-      out.append(helper.substr(i, end - i)).append(n);
-      i = end;
-      continue;
-    }
-    out += helper[i++];
-  }
-  return out;
-}
-
 class OpenClDialect final : public CDialect {
  public:
   std::string type(DType t) const override {
@@ -130,16 +71,23 @@ class OpenClDialect final : public CDialect {
   std::string math(std::string_view fn, DType t) const override {
     return t == DType::F32 && (fn == "exp" || fn == "tanh") ? fmt::format("kiln_{}", fn) : std::string(fn);
   }
+  // f32 exp and tanh are kiln's own (include/kiln/codegen/f32_math.h): PoCL's took 37 of
+  // W3's 49 ms and 15 of W1's 16. On a work-item's lanes they are the same steps on vectors
+  // (kiln_exp16), which OpenCL C applies element by element.
   std::string helper(std::string_view name) const override {
-    for (std::string_view fn : {"kiln_exp", "kiln_tanh"}) {
-      if (!name.starts_with(fn)) continue;
-      const std::string_view text = fn == "kiln_exp" ? kExpF32 : kTanhF32;
-      const std::string_view lanes = name.substr(fn.size());  // kiln_exp16: 16
-      if (lanes.empty()) return std::string(text);
+    for (std::string_view fn : {"exp", "tanh"}) {
+      const std::string base = fmt::format("kiln_{}", fn);
+      if (!name.starts_with(base)) continue;
+      const std::string_view lanes = name.substr(base.size());  // kiln_exp16: 16
+      if (lanes.empty()) return c_f32_math_helper(*this, fn, name);
       if (std::ranges::all_of(lanes, [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
-        return widened_helper(text, std::stoi(std::string(lanes)));
+        return c_f32_math_helper(*this, fn, name, std::stoi(std::string(lanes)));
     }
     return "";
+  }
+  MathSpelling math_spelling(int lanes) const override {
+    const std::string n = lanes > 1 ? std::to_string(lanes) : "";
+    return {"float" + n, "uint" + n, "as_uint" + n, "as_float" + n, "as_int" + n, "as_uint" + n, "convert_float" + n};
   }
   bool double_math(std::string_view) const override { return true; }
 

@@ -1,12 +1,10 @@
 // backends/cpu/vector_math.h - transcendental functions emitted inline as LLVM IR.
 //
-// f32 exp, log, tanh, erf and sigmoid are polynomial or rational approximations built from
-// plain arithmetic, so they work on any vector width and vectorize with the loop around them:
-// exp and log are Cephes' (range reduction + polynomial), tanh and erf are Eigen's rational
-// approximations (the same ones the hand-written reference loop uses). Their error against
-// the correctly rounded result is measured in tests/unit/cpu_math_test.cpp and documented in
-// docs/runtime.md. Every other case (f64, sin, cos, pow) calls the C library once per lane,
-// in double, which is exactly what the reference interpreter computes.
+// f32 exp, log, tanh, erf and sigmoid are kiln's own (include/kiln/codegen/f32_math.h, which
+// the OpenCL and GLSL dialects print too), built from plain arithmetic, so they work on any
+// vector width and vectorize with the loop around them. Every other case (f64, sin, cos, pow)
+// calls the C library once per lane, in double, which is exactly what the reference
+// interpreter computes.
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>

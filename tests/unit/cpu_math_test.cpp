@@ -1,4 +1,4 @@
-// Accuracy of the cpu device's inline f32 math (codegen/cpu/vector_math.cpp), in ulps.
+// Accuracy of the cpu device's inline f32 math (include/kiln/codegen/f32_math.h), in ulps.
 //
 // f32 exp, log, tanh, erf and sigmoid are not computed through libm in double (as the
 // interpreter does) but with inline polynomial approximations in f32. Each sweep runs one
@@ -21,6 +21,7 @@
 // overflowed and subnormal results came out as 0).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -284,6 +285,30 @@ TEST(CpuMath, SigmoidSpecialValues) {
                               {-kMax, 0.0f},
                               {kMax, 1.0f},
                               {-200.0f, 0.0f}});
+}
+
+// The inline f32 functions are one algorithm for every device (f32_math.h): OpenCL C's exp
+// and tanh are its steps printed as helpers, which PoCL runs to the cpu device's bits.
+// (Vulkan's log, tanh and erf are its steps too, but lavapipe's f32 division may be off by
+// the 2.5 ulp Vulkan allows: docs/backends.md.)
+TEST(F32Math, OpenClExpAndTanhAreTheCpuDevicesBitForBit) {
+  const Device opencl = Device::parse("opencl:0");
+  const std::vector<Device> devices = registered_devices();
+  if (std::find(devices.begin(), devices.end(), opencl) == devices.end()) GTEST_SKIP() << "no opencl:0 here";
+  std::vector<float> xs = sweep(-110.0f, 90.0f, 1 << 14, 1 << 14);
+  for (uint32_t bits = 0; bits < 1u << 14; ++bits) xs.push_back(std::bit_cast<float>(bits * 262147u));  // every kind
+  for (const char* op : {"exp", "tanh"}) {
+    const std::string type = fmt::format("f32[{}]", xs.size());
+    const Graph g = parse_or_fail(fmt::format("graph @{0}s(%x: {1}) -> {1} {{\n  %y = {0} %x : {1}\n  return %y\n}}\n", op, type));
+    const std::vector<HostTensor> in{HostTensor::from_vector<float>(xs, {static_cast<int64_t>(xs.size())})};
+    const std::vector<float> cpu = run_cpu(g, in).at(0).to_vector<float>();
+    const std::vector<float> cl = run_on_host(opencl, g, in).at(0).to_vector<float>();
+    int differ = 0;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (ulps(cl[i], cpu[i]) != 0 && differ++ < 3)
+        ADD_FAILURE() << op << "(" << xs[i] << "): opencl:0 " << cl[i] << ", cpu " << cpu[i];
+    EXPECT_EQ(differ, 0) << op;
+  }
 }
 
 }  // namespace
