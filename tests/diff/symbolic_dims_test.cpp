@@ -71,7 +71,9 @@ TEST(SymbolicRandomGraphs, EveryDeviceMatchesTheInterpreterAtEverySize) {
       }
     }
   }
-  // The draw must reach enough generalized graphs for the test to mean something.
+  // The draw must reach enough generalized graphs for the test to mean something (all 80
+  // seeds: a sanitizer build or KILN_DIFF_SEED runs fewer).
+  if (test::diff_seeds(80).size() < 80) return;
   EXPECT_GE(generalized, 15);
   EXPECT_GE(runs, 60);
 }
