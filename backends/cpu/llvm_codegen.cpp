@@ -328,13 +328,15 @@ class KernelEmitter {
       if (k_.reduced[static_cast<size_t>(d)] && k_.domain[d] == 0) return true;
     return false;
   }
-  void emit_case_a(Value* it);
+  // Case A (Schedule::lanes_reduce): iteration `it` is one kept point; it walks its rows.
+  void emit_point_rows(Value* it);
   Value* row_offset(const std::vector<Value*>& dims);
   void prefetch_rows(const std::vector<Value*>& dims, unsigned w, const std::vector<int>& kept, bool stores_later);
   void prefetch_lines(int32_t buffer, const kir::Affine& a, const std::vector<Value*>& dims, int64_t shift, unsigned w,
                       bool write);
   void mark_row_cache_filled(const std::vector<Ref>& reds);
-  void emit_case_b(Value* it);
+  // Case B: iteration `it` is a tile of lanes along the kept last dim at one outer point.
+  void emit_lane_tile(Value* it);
 
   const kir::Kernel& k_;
   llvm::LLVMContext& ctx_;
@@ -1158,7 +1160,7 @@ struct ArgState {
   llvm::AllocaInst* seen;
 };
 
-void KernelEmitter::emit_case_a(Value* it) {
+void KernelEmitter::emit_point_rows(Value* it) {
   std::vector<Value*> dims(static_cast<size_t>(rank_), nullptr);
   std::vector<int> kept, outer_reduced;
   for (int d = 0; d < rank_; ++d) {
@@ -1370,7 +1372,7 @@ void KernelEmitter::mark_row_cache_filled(const std::vector<Ref>& reds) {
   row_cache_.offset = nullptr;
 }
 
-void KernelEmitter::emit_case_b(Value* it) {
+void KernelEmitter::emit_lane_tile(Value* it) {
   std::vector<Value*> dims(static_cast<size_t>(rank_), nullptr);
   std::vector<int> kept_outer, reduced;
   for (int d = 0; d < rank_; ++d) {
@@ -1583,8 +1585,8 @@ void KernelEmitter::emit(const std::string& name) {
   Value* begin = fn_->getArg(static_cast<unsigned>(nargs));
   Value* end = fn_->getArg(static_cast<unsigned>(nargs + 1));
   loop(begin, end, i64(1), [&](Value* it) {
-    if (sched_.lanes_reduce) emit_case_a(it);
-    else emit_case_b(it);
+    if (sched_.lanes_reduce) emit_point_rows(it);
+    else emit_lane_tile(it);
   });
   b_.CreateRetVoid();
 
