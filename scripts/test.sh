@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tests' PoCL cache outlives build trees (CMakeLists.txt, KILN_TEST_POCL_CACHE_DIR): past
 # 2 GB it starts again empty.
-test_cache=${XDG_CACHE_HOME:-$HOME/.cache}/kiln-tests
+test_cache=${XDG_CACHE_HOME:-${HOME:-}/.cache}/kiln-tests
 if [ -d "$test_cache" ] && [ "$(du -sm "$test_cache" | cut -f1)" -gt 2048 ]; then rm -rf "$test_cache"; fi
 scripts/setup.sh
 build_dir=${KILN_BUILD_DIR:-build}
