@@ -89,13 +89,12 @@ class Backend {
   /// Every kernel of a launch plan, `kernels[i]` run with `schedules[i]`: the engine compiles
   /// a plan through this. A backend whose compiler costs much per invocation whatever it
   /// compiles (an OpenCL program build) overrides it to compile the kernels together; the
-  /// default calls compile() for each.
+  /// default (backends/compile_all.cpp) calls compile() once for each distinct kernel and
+  /// schedule, the distinct ones at once on the machine's cores (a model's repeated blocks
+  /// compile once, its other kernels in parallel), and throws the error of the first kernel
+  /// in plan order that fails.
   virtual std::vector<std::shared_ptr<const CompiledKernel>> compile_all(std::span<const kir::Kernel> kernels,
-                                                                         std::span<const kir::Schedule> schedules) {
-    std::vector<std::shared_ptr<const CompiledKernel>> out;
-    for (size_t i = 0; i < kernels.size(); ++i) out.push_back(compile(kernels[i], schedules[i]));
-    return out;
-  }
+                                                                         std::span<const kir::Schedule> schedules);
 
   // ---- buffers ----
   /// Uninitialized memory; throws kiln::Error naming the size and device when it cannot.
