@@ -2,12 +2,15 @@
 """Where each model of the suite spends its time in kiln: `kiln run --profile` on every
 model's export, then a markdown table from its Chrome traces.
 
-  benchmarks/models/profile.py [--out DIR] [--only name,...] [--device cpu] [--repeat 5]
+  benchmarks/models/profile_models.py [--out DIR] [--only name,...] [--device cpu] [--repeat 5]
 
 For each model: launches per call, time per call, the GEMM steps' share of it and the rate
 they reach (GFLOP/s, share of the device's multiply-add peak), the other kernels' share and
 the rate they move bytes at, and the three slowest kernels (with their share of the call).
 The traces stay in DIR/<model>.<device>.json (Perfetto opens them).
+
+(Not named profile.py: Python puts this folder first on sys.path for export.py and run.py,
+where a profile.py hides the standard library's, which torch's exporter imports.)
 """
 import argparse
 import json
