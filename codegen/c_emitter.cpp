@@ -111,6 +111,9 @@ class CEmitter {
     int indent = 1;
     std::string text;
     std::vector<uint8_t> has;  // per instruction: a variable in this scope
+    // A branch's body: what it computes stays inside, where only the work-items taking the
+    // branch compute it (a horizontal kernel's part), even what depends on no dim.
+    bool branch = false;
   };
   Scope child(Scope& parent, uint64_t dims) {
     Scope s;
@@ -318,6 +321,7 @@ class CEmitter {
   int replaced_buffer_ = -1;       // emit_point: loads of this buffer are `replacement_`
   std::string replacement_;
   std::string locals_;             // local-memory arrays
+  bool part_branches_ = false;     // emit(): a horizontal kernel's parts each in a branch
   // The row cache (kir::row_cached_values; a row per work-item only): per instruction,
   // whether its value is kept in private array c<r> indexed by the row position `r`, and
   // whether a finished pass has filled it (later passes read it there). Values a pass
@@ -356,7 +360,7 @@ void CEmitter::ensure(Scope& s, Ref r) {
       return (deps_[static_cast<size_t>(x)] & ~p.dims) == 0 &&
              std::ranges::all_of(reads(in), [&](Ref a) { return available(p, a); });
     };
-    while (at->parent && fits(*at->parent)) at = at->parent;
+    while (at->parent && !at->branch && fits(*at->parent)) at = at->parent;
     const std::string type = index_[static_cast<size_t>(x)] ? idx_type()
                              : vector_value(x)             ? d_.vector_type(in.type, lanes_)
                                                            : d_.type(in.type);
@@ -1063,7 +1067,40 @@ void CEmitter::emit_stores(Scope& point) {
   };
   std::vector<const Store*> once, per_element;
   for (const Store& st : k_.stores) (needs_reduced(st) ? per_element : once).push_back(&st);
-  if (!once.empty()) {
+  if (!once.empty() && part_branches_) {
+    // A horizontal kernel (Kernel::parts, merge_horizontal): each part's stores and what
+    // they compute in a branch that only the work-items whose points meet the part's range
+    // take, so that a work-item computes one part's body (two where its lanes straddle a
+    // boundary), not every part's under its masks. The masks stay: they hold the lanes.
+    const int64_t lanes = lanes_reduced_ ? 1 : lanes_;
+    int64_t from = 0;
+    size_t stored = 0;
+    for (size_t p = 0; p < k_.parts.size(); ++p) {
+      const Kernel::Part& part = k_.parts[p];
+      const Ref end = p + 1 < k_.parts.size() ? k_.parts[p + 1].first : static_cast<Ref>(k_.insts.size());
+      Scope branch = child(point, point.dims);
+      branch.branch = true;
+      std::vector<const Store*> mine;
+      for (const Store* st : once)
+        if (st->value >= part.first && st->value < end) mine.push_back(st);
+      // Every value before any store, as below: a buffer the part writes may be one it
+      // reads under another parameter (the memory plan's in-place updates).
+      for (const Store* st : mine)
+        for (Ref r : {st->offset, st->value, st->guard})
+          if (r != kNoRef) ensure(branch, r);
+      for (const Store* st : mine) store_line(branch, *st);
+      stored += mine.size();
+      if (!branch.text.empty()) {
+        const int64_t first = from - lanes + 1;  // the first work-item whose lanes reach the part
+        const std::string below = fmt::format("it < {}", idx_literal(from + part.points));
+        line(point, first > 0 ? fmt::format("if (it >= {} && {}) {{", idx_literal(first), below) : fmt::format("if ({}) {{", below));
+        point.text += branch.text;
+        line(point, "}");
+      }
+      from += part.points;
+    }
+    KILN_ASSERT(stored == once.size(), "every store of a horizontal kernel computed by one of its parts");
+  } else if (!once.empty()) {
     for (const Store* st : once)
       for (Ref r : {st->offset, st->value, st->guard})
         if (r != kNoRef) ensure(point, r);
@@ -1351,6 +1388,7 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
     }
   }
   for (int st = 1; st <= stages_; ++st) emit_stage(point, st);
+  part_branches_ = !k_.parts.empty() && stages_ == 0;
   emit_stores(point);
 
   const std::string dbl = d_.type(DType::F64);

@@ -6,15 +6,20 @@
 // parameter's shape, launched one after another, none of them reading what another writes.
 // XLA's horizontal loop fusion and PyTorch's foreach optimizers (multi_tensor_apply) run such
 // a set as one launch. Here a run of such kernels becomes one kernel over one flat dim, part
-// j over points [from_j, from_j + n_j), each load and store masked to its part; the cpu walks
-// each part apart with the masks known (kir::lane_bounds' cuts), so a point computes only its
-// own part's body.
+// j over points [from_j, from_j + n_j), each load and store masked to its part, so a point
+// computes only its own part's body: the cpu walks each part apart with the masks known
+// (kir::lane_bounds' cuts), and the C-family emitter puts each part in a branch that only the
+// work-items meeting its range take. Parts that read one buffer (the clipping factor) or one
+// launch scalar (the learning rate) share the parameter, and a kernel takes no more parts
+// than the device's argument limits allow (Vulkan's descriptors and push constants, OpenCL's
+// parameter bytes).
 //
 // A kernel joins where every load and store offset is `base + step * flat`, flat being the
 // point's row-major number in its domain (same-shaped operands and broadcast scalars: an
 // update's), and where nothing but those offsets uses a position; the part then needs no
 // division to find its positions, and its offsets stay affine in the merged dim.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -74,15 +79,69 @@ std::optional<Flat> joinable(const Kernel& k) {
   return f;
 }
 
-// Appends `k` to `m` (over one flat dim) as its points [from, from + n): with `masked`, each
-// load and store holds only there; without, `m` is `k` alone over [n] (its body, compared to
-// find kernels of one body).
-void append_part(Kernel& m, const Kernel& k, const Flat& f, int64_t from, bool masked) {
+// Where part `k`'s parameters are in the joined kernel: buffers[b] for its buffer b,
+// scalars[a] for its scalar a.
+struct ParameterMap {
+  std::vector<int32_t> buffers;
+  std::vector<int64_t> scalars;
+  int64_t new_buffers = 0, new_scalars = 0;  // how many the part adds
+};
+
+// The parameters of a horizontal kernel as its parts join. A part's read-only buffer bound to
+// a plan buffer that an earlier part reads too shares that parameter, and so does a scalar
+// bound to the same launch slot: every update after clipping reads the clipping factor and
+// the learning rate, which would otherwise be a parameter per part.
+class Parameters {
+ public:
+  ParameterMap map(const Kernel& k, const LaunchPlan::Step& s) const {
+    ParameterMap m;
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      auto shared = k.buffers[b].written ? read_.end() : read_.find(s.bindings[b]);
+      m.buffers.push_back(shared != read_.end() ? shared->second : buffers_ + static_cast<int32_t>(m.new_buffers++));
+    }
+    for (size_t a = 0; a < k.scalars.size(); ++a) {
+      auto shared = slots_.find({s.scalar_bindings[a], k.scalars[a]});
+      m.scalars.push_back(shared != slots_.end() ? shared->second : scalars_ + m.new_scalars++);
+    }
+    return m;
+  }
+  // Whether the kernel with `m`'s part added stays within the device's argument limits.
+  bool fits(const ParameterMap& m, const Capabilities& caps) const {
+    const int64_t buffers = buffers_ + m.new_buffers, scalars = scalars_ + m.new_scalars;
+    if (caps.max_kernel_buffers > 0 && buffers > caps.max_kernel_buffers) return false;
+    return caps.max_argument_bytes <= 0 || 8 * scalars + caps.buffer_argument_bytes * buffers <= caps.max_argument_bytes;
+  }
+  // Adds the parameters `m` says are new to `joined` and their bindings to `step`.
+  void add(const Kernel& k, const LaunchPlan::Step& s, const ParameterMap& m, Kernel& joined, LaunchPlan::Step& step) {
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      if (m.buffers[b] != buffers_) continue;  // shared with an earlier part
+      joined.buffers.push_back(k.buffers[b]);
+      step.bindings.push_back(s.bindings[b]);
+      if (!k.buffers[b].written) read_.emplace(s.bindings[b], buffers_);
+      ++buffers_;
+    }
+    for (size_t a = 0; a < k.scalars.size(); ++a) {
+      if (m.scalars[a] != scalars_) continue;
+      joined.scalars.push_back(k.scalars[a]);
+      step.scalar_bindings.push_back(s.scalar_bindings[a]);
+      slots_.emplace(std::pair{s.scalar_bindings[a], k.scalars[a]}, scalars_);
+      ++scalars_;
+    }
+  }
+
+ private:
+  std::map<int32_t, int32_t> read_;                     // plan buffer read -> parameter
+  std::map<std::pair<int32_t, DType>, int64_t> slots_;  // launch slot -> scalar parameter
+  int32_t buffers_ = 0;
+  int64_t scalars_ = 0;
+};
+
+// Appends `k`'s instructions and stores to `m` (over one flat dim) as its points [from,
+// from + n), its parameters where `params` says: with `masked`, each load and store holds
+// only there; without, `m` is `k` alone over [n] (its body, compared to find kernels of one
+// body).
+void append_part(Kernel& m, const Kernel& k, const Flat& f, int64_t from, bool masked, const ParameterMap& params) {
   m.parts.push_back({static_cast<Ref>(m.insts.size()), k.domain.numel()});
-  const auto buffer0 = static_cast<int32_t>(m.buffers.size());
-  const auto scalar0 = static_cast<int64_t>(m.scalars.size());
-  m.buffers.insert(m.buffers.end(), k.buffers.begin(), k.buffers.end());
-  m.scalars.insert(m.scalars.end(), k.scalars.begin(), k.scalars.end());
   auto add = [&](Inst in) {
     m.insts.push_back(std::move(in));
     return static_cast<Ref>(m.insts.size() - 1);
@@ -110,15 +169,15 @@ void append_part(Kernel& m, const Kernel& k, const Flat& f, int64_t from, bool m
     if (in.code == Code::Load) {
       in.args = {offset(in.args[0])};
       if (mask != kir::kNoRef) in.args.push_back(mask);
-      in.buffer += buffer0;
+      in.buffer = params.buffers[static_cast<size_t>(in.buffer)];
     } else {
       for (Ref& a : in.args) a = to[static_cast<size_t>(a)];
-      if (in.code == Code::Arg) in.imm += scalar0;
+      if (in.code == Code::Arg) in.imm = params.scalars[static_cast<size_t>(in.imm)];
     }
     to[i] = add(std::move(in));
   }
   for (const kir::Store& s : k.stores)
-    m.stores.push_back({s.buffer + buffer0, offset(s.offset), to[static_cast<size_t>(s.value)], mask});
+    m.stores.push_back({params.buffers[static_cast<size_t>(s.buffer)], offset(s.offset), to[static_cast<size_t>(s.value)], mask});
 }
 
 // What kernels of one body share: `k` over [n] as a part, without its sizes, and with a
@@ -128,7 +187,13 @@ std::string body_of(const Kernel& k, const Flat& f) {
   Kernel alone;
   alone.domain = Shape({0});
   alone.reduced = {false};
-  append_part(alone, k, f, 0, false);
+  ParameterMap same;
+  for (size_t b = 0; b < k.buffers.size(); ++b) same.buffers.push_back(static_cast<int32_t>(b));
+  for (size_t a = 0; a < k.scalars.size(); ++a) same.scalars.push_back(static_cast<int64_t>(a));
+  alone.buffers = k.buffers;
+  alone.scalars = k.scalars;
+  append_part(alone, k, f, 0, false, same);
+  alone.parts.clear();  // its size
   std::vector<kir::BufferParam> own;
   auto own_buffer = [&](int32_t& b, bool written) {
     own.push_back({"", TensorType{alone.buffers[static_cast<size_t>(b)].type.dtype, Shape{}}, written});
@@ -143,7 +208,7 @@ std::string body_of(const Kernel& k, const Flat& f) {
 
 }  // namespace
 
-int merge_horizontal(LaunchPlan& plan, int max_parts) {
+int merge_horizontal(LaunchPlan& plan, const Capabilities& caps) {
   KILN_ASSERT(plan.schedules.empty(), "horizontal kernels are merged before schedules are chosen");
   struct Candidate {
     std::optional<Flat> flat;
@@ -175,51 +240,41 @@ int merge_horizontal(LaunchPlan& plan, int max_parts) {
       continue;
     }
     // The run: steps of one body, each touching no buffer that an earlier one writes, and
-    // writing none that an earlier one reads (so their order within the launch is free).
-    std::vector<size_t> run{i};
+    // writing none that an earlier one reads (so their order within the launch is free),
+    // as many as the device's argument limits allow.
     std::set<int32_t> read, written;
-    auto touch = [&](size_t s) {
-      const LaunchPlan::Step& step = plan.steps[s];
-      const Kernel& k = plan.kernels[static_cast<size_t>(step.kernel)];
-      for (size_t b = 0; b < k.buffers.size(); ++b) (k.buffers[b].written ? written : read).insert(step.bindings[b]);
-    };
-    touch(i);
     const std::string& body = info(plan.steps[i].kernel).body;
-    size_t j = i + 1;
-    for (; j < plan.steps.size() && static_cast<int>(run.size()) < max_parts && may_join(j); ++j) {
-      const LaunchPlan::Step& step = plan.steps[j];
-      if (info(step.kernel).body != body) break;
-      const Kernel& k = plan.kernels[static_cast<size_t>(step.kernel)];
-      bool independent = true;
-      for (size_t b = 0; b < k.buffers.size(); ++b) {
-        const int32_t buf = step.bindings[b];
-        independent = independent && !written.count(buf) && !(k.buffers[b].written && read.count(buf));
+    Kernel m;
+    LaunchPlan::Step step;
+    Parameters params;
+    int64_t points = 0;
+    size_t j = i;
+    for (; j < plan.steps.size() && static_cast<int>(j - i) < caps.horizontal_parts && may_join(j); ++j) {
+      const LaunchPlan::Step& part = plan.steps[j];
+      const Kernel& k = plan.kernels[static_cast<size_t>(part.kernel)];
+      if (j > i) {
+        if (info(part.kernel).body != body) break;
+        bool independent = true;
+        for (size_t b = 0; b < k.buffers.size(); ++b) {
+          const int32_t buf = part.bindings[b];
+          independent = independent && !written.count(buf) && !(k.buffers[b].written && read.count(buf));
+        }
+        if (!independent) break;
       }
-      if (!independent) break;
-      run.push_back(j);
-      touch(j);
+      const ParameterMap map = params.map(k, part);
+      if (j > i && !params.fits(map, caps)) break;
+      params.add(k, part, map, m, step);
+      append_part(m, k, *info(part.kernel).flat, points, true, map);
+      points += k.domain.numel();
+      for (size_t b = 0; b < k.buffers.size(); ++b) (k.buffers[b].written ? written : read).insert(part.bindings[b]);
     }
-    if (run.size() < 2) {
+    if (j - i < 2) {
       steps.push_back(std::move(plan.steps[i++]));
       continue;
     }
-    Kernel m;
-    const Kernel& first = plan.kernels[static_cast<size_t>(plan.steps[i].kernel)];
-    m.name = fmt::format("{}_h{}", first.name, run.size());
-    int64_t total = 0;
-    for (size_t s : run) total += plan.kernels[static_cast<size_t>(plan.steps[s].kernel)].domain.numel();
-    m.domain = Shape({total});
+    m.name = fmt::format("{}_h{}", plan.kernels[static_cast<size_t>(plan.steps[i].kernel)].name, j - i);
+    m.domain = Shape({points});
     m.reduced = {false};
-    LaunchPlan::Step step;
-    int64_t from = 0;
-    for (size_t s : run) {
-      const LaunchPlan::Step& part = plan.steps[s];
-      const Kernel& k = plan.kernels[static_cast<size_t>(part.kernel)];
-      append_part(m, k, *info(part.kernel).flat, from, true);
-      from += k.domain.numel();
-      step.bindings.insert(step.bindings.end(), part.bindings.begin(), part.bindings.end());
-      step.scalar_bindings.insert(step.scalar_bindings.end(), part.scalar_bindings.begin(), part.scalar_bindings.end());
-    }
     step.kernel = static_cast<int32_t>(plan.kernels.size());
     plan.kernels.push_back(std::move(m));
     kernel_info.emplace_back();

@@ -42,6 +42,12 @@ std::string Kernel::str(bool names) const {
   for (size_t c = 0; c < customs.size(); ++c)
     out += fmt::format("  custom @{} = {} {}\n", customs[c]->name, custom_language_name(customs[c]->language),
                        customs[c]->digest);
+  // A horizontal kernel's parts: emitters branch on them, so they are part of the key.
+  if (!parts.empty()) {
+    out += "  parts";
+    for (size_t p = 0; p < parts.size(); ++p) out += fmt::format("{} %{} x {}", p ? "," : "", parts[p].first, parts[p].points);
+    out += "\n";
+  }
   for (size_t i = 0; i < insts.size(); ++i) {
     const Inst& in = insts[i];
     const std::string_view ty = dtype_name(in.type);

@@ -576,7 +576,7 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
   });
   if (!fits) c = lower(false);
   LaunchPlan& plan = c.plan;
-  if (caps.horizontal_parts > 1) merge_horizontal(plan, caps.horizontal_parts);
+  if (caps.horizontal_parts > 1) merge_horizontal(plan, caps);
   for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, caps));
   // A GEMM's epilogue runs on the product's blocks, a row of the product at a time: its rows
   // stay unmerged where merging them would make it a kernel of its own.

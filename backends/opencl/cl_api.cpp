@@ -108,6 +108,7 @@ OpenClDeviceInfo describe(cl_platform_id p, cl_device_id d) {
   i.correctly_rounded_divide_sqrt =
       (device_value<cl_device_fp_config>(d, CL_DEVICE_SINGLE_FP_CONFIG) & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   i.base_address_align = static_cast<int>(device_value<cl_uint>(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
+  i.max_parameter_bytes = static_cast<int64_t>(device_value<size_t>(d, CL_DEVICE_MAX_PARAMETER_SIZE));
   const std::string ext = device_string(d, CL_DEVICE_EXTENSIONS);
   // Embedded profiles may lack 64-bit integers; full profiles have them.
   i.int64 = device_string(d, CL_DEVICE_PROFILE) == "FULL_PROFILE" || ext.find("cles_khr_int64") != std::string::npos;

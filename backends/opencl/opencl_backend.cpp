@@ -138,6 +138,11 @@ class OpenClBackend final : public Backend {
     caps_.vector_loads = true;   // vloadN / vstoreN
     caps_.vector_values = true;  // floatN arithmetic
     caps_.buffer_alignment = info_.base_address_align;
+    // Horizontal kernels: each part's body in a branch of its own (c_emitter.cpp), as many
+    // parts as the cpu's, within what a kernel's arguments may take.
+    caps_.horizontal_parts = 64;
+    caps_.max_argument_bytes = info_.max_parameter_bytes;
+    caps_.buffer_argument_bytes = sizeof(cl_mem);
     caps_.exact_math = false;  // the device's libm, not the host's
     // Warnings about generated code (a self-comparison from `eq %x, %x`) are not the user's
     // to read; KILN_OPENCL_OPTIONS adds options of the user's (-cl-opt-disable...).

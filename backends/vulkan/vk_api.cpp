@@ -255,6 +255,8 @@ std::vector<FoundDevice> enumerate() {
     i.max_work_group = std::min(pr.limits.maxComputeWorkGroupInvocations, pr.limits.maxComputeWorkGroupSize[0]);
     i.max_work_group_count = pr.limits.maxComputeWorkGroupCount[0];
     i.max_push_constants = pr.limits.maxPushConstantsSize;
+    i.max_storage_buffers = std::min({pr.limits.maxPerStageDescriptorStorageBuffers, pr.limits.maxDescriptorSetStorageBuffers,
+                                      pr.limits.maxPerStageResources});
     i.subgroup_size = static_cast<int>(subgroup.subgroupSize);
     i.subgroup_operations = subgroup_operations(subgroup.supportedOperations);
     constexpr VkSubgroupFeatureFlags kShuffle = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;

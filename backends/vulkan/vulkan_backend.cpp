@@ -211,6 +211,12 @@ class VulkanBackend final : public Backend {
                   : info_.compute_units > 0 ? info_.compute_units
                                             : 64;
     caps_.exact_math = false;  // the driver's math, with Vulkan's precision rules
+    // Horizontal kernels: each part's body in a branch of its own (c_emitter.cpp), as many
+    // parts as the cpu's, within the descriptors a shader may bind and the push constants
+    // that hold its scalars (less the zero word, push_layout).
+    caps_.horizontal_parts = 64;
+    caps_.max_kernel_buffers = info_.max_storage_buffers;
+    caps_.max_argument_bytes = info_.max_push_constants - 4;
     names_ = {fmt::format("vulkan:{} ({})", index, info_.name), "shaderFloat64", "shaderInt64",
               "storageBuffer16BitAccess and shaderInt16"};
     fingerprint_ = fmt::format("vulkan|{}|{}|{}|{}|api {}|uuid {}|{:04x}:{:04x}|kiln {} codegen {}", info_.name,

@@ -33,6 +33,7 @@ struct OpenClDeviceInfo {
   bool correctly_rounded_divide_sqrt = false;
   bool subgroups = false;
   int base_address_align = 0;  // bytes, CL_DEVICE_MEM_BASE_ADDR_ALIGN: a buffer's base
+  int64_t max_parameter_bytes = 0;  // CL_DEVICE_MAX_PARAMETER_SIZE: a kernel's arguments together
 };
 
 /// Every OpenCL device this process can use (empty when no platform is installed). The

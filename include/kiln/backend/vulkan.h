@@ -36,6 +36,9 @@ struct VulkanDeviceInfo {
   int64_t max_work_group = 0;            // invocations per work-group (x)
   int64_t max_work_group_count = 0;      // work-groups per dispatch (x)
   int64_t max_push_constants = 0;        // bytes
+  /// Storage buffers one compute shader may bind: maxPerStageDescriptorStorageBuffers,
+  /// maxDescriptorSetStorageBuffers and maxPerStageResources, the least of them.
+  int64_t max_storage_buffers = 0;
   /// Streaming multiprocessors or compute units, where the driver says (VK_NV_shader_sm_builtins,
   /// VK_AMD_shader_core_properties); 0 where it does not.
   int compute_units = 0;

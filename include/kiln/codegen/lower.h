@@ -166,10 +166,12 @@ std::optional<LaunchPlan::Gemm> gemm_of_contraction(const Kernel& k);
 /// Merges each run of consecutive kernel steps that compute one elementwise body over
 /// different shapes, none touching what another writes (an optimizer's updates after
 /// gradient clipping), into one launch of a kernel over one flat dim, each part masked to its
-/// range (codegen/horizontal.cpp), at most `max_parts` to a kernel. A kernel right after a
+/// range (codegen/horizontal.cpp), at most `caps.horizontal_parts` to a kernel and within the
+/// device's argument limits (Capabilities::max_kernel_buffers, max_argument_bytes); parts
+/// that read the same buffer or launch scalar share the parameter. A kernel right after a
 /// GEMM stays (it may be the GEMM's epilogue). Before schedules are chosen; returns how many
 /// kernels it made.
-int merge_horizontal(LaunchPlan& plan, int max_parts);
+int merge_horizontal(LaunchPlan& plan, const Capabilities& caps);
 
 /// Lowers `fused` (the output of the fuse pass) with buffers from `memory`. Throws
 /// kiln::Error naming the kernel when a region cannot be lowered.

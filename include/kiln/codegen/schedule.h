@@ -64,8 +64,17 @@ struct Capabilities {
   bool exact_math = true;
   /// Independent elementwise kernels of one body run as one launch (merge_horizontal), at
   /// most this many to a launch (0: never): the cpu walks each part apart (its masks are
-  /// kir::lane_bounds' cuts); a work-item emitter would compute every part at every point.
+  /// kir::lane_bounds' cuts); the C-family emitter puts each part in a branch that only the
+  /// work-items meeting its range take.
   int horizontal_parts = 0;
+  /// What a kernel that kiln joins from others may take (0: no limit): buffer parameters
+  /// (Vulkan's maxPerStageDescriptorStorageBuffers), and bytes of arguments, counting 8 for
+  /// each scalar and `buffer_argument_bytes` for each buffer (OpenCL's
+  /// CL_DEVICE_MAX_PARAMETER_SIZE, where a buffer is a cl_mem; Vulkan's push constants, which
+  /// hold the scalars only).
+  int64_t max_kernel_buffers = 0;
+  int64_t max_argument_bytes = 0;
+  int buffer_argument_bytes = 0;
 };
 
 namespace kir {
