@@ -39,6 +39,7 @@ void Optimizer::step() {
   ++steps_;
   on_replay([this] { ++steps_; });  // a captured step counts its replays too
   NoGradGuard no_grad;
+  step_scalars_.clear();  // not a step that threw's
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = *params_[i];
     if (!p.defined() || !p.requires_grad() || !p.is_leaf())
@@ -53,6 +54,14 @@ void Optimizer::step() {
     p = std::move(next);
     p.requires_grad_();
   }
+  step_scalars_.clear();
+}
+
+Tensor Optimizer::step_scalar(int which, const Tensor& like, const std::function<double()>& value) {
+  for (const StepScalar& s : step_scalars_)
+    if (s.which == which && s.dtype == like.dtype() && s.device == like.device()) return s.value;
+  step_scalars_.push_back({which, like.dtype(), like.device(), bound_scalar(value, like)});
+  return step_scalars_.back().value;
 }
 
 void Optimizer::zero_grad() {
@@ -75,7 +84,7 @@ Tensor SGD::update(size_t i, const Tensor& p, const Tensor& g0) {
     buf = buf.defined() ? buf * o_.momentum + g * (1 - o_.dampening) : g;
     g = o_.nesterov ? g + buf * o_.momentum : buf;
   }
-  return p - g * bound_scalar([this] { return lr(); }, g);
+  return p - g * step_scalar(0, g, [this] { return lr(); });
 }
 
 Adam::Adam(std::vector<Tensor*> params, AdamOptions options) : Adam(std::move(params), options, false, "Adam") {}
@@ -95,7 +104,7 @@ Adam::Adam(std::vector<Tensor*> params, AdamOptions options, bool decoupled, con
 Tensor Adam::update(size_t i, const Tensor& p0, const Tensor& g0) {
   Tensor p = p0, g = g0;
   if (o_.weight_decay != 0) {
-    if (decoupled_) p = p * bound_scalar([this] { return 1 - lr() * o_.weight_decay; }, p);
+    if (decoupled_) p = p * step_scalar(0, p, [this] { return 1 - lr() * o_.weight_decay; });
     else g = g + p * o_.weight_decay;
   }
   Tensor& m = m_[i];
@@ -104,10 +113,10 @@ Tensor Adam::update(size_t i, const Tensor& p0, const Tensor& g0) {
   v = v.defined() ? v * o_.beta2 + g * g * (1 - o_.beta2) : g * g * (1 - o_.beta2);
   // The bias corrections change every step: launch-bound scalars like the rate, read again
   // at each replay of a captured step.
-  const Tensor step_size = bound_scalar(
-      [this] { return lr() / (1 - std::pow(o_.beta1, static_cast<double>(steps()))); }, m);
+  const Tensor step_size =
+      step_scalar(1, m, [this] { return lr() / (1 - std::pow(o_.beta1, static_cast<double>(steps()))); });
   const Tensor root_correction =
-      bound_scalar([this] { return std::sqrt(1 - std::pow(o_.beta2, static_cast<double>(steps()))); }, v);
+      step_scalar(2, v, [this] { return std::sqrt(1 - std::pow(o_.beta2, static_cast<double>(steps()))); });
   return p - m * step_size / ((v.sqrt() / root_correction) + o_.eps);
 }
 

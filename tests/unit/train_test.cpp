@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kiln/frontend/autodiff.h"
+#include "kiln/frontend/capture.h"
 #include "kiln/frontend/lazy.h"
 #include "kiln/runtime/profile.h"
 #include "kiln/runtime/stats.h"
@@ -243,6 +244,45 @@ TEST(Training, TheUpdateRunsInTheKernelsThatComputeTheGradients) {
   EXPECT_EQ(with_update, gradients_only);
 }
 
+// An optimizer's step reads one launch slot per bound scalar (AdamW: the decay, the step
+// size, the root of the second bias correction) for all its parameters, not one per
+// parameter: kernels that join the updates (after clipping) then take each once. Inside a
+// captured step, where each bound scalar is read again at every replay (outside one, equal
+// numbers share a slot anyway).
+TEST(Optimizers, AStepRecordsEachBoundScalarOnceForAllParameters) {
+  TwoLayers net;
+  train::AdamW opt(train::pointers(net.params));
+  std::string ir;
+  CapturedFunction step = capture([&](const std::vector<Tensor>&) {
+    net.loss().backward();
+    opt.step();
+    opt.zero_grad();
+    Tensor all = net.params[0].sum();
+    for (size_t i = 1; i < net.params.size(); ++i) all = all + net.params[i].sum();
+    ir = dump(all);
+    return std::vector<Tensor>{all};
+  });
+  step({net.x});
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = ir.find(text); at != std::string::npos; at = ir.find(text, at + 1)) ++n;
+    return n;
+  };
+  // lr = 1e-3, weight decay 1e-2, betas 0.9 and 0.999, first step: the decay 1 - lr * wd, the
+  // step size lr / (1 - 0.9) and the root of 1 - 0.999, each once for the four parameters.
+  EXPECT_EQ(count("value = 0.99999}"), 1u) << ir;
+  EXPECT_EQ(count("value = 0.031622775}"), 1u) << ir;
+}
+
+// The kernels of the profiled launches that are horizontal kernels (merge_horizontal names
+// them `k18_h4`).
+std::vector<std::string> horizontal_launches() {
+  std::vector<std::string> merged;
+  for (const profile::Launch& l : profile::launches())
+    if (l.kernel.find("_h") != std::string::npos) merged.push_back(l.kernel);
+  return merged;
+}
+
 // After clip_grad_norm, the updates need the norm of every gradient first, so none runs in
 // the kernel that computes its gradient. On the cpu the updates of all four parameters (one
 // body over four shapes, none reading what another writes) are then one launch
@@ -268,9 +308,7 @@ TEST(Training, ClippedUpdatesOfAGroupAreOneLaunch) {
     opt.zero_grad();
     sync();
   });
-  std::vector<std::string> merged;
-  for (const profile::Launch& l : profile::launches())
-    if (l.kernel.find("_h") != std::string::npos) merged.push_back(l.kernel);
+  const std::vector<std::string> merged = horizontal_launches();
   ASSERT_EQ(merged.size(), 1u);
   EXPECT_TRUE(merged[0].ends_with("_h4")) << merged[0];
   EXPECT_EQ(step, gradients_and_norm + 1);
@@ -293,9 +331,7 @@ TEST(Training, ClippedUpdatesOfAGroupAreOneLaunchOnEveryDevice) {
       opt.zero_grad();
       sync();
     }
-    std::vector<std::string> merged;
-    for (const profile::Launch& l : profile::launches())
-      if (l.kernel.find("_h") != std::string::npos) merged.push_back(l.kernel);
+    std::vector<std::string> merged = horizontal_launches();
     std::vector<std::vector<float>> params;
     for (const Tensor& p : net.params) params.push_back(p.to_vector<float>());
     return std::pair{params, merged};

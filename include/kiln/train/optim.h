@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kiln/frontend/tensor.h"
@@ -49,12 +50,24 @@ class Optimizer {
   Optimizer(std::vector<Tensor*> params, double lr, const char* name);
   /// The new value of parameter `i` (`p`, whose gradient is `g`), updating its state.
   virtual Tensor update(size_t i, const Tensor& p, const Tensor& g) = 0;
+  /// bound_scalar(value, like), recorded once per step for all the parameters of `like`'s
+  /// dtype and device (`which` names the quantity: the rate, a bias correction): every
+  /// update reads the same launch slot, so a kernel that joins the updates (a horizontal
+  /// kernel, after clipping) takes one argument for it, not one per parameter.
+  Tensor step_scalar(int which, const Tensor& like, const std::function<double()>& value);
 
  private:
   std::vector<Tensor*> params_;
   double lr_;
   int64_t steps_ = 0;
   const char* name_;
+  struct StepScalar {
+    int which;
+    DType dtype;
+    Device device;
+    Tensor value;
+  };
+  std::vector<StepScalar> step_scalars_;  // the current step's, cleared when it ends
 };
 
 struct SGDOptions {
