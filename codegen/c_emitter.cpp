@@ -1093,7 +1093,8 @@ void CEmitter::emit_stores(Scope& point) {
       if (!branch.text.empty()) {
         const int64_t first = from - lanes + 1;  // the first work-item whose lanes reach the part
         const std::string below = fmt::format("it < {}", idx_literal(from + part.points));
-        line(point, first > 0 ? fmt::format("if (it >= {} && {}) {{", idx_literal(first), below) : fmt::format("if ({}) {{", below));
+        line(point, first > 0 ? fmt::format("if (it >= {} && {}) {{", idx_literal(first), below)
+                              : fmt::format("if ({}) {{", below));
         point.text += branch.text;
         line(point, "}");
       }

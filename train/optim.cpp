@@ -11,6 +11,12 @@
 #include "kiln/support/error.h"
 
 namespace kiln::train {
+namespace {
+
+// What Optimizer::step_scalar records once per step (its `which`).
+enum StepQuantity : int { kRate, kDecay, kStepSize, kRootCorrection };
+
+}  // namespace
 
 std::vector<Tensor*> pointers(std::vector<Tensor>& params) {
   std::vector<Tensor*> out;
@@ -84,7 +90,7 @@ Tensor SGD::update(size_t i, const Tensor& p, const Tensor& g0) {
     buf = buf.defined() ? buf * o_.momentum + g * (1 - o_.dampening) : g;
     g = o_.nesterov ? g + buf * o_.momentum : buf;
   }
-  return p - g * step_scalar(0, g, [this] { return lr(); });
+  return p - g * step_scalar(kRate, g, [this] { return lr(); });
 }
 
 Adam::Adam(std::vector<Tensor*> params, AdamOptions options) : Adam(std::move(params), options, false, "Adam") {}
@@ -104,7 +110,7 @@ Adam::Adam(std::vector<Tensor*> params, AdamOptions options, bool decoupled, con
 Tensor Adam::update(size_t i, const Tensor& p0, const Tensor& g0) {
   Tensor p = p0, g = g0;
   if (o_.weight_decay != 0) {
-    if (decoupled_) p = p * step_scalar(0, p, [this] { return 1 - lr() * o_.weight_decay; });
+    if (decoupled_) p = p * step_scalar(kDecay, p, [this] { return 1 - lr() * o_.weight_decay; });
     else g = g + p * o_.weight_decay;
   }
   Tensor& m = m_[i];
@@ -114,9 +120,9 @@ Tensor Adam::update(size_t i, const Tensor& p0, const Tensor& g0) {
   // The bias corrections change every step: launch-bound scalars like the rate, read again
   // at each replay of a captured step.
   const Tensor step_size =
-      step_scalar(1, m, [this] { return lr() / (1 - std::pow(o_.beta1, static_cast<double>(steps()))); });
-  const Tensor root_correction =
-      step_scalar(2, v, [this] { return std::sqrt(1 - std::pow(o_.beta2, static_cast<double>(steps()))); });
+      step_scalar(kStepSize, m, [this] { return lr() / (1 - std::pow(o_.beta1, static_cast<double>(steps()))); });
+  const Tensor root_correction = step_scalar(
+      kRootCorrection, v, [this] { return std::sqrt(1 - std::pow(o_.beta2, static_cast<double>(steps()))); });
   return p - m * step_size / ((v.sqrt() / root_correction) + o_.eps);
 }
 
