@@ -33,6 +33,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/codegen/rows_at_launch.h"
 #include "kiln/ir/scalar_semantics.h"
 #include "kiln/support/error.h"
 
@@ -1352,8 +1353,18 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   const bool kept_lanes = lanes_ > 1 && !lanes_reduced_;
   const std::string counter = kept_lanes ? "wi" : "it";
   const int64_t walk = kept_lanes ? kept_points_ / lanes_ : kept_points_;
-  const std::string n = idx_literal(walk);
-  const bool grid_stride = s_.elements_per_item > 1;
+  std::string n = idx_literal(walk);
+  // With its rows bound at launch (kir::rows_at_launch) the count is the launch's rows times
+  // a row's points, and a grid of any size walks it.
+  const bool rows_at_launch = k_.rows_arg >= 0;
+  if (rows_at_launch) {
+    int64_t per_row = 1;
+    for (int d : kept_dims_)
+      if (d != rows_dim(k_)) per_row *= k_.domain[d];
+    if (kept_lanes) per_row /= lanes_;
+    n = fmt::format("(s{} * {})", k_.rows_arg, idx_literal(per_row));
+  }
+  const bool grid_stride = s_.elements_per_item > 1 || rows_at_launch;
   const std::string first = group_per_row_ ? d_.group_id(idx_) : d_.global_id(idx_);
   const std::string step = group_per_row_ ? d_.group_count(idx_) : d_.global_size(idx_);
   std::string head, tail;

@@ -24,8 +24,13 @@ bool Kernel::has_reduction() const {
 
 std::string Kernel::domain_str() const {
   std::string dims;
-  for (int d = 0; d < domain.rank(); ++d)
-    dims += fmt::format("{}{}{}", d ? ", " : "", reduced[static_cast<size_t>(d)] ? "reduce " : "", domain[d]);
+  int rows = 0;  // kir::rows_dim
+  while (rows < domain.rank() && domain[rows] == 1) ++rows;
+  for (int d = 0; d < domain.rank(); ++d) {
+    const std::string size =
+        d == rows && rows_arg >= 0 ? fmt::format("${} <= {}", rows_arg, domain[d]) : fmt::format("{}", domain[d]);
+    dims += fmt::format("{}{}{}", d ? ", " : "", reduced[static_cast<size_t>(d)] ? "reduce " : "", size);
+  }
   return fmt::format("[{}]", dims);
 }
 

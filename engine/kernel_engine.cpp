@@ -18,6 +18,7 @@
 
 #include "dump.h"
 #include "profile_peak.h"
+#include "row_classes.h"
 #include "kiln/autotune/autotuner.h"
 #include "kiln/backend/host_memory.h"
 #include "kiln/codegen/c_source.h"
@@ -52,6 +53,9 @@ struct Executable {
   std::vector<bool> product_read_later;
   /// Per step: the epilogue's parameter that reads a GEMM's product (-1: none).
   std::vector<int32_t> product_param;
+  /// Per plan kernel: the size of its first dim, passed at launch where the kernel was
+  /// compiled for every size of it (RowClasses), else -1.
+  std::vector<int64_t> launch_rows;
 };
 
 // What the profiler says of step `s` (and of the epilogue after it, when `fused`): the kernel
@@ -269,7 +273,6 @@ class KernelEngine final : public Engine {
     if (dump.wants("fused")) dump.write(stem + ".fused.kir", print_graph(c.fused));
     if (dump.wants("kernel")) dump.write(stem + ".kernel.txt", c.plan.str());
     exe->plan = std::move(c.plan);
-    exe->kernels = backend_.compile_all(exe->plan.kernels, exe->plan.schedules);
     for (size_t i = 0; i < exe->plan.steps.size(); ++i) {
       exe->epilogue_per_row.push_back(gemm_epilogue_iterations_per_row(exe->plan, i));
       exe->epilogue_columns.push_back(gemm_epilogue_columns_per_iteration(exe->plan, i));
@@ -279,6 +282,7 @@ class KernelEngine final : public Engine {
           exe->plan.steps[i].is_gemm() ? kir::gemm_epilogue_source(exe->plan, i) : std::nullopt;
       exe->product_param.push_back(e ? e->product_param : -1);
     }
+    compile_kernels(*exe);
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
       if (!dump.wants(stage)) continue;
       bool written = false;
@@ -316,6 +320,23 @@ class KernelEngine final : public Engine {
     return exe;
   }
 
+  // The plan's kernels compiled, each for its size or for every size of its first dim
+  // (RowClasses). A GEMM's epilogue too: the cpu runs it on the product's blocks as
+  // iterations, and a device that computes it in the GEMM's registers reads its Kernel IR.
+  void compile_kernels(Executable& exe) {
+    const LaunchPlan& plan = exe.plan;
+    std::vector<kir::Kernel> kernels;
+    std::vector<kir::Schedule> schedules;
+    exe.launch_rows.assign(plan.kernels.size(), -1);
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      RowClasses::Choice c = row_classes_.choose(plan.kernels[k], plan.schedules[k], backend_.capabilities(), device_.str());
+      kernels.push_back(std::move(c.kernel));
+      schedules.push_back(std::move(c.schedule));
+      exe.launch_rows[k] = c.rows;
+    }
+    exe.kernels = backend_.compile_all(kernels, schedules);
+  }
+
   std::vector<BufferRef> execute(const Executable& exe, std::span<const BufferRef> inputs,
                                  std::span<const Scalar> scalars) {
     const LaunchPlan& plan = exe.plan;
@@ -344,6 +365,8 @@ class KernelEngine final : public Engine {
         args.push_back(scalars[static_cast<size_t>(slot)]);
       }
       args.insert(args.end(), step.fixed_scalars.begin(), step.fixed_scalars.end());
+      if (const int64_t rows = exe.launch_rows[static_cast<size_t>(step.kernel)]; rows >= 0)
+        args.push_back(Scalar::from_int(rows));
     };
     const bool profiling = profile::enabled() && !measuring_peak;
     if (profiling && !profile::peak(device_.str())) {
@@ -446,6 +469,7 @@ class KernelEngine final : public Engine {
   Backend& backend_;
   std::mutex mutex_;
   LruCache<Hash128, std::shared_ptr<const Executable>, Hash128Hasher> plans_;
+  RowClasses row_classes_;
 };
 
 // The reference interpreter as a device: host memory, no compilation, the oracle.

@@ -398,7 +398,9 @@ class OpenClBackend final : public Backend {
     std::span<const Scalar> scalars;
     if (epilogue) {
       for (DeviceMemory* b : epilogue->buffers) mems.push_back(mem(*b));
-      scalars = epilogue->scalars;
+      // The compiled kernel's scalars may end with its rows (kir::rows_at_launch); the
+      // GEMM computes the epilogue from its Kernel IR, which takes the ones before.
+      scalars = epilogue->scalars.first(epilogue->ir->scalars.size());
     }
     const int64_t local = g.schedule.local_size();
     enqueue(*k, mems, scalars, groups * local, local);

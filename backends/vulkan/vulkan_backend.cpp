@@ -776,7 +776,7 @@ class VulkanBackend final : public Backend {
     std::span<const Scalar> scalars;
     if (epilogue) {
       bound.insert(bound.end(), epilogue->buffers.begin(), epilogue->buffers.end());
-      scalars = epilogue->scalars;
+      scalars = epilogue->scalars.first(epilogue->ir->scalars.size());  // without the rows (opencl_backend.cpp)
     }
     dispatch(*k, bound, scalars, groups);
   }

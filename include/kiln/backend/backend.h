@@ -156,13 +156,15 @@ class Backend {
     const CompiledKernel& kernel;
     const kir::Schedule& schedule;
     std::span<DeviceMemory* const> buffers;  // the kernel's, as for launch()
+    /// The compiled kernel's, as for launch(): `ir`'s scalars, then its rows where it was
+    /// compiled for every size of its first dim (Kernel::rows_arg, kir::rows_at_launch).
     std::span<const Scalar> scalars;
     int64_t iterations_per_row = 0;
     /// The columns each iteration covers (gemm_epilogue_columns_per_iteration): a block of
     /// columns from a multiple of it is a run of iterations of each of its rows.
     int64_t columns_per_iteration = 0;
-    /// The epilogue's Kernel IR (what `kernel` was compiled from), for a backend that
-    /// computes it inside the product's own kernel, on each element while in a register.
+    /// The epilogue's Kernel IR at this launch's sizes (what `kernel` was compiled from, or its
+    /// class), for a backend that computes it inside the product's own kernel, on each element.
     const kir::Kernel* ir = nullptr;
     /// Whether a later step or the caller reads the product itself: when not, a backend
     /// that computes the epilogue in registers need not store it.

@@ -104,13 +104,18 @@ struct Kernel {
     int64_t points = 0;
   };
   std::vector<Part> parts;
+  /// >= 0: the size of the kernel's rows (its first dim of a size other than 1) is scalar
+  /// argument `rows_arg`, bound at launch, and the domain holds only the largest size the
+  /// kernel is compiled for (kir::rows_at_launch): one compiled kernel for every batch or
+  /// sequence length. -1: the domain holds the sizes.
+  int32_t rows_arg = -1;
 
   bool has_reduction() const;
   /// The text form: one instruction per line. Without names (the kernel's and its
   /// buffers'), two kernels with the same text compute the same thing: the key of the kernel
   /// caches.
   std::string str(bool names = true) const;
-  /// The domain as the text form writes it: "[64, reduce 1000]".
+  /// The domain as the text form writes it: "[64, reduce 1000]", "[$2 <= 4096, 768]".
   std::string domain_str() const;
 };
 

@@ -1,0 +1,76 @@
+// codegen/rows_at_launch.cpp - a kernel made independent of the size of its first dim.
+//
+// Why the result is right at every size up to the bound: the emitters read domain[0] only
+// through analyses that prove facts for all points of the domain (affine_analysis's
+// quotients, lane_bounds, index ranges, index_fits_32), and a fact true of every point of
+// [bound, ...] is true of every point of [n, ...] for n <= bound. The one place a size is
+// used as such, the count of points a walk covers, becomes the launch argument. Kernels
+// that would need more (a reduced first dim, rows merged into the lanes, horizontal parts,
+// an in-order walk) are refused.
+#include "kiln/codegen/rows_at_launch.h"
+
+#include "kiln/codegen/c_source.h"
+
+namespace kiln::kir {
+
+int rows_dim(const Kernel& k) {
+  int d = 0;
+  while (d < k.domain.rank() && k.domain[d] == 1) ++d;
+  return d;
+}
+
+std::optional<std::string> rows_at_launch_refusal(const Kernel& k, const Schedule& s, const Capabilities& caps) {
+  if (k.rows_arg >= 0) return "its rows are bound at launch already";
+  const int r = rows_dim(k);
+  if (r + 1 >= k.domain.rank()) return "it has no dim of size other than 1 before its lane dim";
+  for (int d = 0; d <= r; ++d)
+    if (k.reduced[static_cast<size_t>(d)]) return "its first dim is reduced";
+  if (k.in_order) return "it walks its points in order";
+  if (!k.parts.empty()) return "it is a horizontal kernel (its parts' ranges are sizes)";
+  if (!k.customs.empty()) return "it calls custom kernels";
+  if (s.merge_rows) return "its schedule merges rows into the lanes";
+  if (s.index_bits == 64 && k.domain[r] > kRowsAtLaunchBound) return "its rows are more than the class bound";
+  // The walk's loop count is the launch's: lavapipe's budget is checked on the sizes of the
+  // launch, which the kernel compiled for the class no longer knows.
+  if (caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations)
+    return "its loops exceed the device's budget at this size";
+  return std::nullopt;
+}
+
+RowsAtLaunch rows_at_launch(const Kernel& k, const Schedule& s) {
+  RowsAtLaunch out{k, s};
+  Kernel& g = out.kernel;
+  g.rows_arg = static_cast<int32_t>(g.scalars.size());
+  g.scalars.push_back(s.index_bits == 32 ? DType::I32 : DType::I64);
+  // No emitter reads the buffers' shapes; left in, they would key the text by the size.
+  for (BufferParam& b : g.buffers) b.type.shape = Shape{};
+  const int r = rows_dim(k);
+  if (s.index_bits == 32) {
+    // The largest size whose positions still fit 32 bits (index_fits_32 grows false
+    // with it): a function of the rest of the kernel, so every size of the class finds it.
+    int64_t lo = k.domain[r], hi = (int64_t{1} << 31) - 1;
+    auto fits = [&](int64_t n) {
+      g.domain[r] = n;
+      return index_fits_32(g);
+    };
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo + 1) / 2;
+      if (fits(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    g.domain[r] = lo;
+  } else {
+    g.domain[r] = kRowsAtLaunchBound;
+  }
+  // What the launch derives from the size: the cpu splits its iterations, a GPU sizes its
+  // grid; the compiled kernel reads neither.
+  Schedule& c = out.schedule;
+  c.iterations = 0;
+  c.elements_per_iteration = 0;
+  c.grain = 0;
+  c.global_size = 0;
+  c.elements_per_item = 0;
+  return out;
+}
+
+}  // namespace kiln::kir
