@@ -1,12 +1,15 @@
-// codegen/rows_at_launch.cpp - a kernel made independent of the size of its first dim.
+// codegen/rows_at_launch.cpp - a kernel made independent of the size of its rows.
 //
-// Why the result is right at every size up to the bound: the emitters read domain[0] only
-// through analyses that prove facts for all points of the domain (affine_analysis's
-// quotients, lane_bounds, index ranges, index_fits_32), and a fact true of every point of
-// [bound, ...] is true of every point of [n, ...] for n <= bound. The one place a size is
-// used as such, the count of points a walk covers, becomes the launch argument. Kernels
-// that would need more (a reduced first dim, rows merged into the lanes, horizontal parts,
-// an in-order walk) are refused.
+// The rows are the first dim whose size is not 1 (a batch of one, [1, T, 768], keeps its
+// leading 1). Why the result is right at every size up to the bound: the emitters read the
+// rows' size only through analyses that prove facts for all points of the domain
+// (affine_analysis's quotients, lane bounds, index ranges, index_fits_32), and a fact true
+// of every point of [bound, ...] is true of every point of [n, ...] for n <= bound; where
+// they split a flat point number into dims, the rows are outermost but for dims of size 1,
+// so the number is below n times the rest of a row and the dims before stay 0 whether the
+// bound or n divides it. The one place the size is used as a number, the count of points a
+// walk covers, becomes the launch argument. Kernels that would need more (reduced rows,
+// rows merged into the lanes, horizontal parts, an in-order walk) are refused.
 #include "kiln/codegen/rows_at_launch.h"
 
 #include "kiln/codegen/c_source.h"
@@ -24,7 +27,7 @@ std::optional<std::string> rows_at_launch_refusal(const Kernel& k, const Schedul
   const int r = rows_dim(k);
   if (r + 1 >= k.domain.rank()) return "it has no dim of size other than 1 before its lane dim";
   for (int d = 0; d <= r; ++d)
-    if (k.reduced[static_cast<size_t>(d)]) return "its first dim is reduced";
+    if (k.reduced[static_cast<size_t>(d)]) return "its rows are reduced";
   if (k.in_order) return "it walks its points in order";
   if (!k.parts.empty()) return "it is a horizontal kernel (its parts' ranges are sizes)";
   if (!k.customs.empty()) return "it calls custom kernels";

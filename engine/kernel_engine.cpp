@@ -53,8 +53,8 @@ struct Executable {
   std::vector<bool> product_read_later;
   /// Per step: the epilogue's parameter that reads a GEMM's product (-1: none).
   std::vector<int32_t> product_param;
-  /// Per plan kernel: the size of its first dim, passed at launch where the kernel was
-  /// compiled for every size of it (RowClasses), else -1.
+  /// Per plan kernel: its number of rows, passed at launch where the kernel was compiled
+  /// for every number (RowClasses), else -1.
   std::vector<int64_t> launch_rows;
 };
 
@@ -282,13 +282,13 @@ class KernelEngine final : public Engine {
           exe->plan.steps[i].is_gemm() ? kir::gemm_epilogue_source(exe->plan, i) : std::nullopt;
       exe->product_param.push_back(e ? e->product_param : -1);
     }
-    compile_kernels(*exe);
+    const auto [compiled, compiled_schedules] = compile_kernels(*exe);
     for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
       if (!dump.wants(stage)) continue;
       bool written = false;
-      for (size_t i = 0; i < exe->plan.kernels.size(); ++i) {
-        const kir::Kernel& k = exe->plan.kernels[i];
-        const std::string text = backend_.kernel_source(k, exe->plan.schedules[i], stage);
+      for (size_t i = 0; i < compiled.size(); ++i) {
+        const kir::Kernel& k = compiled[i];
+        const std::string text = backend_.kernel_source(k, compiled_schedules[i], stage);
         if (!text.empty()) dump.write(fmt::format("{}.{}.{}", stem, k.name, stage == std::string_view("llvm") ? "ll" : stage), text);
         written = written || !text.empty();
       }
@@ -320,10 +320,11 @@ class KernelEngine final : public Engine {
     return exe;
   }
 
-  // The plan's kernels compiled, each for its size or for every size of its first dim
+  // The plan's kernels compiled, each for its sizes or for every number of rows
   // (RowClasses). A GEMM's epilogue too: the cpu runs it on the product's blocks as
   // iterations, and a device that computes it in the GEMM's registers reads its Kernel IR.
-  void compile_kernels(Executable& exe) {
+  // Returns what was compiled, which the dumps show.
+  std::pair<std::vector<kir::Kernel>, std::vector<kir::Schedule>> compile_kernels(Executable& exe) {
     const LaunchPlan& plan = exe.plan;
     std::vector<kir::Kernel> kernels;
     std::vector<kir::Schedule> schedules;
@@ -335,6 +336,7 @@ class KernelEngine final : public Engine {
       exe.launch_rows[k] = c.rows;
     }
     exe.kernels = backend_.compile_all(kernels, schedules);
+    return {std::move(kernels), std::move(schedules)};
   }
 
   std::vector<BufferRef> execute(const Executable& exe, std::span<const BufferRef> inputs,

@@ -1,10 +1,11 @@
 // engine/row_classes.h - the kernels a device compiles once for every number of rows.
 //
 // The engine's part of kir::rows_at_launch: which kernels of a plan get it. A kernel's first
-// number of rows (the size of its first dim other than 1) is compiled for that size, as every kernel was (its own code, and the only one a
-// program of fixed shapes ever needs); when a second size of the same kernel shows up, the
-// kernel is compiled once for its class, and every later size launches that one. This is
-// PyTorch's automatic dynamic, decided per kernel: the graph's dims stay concrete.
+// number of rows (the size of its first dim other than 1) compiles it for that number, as
+// every kernel was compiled (its own code, and the only one a program of fixed shapes ever
+// needs); when the same kernel shows up with a second number, it is compiled once for its
+// class, and every later number launches that one. This is PyTorch's automatic dynamic,
+// decided per kernel: the graph's dims stay concrete.
 #pragma once
 
 #include <cstdint>

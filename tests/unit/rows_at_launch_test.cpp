@@ -98,7 +98,7 @@ TEST(RowsAtLaunch, KernelsThatNeedTheirFirstSizeAreRefused) {
     return kir::rows_at_launch_refusal(k, schedule_for(k, caps), caps).value_or("");
   };
   EXPECT_EQ(refusal("graph @s(%x: f32[6,4]) -> f32[4] {\n  %y = reduce_sum %x {axes = [0]} : f32[4]\n  return %y\n}\n"),
-            "its first dim is reduced");
+            "its rows are reduced");
   EXPECT_EQ(refusal("graph @e(%x: f32[64]) -> f32[64] {\n  %y = exp %x : f32[64]\n  return %y\n}\n"),
             "it has no dim of size other than 1 before its lane dim");
   const kir::Kernel k = layer_norm_kernel(4);

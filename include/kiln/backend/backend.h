@@ -156,8 +156,8 @@ class Backend {
     const CompiledKernel& kernel;
     const kir::Schedule& schedule;
     std::span<DeviceMemory* const> buffers;  // the kernel's, as for launch()
-    /// The compiled kernel's, as for launch(): `ir`'s scalars, then its rows where it was
-    /// compiled for every size of its first dim (Kernel::rows_arg, kir::rows_at_launch).
+    /// The compiled kernel's, as for launch(): `ir`'s scalars, then its number of rows where
+    /// it was compiled for every number (Kernel::rows_arg, kir::rows_at_launch).
     std::span<const Scalar> scalars;
     int64_t iterations_per_row = 0;
     /// The columns each iteration covers (gemm_epilogue_columns_per_iteration): a block of

@@ -28,7 +28,7 @@ inline constexpr int64_t kRowsAtLaunchBound = int64_t{1} << 31;
 int rows_dim(const Kernel& k);
 
 /// Why `k`, run with `s` on a device of `caps`, cannot take the size of its rows at launch
-/// ("its first dim is reduced", ...), or nullopt where it can.
+/// ("its rows are reduced", ...), or nullopt where it can.
 std::optional<std::string> rows_at_launch_refusal(const Kernel& k, const Schedule& s, const Capabilities& caps);
 
 struct RowsAtLaunch {
