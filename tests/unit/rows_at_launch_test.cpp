@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -138,6 +139,33 @@ TEST(RowsAtLaunch, ALoopOverLengthsCompilesEachKernelAtMostTwiceOnEveryDevice) {
       for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f * (1 + std::abs(want[i]))) << i;
     }
   }
+}
+
+// Threads that meet new lengths at once, in different orders, on one engine: each run
+// agrees with the interpreter whichever thread compiled the class.
+TEST(RowsAtLaunch, ThreadsMeetingNewLengthsAtOnceAgree) {
+  const Tensor w = randn(S({24}), 9).eval();
+  auto step = [](const Tensor& x, const Tensor& scale) { return (x * scale).softmax(-1) + x.tanh(); };
+  const std::vector<int64_t> lengths = {6, 11, 3, 29, 8, 17, 2, 45};
+  std::vector<Tensor> inputs;
+  std::vector<std::vector<float>> want;
+  for (int64_t t : lengths) {
+    inputs.push_back(randn(S({t, 24}), 300 + static_cast<uint64_t>(t)).eval());
+    want.push_back(step(inputs.back().to(Device::interp()), w.to(Device::interp())).to_vector<float>());
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      for (size_t j = 0; j < lengths.size(); ++j) {
+        const size_t i = (j * 3 + static_cast<size_t>(th) * 5) % lengths.size();
+        const std::vector<float> got = step(inputs[i], w).to_vector<float>();
+        for (size_t e = 0; e < got.size(); ++e)
+          if (!(std::abs(got[e] - want[i][e]) <= 1e-5f * (1 + std::abs(want[i][e])))) ++wrong[static_cast<size_t>(th)];
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int th = 0; th < 4; ++th) EXPECT_EQ(wrong[static_cast<size_t>(th)], 0) << "thread " << th;
 }
 
 }  // namespace
