@@ -1358,9 +1358,10 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   // a row's points, and a grid of any size walks it.
   const bool rows_at_launch = k_.rows_arg >= 0;
   if (rows_at_launch) {
+    const int rows = rows_dim(k_);
     int64_t per_row = 1;
     for (int d : kept_dims_)
-      if (d != rows_dim(k_)) per_row *= k_.domain[d];
+      if (d != rows) per_row *= k_.domain[d];
     if (kept_lanes) per_row /= lanes_;
     n = fmt::format("(s{} * {})", k_.rows_arg, idx_literal(per_row));
   }

@@ -1,6 +1,8 @@
 // codegen/kernel_ir.cpp - Kernel IR printing and the analyses every backend shares.
 #include "kiln/codegen/kernel_ir.h"
 
+#include "kiln/codegen/rows_at_launch.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -24,8 +26,7 @@ bool Kernel::has_reduction() const {
 
 std::string Kernel::domain_str() const {
   std::string dims;
-  int rows = 0;  // kir::rows_dim
-  while (rows < domain.rank() && domain[rows] == 1) ++rows;
+  const int rows = rows_dim(*this);
   for (int d = 0; d < domain.rank(); ++d) {
     const std::string size =
         d == rows && rows_arg >= 0 ? fmt::format("${} <= {}", rows_arg, domain[d]) : fmt::format("{}", domain[d]);
