@@ -416,8 +416,9 @@ std::string GemmSchedule::str() const {
   if (group_m > 0)
     return fmt::format("gemm {{group = {}x{}x{}, mr = {}, nr = {}, local = {}}}", group_m, group_n, group_k, mr, nr,
                        local_size());
-  return fmt::format("gemm {{mr = {}, nr = {}, vector = {}, kc = {}, mc = {}, nc = {}, serial_below = {}{}}}", mr, nr,
-                     vector_width, kc, mc, nc, serial_below, threads > 0 ? fmt::format(", threads = {}", threads) : "");
+  return fmt::format("gemm {{mr = {}, nr = {}, vector = {}, kc = {}, mc = {}, nc = {}, serial_below = {}{}{}}}", mr, nr,
+                     vector_width, kc, mc, nc, serial_below, threads > 0 ? fmt::format(", threads = {}", threads) : "",
+                     windows_in_place > 0 ? ", windows_in_place = 1" : "");
 }
 
 namespace {
@@ -461,8 +462,24 @@ GemmSchedule default_gpu_gemm_schedule(DType dtype, int64_t m, int64_t n, const 
 
 int gemm_vector_registers(const Capabilities& caps) { return caps.vector_bytes >= 64 ? 32 : 16; }
 
+bool windows_in_place_legal(const ConvGeometry& c) {
+  return c.dims >= 1 && std::all_of(c.low.begin(), c.low.end(), [](int64_t low) { return low >= 0; });
+}
+
+namespace {
+
+// Whether reading a convolution's windows in place pays on a CPU: a tile never crosses an
+// output line, so a line of 7 positions fills 16-wide tiles less than half; past 1/8 of the
+// lanes wasted, gathering the windows into whole panels costs less.
+bool windows_in_place_pay(const ConvGeometry& c, int nr) {
+  const int64_t line = c.out.back();
+  return windows_in_place_legal(c) && line > 0 && (line + nr - 1) / nr * nr * 7 <= line * 8;
+}
+
+}  // namespace
+
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
-                                   int64_t epilogue_columns) {
+                                   int64_t epilogue_columns, const ConvGeometry* windows) {
   if (caps.local_memory) return default_gpu_gemm_schedule(dtype, m, n, caps);
   GemmSchedule s;
   const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
@@ -482,6 +499,21 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   const int64_t micro_panel_bytes = b_past_l2 ? 131072 : 32768;
   s.kc = std::clamp<int64_t>(micro_panel_bytes / (s.nr * es), 64, b_past_l2 ? 1024 : 512);
   s.kc = std::min(s.kc, std::max<int64_t>(k, 1));
+  // Windows read in place have no B panel to keep in L1: the depth is cut only into equal
+  // panels of at most 1024 steps, each adding its tile into C once (a 3x3 window over 64
+  // channels ran 10% faster as one panel of 576 than as two of 288).
+  const bool in_place = windows != nullptr && windows_in_place_pay(*windows, s.nr);
+  if (in_place) {
+    s.windows_in_place = 1;
+    const int64_t panels = (std::max<int64_t>(k, 1) + 1023) / 1024;
+    s.kc = (std::max<int64_t>(k, 1) + panels - 1) / panels;
+  }
+  // Blocks of columns that are whole output lines: a tile cut by a block's end is an edge tile.
+  const auto whole_lines = [&](int64_t nc) {
+    if (!in_place) return nc;
+    const int64_t line = windows->out.back();
+    return std::min(std::max<int64_t>(n, 1), std::max<int64_t>(line, nc / line * line));
+  };
   // An A block (mc x kc) in L2, and a number of blocks the cores share evenly (5 blocks on
   // 2 cores leave one idle for a fifth of the time).
   const int64_t rows_l2 = std::max<int64_t>(s.mr, (262144 / (s.kc * es)) / s.mr * s.mr);
@@ -497,11 +529,15 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
     const int64_t l2_columns = std::max<int64_t>(s.nr, (524288 / (s.kc * es)) / s.nr * s.nr);
     const int64_t nblocks = ((n + l2_columns - 1) / l2_columns + cores - 1) / cores * cores;
     s.nc = std::max<int64_t>(s.nr, ((n + nblocks - 1) / nblocks + s.nr - 1) / s.nr * s.nr);
+    if (in_place) {
+      const int64_t line = windows->out.back(), lines = (n + line - 1) / line;
+      s.nc = (lines + nblocks - 1) / nblocks * line;
+    }
     // The epilogue (a convolution's bias, activation and residual) runs on each block while
     // it is in cache when the blocks start where its iterations do: whole lines of the
     // output plane. Not at the cost of the cores: with too few blocks left, it runs apart.
     if (epilogue_columns > 0 && epilogue_columns < n) {
-      const int64_t unit = std::lcm<int64_t>(s.nr, epilogue_columns);
+      const int64_t unit = std::lcm<int64_t>(in_place ? windows->out.back() : s.nr, epilogue_columns);
       const int64_t nc = (s.nc + unit - 1) / unit * unit;
       if ((n + nc - 1) / nc >= cores) s.nc = nc;
     }
@@ -513,14 +549,14 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   s.mc = std::max<int64_t>(s.mc, s.mr);
   // A B block (kc x nc) in a slice of L3.
   const int64_t all_columns = std::max<int64_t>(s.nr, (n + s.nr - 1) / s.nr * s.nr);
-  s.nc = std::clamp<int64_t>((4 << 20) / (s.kc * es) / s.nr * s.nr, s.nr, all_columns);
+  s.nc = whole_lines(std::clamp<int64_t>((4 << 20) / (s.kc * es) / s.nr * s.nr, s.nr, all_columns));
   // An epilogue runs on a block of C in cache only where the block's columns start where its
   // iterations do, and an elementwise epilogue's iteration is often a whole row: cut into
   // blocks of columns, the product leaves it to a pass of its own that reads C back (an
   // optimizer's update after a weight gradient: 1.5 ms of a GPT-2 block's step). With B
   // packed whole, as it is for two blocks of rows or more, nc only sets how many micro-panels
   // of B a task walks: the caches see the same panels either way.
-  if (epilogue_columns > 0 && (m + s.mc - 1) / s.mc >= cores) s.nc = all_columns;
+  if (epilogue_columns > 0 && (m + s.mc - 1) / s.mc >= cores) s.nc = in_place ? n : all_columns;
   return s;
 }
 

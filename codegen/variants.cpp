@@ -354,6 +354,7 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   add(knobs, "nr", nrs, base.nr);
   add(knobs, "kc", kcs, base.kc);
   add(knobs, "mc", mcs, base.mc);
+  if (g.im2col && windows_in_place_legal(*g.im2col)) add(knobs, "windows_in_place", {0, 1}, base.windows_in_place);
   // Fewer workers than cores, as for kernels: a product that splits into tasks may run
   // faster on fewer when the cores share their caches or other work.
   const int64_t tasks = g.batch.numel() * ((g.m + base.mc - 1) / base.mc) * ((g.n + base.nc - 1) / base.nc);
@@ -383,6 +384,7 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   s.mr = static_cast<int>(setting(v, "mr").value_or(s.mr));
   s.nr = static_cast<int>(setting(v, "nr").value_or(s.nr));
   s.threads = static_cast<int>(setting(v, "threads").value_or(s.threads));
+  s.windows_in_place = static_cast<int>(setting(v, "windows_in_place").value_or(s.windows_in_place));
   if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
   if (auto kc = setting(v, "kc")) s.kc = *kc;
   // Blocks stay whole register tiles, and a multiple of what they were: the default cuts the

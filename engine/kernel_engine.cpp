@@ -622,7 +622,8 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
       a.schedule = kir::default_attention_schedule(a.rows, a.keys, a.depth, a.width, caps);
     } else if (step.kernel < 0) {
       step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps,
-                                                      gemm_epilogue_columns_per_iteration(plan, i));
+                                                      gemm_epilogue_columns_per_iteration(plan, i),
+                                                      step.gemm.im2col ? &*step.gemm.im2col : nullptr);
     }
   }
   return c;

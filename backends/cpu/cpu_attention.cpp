@@ -50,7 +50,7 @@ void run_attention(const LaunchPlan::Attention& a, const float* q, const float* 
   KILN_ASSERT(s.block_rows % tile.mr == 0 && s.block_keys % tile.nr == 0 && s.block_keys % tile.vector_width == 0,
               "attention blocks are whole register tiles");
   const KernelFn micro = Jit::instance().gemm_microkernel(tile, DType::F32)->fn();
-  const KernelFn micro_rows = Jit::instance().gemm_microkernel(tile, DType::F32, /*a_rows=*/true)->fn();
+  const KernelFn micro_rows = Jit::instance().gemm_microkernel(tile, DType::F32, {.a_rows = true})->fn();
   const KernelFn softmax = Jit::instance().attention_softmax(tile.vector_width)->fn();
   const int mr = tile.mr, nr = tile.nr;
   const int64_t br = s.block_rows, bk = s.block_keys, depth = a.depth, width = a.width;

@@ -8,6 +8,8 @@
 // computed into a scratch tile, of which the part inside C is stored (first panel) or added.
 // When several blocks of rows read the same panels of B, B is packed once, in parallel,
 // before the tasks start, instead of once per task (W6: 16 packings of a 1 MiB block).
+// A convolution's B is its windows: gathered while packing, or read in place from a padded
+// copy of the input (PaddedWindows).
 #include "cpu_gemm.h"
 
 #include <algorithm>
@@ -219,6 +221,127 @@ class PackedBPool {
   std::vector<std::vector<T>> free_;
 };
 
+// Whether `g` reads its convolution's windows in place (GemmSchedule::windows_in_place).
+bool reads_windows_in_place(const LaunchPlan::Gemm& g) {
+  return g.im2col && g.schedule.windows_in_place > 0 && kir::windows_in_place_legal(*g.im2col) && g.k > 0;
+}
+
+MicroKernelForm micro_form(const LaunchPlan::Gemm& g) { return {.b_offsets = reads_windows_in_place(g)}; }
+
+// A convolution's input planes copied once into planes padded by its padding, so that a
+// window's step is one offset from its first position at every output position, and a tile
+// of nr positions along an output line is nr adjacent elements: the micro-kernel reads B
+// there (MicroKernelForm::b_offsets) where the gathered packing wrote nine times the input
+// for a 3x3 window (a quarter of ResNet-18's cycles). Windows that step by s > 1 along the
+// last dim read every s-th element: each padded line is stored as s phases (the elements at
+// i % s == 0, then 1, ...), so that a window's element at column ow * s + reach is column
+// ow + reach / s of phase reach % s, adjacent for adjacent ow.
+template <class T>
+class PaddedWindows {
+ public:
+  PaddedWindows(const LaunchPlan::Gemm& g, const T* b, bool parallel) : c_(*g.im2col) {
+    const int dims = c_.dims, last = dims - 1;
+    const auto ul = static_cast<size_t>(last);
+    std::vector<int64_t> padded(static_cast<size_t>(dims)), pstride(static_cast<size_t>(dims));
+    for (int d = 0; d < dims; ++d) {
+      const auto u = static_cast<size_t>(d);
+      padded[u] = std::max(c_.in[u] + c_.low[u], (c_.out[u] - 1) * c_.strides[u] + (c_.kernel[u] - 1) * c_.dilations[u] + 1);
+    }
+    const int64_t phases = c_.strides[ul];
+    phase_ = (padded[ul] + phases - 1) / phases;  // elements per phase of a line
+    int64_t step = phases * phase_;
+    for (int d = last - 1; d >= 0; --d) {
+      pstride[static_cast<size_t>(d)] = step;
+      step *= padded[static_cast<size_t>(d)];
+    }
+    plane_ = step;
+    // Where padded element `i` of a line is in its phases.
+    const auto in_line = [&](int64_t i) { return i % phases * phase_ + i / phases; };
+    const int64_t window = c_.window(), channels = g.k / window;
+    // Where step p of the depth lies from a window's first element: its channel's plane, then
+    // its window element, dilated.
+    offsets_.resize(static_cast<size_t>(g.k));
+    for (int64_t p = 0; p < g.k; ++p) {
+      int64_t e = p % window;
+      int64_t off = p / window * plane_ + in_line(e % c_.kernel[ul] * c_.dilations[ul]);
+      e /= c_.kernel[ul];
+      for (int d = last - 1; d >= 0; --d) {
+        const auto u = static_cast<size_t>(d);
+        off += e % c_.kernel[u] * c_.dilations[u] * pstride[u];
+        e /= c_.kernel[u];
+      }
+      offsets_[static_cast<size_t>(p)] = off;
+    }
+    // Where each output line's first window starts.
+    int64_t lines = 1;
+    for (int d = 0; d < last; ++d) lines *= c_.out[static_cast<size_t>(d)];
+    line_start_.resize(static_cast<size_t>(lines));
+    for (int64_t l = 0; l < lines; ++l) {
+      int64_t q = l, start = 0;
+      for (int d = last - 1; d >= 0; --d) {
+        const auto u = static_cast<size_t>(d);
+        start += q % c_.out[u] * c_.strides[u] * pstride[u];
+        q /= c_.out[u];
+      }
+      line_start_[static_cast<size_t>(l)] = start;
+    }
+    // The planes, once per batch entry (once for all when B broadcasts over every batch
+    // dim), and nr elements past the last: an edge tile reads whole vectors.
+    const bool broadcast =
+        std::all_of(g.b_batch_stride.begin(), g.b_batch_stride.end(), [](int64_t stride) { return stride == 0; });
+    batches_ = broadcast ? 1 : g.batch.numel();
+    batch_elements_ = channels * plane_;
+    data_ = PackedBPool<T>::instance().take(batches_ * batch_elements_ + g.schedule.nr);
+    int64_t in_lines = 1;
+    for (int d = 0; d < last; ++d) in_lines *= c_.in[static_cast<size_t>(d)];
+    const int64_t width = c_.in[ul], low = c_.low[ul];
+    auto copy_planes = [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t bi = u / channels, ch = u % channels;
+        const T* src = b + batch_offsets(g, bi).second + ch * c_.plane();
+        T* dst = data_.data() + bi * batch_elements_ + ch * plane_;
+        std::fill_n(dst, plane_, T(0));
+        for (int64_t l = 0; l < in_lines; ++l) {
+          int64_t q = l, at = 0;
+          for (int d = last - 1; d >= 0; --d) {
+            const auto v = static_cast<size_t>(d);
+            at += (q % c_.in[v] + c_.low[v]) * pstride[v];
+            q /= c_.in[v];
+          }
+          const T* line = src + l * width;
+          if (phases == 1) {
+            std::memcpy(dst + at + low, line, static_cast<size_t>(width) * sizeof(T));
+            continue;
+          }
+          for (int64_t i = 0; i < width; ++i) dst[at + in_line(i + low)] = line[i];
+        }
+      }
+      if (end == batches_ * channels) std::fill_n(data_.data() + batches_ * batch_elements_, g.schedule.nr, T(0));
+    };
+    if (parallel) parallel_range(batches_ * channels, 4, copy_planes, g.schedule.threads);
+    else copy_planes(0, batches_ * channels);
+  }
+  PaddedWindows(const PaddedWindows&) = delete;
+  PaddedWindows& operator=(const PaddedWindows&) = delete;
+  ~PaddedWindows() { PackedBPool<T>::instance().give(std::move(data_)); }
+
+  /// Output positions per line: a tile of the micro-kernel stays inside one.
+  int64_t line() const { return c_.out.back(); }
+  /// Where output position `j`'s window starts in batch `bi`'s padded planes.
+  const T* window(int64_t bi, int64_t j) const {
+    return data_.data() + (batches_ == 1 ? 0 : bi) * batch_elements_ + line_start_[static_cast<size_t>(j / line())] +
+           j % line();
+  }
+  /// The offsets of the depth's steps from p0 on, from a window's first element.
+  int64_t* offsets(int64_t p0) { return offsets_.data() + p0; }
+
+ private:
+  const ConvGeometry& c_;
+  int64_t phase_ = 0, plane_ = 0, batches_ = 1, batch_elements_ = 0;
+  std::vector<int64_t> offsets_, line_start_;
+  std::vector<T> data_;
+};
+
 // The most memory a product's B packed once may take.
 constexpr int64_t kMostPackedB = int64_t{256} << 20;
 
@@ -386,8 +509,11 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
   const int64_t tasks = g.batch.numel() * mblocks * nblocks;
   const bool parallel = m * n * k >= s.serial_below && tasks > 1;
   std::optional<PackedB<T>> packed_b;
-  // An operand that never changes is packed once for all products (PackedOperands).
-  if (fixed.b != 0 && k > 0 && !g.im2col && PackedB<T>::bytes(g) <= kMostPackedB) {
+  std::optional<PaddedWindows<T>> windows;
+  if (reads_windows_in_place(g)) {
+    windows.emplace(g, b, parallel);
+  } else if (fixed.b != 0 && k > 0 && !g.im2col && PackedB<T>::bytes(g) <= kMostPackedB) {
+    // An operand that never changes is packed once for all products (PackedOperands).
     packed_b.emplace(g, PackedOperands::instance().get<T>(packed_b_key(g, fixed.b), PackedB<T>::elements(g),
                                                           [&](T* out) { PackedB<T>::pack(g, b, parallel, out); }));
   } else if (mblocks > 1 && k > 0 && PackedB<T>::bytes(g) <= kMostPackedB) {
@@ -425,12 +551,35 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     thread_local std::vector<T> apack, bpack, tile;
     const int64_t rpanels = (rows + s.mr - 1) / s.mr, cpanels = (cols + s.nr - 1) / s.nr;
     T* ap = scratch(apack, rpanels * s.mr * std::min(s.kc, std::max<int64_t>(k, 1)));
-    T* bp = packed_b ? nullptr : scratch(bpack, cpanels * s.nr * std::min(s.kc, std::max<int64_t>(k, 1)));
+    T* bp = packed_b || windows ? nullptr : scratch(bpack, cpanels * s.nr * std::min(s.kc, std::max<int64_t>(k, 1)));
     T* edge = scratch(tile, static_cast<int64_t>(s.mr) * s.nr);
+    // The tile of row panel ip at C's column j, w columns wide, from B at `bpanel` (b_arg:
+    // the micro-kernel's args[4]). An edge tile goes through `edge`; the first panel of the
+    // depth overwrites C.
+    auto run_tile = [&](int64_t ip, int64_t p0, int64_t depth, int64_t j, int64_t w, const T* bpanel, void* b_arg) {
+      const int64_t h = std::min<int64_t>(s.mr, rows - ip * s.mr);
+      T* ct = cm + (i0 + ip * s.mr) * n + j;
+      const bool whole = h == s.mr && w == s.nr;
+      void* accumulate = whole && p0 > 0 ? ct : nullptr;
+      void* args[5] = {ap + ip * s.mr * depth, const_cast<T*>(bpanel), whole ? ct : edge, accumulate, b_arg};
+      call_kernel(micro, args, depth, whole ? n : s.nr);
+      if (!whole)
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t jj = 0; jj < w; ++jj)
+            ct[i * n + jj] = p0 == 0 ? edge[i * s.nr + jj] : wrapping_add(ct[i * n + jj], edge[i * s.nr + jj]);
+    };
     for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
       const int64_t depth = std::min(s.kc, k - p0);
       if (packed_a) ap = const_cast<T*>(packed_a) + ((a_broadcast ? 0 : bi) * k + p0) * mpad + i0 * depth;
       else pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
+      if (windows) {  // tiles along each output line, cut where a line or the block ends
+        for (int64_t j = j0; j < j0 + cols;) {
+          const int64_t w = std::min({int64_t{s.nr}, windows->line() - j % windows->line(), j0 + cols - j});
+          for (int64_t ip = 0; ip < rpanels; ++ip) run_tile(ip, p0, depth, j, w, windows->window(bi, j), windows->offsets(p0));
+          j += w;
+        }
+        continue;
+      }
       // One row panel uses each B panel once: its whole panels are read in place, unpacked,
       // where a row's columns are adjacent.
       const bool b_in_place = rpanels == 1 && !packed_b && bcs == 1 && !g.im2col;
@@ -439,28 +588,16 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
       if (!packed_b && !b_in_place) pack_b_block(g, bm, p0, depth, j0, cols, s.nr, bp);
       for (int64_t jp = 0; jp < cpanels; ++jp) {
         const int64_t w = std::min<int64_t>(s.nr, cols - jp * s.nr);
-        for (int64_t ip = 0; ip < rpanels; ++ip) {
-          const int64_t h = std::min<int64_t>(s.mr, rows - ip * s.mr);
-          T* ct = cm + (i0 + ip * s.mr) * n + j0 + jp * s.nr;
-          const bool whole = h == s.mr && w == s.nr;
-          // The first panel overwrites C: it is never zeroed first.
-          void* accumulate = whole && p0 > 0 ? ct : nullptr;
-          const T* bpanel = bblock + jp * s.nr * depth;
-          int64_t ldb = s.nr;
-          if (b_in_place && w == s.nr) {
-            bpanel = bpos + jp * s.nr;
-            ldb = brs;
-          } else if (b_in_place) {  // a partial panel still needs its zero padding
-            pack_b(bpos + jp * s.nr, brs, 1, depth, w, s.nr, bp);
-            bpanel = bp;
-          }
-          void* args[5] = {ap + ip * s.mr * depth, const_cast<T*>(bpanel), whole ? ct : edge, accumulate, &ldb};
-          call_kernel(micro, args, depth, whole ? n : s.nr);
-          if (!whole)
-            for (int64_t i = 0; i < h; ++i)
-              for (int64_t j = 0; j < w; ++j)
-                ct[i * n + j] = p0 == 0 ? edge[i * s.nr + j] : wrapping_add(ct[i * n + j], edge[i * s.nr + j]);
+        const T* bpanel = bblock + jp * s.nr * depth;
+        int64_t ldb = s.nr;
+        if (b_in_place && w == s.nr) {
+          bpanel = bpos + jp * s.nr;
+          ldb = brs;
+        } else if (b_in_place) {  // a partial panel still needs its zero padding
+          pack_b(bpos + jp * s.nr, brs, 1, depth, w, s.nr, bp);
+          bpanel = bp;
         }
+        for (int64_t ip = 0; ip < rpanels; ++ip) run_tile(ip, p0, depth, j0 + jp * s.nr, w, bpanel, &ldb);
       }
     }
     if (block_done) (*block_done)(bi * m + i0, bi * m + i0 + rows, j0, j0 + cols);
@@ -473,7 +610,7 @@ bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g
 void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
               const BlockDone* block_done, const ImmutableOperands& fixed) {
   if (empty_product(g)) return;
-  const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype);
+  const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype, micro_form(g));
   const KernelFn fn = micro->fn();
   switch (g.dtype) {
     case DType::F32:
@@ -530,7 +667,7 @@ double fma_peak_gflops(const Capabilities& caps) {
 }
 
 void prepare_gemm(const LaunchPlan::Gemm& g) {
-  if (!empty_product(g)) Jit::instance().gemm_microkernel(g.schedule, g.dtype);
+  if (!empty_product(g)) Jit::instance().gemm_microkernel(g.schedule, g.dtype, micro_form(g));
 }
 
 void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,

@@ -327,19 +327,21 @@ std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Sc
               [&](const std::string& sym, llvm::LLVMContext& ctx) { return impl_->build(k, s, sym, ctx); });
 }
 
-std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t, bool a_rows) {
+std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t, const MicroKernelForm& form) {
   CanonicalWriter w;
-  // Only the register tile shapes the code: products that block differently share it.
+  // Only the register tile and the operands' form shape the code: products that block
+  // differently share it.
   w.bytes("gemm micro-kernel");
   w.bytes(dtype_name(t));
   w.bytes(fmt::format("mr {} nr {} vector {}", s.mr, s.nr, s.vector_width));
-  if (a_rows) w.bytes("a in rows");
+  // The forms' words as before the form had more than A in rows: cached entries stay valid.
+  if (form.a_rows) w.bytes("a in rows");
+  if (form.b_offsets) w.bytes("b at offsets");
   w.bytes(impl_->fingerprint);
   const std::string canonical = w.take();
-  return code(canonical,
-              fmt::format("gemm micro-kernel {} {}x{}{}", dtype_name(t), s.mr, s.nr, a_rows ? ", A in rows" : ""), {},
+  return code(canonical, fmt::format("gemm micro-kernel {} {}x{}{}", dtype_name(t), s.mr, s.nr, form.str()), {},
               kGemmPipeline, [&](const std::string& sym, llvm::LLVMContext& ctx) {
-                return impl_->finish(emit_gemm_microkernel(s, t, sym, ctx, a_rows));
+                return impl_->finish(emit_gemm_microkernel(s, t, sym, ctx, form));
               });
 }
 

@@ -64,8 +64,9 @@ class Jit {
 
   /// The GEMM micro-kernel for `s`'s register tile and `t` (gemm_codegen.h; called as
   /// fn(args, kc, ldc)), from the same caches as kernels.
-  /// With `a_rows`, the variant that reads A in place, row-major (gemm_codegen.h).
-  std::shared_ptr<const CpuKernel> gemm_microkernel(const kir::GemmSchedule& s, DType t, bool a_rows = false);
+  /// With a `form`, the variant that reads A or B where they lie (gemm_codegen.h).
+  std::shared_ptr<const CpuKernel> gemm_microkernel(const kir::GemmSchedule& s, DType t,
+                                                    const MicroKernelForm& form = {});
 
   /// The online-softmax step of the attention kernel for `vector_width` lanes
   /// (attention_codegen.h; called as fn(args, rows, ld)), from the same caches.

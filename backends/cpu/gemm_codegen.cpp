@@ -18,8 +18,9 @@
 namespace kiln::cpu {
 
 std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, DType t, const std::string& fn_name,
-                                                    llvm::LLVMContext& ctx, bool a_rows) {
+                                                    llvm::LLVMContext& ctx, const MicroKernelForm& form) {
   using llvm::Value;
+  const bool a_rows = form.a_rows;
   KILN_ASSERT(s.mr >= 1 && s.vector_width >= 1 && s.nr % s.vector_width == 0, "gemm schedule: nr is whole vectors");
   auto m = std::make_unique<llvm::Module>(fn_name, ctx);
   llvm::IRBuilder<> b(ctx);
@@ -53,8 +54,10 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   Value* c = arg(2);
   // args[3] null: the tile overwrites C (the first panel of the depth), else adds to it.
   Value* accumulate = b.CreateIsNotNull(arg(3));
-  // args[4]: B's row stride in elements (nr when packed; the matrix's when read in place).
-  Value* ldb = b.CreateLoad(i64, arg(4));
+  // args[4]: B's row stride in elements (nr when packed; the matrix's when read in place),
+  // or with b_offsets the first of the steps' offsets.
+  Value* ldb = form.b_offsets ? nullptr : b.CreateLoad(i64, arg(4));
+  Value* b_offsets = form.b_offsets ? arg(4) : nullptr;
   // args[5] with a_rows: A's row stride in elements.
   Value* lda = a_rows ? b.CreateLoad(i64, arg(5)) : nullptr;
   Value* zero = llvm::Constant::getNullValue(vt);
@@ -69,7 +72,8 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
     acc.push_back(b.CreatePHI(vt, 2));
     acc.back()->addIncoming(zero, entry);
   }
-  Value* brow = b.CreateGEP(elem, bp, b.CreateMul(p, ldb));
+  Value* brow = form.b_offsets ? b.CreateGEP(elem, bp, b.CreateLoad(i64, b.CreateGEP(i64, b_offsets, p)))
+                               : b.CreateGEP(elem, bp, b.CreateMul(p, ldb));
   std::vector<Value*> bv;
   for (int v = 0; v < vecs; ++v)
     bv.push_back(b.CreateAlignedLoad(vt, b.CreateConstGEP1_64(elem, brow, static_cast<uint64_t>(v * s.vector_width)),

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kiln::cpu {
 
@@ -9,5 +10,20 @@ namespace kiln::cpu {
 /// (Kernel::scalars) to a value of its dtype (bool: one byte); [begin, end) is the range of
 /// iterations (Schedule::iterations) this call runs.
 using KernelFn = void (*)(void* const* args, int64_t begin, int64_t end);
+
+/// Where a GEMM micro-kernel (gemm_codegen.h) reads an operand that is not a packed panel.
+struct MicroKernelForm {
+  /// A read in place, row-major: element (i, p) at A[i * lda + p], args[5] pointing to lda
+  /// (the attention kernel's exps, which its softmax leaves in rows).
+  bool a_rows = false;
+  /// B's step p read at args[1] + offsets[p], args[4] pointing to the steps' int64 offsets
+  /// (a convolution's windows in place: GemmSchedule::windows_in_place).
+  bool b_offsets = false;
+
+  /// ", A in rows, B at offsets": for the micro-kernel's description.
+  std::string str() const {
+    return std::string(a_rows ? ", A in rows" : "") + (b_offsets ? ", B at offsets" : "");
+  }
+};
 
 }  // namespace kiln::cpu

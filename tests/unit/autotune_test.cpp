@@ -236,6 +236,84 @@ TEST(AutotuneVariants, NarrowBlocksOfBComputeWhatTheDefaultDoes) {
   }
 }
 
+// Convolutions whose windows the cpu may read in place (GemmSchedule::windows_in_place):
+// strided and dilated along the outer dims or the last (a stride of 3 stores each line as
+// three phases), padded unevenly, grouped, batched, 1-D, 3-D and integer: each read from a
+// padded copy against the gathered packing, as one depth panel and as many, with blocks of
+// columns that end inside an output line.
+const char* const kWindowedConvs[] = {
+    R"(graph @strided(%x: f32[2,5,9,20], %w: f32[9,5,3,3]) -> f32[2,9,5,22] {
+  %y = conv %x, %w {strides = [2, 1], dilations = [1, 2], low = [1, 3], high = [1, 3]} : f32[2,9,5,22]
+  return %y
+})",
+    R"(graph @grouped(%x: f32[3,4,6,17], %w: f32[16,2,3,3]) -> f32[3,16,6,16] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 0], high = [1, 1], groups = 2} : f32[3,16,6,16]
+  return %y
+})",
+    R"(graph @phases(%x: f32[2,3,11,23], %w: f32[8,3,5,4]) -> f32[2,8,4,7] {
+  %y = conv %x, %w {strides = [2, 3], dilations = [1, 2], low = [1, 2], high = [0, 1]} : f32[2,8,4,7]
+  return %y
+})",
+    R"(graph @line(%x: i32[1,3,40], %w: i32[12,3,5]) -> i32[1,12,40] {
+  %y = conv %x, %w {strides = [1], low = [2], high = [2]} : i32[1,12,40]
+  return %y
+})",
+    R"(graph @volume(%x: f32[1,2,4,5,18], %w: f32[8,2,3,3,3]) -> f32[1,8,2,5,18] {
+  %y = conv %x, %w {strides = [2, 1, 1], low = [1, 1, 1], high = [0, 1, 1]} : f32[1,8,2,5,18]
+  return %y
+})",
+};
+
+TEST(AutotuneVariants, ConvolutionWindowsReadInPlaceComputeWhatGatheringDoes) {
+  Backend& b = backend_under_test();
+  if (b.capabilities().local_memory) GTEST_SKIP() << "a cpu form of the product";
+  int checked = 0;
+  for (const char* text : kWindowedConvs) {
+    for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
+      ASSERT_TRUE(g.im2col) << text;
+      ASSERT_TRUE(kir::windows_in_place_legal(*g.im2col)) << text;
+      autotune::GemmBench bench(b, g);
+      kir::GemmSchedule gathered = g.schedule;
+      gathered.windows_in_place = 0;
+      const std::string want = bench.product(gathered);
+      kir::GemmSchedule in_place = g.schedule;
+      in_place.windows_in_place = 1;
+      for (const auto& [kc, nc] : std::vector<std::pair<int64_t, int64_t>>{{g.schedule.kc, g.schedule.nc}, {7, 13}}) {
+        in_place.kc = kc;
+        in_place.nc = nc;
+        const std::optional<std::string> diff = autotune::compare_products(g.dtype, want, bench.product(in_place));
+        EXPECT_FALSE(diff) << text << in_place.str() << ": " << *diff;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 10);
+}
+
+// The windows are read in place by default only where tiles along a line waste little: a
+// 56- or 28-wide line of 16-wide tiles, not a 7-wide one.
+TEST(AutotuneVariants, WindowsAreReadInPlaceWhereLinesFillTheTiles) {
+  Backend& b = backend_under_test();
+  if (b.capabilities().local_memory) GTEST_SKIP() << "a cpu form of the product";
+  const auto in_place = [&](const char* text) {
+    const std::vector<LaunchPlan::Gemm> gemms = gemms_of(b, text);
+    EXPECT_EQ(gemms.size(), 1u);
+    return !gemms.empty() && gemms[0].schedule.windows_in_place == 1;
+  };
+  EXPECT_TRUE(in_place(R"(graph @wide(%x: f32[1,16,56,56], %w: f32[16,16,3,3]) -> f32[1,16,56,56] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,16,56,56]
+  return %y
+})"));
+  EXPECT_FALSE(in_place(R"(graph @narrow(%x: f32[1,64,7,7], %w: f32[64,64,3,3]) -> f32[1,64,7,7] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,64,7,7]
+  return %y
+})"));
+  EXPECT_TRUE(in_place(R"(graph @strided(%x: f32[1,16,56,56], %w: f32[16,16,3,3]) -> f32[1,16,28,28] {
+  %y = conv %x, %w {strides = [2, 2], low = [1, 1], high = [1, 1]} : f32[1,16,28,28]
+  return %y
+})"));
+}
+
 TEST(AutotuneVariants, IllegalGemmVariantsAreRefused) {
   Backend& b = backend_under_test();
   const std::vector<LaunchPlan::Gemm> gemms = gemms_of(b, kProducts[0]);

@@ -34,6 +34,7 @@ struct WarmupOptions {
   std::optional<double> warm_up_ms;
   int jobs = 1;
   bool json = false;
+  std::vector<std::string> input_shapes;  // NAME=2x3x4: sizes an input's symbolic dims
 };
 
 // The IR files `paths` name: files as given, folders searched for *.kir and *.onnx, sorted.
@@ -102,7 +103,9 @@ int warmup(const WarmupOptions& opts) {
   std::vector<Graph> graphs;
   const std::vector<const PassInfo*> extra = backend->extra_passes();
   for (const fs::path& f : files) {
-    Graph g = load_graph(f.string());
+    // A model with symbolic dims is tuned at the sizes the deployment will run.
+    Graph g = opts.input_shapes.empty() ? load_graph(f.string())
+                                        : load_runnable(f.string(), InputOptions{{}, opts.input_shapes, 0}).graph;
     const SplitChooser tune_split = [&](const ReductionSplit& site) {
       const autotune::Autotuner::PlanFor plan_for = [&](int64_t blocks) { return split_plan(*backend, site, blocks); };
       autotune::TuneReport r = tuner.tune_split_unless_claimed(*backend, site, plan_for, options);
@@ -204,6 +207,10 @@ Command add_autotune_command(CLI::App& app) {
                 "whose clocks fall while candidates compile; 10 elsewhere)")
       ->check(CLI::NonNegativeNumber);
   w->add_option("--jobs", opts->jobs, "Candidates compiled at once")->capture_default_str()->check(CLI::Range(1, 256));
+  w->add_option("--input-shape", opts->input_shapes,
+                "The shape of an input with symbolic dims (an ONNX model's, or IR text's f32[n,768]), for every "
+                "file given (repeatable)")
+      ->type_name("NAME=2x3x4");
   w->add_flag("--json", opts->json, "Print one JSON object instead of the table (docs/cli.md, \"JSON output\")");
   return {sub, [opts, w]() { return w->parsed() ? warmup(*opts) : 1; }};
 }

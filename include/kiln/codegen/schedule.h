@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kiln/codegen/kernel_ir.h"
+#include "kiln/ir/conv.h"
 
 namespace kiln {
 
@@ -161,7 +162,11 @@ struct Schedule {
 /// CPU (`group_m == 0`): C is computed in tiles of `mr` x `nr` by a micro-kernel that keeps
 /// the tile in registers; A is packed in blocks of `mc` x `kc` (in L2), B in blocks of `kc` x
 /// `nc` (in L3); the tasks of the parallel split are (batch, mc block, nc block), on at most
-/// `threads` workers.
+/// `threads` workers. With `windows_in_place` (a convolution's product, Gemm::im2col), B is
+/// not gathered into packed panels: the input is copied once into planes padded by the
+/// convolution's padding (each line split into phases by the windows' stride along it), and
+/// the micro-kernel reads step p of a tile's windows where they lie in that copy, at a
+/// per-step offset from the tile's first position (a tile never crosses an output line).
 ///
 /// GPU (`group_m > 0`): a work-group computes a `group_m` x `group_n` tile of C, stepping
 /// along K by `group_k`: each step stages a `group_m` x `group_k` tile of A and a `group_k` x
@@ -180,6 +185,7 @@ struct GemmSchedule {
   /// Below this many multiply-adds (m * n * k) the product runs on the calling thread.
   int64_t serial_below = 1 << 18;
   int threads = 0;  // cpu: most workers the tasks (and B's packing) run on (0: every core)
+  int windows_in_place = 0;  // cpu, convolutions: 1 reads B from a padded copy of the input
   // ---- work-group tiling (GPU backends; 0 on cpu) ----
   int64_t group_m = 0;  // rows of C per work-group: a multiple of mr
   int64_t group_n = 0;  // columns of C per work-group: a multiple of nr
@@ -234,9 +240,14 @@ int gemm_vector_registers(const Capabilities& caps);
 /// has local memory): work-group tiles no larger than the product needs, within the
 /// device's work-group size. `epilogue_columns` > 0: an epilogue follows that a CPU runs on
 /// each block of the product as it is finished, on blocks of columns starting at multiples
-/// of it (gemm_epilogue_columns_per_iteration); the blocks are cut so.
+/// of it (gemm_epilogue_columns_per_iteration); the blocks are cut so. `windows`: the
+/// convolution whose windows are B (Gemm::im2col), read in place on a CPU where that pays.
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
-                                   int64_t epilogue_columns = 0);
+                                   int64_t epilogue_columns = 0, const ConvGeometry* windows = nullptr);
+
+/// Whether a CPU product may read the windows of `c` in place (GemmSchedule::windows_in_place):
+/// the padding is not negative.
+bool windows_in_place_legal(const ConvGeometry& c);
 
 /// The schedule a backend runs `k` with unless the autotuner knows better: the walk, and
 /// knobs chosen for `caps` (vector width from the widest element type and the vector
