@@ -228,6 +228,33 @@ bool reads_windows_in_place(const LaunchPlan::Gemm& g) {
 
 MicroKernelForm micro_form(const LaunchPlan::Gemm& g) { return {.b_offsets = reads_windows_in_place(g)}; }
 
+// The micro-kernels a product runs: its tile's, and for windows read in place, one a vector
+// wide for what is left of a line; held for the product's duration.
+struct MicroKernels {
+  std::shared_ptr<const CpuKernel> tile_code, narrow_code;
+  KernelFn tile = nullptr;
+  KernelFn narrow = nullptr;
+  int64_t narrow_nr = 0;
+};
+
+kir::GemmSchedule narrow_tile(const kir::GemmSchedule& s) {
+  kir::GemmSchedule narrow = s;
+  narrow.nr = narrow.vector_width;
+  return narrow;
+}
+
+MicroKernels micro_kernels(const LaunchPlan::Gemm& g) {
+  MicroKernels out;
+  out.tile_code = Jit::instance().gemm_microkernel(g.schedule, g.dtype, micro_form(g));
+  out.tile = out.tile_code->fn();
+  if (reads_windows_in_place(g) && g.schedule.nr > g.schedule.vector_width) {
+    out.narrow_code = Jit::instance().gemm_microkernel(narrow_tile(g.schedule), g.dtype, micro_form(g));
+    out.narrow = out.narrow_code->fn();
+    out.narrow_nr = g.schedule.vector_width;
+  }
+  return out;
+}
+
 // A convolution's input planes copied once into planes padded by its padding, so that a
 // window's step is one offset from its first position at every output position, and a tile
 // of nr positions along an output line is nr adjacent elements: the micro-kernel reads B
@@ -500,7 +527,7 @@ std::string packed_b_key(const LaunchPlan::Gemm& g, uint64_t id) {
 }
 
 template <class T>
-void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn micro,
+void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, const MicroKernels& micro,
                const BlockDone* block_done, const ImmutableOperands& fixed) {
   const kir::GemmSchedule& s = g.schedule;
   const int64_t m = g.m, n = g.n, k = g.k;
@@ -553,29 +580,36 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
     T* ap = scratch(apack, rpanels * s.mr * std::min(s.kc, std::max<int64_t>(k, 1)));
     T* bp = packed_b || windows ? nullptr : scratch(bpack, cpanels * s.nr * std::min(s.kc, std::max<int64_t>(k, 1)));
     T* edge = scratch(tile, static_cast<int64_t>(s.mr) * s.nr);
-    // The tile of row panel ip at C's column j, w columns wide, from B at `bpanel` (b_arg:
-    // the micro-kernel's args[4]). An edge tile goes through `edge`; the first panel of the
-    // depth overwrites C.
-    auto run_tile = [&](int64_t ip, int64_t p0, int64_t depth, int64_t j, int64_t w, const T* bpanel, void* b_arg) {
+    // The tile of row panel ip at C's column j, w columns of the `nr` its micro-kernel `fn`
+    // computes, from B at `bpanel` (b_arg: the micro-kernel's args[4]). An edge tile goes
+    // through `edge`; the first panel of the depth overwrites C.
+    auto run_tile = [&](KernelFn fn, int64_t nr, int64_t ip, int64_t p0, int64_t depth, int64_t j, int64_t w,
+                        const T* bpanel, void* b_arg) {
       const int64_t h = std::min<int64_t>(s.mr, rows - ip * s.mr);
       T* ct = cm + (i0 + ip * s.mr) * n + j;
-      const bool whole = h == s.mr && w == s.nr;
+      const bool whole = h == s.mr && w == nr;
       void* accumulate = whole && p0 > 0 ? ct : nullptr;
       void* args[5] = {ap + ip * s.mr * depth, const_cast<T*>(bpanel), whole ? ct : edge, accumulate, b_arg};
-      call_kernel(micro, args, depth, whole ? n : s.nr);
+      call_kernel(fn, args, depth, whole ? n : nr);
       if (!whole)
         for (int64_t i = 0; i < h; ++i)
           for (int64_t jj = 0; jj < w; ++jj)
-            ct[i * n + jj] = p0 == 0 ? edge[i * s.nr + jj] : wrapping_add(ct[i * n + jj], edge[i * s.nr + jj]);
+            ct[i * n + jj] = p0 == 0 ? edge[i * nr + jj] : wrapping_add(ct[i * n + jj], edge[i * nr + jj]);
     };
     for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
       const int64_t depth = std::min(s.kc, k - p0);
       if (packed_a) ap = const_cast<T*>(packed_a) + ((a_broadcast ? 0 : bi) * k + p0) * mpad + i0 * depth;
       else pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
-      if (windows) {  // tiles along each output line, cut where a line or the block ends
+      if (windows) {
+        // Tiles along each output line, cut where a line or the block ends; what is left of
+        // a line in narrower tiles, whole where it is as wide as one (56 = 16 + 16 + 16 + 8).
         for (int64_t j = j0; j < j0 + cols;) {
-          const int64_t w = std::min({int64_t{s.nr}, windows->line() - j % windows->line(), j0 + cols - j});
-          for (int64_t ip = 0; ip < rpanels; ++ip) run_tile(ip, p0, depth, j, w, windows->window(bi, j), windows->offsets(p0));
+          int64_t w = std::min({int64_t{s.nr}, windows->line() - j % windows->line(), j0 + cols - j});
+          const bool narrow = w < s.nr && micro.narrow != nullptr;
+          if (narrow) w = std::min<int64_t>(w, micro.narrow_nr);
+          for (int64_t ip = 0; ip < rpanels; ++ip)
+            run_tile(narrow ? micro.narrow : micro.tile, narrow ? micro.narrow_nr : s.nr, ip, p0, depth, j, w,
+                     windows->window(bi, j), windows->offsets(p0));
           j += w;
         }
         continue;
@@ -597,7 +631,7 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, KernelFn
           pack_b(bpos + jp * s.nr, brs, 1, depth, w, s.nr, bp);
           bpanel = bp;
         }
-        for (int64_t ip = 0; ip < rpanels; ++ip) run_tile(ip, p0, depth, j0 + jp * s.nr, w, bpanel, &ldb);
+        for (int64_t ip = 0; ip < rpanels; ++ip) run_tile(micro.tile, s.nr, ip, p0, depth, j0 + jp * s.nr, w, bpanel, &ldb);
       }
     }
     if (block_done) (*block_done)(bi * m + i0, bi * m + i0 + rows, j0, j0 + cols);
@@ -610,8 +644,7 @@ bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g
 void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
               const BlockDone* block_done, const ImmutableOperands& fixed) {
   if (empty_product(g)) return;
-  const std::shared_ptr<const CpuKernel> micro = Jit::instance().gemm_microkernel(g.schedule, g.dtype, micro_form(g));
-  const KernelFn fn = micro->fn();
+  const MicroKernels fn = micro_kernels(g);
   switch (g.dtype) {
     case DType::F32:
       return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), fn, block_done, fixed);
@@ -667,7 +700,7 @@ double fma_peak_gflops(const Capabilities& caps) {
 }
 
 void prepare_gemm(const LaunchPlan::Gemm& g) {
-  if (!empty_product(g)) Jit::instance().gemm_microkernel(g.schedule, g.dtype, micro_form(g));
+  if (!empty_product(g)) micro_kernels(g);
 }
 
 void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
