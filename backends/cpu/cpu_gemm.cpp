@@ -602,11 +602,11 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, const Mi
       else pack_a(am + i0 * ars + p0 * acs, ars, acs, rows, depth, s.mr, ap);
       if (windows) {
         // Tiles along each output line, cut where a line or the block ends; what is left of
-        // a line in narrower tiles, whole where it is as wide as one (56 = 16 + 16 + 16 + 8).
+        // a line in a tile a vector wide where it fits one (56 = 16 + 16 + 16 + 8), else in
+        // an edge tile (28 = 16 + 12).
         for (int64_t j = j0; j < j0 + cols;) {
-          int64_t w = std::min({int64_t{s.nr}, windows->line() - j % windows->line(), j0 + cols - j});
-          const bool narrow = w < s.nr && micro.narrow != nullptr;
-          if (narrow) w = std::min<int64_t>(w, micro.narrow_nr);
+          const int64_t w = std::min({int64_t{s.nr}, windows->line() - j % windows->line(), j0 + cols - j});
+          const bool narrow = w <= micro.narrow_nr;
           for (int64_t ip = 0; ip < rpanels; ++ip)
             run_tile(narrow ? micro.narrow : micro.tile, narrow ? micro.narrow_nr : s.nr, ip, p0, depth, j, w,
                      windows->window(bi, j), windows->offsets(p0));

@@ -291,7 +291,8 @@ TEST(AutotuneVariants, ConvolutionWindowsReadInPlaceComputeWhatGatheringDoes) {
 }
 
 // The windows are read in place by default only where tiles along a line waste little: a
-// 56- or 28-wide line of 16-wide tiles, not a 7-wide one.
+// 56- or 28-wide line of 16-wide tiles, not a 14- or 7-wide one (on AVX-512, 32-wide tiles
+// take the 56-wide line alone); and not for a strided 1x1 window.
 TEST(AutotuneVariants, WindowsAreReadInPlaceWhereLinesFillTheTiles) {
   Backend& b = backend_under_test();
   if (b.capabilities().local_memory) GTEST_SKIP() << "a cpu form of the product";
@@ -304,12 +305,21 @@ TEST(AutotuneVariants, WindowsAreReadInPlaceWhereLinesFillTheTiles) {
   %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,16,56,56]
   return %y
 })"));
+  const bool wide_vectors = b.capabilities().vector_bytes >= 64;
+  EXPECT_FALSE(in_place(R"(graph @fourteen(%x: f32[1,64,14,14], %w: f32[64,64,3,3]) -> f32[1,64,14,14] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,64,14,14]
+  return %y
+})"));
   EXPECT_FALSE(in_place(R"(graph @narrow(%x: f32[1,64,7,7], %w: f32[64,64,3,3]) -> f32[1,64,7,7] {
   %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,64,7,7]
   return %y
 })"));
-  EXPECT_TRUE(in_place(R"(graph @strided(%x: f32[1,16,56,56], %w: f32[16,16,3,3]) -> f32[1,16,28,28] {
+  EXPECT_EQ(in_place(R"(graph @strided(%x: f32[1,16,56,56], %w: f32[16,16,3,3]) -> f32[1,16,28,28] {
   %y = conv %x, %w {strides = [2, 2], low = [1, 1], high = [1, 1]} : f32[1,16,28,28]
+  return %y
+})"), !wide_vectors);
+  EXPECT_FALSE(in_place(R"(graph @downsample(%x: f32[1,16,56,56], %w: f32[32,16,1,1]) -> f32[1,32,28,28] {
+  %y = conv %x, %w {strides = [2, 2], low = [0, 0], high = [0, 0]} : f32[1,32,28,28]
   return %y
 })"));
 }
