@@ -35,6 +35,11 @@
 namespace kiln::cpu {
 namespace {
 
+// Whether an operand with these batch strides is the same matrix for every batch entry.
+bool same_for_every_batch(const std::vector<int64_t>& batch_strides) {
+  return std::all_of(batch_strides.begin(), batch_strides.end(), [](int64_t stride) { return stride == 0; });
+}
+
 // Element offsets of batch `batch`'s A and B matrices (broadcast batch dims have stride 0).
 std::pair<int64_t, int64_t> batch_offsets(const LaunchPlan::Gemm& g, int64_t batch) {
   int64_t aoff = g.a_offset, boff = g.b_offset, rem = batch;
@@ -314,9 +319,7 @@ class PaddedWindows {
     }
     // The planes, once per batch entry (once for all when B broadcasts over every batch
     // dim), and nr elements past the last: an edge tile reads whole vectors.
-    const bool broadcast =
-        std::all_of(g.b_batch_stride.begin(), g.b_batch_stride.end(), [](int64_t stride) { return stride == 0; });
-    batches_ = broadcast ? 1 : g.batch.numel();
+    batches_ = same_for_every_batch(g.b_batch_stride) ? 1 : g.batch.numel();
     batch_elements_ = channels * plane_;
     data_ = PackedBPool<T>::instance().take(batches_ * batch_elements_ + g.schedule.nr);
     int64_t in_lines = 1;
@@ -420,9 +423,7 @@ class PackedB {
 
  private:
   static int64_t batches(const LaunchPlan::Gemm& g) {
-    const bool broadcast =
-        std::all_of(g.b_batch_stride.begin(), g.b_batch_stride.end(), [](int64_t stride) { return stride == 0; });
-    return broadcast ? 1 : g.batch.numel();
+    return same_for_every_batch(g.b_batch_stride) ? 1 : g.batch.numel();
   }
   static int64_t padded_columns(const LaunchPlan::Gemm& g) {
     return (g.n + g.schedule.nr - 1) / g.schedule.nr * g.schedule.nr;
@@ -444,7 +445,7 @@ template <class T>
 struct PackedA {
   static int64_t padded_rows(const LaunchPlan::Gemm& g) { return (g.m + g.schedule.mr - 1) / g.schedule.mr * g.schedule.mr; }
   static bool broadcast(const LaunchPlan::Gemm& g) {
-    return std::all_of(g.a_batch_stride.begin(), g.a_batch_stride.end(), [](int64_t stride) { return stride == 0; });
+    return same_for_every_batch(g.a_batch_stride);
   }
   static int64_t elements(const LaunchPlan::Gemm& g) {
     return (broadcast(g) ? 1 : g.batch.numel()) * padded_rows(g) * g.k;
