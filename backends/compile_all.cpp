@@ -1,11 +1,10 @@
-// backends/compile_all.cpp - Backend::compile_all's default: a plan's distinct kernels
-// compiled at once.
+// backends/compile_all.cpp - the one path from Kernel IR to compiled kernels, for every
+// backend: the toolchain's store finds or builds each kernel (kiln/backend/toolchain.h).
 //
-// compile() is thread-safe on every backend (the autotuner's --jobs relies on it too), and a
-// cold plan's kernels are independent: compiled one after another, ResNet-50's first call
+// A cold plan's kernels are independent: compiled one after another, ResNet-50's first call
 // waited on LLVM one kernel at a time with the other core idle. Equal kernels (a model's
-// repeated blocks) are found first, by the text that keys the kernel caches, so that two
-// threads never compile the same one at once only for one of them to be thrown away.
+// repeated blocks) are found first, by the text that keys the store, so that two threads
+// never wait on one build.
 #include <exception>
 #include <string>
 #include <unordered_map>
@@ -13,14 +12,72 @@
 #include <tbb/parallel_for.h>
 
 #include "kiln/backend/backend.h"
+#include "kiln/codegen/c_source.h"
 #include "kiln/support/error.h"
 
 namespace kiln {
+namespace {
+
+// The store's calls into `t` for `kernels[indices[j]]`, request j.
+KernelStore::Toolchain store_calls(Toolchain& t, std::span<const kir::Kernel> kernels,
+                                   std::span<const kir::Schedule> schedules, std::span<const size_t> indices) {
+  KernelStore::Toolchain calls;
+  calls.build = [&t, kernels, schedules, indices](std::span<const size_t> requests) {
+    std::vector<const kir::Kernel*> ks;
+    std::vector<const kir::Schedule*> ss;
+    for (size_t r : requests) {
+      ks.push_back(&kernels[indices[r]]);
+      ss.push_back(&schedules[indices[r]]);
+    }
+    return t.build(ks, ss);
+  };
+  calls.load = [&t](std::string_view bytes, std::string_view key) { return t.load(bytes, key); };
+  calls.member = [&t, kernels, schedules, indices](const KernelStore::Object& group, size_t position,
+                                                  size_t request) -> KernelStore::Object {
+    const size_t i = indices[request];
+    return t.member(group, position, kernels[i], schedules[i]);
+  };
+  return calls;
+}
+
+KernelStore::Request request_of(const std::string& fingerprint, const kir::Kernel& k, const kir::Schedule& s) {
+  return {kir::kernel_canonical(k, s, fingerprint), "kernel @" + k.name};
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledKernel> Backend::compile(const kir::Kernel& k, const kir::Schedule& s) {
+  Toolchain& t = toolchain();
+  t.check_kernel(k);
+  const size_t only = 0;
+  return t.store().get_one<CompiledKernel>(request_of(t.fingerprint(), k, s), store_calls(t, {&k, 1}, {&s, 1}, {&only, 1}));
+}
 
 std::vector<std::shared_ptr<const CompiledKernel>> Backend::compile_all(std::span<const kir::Kernel> kernels,
                                                                         std::span<const kir::Schedule> schedules) {
   KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
-  std::vector<size_t> distinct;            // the first of each set of equal kernels, in plan order
+  Toolchain& t = toolchain();
+  std::vector<std::shared_ptr<const CompiledKernel>> out(kernels.size());
+  if (t.builds_together()) {
+    const std::string fingerprint = t.fingerprint();
+    std::vector<const kir::Kernel*> all_kernels;
+    std::vector<const kir::Schedule*> all_schedules;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      t.check_kernel(kernels[i]);
+      all_kernels.push_back(&kernels[i]);
+      all_schedules.push_back(&schedules[i]);
+    }
+    // One group per set of kernels whose custom kernels agree on their macros: a program
+    // holds each custom kernel's source once (kir::custom_macro_groups).
+    for (const std::vector<size_t>& group : kir::custom_macro_groups(all_kernels, all_schedules)) {
+      std::vector<KernelStore::Request> requests;
+      for (size_t i : group) requests.push_back(request_of(fingerprint, kernels[i], schedules[i]));
+      const std::vector<KernelStore::Object> found = t.store().get(requests, store_calls(t, kernels, schedules, group));
+      for (size_t j = 0; j < group.size(); ++j) out[group[j]] = std::static_pointer_cast<const CompiledKernel>(found[j]);
+    }
+    return out;
+  }
+  std::vector<size_t> distinct;              // the first of each set of equal kernels, in plan order
   std::vector<size_t> same(kernels.size());  // kernel i is compiled as distinct[same[i]]
   std::unordered_map<std::string, size_t> seen;
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -48,9 +105,7 @@ std::vector<std::shared_ptr<const CompiledKernel>> Backend::compile_all(std::spa
   // The error a serial compile would have met first: the same one on every run.
   for (const std::exception_ptr& e : failed)
     if (e) std::rethrow_exception(e);
-  std::vector<std::shared_ptr<const CompiledKernel>> out;
-  out.reserve(kernels.size());
-  for (size_t i = 0; i < kernels.size(); ++i) out.push_back(compiled[same[i]]);
+  for (size_t i = 0; i < kernels.size(); ++i) out[i] = compiled[same[i]];
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/engine/engine.h"
 #include "kiln/support/env.h"
 #include "kiln/support/log.h"
 
@@ -17,8 +18,12 @@ namespace kiln::engine {
 const Dumper& Dumper::get() {
   static const Dumper d = [] {
     Dumper out;
-    static constexpr std::string_view kStages[] = {"graph", "fused", "kernel", "llvm", "opencl", "glsl", "spirv", "all"};
-    out.stages_ = env_list("KILN_DUMP", kStages);
+    // The engine's own stages, then each kind of device's sources (the registry's rows).
+    std::vector<std::string_view> stages = {"graph", "fused", "kernel"};
+    for (const DeviceKindInfo& kind : device_kinds())
+      for (const DumpStage& s : kind.dump_stages) stages.push_back(s.name);
+    stages.push_back("all");
+    out.stages_ = env_list("KILN_DUMP", stages);
     const char* dir = std::getenv("KILN_DUMP_DIR");
     out.dir_ = dir && *dir ? dir : "kiln-dump";
     return out;

@@ -38,6 +38,20 @@
 namespace kiln::engine {
 namespace {
 
+// "cpu: llvm; opencl: opencl; vulkan: glsl, spirv", from the registry's rows.
+std::string dump_stages_of_every_kind() {
+  std::string out;
+  for (const DeviceKindInfo& kind : device_kinds()) {
+    if (kind.dump_stages.empty()) continue;
+    out += fmt::format("{}{}:", out.empty() ? "" : "; ", kind.name);
+    for (size_t i = 0; i < kind.dump_stages.size(); ++i) out += fmt::format("{} {}", i ? "," : "", kind.dump_stages[i].name);
+  }
+  return out;
+}
+
+}  // namespace
+namespace {
+
 struct Executable {
   std::string canonical;
   std::string label;  // "@name hash": the graph, as the profiler and dumps name it
@@ -283,21 +297,24 @@ class KernelEngine final : public Engine {
       exe->product_param.push_back(e ? e->product_param : -1);
     }
     const auto [compiled, compiled_schedules] = compile_kernels(*exe);
-    for (const char* stage : {"llvm", "glsl", "spirv", "opencl"}) {
-      if (!dump.wants(stage)) continue;
-      bool written = false;
+    const std::span<const DumpStage> own = device_kind(device_).dump_stages;
+    for (const DumpStage& stage : own) {
+      if (!dump.wants(stage.name)) continue;
       for (size_t i = 0; i < compiled.size(); ++i) {
         const kir::Kernel& k = compiled[i];
-        const std::string text = backend_.kernel_source(k, compiled_schedules[i], stage);
-        if (!text.empty()) dump.write(fmt::format("{}.{}.{}", stem, k.name, stage == std::string_view("llvm") ? "ll" : stage), text);
-        written = written || !text.empty();
+        const std::string text = backend_.toolchain().render(k, compiled_schedules[i], stage.name);
+        if (!text.empty()) dump.write(fmt::format("{}.{}.{}", stem, k.name, stage.extension), text);
       }
-      // Asked for by name (not through `all`), a stage this device does not have is said so.
-      if (!written && !exe->plan.kernels.empty() && dump.names(stage))
-        warn_once(fmt::format("dump:{}:{}", device_.str(), stage),
-                  fmt::format("KILN_DUMP: device {} has no '{}' stage (cpu: llvm; opencl: opencl; vulkan: glsl, spirv)",
-                              device_.str(), stage));
     }
+    // Asked for by name (not through `all`), a stage this device does not have is said so.
+    for (const DeviceKindInfo& kind : device_kinds())
+      for (const DumpStage& stage : kind.dump_stages) {
+        const bool ours = std::any_of(own.begin(), own.end(), [&](const DumpStage& s) { return s.name == stage.name; });
+        if (!ours && !exe->plan.kernels.empty() && dump.names(stage.name))
+          warn_once(fmt::format("dump:{}:{}", device_.str(), stage.name),
+                    fmt::format("KILN_DUMP: device {} has no '{}' stage ({})", device_.str(), stage.name,
+                                dump_stages_of_every_kind()));
+      }
     exe->constants.resize(exe->plan.buffers.size());
     for (size_t b = 0; b < exe->plan.buffers.size(); ++b) {
       const LaunchPlan::Buffer& buf = exe->plan.buffers[b];

@@ -41,7 +41,7 @@ profile::Peak device_peak(Engine& e, Backend& backend, const std::string& finger
   const std::string key = hash_text(canonical).hex();
   DiskCache cache(DiskCache::default_root(), "profile");
   profile::Peak p;
-  if (const std::optional<std::string> stored = cache.load(key, canonical, 0))
+  if (const std::optional<std::string> stored = cache.load(key, canonical))
     if (std::sscanf(stored->c_str(), "%lf %lf", &p.copy_gbs, &p.fma_gflops) == 2 && p.copy_gbs > 0 && p.fma_gflops > 0)
       return p;
   constexpr int64_t kCopied = int64_t{16} << 20, kSide = 512;

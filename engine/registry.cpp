@@ -19,30 +19,43 @@
 namespace kiln {
 namespace {
 
-// A kind of device: its name, how many there are, and how to make the engine of one.
+// A kind of device: what the public row says of it (engine.h), the enum value of its
+// Device, how many there are, how to describe one and how to make the engine of one.
 struct DeviceKind {
+  DeviceKindInfo info;
   Device::Kind kind;
-  const char* name;
-  bool indexed;  // named "name:N"
   size_t (*count)();
+  std::string (*describe)(int index);
   std::unique_ptr<Engine> (*make)(int index);
 };
 
+constexpr DumpStage kCpuStages[] = {{"llvm", "ll"}};
+constexpr DumpStage kOpenClStages[] = {{"opencl", "opencl"}};
+constexpr DumpStage kVulkanStages[] = {{"glsl", "glsl"}, {"spirv", "spirv"}};
+
 const std::array<DeviceKind, 4> kKinds{{
-    {Device::Kind::Cpu, "cpu", false, [] { return size_t{1}; },
+    {{"cpu", false, "cpu", kCpuStages}, Device::Kind::Cpu, [] { return size_t{1}; },
+     [](int) { return fmt::format("LLVM JIT for {}", cpu_target_description()); },
      [](int) { return engine::make_kernel_engine(Device::cpu(), cpu_backend()); }},
-    {Device::Kind::Interp, "interp", false, [] { return size_t{1}; },
+    {{"interp", false, "", {}}, Device::Kind::Interp, [] { return size_t{1}; },
+     [](int) -> std::string { return "the reference interpreter (no compiler)"; },
      [](int) { return engine::make_interpreter_engine(); }},
-    {Device::Kind::OpenCL, "opencl", true, [] { return opencl_devices().size(); },
-     [](int i) { return engine::make_kernel_engine(Device::opencl(i), opencl_backend(i)); }},
-    {Device::Kind::Vulkan, "vulkan", true, [] { return vulkan_devices().size(); },
-     [](int i) { return engine::make_kernel_engine(Device::vulkan(i), vulkan_backend(i)); }},
+    {{"opencl", true, "opencl", kOpenClStages}, Device::Kind::OpenCL, [] { return opencl_devices().size(); },
+     opencl_device_description, [](int i) { return engine::make_kernel_engine(Device::opencl(i), opencl_backend(i)); }},
+    {{"vulkan", true, "vulkan", kVulkanStages}, Device::Kind::Vulkan, [] { return vulkan_devices().size(); },
+     vulkan_device_description, [](int i) { return engine::make_kernel_engine(Device::vulkan(i), vulkan_backend(i)); }},
 }};
+
+const std::array<DeviceKindInfo, kKinds.size()> kInfos = [] {
+  std::array<DeviceKindInfo, kKinds.size()> out;
+  for (size_t k = 0; k < kKinds.size(); ++k) out[k] = kKinds[k].info;
+  return out;
+}();
 
 size_t kind_index(Device device) {
   for (size_t k = 0; k < kKinds.size(); ++k)
     if (kKinds[k].kind == device.kind) return k;
-  throw Error(fmt::format("device {} is not registered in this build", device.str()));
+  throw Error(fmt::format("device kind {} is not registered in this build", static_cast<int>(device.kind)));
 }
 
 std::string available_devices() {
@@ -60,6 +73,11 @@ Buffer::Buffer(Device device, TensorType type, std::shared_ptr<DeviceMemory> mem
 
 const std::byte* Buffer::host_data() const { return memory_->host_data(); }
 
+void register_custom_host() {
+  static std::once_flag once;
+  std::call_once(once, [] { set_custom_host_factory(cpu_custom_host_function); });
+}
+
 Engine& engine_for(Device device) {
   // Engines are made on first use (a backend may be costly to start) and never destroyed:
   // kernels may still run during static destruction. A device that fails to start throws
@@ -75,6 +93,7 @@ Engine& engine_for(Device device) {
   static std::array<Slot*, kKinds.size()> slots{};
   static std::array<size_t, kKinds.size()> counts{};
   const size_t k = kind_index(device);
+  register_custom_host();
   std::call_once(counted[k], [&] {
     counts[k] = kKinds[k].count();
     slots[k] = new Slot[std::max<size_t>(counts[k], 1)];
@@ -98,12 +117,23 @@ std::vector<Device> registered_devices() {
   return out;
 }
 
+std::span<const DeviceKindInfo> device_kinds() { return kInfos; }
+
+const DeviceKindInfo& device_kind(Device device) { return kInfos[kind_index(device)]; }
+
+std::string device_description(Device device) { return kKinds[kind_index(device)].describe(device.index); }
+
+std::string Device::str() const {
+  const DeviceKindInfo& k = device_kind(*this);
+  return k.indexed ? fmt::format("{}:{}", k.name, index) : std::string(k.name);
+}
+
 Device Device::parse(std::string_view name) {
   for (const DeviceKind& k : kKinds) {
-    const std::string_view kind = k.name;
+    const std::string_view kind = k.info.name;
     if (name == kind) return Device{k.kind, 0};
     // "opencl:3"
-    if (!k.indexed || name.size() <= kind.size() + 1 || !name.starts_with(kind) || name[kind.size()] != ':') continue;
+    if (!k.info.indexed || name.size() <= kind.size() + 1 || !name.starts_with(kind) || name[kind.size()] != ':') continue;
     const std::string_view digits = name.substr(kind.size() + 1);
     int index = 0;
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);

@@ -195,7 +195,8 @@ CustomHostFn custom_host_function(const CustomKernel& k) {
   std::lock_guard lock(h.mutex);
   if (auto it = h.built.find(k.digest); it != h.built.end()) return it->second;
   if (!h.factory)
-    throw Error(fmt::format("custom kernel @{}: nothing in this program can run C on the host (link kiln's cpu backend)",
+    throw Error(fmt::format("custom kernel @{}: nothing in this program can run C on the host (kiln::register_custom_host(), "
+                            "which engine_for calls, installs the cpu backend's compiler)",
                             k.name));
   CustomHostFn fn = h.factory(k);
   h.built.emplace(k.digest, fn);

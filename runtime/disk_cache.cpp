@@ -229,7 +229,7 @@ fs::path DiskCache::path_of(std::string_view key) const {
   return dir_ / (std::string(key) + ".bin");
 }
 
-std::optional<std::string> DiskCache::load(std::string_view key, std::string_view canonical, int kernels) {
+std::optional<std::string> DiskCache::load(std::string_view key, std::string_view canonical) {
   // A directory that cannot be written is still read: a cache filled ahead of time may be
   // deployed read-only.
   if (dir_.empty()) return std::nullopt;
@@ -239,28 +239,20 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string_vie
   // or a link to a device in its place is stale, never opened.
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(path, ec);
-  if (ec || !fs::exists(st)) {
-    counters.kernel_disk_misses += static_cast<uint64_t>(kernels);
-    return std::nullopt;
-  }
+  if (ec || !fs::exists(st)) return std::nullopt;
   if (!fs::is_regular_file(st) || fs::file_size(path, ec) > static_cast<uintmax_t>(max_bytes()) || ec) {
     ++counters.kernel_disk_rejected;
-    counters.kernel_disk_misses += static_cast<uint64_t>(kernels);
     warn_once(path.string(), fmt::format("disk cache entry {} is not a regular file of at most {} bytes; removing "
                                          "it, the kernel will be rebuilt", path.string(), max_bytes()));
     fs::remove_all(path, ec);
     return std::nullopt;
   }
   const std::optional<std::string> file = read_file(path);
-  if (!file) {
-    counters.kernel_disk_misses += static_cast<uint64_t>(kernels);
-    return std::nullopt;
-  }
+  if (!file) return std::nullopt;
   const std::string& data = *file;
   std::string_view payload;
   if (const std::string why = check_entry(data, key, canonical, payload); !why.empty()) {
     ++counters.kernel_disk_rejected;
-    counters.kernel_disk_misses += static_cast<uint64_t>(kernels);
     warn_once(path.string(), fmt::format("disk cache entry {} is invalid ({}); removing it, the "
                                          "kernel will be rebuilt",
                                          path.string(), why));
@@ -269,7 +261,6 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string_vie
     fs::remove(path, ignored);
     return std::nullopt;
   }
-  counters.kernel_disk_hits += static_cast<uint64_t>(kernels);
   // Recency for the size cap's eviction: the least recently used entries go first.
   fs::last_write_time(path, fs::file_time_type::clock::now(), ec);
   return std::string(payload);

@@ -63,8 +63,8 @@ if ! "${kenv[@]}" "$B/kiln" devices 2>/dev/null | grep -q '^vulkan:0'; then
 fi
 
 # ---- phase 1: correctness, in parallel ----
-ops='CpuSources.*:CpuUnary.*:CpuCast.*:CpuBinary.*:CpuCompare.*:CpuLogic.*:CpuReduce.*:CpuMovement.*'
-ops+=':CpuEmpty.*:CpuMatmul.*:CpuShapes.*:CpuGemm.*:CpuCustom.*:AutotuneVariants.*'
+ops='DeviceSources.*:DeviceUnary.*:DeviceCast.*:DeviceBinary.*:DeviceCompare.*:DeviceLogic.*:DeviceReduce.*:DeviceMovement.*'
+ops+=':DeviceEmpty.*:DeviceMatmul.*:DeviceShapes.*:DeviceGemm.*:DeviceCustom.*:AutotuneVariants.*'
 shards=5
 P1=${PHASE1_S:-150}
 mkdir -p "$K/logs"

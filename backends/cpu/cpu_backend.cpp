@@ -13,24 +13,15 @@
 #include "parallel.h"
 #include "kiln/backend/cpu.h"
 #include "kiln/backend/host_memory.h"
+#include "kiln/backend/scalar_abi.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/support/error.h"
 
 namespace kiln {
 namespace {
 
-// A scalar argument as the kernel reads it: one element of its dtype (bool: one byte).
-void store_scalar(const Scalar& v, DType t, std::byte* out) {
-  auto put = [&](auto x) { std::memcpy(out, &x, sizeof x); };
-  switch (t) {
-    case DType::F32: return put(static_cast<float>(v.as_double()));
-    case DType::F64: return put(v.as_double());
-    case DType::I32: return put(static_cast<int32_t>(v.as_int()));
-    case DType::I64: return put(v.as_int());
-    case DType::Bool: return put(static_cast<uint8_t>(v.as_int() != 0));
-    default: KILN_ASSERT(false, "kernels take scalars of the compute types only (dtype.h)");
-  }
-}
+// A scalar argument as the generated code reads it: a bool is an i8.
+constexpr ScalarAbi kScalarAbi{.bool_bytes = 1};
 
 // A generated kernel's `args` (kernel_abi.h): the buffers, then a pointer per scalar
 // argument to its value stored in the kernel's dtype (8 bytes each, held here).
@@ -41,7 +32,7 @@ class KernelArgs {
     for (size_t i = 0; i < buffers.size(); ++i) args_[i] = buffers[i]->host_data();
     const auto& types = static_cast<const cpu::CpuKernel&>(k).scalar_types();
     for (size_t i = 0; i < scalars.size(); ++i) {
-      store_scalar(scalars[i], types[i], reinterpret_cast<std::byte*>(&values_[i]));
+      write_scalar(scalars[i], types[i], kScalarAbi, reinterpret_cast<std::byte*>(&values_[i]));
       args_[buffers.size() + i] = &values_[i];
     }
   }
@@ -68,6 +59,7 @@ class CpuBackend final : public Backend {
   }
 
   std::string_view name() const override { return "cpu"; }
+  Toolchain& toolchain() override { return cpu::Jit::instance(); }
   std::string fingerprint() const override { return cpu::Jit::instance().fingerprint(); }
   std::string device_fingerprint() const override {
     const cpu::HostTarget& t = cpu::Jit::instance().target();
@@ -80,14 +72,6 @@ class CpuBackend final : public Backend {
   double fma_peak_gflops() override { return cpu::fma_peak_gflops(caps_); }
   // Reductions to few values become block partials, so that they run on every core.
   std::vector<const PassInfo*> extra_passes() const override { return {find_pass("split-reductions")}; }
-
-  std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) override {
-    return cpu::Jit::instance().kernel(k, s);
-  }
-
-  std::string kernel_source(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
-    return stage == "llvm" ? cpu::Jit::instance().llvm_ir(k, s, /*optimized=*/true) : std::string();
-  }
 
   std::shared_ptr<DeviceMemory> alloc(int64_t bytes) override {
     KILN_ASSERT(bytes >= 0, "buffer sizes are non-negative");
@@ -167,19 +151,6 @@ class CpuBackend final : public Backend {
   Capabilities caps_;
 };
 
-// The reference interpreter runs custom kernels through the host JIT (it cannot compile C).
-[[maybe_unused]] const bool kCustomHostInstalled = [] {
-  set_custom_host_factory([](const CustomKernel& k) -> CustomHostFn {
-    std::shared_ptr<const cpu::CpuKernel> fn = cpu::Jit::instance().custom_host_function(k);
-    return [fn](const std::vector<const void*>& args, void* result, int64_t count) {
-      std::vector<void*> all;
-      for (const void* a : args) all.push_back(const_cast<void*>(a));
-      all.push_back(result);
-      cpu::call_kernel(fn->fn(), all.data(), 0, count);
-    };
-  });
-  return true;
-}();
 
 CpuBackend& backend() {
   static CpuBackend* b = new CpuBackend();  // never destroyed: kernels may run during exit
@@ -200,6 +171,16 @@ std::string cpu_gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized
 }
 std::string cpu_gemm_assembly(const kir::GemmSchedule& s, DType t) { return cpu::Jit::instance().gemm_assembly(s, t); }
 std::string cpu_target_description() { return cpu::Jit::instance().target().describe(); }
+CustomHostFn cpu_custom_host_function(const CustomKernel& k) {
+  std::shared_ptr<const cpu::CpuKernel> fn = cpu::Jit::instance().custom_host_function(k);
+  return [fn](const std::vector<const void*>& args, void* result, int64_t count) {
+    std::vector<void*> all;
+    for (const void* a : args) all.push_back(const_cast<void*>(a));
+    all.push_back(result);
+    cpu::call_kernel(fn->fn(), all.data(), 0, count);
+  };
+}
+
 size_t cpu_cached_kernels() { return cpu::Jit::instance().cached_kernels(); }
 
 }  // namespace kiln

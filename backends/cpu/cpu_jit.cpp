@@ -1,4 +1,4 @@
-// backends/cpu/cpu_jit.cpp - LLVM optimization, object code, ORC LLJIT, kernel caches.
+// backends/cpu/cpu_jit.cpp - LLVM optimization, object code, ORC LLJIT linking.
 #include "cpu_jit.h"
 
 #include "clang_compiler.h"
@@ -32,11 +32,9 @@
 #include "kiln/ir/canonical.h"
 #include "kiln/ir/hash.h"
 #include "kiln/ir/scalar_semantics.h"
-#include "kiln/runtime/compile_policy.h"
-#include "kiln/runtime/disk_cache.h"
+#include "kiln/runtime/kernel_store.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/log.h"
-#include "kiln/support/lru_cache.h"
 #include "kiln/codegen_id.h"
 #include "kiln/version.h"
 
@@ -72,7 +70,7 @@ constexpr kir::CpuPipeline kGemmPipeline = kir::CpuPipeline::Lean;
 std::string take(llvm::Error e) { return llvm::toString(std::move(e)); }
 
 template <class T>
-T check(llvm::Expected<T> v, const char* what) {
+T unwrap(llvm::Expected<T> v, const char* what) {
   if (!v) throw Error(fmt::format("LLVM: {}: {}", what, take(v.takeError())));
   return std::move(*v);
 }
@@ -116,29 +114,22 @@ struct Jit::Impl {
   HostTarget target;
   std::unique_ptr<llvm::TargetMachine> tm;
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  DiskCache disk{DiskCache::default_root(), "cpu"};
   std::string fingerprint;
-  std::recursive_mutex mutex;  // the JIT's symbol table, the maps below, the disk cache (LLVM compiles outside it)
-  struct Alive {
-    std::string canonical;  // compared on every hit: a collision never runs the wrong code
-    std::weak_ptr<const CpuKernel> kernel;
-    llvm::orc::ResourceTrackerSP tracker;  // owns the kernel's symbol in the JIT
-  };
-  // Every kernel some holder still uses (one copy of each symbol in the JIT), and the most
-  // recently used ones, held by the LRU so that they outlive the executables using them.
-  std::unordered_map<std::string, Alive> alive;
-  LruCache<std::string, std::shared_ptr<const CpuKernel>> recent{kernel_cache_capacity()};
+  std::mutex mutex;  // the JIT's symbol table and `linked` (LLVM compiles outside it)
+  // The resource tracker that owns each linked kernel's symbol, by key. A kernel that died
+  // leaves its tracker here until its unlinking runs (it waits for the mutex).
+  std::unordered_map<std::string, llvm::orc::ResourceTrackerSP> linked;
 
   Impl() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     target = detect_host();
     tm = make_target_machine();
-    auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
-    jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(), "creating the JIT");
+    auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
+    jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(), "creating the JIT");
     const char prefix = jit->getDataLayout().getGlobalPrefix();
     jit->getMainJITDylib().addGenerator(
-        check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "searching the process"));
+        unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "searching the process"));
     llvm::orc::SymbolMap runtime;
     runtime[jit->mangleAndIntern("kiln_rt_ipow")] = {llvm::orc::ExecutorAddr::fromPtr(&kiln_rt_ipow),
                                                      llvm::JITSymbolFlags::Exported};
@@ -165,23 +156,6 @@ struct Jit::Impl {
     thread_local std::unique_ptr<llvm::TargetMachine> mine;
     if (!mine) mine = make_target_machine();
     return *mine;
-  }
-
-  // The kernel under `key` if a holder still uses it (refreshed in the LRU), else null. The
-  // caller holds the mutex.
-  std::shared_ptr<const CpuKernel> find_alive(const std::string& key, const std::string& canonical,
-                                              const std::string& what) {
-    auto it = alive.find(key);
-    if (it == alive.end()) return nullptr;
-    if (it->second.canonical != canonical)
-      throw Error(fmt::format("internal error: kernel cache key collision on {} ({})", key, what));
-    if (std::shared_ptr<const CpuKernel> held = it->second.kernel.lock()) {
-      runtime_counters().kernel_memory_hits++;
-      runtime_counters().kernel_evictions += recent.put(key, held);
-      return held;
-    }
-    unlink_dead(it);
-    return nullptr;
   }
 
   // Everything the machine code depends on besides the kernel and its schedule.
@@ -264,17 +238,17 @@ struct Jit::Impl {
     return std::string(buffer.data(), buffer.size());
   }
 
-  // A kernel that died but whose unlinking has not run yet (it waits for our lock) still
-  // owns its symbol: unlink it now, so that the same kernel can be linked again.
-  void unlink_dead(std::unordered_map<std::string, Alive>::iterator it) {
-    if (auto e = it->second.tracker->remove()) llvm::consumeError(std::move(e));
-    alive.erase(it);
-    runtime_counters().kernels_unloaded++;
-  }
-
-  // Links `object` under its own resource tracker; the kernel unlinks it when it dies.
-  std::shared_ptr<const CpuKernel> link(const std::vector<DType>& scalar_types, const std::string& key,
-                                        const std::string& canonical, const std::string& sym, const std::string& object) {
+  // Links `object` under a resource tracker of its own, unlinked when the code dies. Throws
+  // kiln::Error when the object does not link (another LLVM's, a damaged one).
+  std::shared_ptr<const LinkedCode> link(const std::string& key, const std::string& sym, std::string_view object) {
+    std::lock_guard lock(mutex);
+    // A kernel that died but whose unlinking has not run yet still owns the symbol: the
+    // store asks again only for a kernel no one holds, so unlink it now.
+    if (auto it = linked.find(key); it != linked.end()) {
+      if (auto e = it->second->remove()) llvm::consumeError(std::move(e));
+      linked.erase(it);
+      runtime_counters().kernels_unloaded++;
+    }
     llvm::orc::ResourceTrackerSP tracker = jit->getMainJITDylib().createResourceTracker();
     auto fail = [&](const std::string& why) -> Error {
       if (auto e = tracker->remove()) llvm::consumeError(std::move(e));  // nothing half-linked stays
@@ -286,19 +260,44 @@ struct Jit::Impl {
     runtime_counters().object_loads++;
     const auto addr = *found;
     std::shared_ptr<void> code(nullptr, [this, tracker, key](void*) {
-      // A thread may have relinked the same kernel between our death and this lock (it
-      // unlinked us first, see unlink_dead): then there is nothing left to do.
-      std::lock_guard lock(mutex);
-      auto it = alive.find(key);
-      if (it == alive.end() || it->second.tracker != tracker) return;
+      // The same kernel may have been linked again between our death and this lock (which
+      // unlinked us first): then there is nothing left to do.
+      std::lock_guard unlinking(mutex);
+      auto it = linked.find(key);
+      if (it == linked.end() || it->second != tracker) return;
       if (auto e = tracker->remove()) llvm::consumeError(std::move(e));
-      alive.erase(it);
+      linked.erase(it);
       runtime_counters().kernels_unloaded++;
     });
-    auto kernel = std::make_shared<const CpuKernel>(addr.toPtr<KernelFn>(), scalar_types, std::move(code));
-    alive[key] = Alive{canonical, kernel, tracker};
-    runtime_counters().kernel_evictions += recent.put(key, kernel);
-    return kernel;
+    linked[key] = tracker;
+    return std::make_shared<const LinkedCode>(LinkedCode{addr.toPtr<KernelFn>(), std::move(code)});
+  }
+
+  // `build`'s module optimized with `pipeline` and compiled to an object file, with the
+  // compile log's breakdown. LLVM runs in a context and a target machine of this thread's
+  // own, so that threads compile at once (the autotuner's --jobs, compile_all).
+  std::pair<std::string, std::string> compile_object(const std::string& sym, kir::CpuPipeline pipeline,
+                                                     const ModuleBuilder& build) {
+    const auto start = std::chrono::steady_clock::now();
+    auto since = [&] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    };
+    int64_t build_ns = 0, optimize_ns = 0, total_ns = 0;
+    std::string object;
+    {
+      llvm::LLVMContext ctx;
+      quiet_remarks(ctx);
+      llvm::TargetMachine& machine = thread_target_machine();
+      auto m = build(sym, ctx);
+      build_ns = since();
+      optimize(*m, machine, pipeline);
+      optimize_ns = since() - build_ns;
+      object = emit_file(*m, machine, llvm::CodeGenFileType::ObjectFile);
+      total_ns = since();
+    }
+    runtime_counters().llvm_compiles++;
+    return {std::move(object), fmt::format("(IR {:.2f}, optimization {:.2f}, code generation {:.2f})", build_ns / 1e6,
+                                           optimize_ns / 1e6, (total_ns - build_ns - optimize_ns) / 1e6)};
   }
 };
 
@@ -307,24 +306,41 @@ Jit& Jit::instance() {
   return *jit;
 }
 
-Jit::Jit() : impl_(std::make_unique<Impl>()) {}
+Jit::Jit() : Toolchain("cpu", "cpu"), impl_(std::make_unique<Impl>()) {}
 Jit::~Jit() = default;
 
 const HostTarget& Jit::target() const { return impl_->target; }
 
-const std::string& Jit::fingerprint() const { return impl_->fingerprint; }
+std::string Jit::fingerprint() const { return impl_->fingerprint; }
 
-size_t Jit::cached_kernels() {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->recent.size();
+size_t Jit::cached_kernels() { return store().cached_kernels(); }
+
+std::string Jit::render(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) {
+  return stage == "llvm" ? llvm_ir(k, s, /*optimized=*/true) : std::string();
 }
 
-std::shared_ptr<const CpuKernel> Jit::kernel(const kir::Kernel& k, const kir::Schedule& s) {
-  // Names are left out: the same kernel in another stream, or the same stream written
-  // in another order, finds it.
-  const std::string canonical = kir::kernel_canonical(k, s, impl_->fingerprint);
-  return code(canonical, "kernel @" + k.name, k.scalars, s.pipeline,
-              [&](const std::string& sym, llvm::LLVMContext& ctx) { return impl_->build(k, s, sym, ctx); });
+KernelStore::Built Jit::build(std::span<const kir::Kernel* const> kernels, std::span<const kir::Schedule* const> schedules) {
+  KILN_ASSERT(kernels.size() == 1, "the cpu builds one kernel at a time (builds_together)");
+  const kir::Kernel& k = *kernels[0];
+  const kir::Schedule& s = *schedules[0];
+  // The key the store files it under (compile_all.cpp): the symbol is named by it.
+  const std::string key = hash_text(kir::kernel_canonical(k, s, impl_->fingerprint)).hex();
+  const std::string sym = "kiln_" + key;
+  auto [object, detail] = impl_->compile_object(
+      sym, s.pipeline, [&](const std::string& name, llvm::LLVMContext& ctx) { return impl_->build(k, s, name, ctx); });
+  KernelStore::Object code = impl_->link(key, sym, object);
+  return KernelStore::Built{std::move(object), std::move(code), std::move(detail)};
+}
+
+KernelStore::Object Jit::load(std::string_view bytes, std::string_view key) {
+  return impl_->link(std::string(key), "kiln_" + std::string(key), bytes);
+}
+
+std::shared_ptr<const CompiledKernel> Jit::member(const KernelStore::Object& group, size_t position, const kir::Kernel& k,
+                                                  const kir::Schedule&) {
+  if (position != 0) throw Error("a cpu object holds one kernel");
+  const auto code = std::static_pointer_cast<const LinkedCode>(group);
+  return std::make_shared<const CpuKernel>(code->fn, k.scalars, code->code);
 }
 
 std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t, const MicroKernelForm& form) {
@@ -422,57 +438,19 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
   Impl& im = *impl_;
   const std::string key = hash_text(canonical).hex();
   const std::string sym = "kiln_" + key;
-  {
-    std::lock_guard lock(im.mutex);
-    if (std::shared_ptr<const CpuKernel> held = im.find_alive(key, canonical, what)) return held;
-    if (std::optional<std::string> object = im.disk.load(key, canonical)) {
-      try {
-        return im.link(scalar_types, key, canonical, sym, *object);
-      } catch (const Error& e) {
-        // An entry that verifies but does not link (another LLVM wrote it, a damaged object
-        // with a valid checksum) is stale like any other: removed, rebuilt below.
-        runtime_counters().kernel_disk_rejected++;
-        runtime_counters().kernel_disk_hits--;  // counted by the load
-        runtime_counters().kernel_disk_misses++;
-        warn_once(im.disk.path_of(key).string(), fmt::format("disk cache entry {} does not link ({}); removing it, the "
-                                                             "kernel will be rebuilt", im.disk.path_of(key).string(), e.what()));
-        im.disk.remove(key);
-      }
-    }
-  }
-  check_compile_allowed(what);
-  // LLVM runs outside the lock, in a context and a target machine of this thread's own, so
-  // that threads compile at once (the autotuner's --jobs); only linking is serial.
-  const auto start = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
+  KernelStore::Toolchain calls;
+  calls.build = [&](std::span<const size_t>) {
+    auto [object, detail] = im.compile_object(sym, pipeline, build);
+    KernelStore::Object linked = im.link(key, sym, object);
+    return KernelStore::Built{std::move(object), std::move(linked), std::move(detail)};
   };
-  int64_t build_ns = 0, optimize_ns = 0;
-  std::string object;
-  {
-    llvm::LLVMContext ctx;
-    quiet_remarks(ctx);
-    llvm::TargetMachine& machine = im.thread_target_machine();
-    auto m = build(sym, ctx);
-    build_ns = since(start);
-    Impl::optimize(*m, machine, pipeline);
-    optimize_ns = since(start) - build_ns;
-    object = Impl::emit_file(*m, machine, llvm::CodeGenFileType::ObjectFile);
-  }
-  const auto ns = since(start);
-  RuntimeCounters& c = runtime_counters();
-  c.llvm_compiles++;
-  c.kernels_compiled++;
-  c.compile_ns += static_cast<uint64_t>(ns);
-  log_line("compile", fmt::format("{} ({}): {:.2f} ms (IR {:.2f}, optimization {:.2f}, code generation {:.2f}), {} bytes "
-                                  "of object code",
-                                  what, key, ns / 1e6, build_ns / 1e6, optimize_ns / 1e6, (ns - build_ns - optimize_ns) / 1e6,
-                                  object.size()));
-  std::lock_guard lock(im.mutex);
-  // Another thread may have compiled the same kernel meanwhile: the first one linked is kept.
-  if (std::shared_ptr<const CpuKernel> held = im.find_alive(key, canonical, what)) return held;
-  im.disk.store(key, canonical, object);
-  return im.link(scalar_types, key, canonical, sym, object);
+  calls.load = [&](std::string_view object, std::string_view) -> KernelStore::Object { return im.link(key, sym, object); };
+  calls.member = [&](const KernelStore::Object& group, size_t position, size_t) -> KernelStore::Object {
+    if (position != 0) throw Error("a cpu object holds one kernel");
+    const auto linked = std::static_pointer_cast<const LinkedCode>(group);
+    return std::make_shared<const CpuKernel>(linked->fn, scalar_types, linked->code);
+  };
+  return store().get_one<CpuKernel>({canonical, what}, calls);
 }
 
 std::string Jit::llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool optimized) {

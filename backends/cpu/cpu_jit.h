@@ -1,11 +1,10 @@
-// backends/cpu/cpu_jit.h - compiled kernels for the host CPU, and their caches.
+// backends/cpu/cpu_jit.h - compiled kernels for the host CPU.
 //
-// A kernel's machine code is found, in order: alive in this process (the LRU of recently
-// used kernels, or an executable that still holds it), in the on-disk cache (an object file,
-// linked into the JIT without running LLVM's optimizer or code generator), or compiled:
-// Kernel IR + schedule -> LLVM IR -> the schedule's pass pipeline (Schedule::pipeline) for
-// the host CPU and its features -> object file, written to the disk cache and linked. Code
-// no one holds any more is unlinked.
+// A kernel's machine code comes from the cpu's kernel store (kiln/runtime/kernel_store.h):
+// alive in this process, an object file from the disk cache (linked into the JIT without
+// running LLVM's optimizer or code generator), or compiled here: Kernel IR + schedule ->
+// LLVM IR -> the schedule's pass pipeline (Schedule::pipeline) for the host CPU and its
+// features -> object file, stored and linked. Code no one holds any more is unlinked.
 #pragma once
 
 #include <functional>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/toolchain.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
 #include "kernel_abi.h"
@@ -35,6 +35,13 @@ struct HostTarget {
   std::string describe() const;
 };
 
+/// Machine code linked into the JIT: its entry point, and what unlinks it when the last
+/// holder lets go. The kernel store's group of one kernel.
+struct LinkedCode {
+  KernelFn fn = nullptr;
+  std::shared_ptr<void> code;
+};
+
 /// Machine code of one kernel, linked into the JIT while this object lives.
 class CpuKernel final : public CompiledKernel {
  public:
@@ -50,17 +57,26 @@ class CpuKernel final : public CompiledKernel {
   std::shared_ptr<void> code_;  // unlinks the code when the last holder lets go
 };
 
-class Jit {
+/// The cpu's toolchain (kiln/backend/toolchain.h): LLVM for the host CPU, objects linked by
+/// ORC. Its store also holds the code of the GEMM and attention steps, and of custom kernels
+/// as the interpreter runs them. Thread-safe.
+class Jit final : public Toolchain {
  public:
   static Jit& instance();
 
   const HostTarget& target() const;
   /// Everything the machine code depends on besides the kernel and its schedule.
-  const std::string& fingerprint() const;
-
-  /// The machine code of `k` run with `s`, from the caches or compiled now. Thread-safe.
-  /// Throws kiln::Error when LLVM fails, or when compiling is needed and KILN_NO_COMPILE=1.
-  std::shared_ptr<const CpuKernel> kernel(const kir::Kernel& k, const kir::Schedule& s);
+  std::string fingerprint() const override;
+  /// `llvm`: the kernel's optimized LLVM IR.
+  std::string render(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override;
+  /// One kernel's object file (the store's bytes), linked (a LinkedCode).
+  KernelStore::Built build(std::span<const kir::Kernel* const> kernels,
+                           std::span<const kir::Schedule* const> schedules) override;
+  /// An object file linked; throws kiln::Error when it does not link.
+  KernelStore::Object load(std::string_view bytes, std::string_view key) override;
+  /// The CpuKernel of linked code, taking `k`'s scalars.
+  std::shared_ptr<const CompiledKernel> member(const KernelStore::Object& group, size_t position, const kir::Kernel& k,
+                                               const kir::Schedule& s) override;
 
   /// The GEMM micro-kernel for `s`'s register tile and `t` (gemm_codegen.h; called as
   /// fn(args, kc, ldc)), from the same caches as kernels.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/units.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
@@ -169,6 +170,18 @@ const std::vector<OpenClDeviceInfo>& opencl_devices() {
     return out;
   }();
   return infos;
+}
+
+std::string opencl_device_description(int index) {
+  const OpenClDeviceInfo& i = opencl_devices().at(static_cast<size_t>(index));
+  return fmt::format(
+      "{} ({})\n    platform {} ({}), driver {}, {}\n"
+      "    {} global memory (one buffer up to {}), {} local, {} compute units, work-groups up to {}\n"
+      "    fp64 {}, int64 {}, subgroups {}, preferred float vector {}, correctly rounded f32 divide/sqrt {}",
+      i.name, i.type, i.platform, i.platform_version, i.driver_version, i.c_version, human_bytes(i.global_memory),
+      human_bytes(i.max_allocation), human_bytes(i.local_memory), i.compute_units, i.max_work_group, i.fp64 ? "yes" : "no",
+      i.int64 ? "yes" : "no", i.subgroups ? "yes" : "no", i.preferred_float_vector,
+      i.correctly_rounded_divide_sqrt ? "yes" : "no");
 }
 
 }  // namespace kiln

@@ -1,10 +1,9 @@
 // backends/opencl/opencl_backend.cpp - the `opencl:N` devices: OpenCL C from the shared
 // C-family emitter (kiln/codegen/c_source.h), device-resident buffers, one in-order queue.
 //
-// Programs are cached in memory (by the kernel's canonical form, compared on every hit) and
-// on disk as the driver's binaries, keyed by platform, device, driver version, kiln version
-// and the kernel with its schedule; an entry the driver no longer accepts is removed and
-// rebuilt from source.
+// Programs come from the kernel store (kiln/runtime/kernel_store.h); its disk entries are the
+// driver's binaries, keyed by platform, device, driver version, kiln version and the kernel
+// with its schedule. An entry the driver no longer accepts is removed and rebuilt from source.
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -23,16 +22,17 @@
 #include "cl_api.h"
 #include "kiln/backend/indexed_backend.h"
 #include "kiln/backend/opencl.h"
+#include "kiln/backend/scalar_abi.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen_id.h"
 #include "kiln/ir/hash.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/runtime/compile_policy.h"
 #include "kiln/runtime/disk_cache.h"
+#include "kiln/runtime/kernel_store.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
-#include "kiln/support/lru_cache.h"
 #include "kiln/version.h"
 
 namespace kiln::opencl {
@@ -110,9 +110,11 @@ class ClKernel final : public CompiledKernel {
 // differ only in name, so kernels are named by position.
 std::string entry_name(size_t i) { return fmt::format("kiln_kernel_{}", i); }
 
-class OpenClBackend final : public Backend {
+// The device and its toolchain in one: building a program and loading a binary need the
+// device's context.
+class OpenClBackend final : public Backend, public Toolchain {
  public:
-  explicit OpenClBackend(int index) : index_(index) {
+  explicit OpenClBackend(int index) : Toolchain("opencl", fmt::format("opencl:{}", index)), index_(index) {
     const std::vector<FoundDevice>& found = found_devices();
     KILN_ASSERT(index >= 0 && static_cast<size_t>(index) < found.size(), "opencl_backend checks the index");
     const FoundDevice& f = found[static_cast<size_t>(index)];
@@ -170,141 +172,40 @@ class OpenClBackend final : public Backend {
   // stays a GEMM step: a tiled kernel of its own (gemm, gemm_with_epilogue).
   std::vector<const PassInfo*> extra_passes() const override { return {find_pass("split-reductions")}; }
 
-  std::string kernel_source(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
+  // ---- toolchain ----
+  Toolchain& toolchain() override { return *this; }
+
+  std::string render(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
     return stage == "opencl" ? kir::opencl_source(k, s, caps_) : std::string();
   }
+  void check_kernel(const kir::Kernel& k) const override { kir::check_dtypes(k, caps_, names_); }
 
-  std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) override {
-    return compile_all({&k, 1}, {&s, 1})[0];
-  }
+  // A build costs about as much for one kernel as for ten (PoCL: ~100 ms either way).
+  bool builds_together() const override { return true; }
 
-  // The kernels no cache holds are built as one program: a build costs about as much for
-  // one kernel as for ten (PoCL: ~100 ms either way). The program's disk entry is keyed by
-  // the canonical forms of exactly those kernels, and each kernel has an entry of its own
-  // naming that program and its entry point: a process that misses another set of kernels
-  // (a warm deployment, whose memory holds none of the kernels a warmup compiled one at a
-  // time while tuning) finds each of them.
-  std::vector<std::shared_ptr<const CompiledKernel>> compile_all(std::span<const kir::Kernel> kernels,
-                                                                 std::span<const kir::Schedule> schedules) override {
-    KILN_ASSERT(kernels.size() == schedules.size(), "a schedule per kernel");
-    std::vector<std::shared_ptr<const CompiledKernel>> out(kernels.size());
-    std::vector<Miss> misses;
-    {
-      std::lock_guard lock(cache_mutex_);
-      for (size_t i = 0; i < kernels.size(); ++i) {
-        kir::check_dtypes(kernels[i], caps_, names_);
-        std::string canonical = kir::kernel_canonical(kernels[i], schedules[i], fingerprint_);
-        std::string key = hash_text(canonical).hex();
-        if (auto* hit = kernels_.find(key)) {
-          if ((*hit).first != canonical) throw Error(fmt::format("internal error: kernel cache key collision on {}", key));
-          runtime_counters().kernel_memory_hits++;
-          out[i] = (*hit).second;
-          continue;
-        }
-        auto same = std::find_if(misses.begin(), misses.end(), [&](const Miss& m) { return m.key == key; });
-        if (same != misses.end()) same->plan_indices.push_back(i);
-        else misses.push_back({{i}, std::move(canonical), std::move(key)});
-      }
-    }
-    if (misses.empty()) return out;
-    // One program per group of kernels whose custom kernels agree on their macros: a
-    // program holds each custom kernel's source once (kir::custom_macro_groups).
-    std::vector<const kir::Kernel*> miss_kernels;
-    std::vector<const kir::Schedule*> miss_schedules;
-    for (const Miss& m : misses) {
-      miss_kernels.push_back(&kernels[m.plan_indices[0]]);
-      miss_schedules.push_back(&schedules[m.plan_indices[0]]);
-    }
-    for (const std::vector<size_t>& group : kir::custom_macro_groups(miss_kernels, miss_schedules)) {
-      std::vector<Miss> part;
-      for (size_t g : group) part.push_back(std::move(misses[g]));
-      build_program(kernels, schedules, part, out);
-    }
-    return out;
-  }
-
-  // A kernel of compile_all's that no cache holds.
-  struct Miss {
-    std::vector<size_t> plan_indices;  // the same kernel may occur twice in a plan
-    std::string canonical, key;
-  };
-
-  // A kernel's own disk entry: the key and canonical form of the program that holds it, and
-  // its entry point's index there.
-  static std::string member_key(const Miss& m) { return hash_text("member " + m.canonical).hex(); }
-  static std::string member_canonical(const Miss& m) { return "member " + m.canonical; }
-
-  // Fills `out` for `m` from a program on disk that holds it; false when none does.
-  bool load_member(std::span<const kir::Kernel> kernels, Miss& m, std::vector<std::shared_ptr<const CompiledKernel>>& out,
-                   std::map<std::string, std::shared_ptr<const Program>>& loaded) {
-    // Counted here, once per kernel: neither its entry nor its program's counts it.
-    const std::optional<std::string> entry = disk_.load(member_key(m), member_canonical(m), 0);
-    if (!entry) return false;
-    const size_t first = entry->find('\n'), second = entry->find('\n', first + 1);
-    if (first == std::string::npos || second == std::string::npos) return false;
-    const std::string program_key = entry->substr(0, first);
-    size_t index = 0;
-    const std::string_view digits = std::string_view(*entry).substr(first + 1, second - first - 1);
-    if (std::from_chars(digits.data(), digits.data() + digits.size(), index).ec != std::errc()) return false;
-    std::shared_ptr<const Program>& program = loaded[program_key];
-    if (!program) program = load_program(program_key, entry->substr(second + 1), 0);
-    if (!program) return false;
-    const kir::Kernel& k = kernels[m.plan_indices[0]];
-    cl_int err = CL_SUCCESS;
-    KernelHandle handle(clCreateKernel(program->get(), entry_name(index).c_str(), &err));
-    if (err != CL_SUCCESS) return false;  // not the program the entry was written for: rebuilt
-    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), k.scalars, k.name);
-    std::lock_guard lock(cache_mutex_);
-    for (size_t i : m.plan_indices) out[i] = compiled;
-    runtime_counters().kernel_evictions += kernels_.put(m.key, {std::move(m.canonical), compiled});
-    runtime_counters().kernel_disk_hits++;
-    return true;
-  }
-
-  // Builds one program of `misses` (or finds them on disk) and fills their entries of `out`.
-  void build_program(std::span<const kir::Kernel> kernels, std::span<const kir::Schedule> schedules,
-                     std::vector<Miss>& found, std::vector<std::shared_ptr<const CompiledKernel>>& out) {
-    std::vector<Miss> misses;
-    std::map<std::string, std::shared_ptr<const Program>> loaded;
-    for (Miss& m : found)
-      if (!load_member(kernels, m, out, loaded)) misses.push_back(std::move(m));
-    if (misses.empty()) return;
-    std::string canonical;  // of the program: its kernels' canonical forms, length-prefixed
-    std::vector<kir::Kernel> renamed;
+  KernelStore::Built build(std::span<const kir::Kernel* const> kernels,
+                           std::span<const kir::Schedule* const> schedules) override {
+    std::vector<kir::Kernel> renamed;  // entry points named by position: kernels that differ in name only share a program
     std::vector<const kir::Kernel*> members;
-    std::vector<const kir::Schedule*> member_schedules;
     std::string names;
-    renamed.reserve(misses.size());
-    for (size_t j = 0; j < misses.size(); ++j) {
-      canonical += fmt::format("{}:{}", misses[j].canonical.size(), misses[j].canonical);
-      const size_t i = misses[j].plan_indices[0];
-      renamed.push_back(kernels[i]);
+    renamed.reserve(kernels.size());
+    for (size_t j = 0; j < kernels.size(); ++j) {
+      renamed.push_back(*kernels[j]);
       renamed.back().name = entry_name(j);
       members.push_back(&renamed.back());
-      member_schedules.push_back(&schedules[i]);
-      names += fmt::format("{}@{}", j ? " " : "", kernels[i].name);
+      names += fmt::format("{}@{}", j ? " " : "", kernels[j]->name);
     }
-    const std::string key = hash_text(canonical).hex();
-    std::shared_ptr<const Program> program = load_program(key, canonical, static_cast<int>(misses.size()));
-    if (!program) {
-      check_compile_allowed(fmt::format("kernel {} for opencl:{}", names, index_));
-      program = from_source(kir::opencl_source(members, member_schedules, caps_), names, key, canonical, misses.size());
-      if (disk_.enabled())
-        for (size_t j = 0; j < misses.size(); ++j)
-          disk_.store(member_key(misses[j]), member_canonical(misses[j]), fmt::format("{}\n{}\n{}", key, j, canonical));
-    }
-    std::lock_guard lock(cache_mutex_);
-    for (size_t j = 0; j < misses.size(); ++j) {
-      const kir::Kernel& k = kernels[misses[j].plan_indices[0]];
-      cl_int err = CL_SUCCESS;
-      KernelHandle handle(clCreateKernel(program->get(), entry_name(j).c_str(), &err));
-      check(err, fmt::format("creating kernel @{}", k.name));
-      auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), k.scalars, k.name);
-      for (size_t i : misses[j].plan_indices) out[i] = compiled;
-      runtime_counters().kernel_evictions += kernels_.put(misses[j].key, {std::move(misses[j].canonical), compiled});
-    }
+    return built(from_source(kir::opencl_source(members, schedules, caps_), names));
   }
 
+  KernelStore::Object load(std::string_view binary, std::string_view) override { return from_binary(binary); }
+
+  std::shared_ptr<const CompiledKernel> member(const KernelStore::Object& program, size_t position, const kir::Kernel& k,
+                                               const kir::Schedule&) override {
+    return member(program, position, k.scalars, "@" + k.name);
+  }
+
+  // ---- device ----
   std::shared_ptr<DeviceMemory> alloc(int64_t bytes) override {
     KILN_ASSERT(bytes >= 0, "buffer sizes are non-negative");
     if (bytes > info_.max_allocation) throw std::bad_alloc();  // the engine names the tensor
@@ -424,66 +325,54 @@ class OpenClBackend final : public Backend {
                          [&] { return kir::opencl_attention_source(a, entry_name(0), caps_); }, {});
   }
 
-  // A program of one kernel (a library step's) keyed by `canonical`: found in the kernel
-  // caches, or built from `source()` now.
+  // A program of one kernel (a library step's) keyed by `canonical`: from the kernel store,
+  // or built from `source()` now.
   template <class Source>
   std::shared_ptr<const ClKernel> single_kernel(std::string canonical, const std::string& name, Source&& source,
                                                 std::vector<DType> scalars) {
-    const std::string key = hash_text(canonical).hex();
-    {
-      std::lock_guard lock(cache_mutex_);
-      if (auto* hit = kernels_.find(key)) {
-        if ((*hit).first != canonical) throw Error(fmt::format("internal error: kernel cache key collision on {}", key));
-        runtime_counters().kernel_memory_hits++;
-        return (*hit).second;
+    KernelStore::Toolchain calls;
+    calls.build = [&](std::span<const size_t>) { return built(from_source(source(), name)); };
+    calls.load = [this](std::string_view binary, std::string_view) -> KernelStore::Object { return from_binary(binary); };
+    calls.member = [&](const KernelStore::Object& program, size_t position, size_t) -> KernelStore::Object {
+      return member(program, position, scalars, name);
+    };
+    return store().get_one<ClKernel>({std::move(canonical), "kernel " + name}, calls);
+  }
+
+  // A built program and, for the disk, the driver's binary of it.
+  KernelStore::Built built(std::shared_ptr<const Program> program) {
+    KernelStore::Built b;
+    if (store().disk().enabled()) {
+      size_t size = 0;
+      if (clGetProgramInfo(program->get(), CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) == CL_SUCCESS && size > 0) {
+        std::string binary(size, '\0');
+        auto* ptr = reinterpret_cast<unsigned char*>(binary.data());
+        if (clGetProgramInfo(program->get(), CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS)
+          b.bytes = std::move(binary);
       }
     }
-    std::shared_ptr<const Program> program = load_program(key, canonical, 1);
-    if (!program) {
-      check_compile_allowed(fmt::format("kernel {} for opencl:{}", name, index_));
-      program = from_source(source(), name, key, canonical, 1);
-    }
-    cl_int err = CL_SUCCESS;
-    KernelHandle handle(clCreateKernel(program->get(), entry_name(0).c_str(), &err));
-    check(err, fmt::format("creating kernel {}", name));
-    auto compiled = std::make_shared<const ClKernel>(program, std::move(handle), std::move(scalars), name);
-    std::lock_guard lock(cache_mutex_);
-    runtime_counters().kernel_evictions += kernels_.put(key, {std::move(canonical), compiled});
-    return compiled;
+    b.group = std::move(program);
+    return b;
   }
 
-  // The program of disk cache entry `key`, or nullptr when there is none (an entry the
-  // driver does not load is removed, with a warning). It holds `kernels` kernels, counted as
-  // DiskCache::load counts them.
-  std::shared_ptr<const Program> load_program(const std::string& key, const std::string& canonical, int kernels) {
-    std::optional<std::string> binary = disk_.load(key, canonical, kernels);
-    if (!binary) return nullptr;
-    try {
-      return from_binary(*binary);
-    } catch (const Error& e) {
-      runtime_counters().kernel_disk_rejected++;
-      runtime_counters().kernel_disk_hits -= static_cast<uint64_t>(kernels);
-      runtime_counters().kernel_disk_misses += static_cast<uint64_t>(kernels);
-      warn_once(disk_.path_of(key).string(), fmt::format("disk cache entry {} is not a program this driver loads ({}); "
-                                                         "removing it, the kernels will be rebuilt",
-                                                         disk_.path_of(key).string(), e.what()));
-      disk_.remove(key);
-      return nullptr;
-    }
+  // The kernel at `position` of a program; throws kiln::Error when it has none there.
+  std::shared_ptr<const ClKernel> member(const KernelStore::Object& group, size_t position,
+                                         const std::vector<DType>& scalars, const std::string& name) {
+    auto program = std::static_pointer_cast<const Program>(group);
+    cl_int err = CL_SUCCESS;
+    KernelHandle handle(clCreateKernel(program->get(), entry_name(position).c_str(), &err));
+    check(err, fmt::format("creating kernel {}", name));
+    return std::make_shared<const ClKernel>(std::move(program), std::move(handle), scalars, name);
   }
+
+  // OpenCL C takes a bool argument as a uchar.
+  static constexpr ScalarAbi kScalarAbi{.bool_bytes = 1};
 
   void set_scalar(const ClKernel& k, cl_uint arg, const Scalar& v, DType t) {
-    auto set = [&](auto x) {
-      check(clSetKernelArg(k.get(), arg, sizeof x, &x), fmt::format("binding a scalar of kernel @{}", k.name()));
-    };
-    switch (t) {
-      case DType::F32: return set(static_cast<cl_float>(v.as_double()));
-      case DType::F64: return set(static_cast<cl_double>(v.as_double()));
-      case DType::I32: return set(static_cast<cl_int>(v.as_int()));
-      case DType::I64: return set(static_cast<cl_long>(v.as_int()));
-      case DType::Bool: return set(static_cast<cl_uchar>(v.as_int() != 0));
-      default: KILN_ASSERT(false, "kernels take scalars of the compute types only (dtype.h)");
-    }
+    alignas(8) std::byte bytes[8];
+    write_scalar(v, t, kScalarAbi, bytes);
+    check(clSetKernelArg(k.get(), arg, scalar_bytes(t, kScalarAbi), bytes),
+          fmt::format("binding a scalar of kernel @{}", k.name()));
   }
 
   std::string build_log(cl_program p) const {
@@ -495,7 +384,7 @@ class OpenClBackend final : public Backend {
     return log;
   }
 
-  std::shared_ptr<const Program> from_binary(const std::string& binary) {
+  std::shared_ptr<const Program> from_binary(std::string_view binary) {
     const size_t size = binary.size();
     const auto* bytes = reinterpret_cast<const unsigned char*>(binary.data());
     cl_int status = CL_SUCCESS, err = CL_SUCCESS;
@@ -506,9 +395,7 @@ class OpenClBackend final : public Backend {
     return p;
   }
 
-  std::shared_ptr<const Program> from_source(const std::string& source, const std::string& names, const std::string& key,
-                                             const std::string& canonical, size_t kernels) {
-    const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<const Program> from_source(const std::string& source, const std::string& names) {
     const char* text = source.c_str();
     const size_t length = source.size();
     cl_int err = CL_SUCCESS;
@@ -524,26 +411,10 @@ class OpenClBackend final : public Backend {
         dir = std::filesystem::temp_directory_path();
       else
         dir /= "opencl-failed";
-      const std::filesystem::path file = dir / fmt::format("kiln-opencl-{}.cl", key.substr(0, 16));
+      const std::filesystem::path file = dir / fmt::format("kiln-opencl-{}.cl", hash_text(source).hex().substr(0, 16));
       std::ofstream(file) << source;
       throw Error(fmt::format("opencl: kernel {} does not build on opencl:{} ({}): {}\n  generated source: {}\n{}", names,
                               index_, info_.name, error_name(built), file.string(), build_log(p->get())));
-    }
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-    RuntimeCounters& c = runtime_counters();
-    c.kernels_compiled += kernels;
-    c.compile_ns += static_cast<uint64_t>(ns);
-    log_line("compile", fmt::format("opencl:{} program of {} kernel{} ({}; {}): {:.2f} ms", index_, kernels,
-                                    kernels == 1 ? "" : "s", names, key, ns / 1e6));
-    if (disk_.enabled()) {
-      // The driver's binary of the built program, for the next process.
-      size_t size = 0;
-      if (clGetProgramInfo(p->get(), CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) == CL_SUCCESS && size > 0) {
-        std::string binary(size, '\0');
-        auto* ptr = reinterpret_cast<unsigned char*>(binary.data());
-        if (clGetProgramInfo(p->get(), CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS)
-          disk_.store(key, canonical, binary);
-      }
     }
     return p;
   }
@@ -557,11 +428,8 @@ class OpenClBackend final : public Backend {
   std::string options_;  // clBuildProgram's
   std::string fingerprint_;
   kir::DeviceNames names_;  // for errors about dtypes the device lacks
-  DiskCache disk_{DiskCache::default_root(), "opencl"};
   // As much as the host allocator caches ($KILN_ALLOCATOR_CACHE_MB).
   BufferPool pool_{allocator_cache_limit_from_env()};
-  std::mutex cache_mutex_;
-  LruCache<std::string, std::pair<std::string, std::shared_ptr<const ClKernel>>> kernels_{kernel_cache_capacity()};
 };
 
 }  // namespace

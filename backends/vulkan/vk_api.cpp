@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/support/units.h"
 #include "kiln/support/env.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
@@ -306,6 +307,25 @@ const std::vector<VulkanDeviceInfo>& vulkan_devices() {
     return out;
   }();
   return devices;
+}
+
+std::string vulkan_device_description(int index) {
+  const VulkanDeviceInfo& i = vulkan_devices().at(static_cast<size_t>(index));
+  std::string heaps;
+  for (const VulkanDeviceInfo::Heap& h : i.heaps)
+    heaps += fmt::format("{}{}{}", heaps.empty() ? "" : " + ", human_bytes(h.bytes), h.device_local ? " device-local" : "");
+  return fmt::format(
+      "{} ({})\n    driver {} {} ({}), Vulkan {}, pipeline cache {}\n"
+      "    memory heaps {}; one binding up to {}, {} shared, {} compute units, work-groups up to {} (at most {} "
+      "per dispatch), {} bytes of push constants\n"
+      "    fp64 {}, int64 {}, signed zeros/inf/NaN preserved {}, subnormals preserved f32 {} f64 {}, "
+      "subgroup size {} ({})",
+      i.name, i.type, i.driver_name, i.driver_version, i.driver_info, i.api_version, i.uuid, heaps,
+      human_bytes(i.max_storage_buffer_range), human_bytes(i.max_shared_memory),
+      i.compute_units > 0 ? std::to_string(i.compute_units) : std::string("unreported"), i.max_work_group,
+      i.max_work_group_count, i.max_push_constants, i.fp64 ? "yes" : "no", i.int64 ? "yes" : "no",
+      i.signed_zero_inf_nan ? "yes" : "no", i.f32_subnormals ? "yes" : "no", i.f64_subnormals ? "yes" : "no",
+      i.subgroup_size, i.subgroup_operations);
 }
 
 }  // namespace kiln

@@ -7,8 +7,8 @@
 // of large memory blocks (vk_memory.h); uploads and downloads pass through host-visible
 // staging ranges that live until the submit that reads or fills them has completed.
 //
-// Shaders are cached in memory (by the kernel's canonical form) and on disk as SPIR-V, keyed
-// by the device's pipeline-cache UUID, driver version, kiln version and the kernel with its
+// Shaders come from the kernel store (kiln/runtime/kernel_store.h); its disk entries are
+// SPIR-V, keyed by the device's pipeline-cache UUID, driver version, kiln version and the kernel with its
 // schedule; the driver's own compiled pipelines persist in a VkPipelineCache stored beside
 // them.
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "kiln/backend/indexed_backend.h"
+#include "kiln/backend/scalar_abi.h"
 #include "kiln/backend/vulkan.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen_id.h"
@@ -33,10 +34,10 @@
 #include "kiln/passes/pass_manager.h"
 #include "kiln/runtime/compile_policy.h"
 #include "kiln/runtime/disk_cache.h"
+#include "kiln/runtime/kernel_store.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/error.h"
 #include "kiln/support/log.h"
-#include "kiln/support/lru_cache.h"
 #include "kiln/version.h"
 #include "vk_api.h"
 #include "vk_memory.h"
@@ -75,10 +76,13 @@ struct PushLayout {
   std::vector<uint32_t> offsets;
   uint32_t bytes = 0;
 };
+// GLSL has no integer narrower than 32 bits in a push-constant block.
+constexpr ScalarAbi kScalarAbi{.bool_bytes = 4};
+
 PushLayout push_layout(std::span<const DType> scalars) {
   PushLayout p;
   for (DType t : scalars) {
-    const uint32_t size = t == DType::F64 || t == DType::I64 ? 8 : 4;
+    const uint32_t size = scalar_bytes(t, kScalarAbi);
     p.bytes = (p.bytes + size - 1) / size * size;
     p.offsets.push_back(p.bytes);
     p.bytes += size;
@@ -186,9 +190,10 @@ HazardTracker::Access access(const Region& r, VkDeviceSize bytes, bool write) {
 
 std::string hex_key(std::string_view text) { return hash_text(text).hex(); }
 
-class VulkanBackend final : public Backend {
+// The device and its toolchain in one: a pipeline is made on the device.
+class VulkanBackend final : public Backend, public Toolchain {
  public:
-  explicit VulkanBackend(int index) : index_(index) {
+  explicit VulkanBackend(int index) : Toolchain("vulkan", fmt::format("vulkan:{}", index)), index_(index) {
     const std::vector<FoundDevice>& found = found_devices();
     KILN_ASSERT(index >= 0 && static_cast<size_t>(index) < found.size(), "vulkan_backend checks the index");
     const FoundDevice& f = found[static_cast<size_t>(index)];
@@ -235,19 +240,29 @@ class VulkanBackend final : public Backend {
   const Capabilities& capabilities() const override { return caps_; }
   std::vector<const PassInfo*> extra_passes() const override { return {find_pass("split-reductions")}; }
 
-  std::string kernel_source(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
+  // ---- toolchain ----
+  Toolchain& toolchain() override { return *this; }
+
+  std::string render(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override {
     if (stage == "glsl") return kir::glsl_source(k, s, caps_);
     if (stage == "spirv") return disassemble_spirv(to_spirv(kir::glsl_source(k, s, caps_), "@" + k.name));
     return {};
   }
-
-  std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) override {
+  void check_kernel(const kir::Kernel& k) const override {
     kir::check_dtypes(k, caps_, names_);
-    const std::string canonical = kir::kernel_canonical(k, s, fingerprint_);
+    check_push_constants(k.scalars, "@" + k.name);
+  }
+  KernelStore::Built build(std::span<const kir::Kernel* const> kernels,
+                           std::span<const kir::Schedule* const> schedules) override {
+    KILN_ASSERT(kernels.size() == 1, "vulkan builds one shader at a time (builds_together)");
+    return built_spirv(kir::glsl_source(*kernels[0], *schedules[0], caps_), "@" + kernels[0]->name);
+  }
+  KernelStore::Object load(std::string_view bytes, std::string_view) override { return spirv_of(bytes); }
+  std::shared_ptr<const CompiledKernel> member(const KernelStore::Object& spirv, size_t position, const kir::Kernel& k,
+                                               const kir::Schedule& s) override {
     std::vector<bool> written;
     for (const kir::BufferParam& b : k.buffers) written.push_back(b.written);
-    return pipeline(canonical, "@" + k.name, [&] { return kir::glsl_source(k, s, caps_); }, std::move(written), k.scalars,
-                    s.local_size);
+    return pipeline_of(spirv, position, "@" + k.name, written, k.scalars, s.local_size);
   }
 
   // ---- buffers ----
@@ -427,36 +442,62 @@ class VulkanBackend final : public Backend {
 
   // ---- pipelines ----
 
-  // The pipeline for the shader `source()` makes, from the caches or built now. `canonical`
-  // is everything the shader depends on.
+  // The pipeline for the shader `source()` makes, from the kernel store or built now.
+  // `canonical` is everything the shader depends on.
   template <class Source>
   std::shared_ptr<const VkKernel> pipeline(const std::string& canonical, const std::string& name, Source&& source,
                                            std::vector<bool> written, const std::vector<DType>& scalars,
                                            int64_t local_size) {
-    const std::string key = hex_key(canonical);
-    {
-      std::lock_guard lock(cache_mutex_);
-      if (auto* hit = kernels_.find(key)) {
-        if ((*hit).first != canonical) throw Error(fmt::format("internal error: kernel cache key collision on {}", key));
-        runtime_counters().kernel_memory_hits++;
-        return (*hit).second;
-      }
-    }
+    check_push_constants(scalars, name);
+    KernelStore::Toolchain calls;
+    calls.build = [&](std::span<const size_t>) { return built_spirv(source(), name); };
+    calls.load = [this](std::string_view bytes, std::string_view) { return spirv_of(bytes); };
+    calls.member = [&](const KernelStore::Object& spirv, size_t position, size_t) -> KernelStore::Object {
+      return pipeline_of(spirv, position, name, written, scalars, local_size);
+    };
+    return store().get_one<VkKernel>({canonical, "kernel " + name}, calls);
+  }
+
+  void check_push_constants(const std::vector<DType>& scalars, const std::string& name) const {
     const PushLayout push = push_layout(scalars);
     if (push.bytes > static_cast<uint32_t>(info_.max_push_constants))
       throw Error(fmt::format("kernel {}: {} bytes of scalar arguments exceed the {} bytes of push constants vulkan:{} ({}) "
                               "offers",
                               name, push.bytes, info_.max_push_constants, index_, info_.name));
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<uint32_t> spirv = load_spirv(key, canonical);
-    const bool from_disk = !spirv.empty();
-    if (!from_disk) {
-      check_compile_allowed(fmt::format("kernel {} for vulkan:{}", name, index_));
-      spirv = to_spirv(source(), name);
-      if (validation_enabled())
-        if (std::string bad = validate_spirv(spirv); !bad.empty())
-          throw Error(fmt::format("vulkan: the SPIR-V of kernel {} is invalid:\n{}", name, bad));
-    }
+  }
+
+  // A shader compiled and validated: its SPIR-V is both the disk's bytes and the group.
+  KernelStore::Built built_spirv(const std::string& glsl, const std::string& name) {
+    auto spirv = std::make_shared<const std::vector<uint32_t>>(to_spirv(glsl, name));
+    if (validation_enabled())
+      if (std::string bad = validate_spirv(*spirv); !bad.empty())
+        throw Error(fmt::format("vulkan: the SPIR-V of kernel {} is invalid:\n{}", name, bad));
+    KernelStore::Built b;
+    b.bytes.assign(reinterpret_cast<const char*>(spirv->data()), spirv->size() * sizeof(uint32_t));
+    b.group = std::move(spirv);
+    return b;
+  }
+
+  // The SPIR-V of a disk entry; throws kiln::Error when it is none.
+  static KernelStore::Object spirv_of(std::string_view bytes) {
+    constexpr uint32_t kMagic = 0x07230203;
+    std::vector<uint32_t> words(bytes.size() / sizeof(uint32_t));
+    if (!words.empty()) std::memcpy(words.data(), bytes.data(), words.size() * sizeof(uint32_t));
+    if (bytes.size() % sizeof(uint32_t) != 0 || words.size() < 5 || words[0] != kMagic) throw Error("not SPIR-V");
+    return std::make_shared<const std::vector<uint32_t>>(std::move(words));
+  }
+
+  std::shared_ptr<const VkKernel> pipeline_of(const KernelStore::Object& spirv, size_t position, const std::string& name,
+                                              const std::vector<bool>& written, const std::vector<DType>& scalars,
+                                              int64_t local_size) {
+    if (position != 0) throw Error("a SPIR-V module holds one kernel");
+    return create_pipeline(*std::static_pointer_cast<const std::vector<uint32_t>>(spirv), name, written, scalars,
+                           push_layout(scalars), local_size);
+  }
+
+  std::shared_ptr<const VkKernel> create_pipeline(const std::vector<uint32_t>& spirv, const std::string& name,
+                                                  const std::vector<bool>& written, const std::vector<DType>& scalars,
+                                                  const PushLayout& push, int64_t local_size) {
     const auto buffers = static_cast<uint32_t>(written.size());
     VkDescriptorSetLayout set_layout = descriptor_set_layout(buffers);
     VkPipelineLayout layout = pipeline_layout(buffers, push.bytes);
@@ -483,21 +524,7 @@ class VulkanBackend final : public Backend {
       check(r, fmt::format("creating the pipeline of kernel {} on vulkan:{} ({})", name, index_, info_.name));
     }
     pipeline_cache_dirty_ = true;
-    if (!from_disk) {
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-      RuntimeCounters& c = runtime_counters();
-      c.kernels_compiled++;
-      c.compile_ns += static_cast<uint64_t>(ns);
-      log_line("compile", fmt::format("vulkan:{} kernel {} ({}): {:.2f} ms", index_, name, key, ns / 1e6));
-      if (disk_.enabled())
-        disk_.store(key, canonical,
-                    std::string_view(reinterpret_cast<const char*>(spirv.data()), spirv.size() * sizeof(uint32_t)));
-    }
-    auto compiled = std::make_shared<const VkKernel>(graveyard_, module, pipe, layout, set_layout, std::move(written), scalars,
-                                                     name);
-    std::lock_guard lock(cache_mutex_);
-    runtime_counters().kernel_evictions += kernels_.put(key, {canonical, compiled});
-    return compiled;
+    return std::make_shared<const VkKernel>(graveyard_, module, pipe, layout, set_layout, written, scalars, name);
   }
 
   // The module this device runs for `glsl`: signed zeros, infinities, NaN and subnormals
@@ -509,27 +536,6 @@ class VulkanBackend final : public Backend {
                                  .f32_subnormals = info_.f32_subnormals,
                                  .f64_subnormals = info_.f64_subnormals};
     return with_float_controls(compile_glsl(glsl, name, /*optimize=*/!controls.signed_zero_inf_nan), controls);
-  }
-
-  // SPIR-V of disk entry `key`, or empty (an entry that is not SPIR-V is removed, with a
-  // warning, and rebuilt).
-  std::vector<uint32_t> load_spirv(const std::string& key, const std::string& canonical) {
-    std::optional<std::string> bytes = disk_.load(key, canonical);
-    if (!bytes) return {};
-    constexpr uint32_t kMagic = 0x07230203;
-    std::vector<uint32_t> words(bytes->size() / sizeof(uint32_t));
-    if (!words.empty()) std::memcpy(words.data(), bytes->data(), words.size() * sizeof(uint32_t));
-    if (bytes->size() % sizeof(uint32_t) != 0 || words.size() < 5 || words[0] != kMagic) {
-      runtime_counters().kernel_disk_rejected++;
-      runtime_counters().kernel_disk_hits--;  // counted by the load
-      runtime_counters().kernel_disk_misses++;
-      warn_once(disk_.path_of(key).string(),
-                fmt::format("disk cache entry {} is not SPIR-V; removing it, the kernel will be rebuilt",
-                            disk_.path_of(key).string()));
-      disk_.remove(key);
-      return {};
-    }
-    return words;
   }
 
   VkDescriptorSetLayout descriptor_set_layout(uint32_t buffers) {
@@ -565,7 +571,7 @@ class VulkanBackend final : public Backend {
   // driver exists (a driver checks the header it wrote and ignores data it does not own).
   void load_pipeline_cache() {
     pipeline_cache_key_ = hex_key("pipeline cache|" + fingerprint_);
-    std::optional<std::string> data = disk_.load(pipeline_cache_key_, fingerprint_, 0);  // no kernels
+    std::optional<std::string> data = store().disk().load(pipeline_cache_key_, fingerprint_);
     auto info = vk_struct<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
     if (data) {
       info.initialDataSize = data->size();
@@ -581,13 +587,13 @@ class VulkanBackend final : public Backend {
   // Writes the pipeline cache back when pipelines were added, at most once a second.
   void save_pipeline_cache() {
     const auto now = std::chrono::steady_clock::now();
-    if (!pipeline_cache_dirty_ || !disk_.enabled() || now - last_cache_save_ < std::chrono::seconds(1)) return;
+    if (!pipeline_cache_dirty_ || !store().disk().enabled() || now - last_cache_save_ < std::chrono::seconds(1)) return;
     size_t size = 0;
     if (vkGetPipelineCacheData(device_, pipeline_cache_, &size, nullptr) != VK_SUCCESS || size == 0) return;
     std::string data(size, '\0');
     if (vkGetPipelineCacheData(device_, pipeline_cache_, &size, data.data()) != VK_SUCCESS) return;
     data.resize(size);
-    disk_.store(pipeline_cache_key_, fingerprint_, data);
+    store().disk().store(pipeline_cache_key_, fingerprint_, data);
     pipeline_cache_dirty_ = false;
     last_cache_save_ = now;
   }
@@ -688,23 +694,12 @@ class VulkanBackend final : public Backend {
       vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout(), 0, 1, &set, 0, nullptr);
     if (k.push().bytes > 0) {
       std::vector<std::byte> block(k.push().bytes);
-      for (size_t i = 0; i < scalars.size(); ++i) write_scalar(block.data() + k.push().offsets[i], scalars[i], k.scalar_types()[i]);
+      for (size_t i = 0; i < scalars.size(); ++i)
+        write_scalar(scalars[i], k.scalar_types()[i], kScalarAbi, block.data() + k.push().offsets[i]);
       vkCmdPushConstants(cmd_, k.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push().bytes, block.data());
     }
     vkCmdDispatch(cmd_, static_cast<uint32_t>(groups), 1, 1);
     after_command();
-  }
-
-  static void write_scalar(std::byte* at, const Scalar& v, DType t) {
-    auto put = [&](auto x) { std::memcpy(at, &x, sizeof x); };
-    switch (t) {
-      case DType::F32: return put(static_cast<float>(v.as_double()));
-      case DType::F64: return put(v.as_double());
-      case DType::I32: return put(static_cast<int32_t>(v.as_int()));
-      case DType::I64: return put(static_cast<int64_t>(v.as_int()));
-      case DType::Bool: return put(static_cast<uint32_t>(v.as_int() != 0));
-      default: KILN_ASSERT(false, "kernels take scalars of the compute types only (dtype.h)");
-    }
   }
 
   void after_command() {
@@ -806,11 +801,8 @@ class VulkanBackend final : public Backend {
   Capabilities caps_;
   std::string fingerprint_;
   kir::DeviceNames names_;  // for errors about dtypes the device lacks
-  DiskCache disk_{DiskCache::default_root(), "vulkan"};
 
-  // Compiled kernels.
-  std::mutex cache_mutex_;
-  LruCache<std::string, std::pair<std::string, std::shared_ptr<const VkKernel>>> kernels_{kernel_cache_capacity()};
+  // Compiled kernels' layouts.
   std::mutex layout_mutex_;
   std::map<uint32_t, VkDescriptorSetLayout> set_layouts_;
   std::map<std::pair<uint32_t, uint32_t>, VkPipelineLayout> pipeline_layouts_;

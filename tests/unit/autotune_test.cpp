@@ -606,6 +606,7 @@ class FaultyBackend : public Backend {
   int compiles = 0;
 
   std::string_view name() const override { return inner_.name(); }
+  Toolchain& toolchain() override { return inner_.toolchain(); }
   std::string fingerprint() const override { return inner_.fingerprint(); }
   std::string device_fingerprint() const override { return "faulty|" + inner_.device_fingerprint(); }
   const Capabilities& capabilities() const override { return inner_.capabilities(); }

@@ -1,6 +1,6 @@
 // Custom kernels: C and OpenCL C functions used as elementwise ops (kiln/ir/custom_kernel.h).
 //
-// CpuCustom.* run on the device under test (ctest runs them again as opencl.* and vulkan.*):
+// DeviceCustom.* run on the device under test (ctest runs them again as opencl.* and vulkan.*):
 // cpu takes both languages, OpenCL devices OpenCL C, Vulkan neither (a clear error).
 #include <cmath>
 #include <cstring>
@@ -66,6 +66,7 @@ void expect_matches_interpreter(const std::string& text, CustomLanguage language
     }
     return;
   }
+  register_custom_host();
   const std::vector<HostTensor> want = interpret(g, std::vector<HostTensor>{});
   const std::vector<HostTensor> got = test::run_on_device_under_test(g, {});
   ASSERT_EQ(got.size(), want.size());
@@ -136,16 +137,16 @@ graph @g() -> i64[4] {
   EXPECT_EQ(y.get_int(3), std::numeric_limits<int64_t>::min());
 }
 
-TEST(CpuCustom, CFunctionFusedWithItsNeighbours) {
+TEST(DeviceCustom, CFunctionFusedWithItsNeighbours) {
   expect_matches_interpreter(gelu_graph(CustomLanguage::C), CustomLanguage::C, 1e-5);
 }
 
-TEST(CpuCustom, OpenCLCFunctionFusedWithItsNeighbours) {
+TEST(DeviceCustom, OpenCLCFunctionFusedWithItsNeighbours) {
   expect_matches_interpreter(gelu_graph(CustomLanguage::OpenCLC), CustomLanguage::OpenCLC, 1e-5);
 }
 
 // The builtins kiln defines for OpenCL C on cpu, against the device's own where it has them.
-TEST(CpuCustom, OpenCLCBuiltins) {
+TEST(DeviceCustom, OpenCLCBuiltins) {
   const std::string text = declare(CustomLanguage::OpenCLC, "mix3", "(f32, i32) -> f32", R"(
 float mix3(float x, int n) {
   float a = clamp(x, -2.0f, 2.0f) + rsqrt(1.0f + x * x) + mad(x, 0.5f, 1.0f);
@@ -185,14 +186,14 @@ graph @g() -> f32[8,100] {
 )";
 }
 
-TEST(CpuCustom, BranchyFunctionOfFloatBoolAndInt) {
+TEST(DeviceCustom, BranchyFunctionOfFloatBoolAndInt) {
   const Device d = test::device_under_test();
   const CustomLanguage l = d.kind == Device::Kind::OpenCL ? CustomLanguage::OpenCLC : CustomLanguage::C;
   expect_matches_interpreter(hinge_graph(l), l, 0);
 }
 
 // Every value of a tunable macro is a knob value the tuner may pick; each computes the same.
-TEST(CpuCustom, TunableMacroIsAKnobAndEveryValueAgrees) {
+TEST(DeviceCustom, TunableMacroIsAKnobAndEveryValueAgrees) {
   const Device d = test::device_under_test();
   const CustomLanguage l = d.kind == Device::Kind::OpenCL ? CustomLanguage::OpenCLC : CustomLanguage::C;
   if (!takes(d, l)) GTEST_SKIP() << d.str() << " compiles no custom kernels";
@@ -227,7 +228,7 @@ TEST(CpuCustom, TunableMacroIsAKnobAndEveryValueAgrees) {
 // Kernels compiled together that want one custom kernel with different macro values each get
 // theirs: on opencl:0 they went into one program with the first kernel's values (a program
 // holds the source once), so a variant was timed with another's code.
-TEST(CpuCustom, KernelsCompiledTogetherKeepTheirOwnMacroValues) {
+TEST(DeviceCustom, KernelsCompiledTogetherKeepTheirOwnMacroValues) {
   const Device d = test::device_under_test();
   if (!takes(d, CustomLanguage::OpenCLC)) GTEST_SKIP() << d.str() << " compiles no custom kernels";
   Backend& b = *engine_for(d).backend();

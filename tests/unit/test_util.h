@@ -69,6 +69,7 @@ inline kir::Kernel only_kernel(const std::string& text) {
 inline std::vector<HostTensor> run(const std::string& text, std::vector<HostTensor> inputs = {}) {
   const Graph g = parse_or_fail(text);
   record_ops(g);
+  register_custom_host();  // custom kernels run through the cpu backend's compiler
   return interpret(g, inputs);
 }
 
@@ -78,7 +79,7 @@ inline HostTensor eval(const std::string& result, const std::string& body) {
   return run("graph @t() -> " + result + " {\n" + body + "\n}\n").at(0);
 }
 
-/// The device the every-op tests (cpu_ops_test) run on: `cpu`, or $KILN_TEST_DEVICE (ctest
+/// The device the every-op tests (device_ops_test) run on: `cpu`, or $KILN_TEST_DEVICE (ctest
 /// runs them once more as `opencl.*` with opencl:0).
 inline Device device_under_test() {
   const char* d = std::getenv("KILN_TEST_DEVICE");

@@ -1,5 +1,6 @@
 // tools/kiln/cache_command.cpp - `kiln cache`: what the autotune database and the compiled
 // kernel caches hold, and moving them between machines of the same kind.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -31,6 +32,19 @@ Backend& backend_of(const std::string& name) {
   Backend* b = engine_for(Device::parse(name)).backend();
   if (b == nullptr) throw Error(fmt::format("device {} compiles nothing: it has no cache", name));
   return *b;
+}
+
+// The cache folders of every kind of device that compiles (the registry's rows).
+std::vector<std::string> cache_namespaces() {
+  std::vector<std::string> out;
+  for (const DeviceKindInfo& k : device_kinds())
+    if (!k.cache_namespace.empty()) out.emplace_back(k.cache_namespace);
+  return out;
+}
+
+// The cache folder of `device`.
+std::string cache_namespace_of(const std::string& device) {
+  return std::string(device_kind(Device::parse(device)).cache_namespace);
 }
 
 // The database's id of `device` ("" for none given).
@@ -125,7 +139,7 @@ int stats(const CacheOptions& o) {
   for (const auto& [name, n] : per_device) std::cout << fmt::format("  {:<40} {} kernels\n", name, n);
   const fs::path root = DiskCache::default_root();
   std::cout << fmt::format("kernel caches      {}\n", root.empty() ? std::string("off") : root.string());
-  for (const char* ns : {"cpu", "opencl", "vulkan"}) {
+  for (const std::string& ns : cache_namespaces()) {
     int64_t files = 0, bytes = 0;
     if (!root.empty() && fs::is_directory(root / ns, ec))
       for (const auto& e : fs::directory_iterator(root / ns, ec))
@@ -141,10 +155,11 @@ int stats(const CacheOptions& o) {
 int export_cache(const CacheOptions& o) {
   if (o.device.empty()) throw Error("kiln cache export: --device is required (an export is for one device fingerprint)");
   Backend& b = backend_of(o.device);
-  DiskCache kernels(DiskCache::default_root(), std::string(b.name()));
+  const std::string ns = cache_namespace_of(o.device);
+  DiskCache kernels(DiskCache::default_root(), ns);
   std::vector<std::pair<std::string, std::string>> artifacts;
   for (auto& [name, bytes] : kernels.entries_containing(b.fingerprint()))
-    artifacts.emplace_back(fmt::format("{}/{}", b.name(), name), std::move(bytes));
+    artifacts.emplace_back(fmt::format("{}/{}", ns, name), std::move(bytes));
   const std::string id = device_id(o.device);
   db().export_to(o.file, id, artifacts);
   std::cout << fmt::format("exported {} tuned kernels and {} compiled kernels of {} ({}) to {}\n", db().keys(id).size(),
@@ -165,7 +180,8 @@ int import_cache(const CacheOptions& o) {
   for (const auto& [name, bytes] : artifacts) {
     const size_t slash = name.find('/');
     const std::string ns = slash == std::string::npos ? std::string() : name.substr(0, slash);
-    if (ns != "cpu" && ns != "opencl" && ns != "vulkan") {
+    const std::vector<std::string> known = cache_namespaces();
+    if (std::find(known.begin(), known.end(), ns) == known.end()) {
       ++rejected;
       continue;
     }
@@ -185,10 +201,10 @@ int clear(const CacheOptions& o) {
   std::error_code ec;
   if (!root.empty()) {
     if (o.device.empty()) {
-      for (const char* ns : {"cpu", "opencl", "vulkan"}) files += static_cast<int64_t>(fs::remove_all(root / ns, ec));
+      for (const std::string& ns : cache_namespaces()) files += static_cast<int64_t>(fs::remove_all(root / ns, ec));
     } else {
       Backend& b = backend_of(o.device);
-      DiskCache kernels(root, std::string(b.name()));
+      DiskCache kernels(root, cache_namespace_of(o.device));
       for (const auto& [name, bytes] : kernels.entries_containing(b.fingerprint())) {
         kernels.remove(name);
         ++files;

@@ -67,15 +67,22 @@ void apply_variant_to(LaunchPlan& plan, const std::string& only, const std::stri
   }
 }
 
-// The backend whose code is shown: --device, or the first device of the target's kind.
+// The backend whose code is shown: --device, or the first device of the kind whose registry
+// row generates --target (cpu for `kernel`, which every device compiles).
 Backend& backend_for(const CodegenOptions& o) {
-  const Device d = !o.device.empty() ? Device::parse(o.device) : o.target == "opencl" ? Device::opencl(0) : Device::cpu();
-  const bool wants_cpu = o.target == "llvm", wants_opencl = o.target == "opencl";
-  const bool wants_vulkan = o.target == "glsl" || o.target == "spirv";
-  if ((wants_cpu && d.kind != Device::Kind::Cpu) || (wants_opencl && d.kind != Device::Kind::OpenCL) ||
-      (wants_vulkan && d.kind != Device::Kind::Vulkan))
-    throw Error(fmt::format("--target {} is generated for {} devices, not {}", o.target,
-                            wants_cpu ? "cpu" : wants_opencl ? "opencl:N" : "vulkan:N", d.str()));
+  const DeviceKindInfo* generator = nullptr;
+  for (const DeviceKindInfo& k : device_kinds())
+    for (const DumpStage& stage : k.dump_stages)
+      if (stage.name == o.target) generator = &k;
+  Device d = Device::cpu();
+  if (!o.device.empty()) {
+    d = Device::parse(o.device);
+  } else if (generator) {
+    d = Device::parse(generator->name);  // its first device; an error naming those there are when it has none
+  }
+  if (generator && &device_kind(d) != generator)
+    throw Error(fmt::format("--target {} is generated for {}{} devices, not {}", o.target, generator->name,
+                            generator->indexed ? ":N" : "", d.str()));
   Backend* b = engine_for(d).backend();
   if (!b) throw Error(fmt::format("{} generates no code (it interprets the graph)", d.str()));
   return *b;

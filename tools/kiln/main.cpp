@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kiln/engine/engine.h"
 #include "kiln/support/spelling.h"
 #include "kiln/version.h"
 
@@ -61,6 +62,7 @@ void print_error(std::string_view message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::register_custom_host();  // `--device interp`, `--check` and `kiln fuzz` interpret custom kernels
   CLI::App app{"kiln: a lazy-graph JIT compiler for tensor programs.\n"
                "Reads and writes the IR text form (docs/ir.md); see docs/cli.md.",
                "kiln"};

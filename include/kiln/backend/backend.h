@@ -1,10 +1,13 @@
 // kiln/backend/backend.h - what a device backend implements, and nothing more.
 //
-// A backend compiles Kernel IR with a schedule into something it can launch, owns device
-// memory, and launches kernels on it. Everything else (the plan cache, the pass pipeline,
+// A backend is a toolchain (kiln/backend/toolchain.h: Kernel IR rendered, built to bytes,
+// loaded; its kernel store holds every cache tier) and a device: memory, launches, library
+// steps. compile() and compile_all() are written once, over the toolchain and its store
+// (backends/compile_all.cpp). Everything else (the plan cache, the pass pipeline,
 // memory planning, lowering, the launch list, dumps) is the engine's and shared by every
 // backend (engine/kernel_engine.cpp). Adding a device is one folder under backends/, one row
-// in the registry (engine/registry.cpp) and a column in docs/backends.md.
+// in the registry (engine/registry.cpp: its name, cache folder, dump stages, description)
+// and a column in docs/backends.md.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/backend/toolchain.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/lower.h"
 #include "kiln/codegen/schedule.h"
@@ -69,8 +73,10 @@ class Backend {
   // ---- identity ----
   /// The device kind: "cpu".
   virtual std::string_view name() const = 0;
-  /// Everything compiled code depends on besides the kernel and its schedule (compiler
-  /// version, target, features, driver): part of every kernel cache key.
+  /// What makes this device's code, and keeps it (its store).
+  virtual Toolchain& toolchain() = 0;
+  /// The toolchain's (Toolchain::fingerprint): everything compiled code depends on besides
+  /// the kernel and its schedule; part of every kernel cache key.
   virtual std::string fingerprint() const = 0;
   virtual const Capabilities& capabilities() const = 0;
   /// The device and its driver without kiln's own version (vendor, name, driver, compute
@@ -83,18 +89,19 @@ class Backend {
   virtual std::vector<const PassInfo*> extra_passes() const { return {}; }
 
   // ---- compile ----
-  /// Compiles `k` to run with `s`. Throws kiln::Error naming the kernel on failure, or when
-  /// KILN_NO_COMPILE=1 and nothing cached holds it. Thread-safe.
-  virtual std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s) = 0;
-  /// Every kernel of a launch plan, `kernels[i]` run with `schedules[i]`: the engine compiles
-  /// a plan through this. A backend whose compiler costs much per invocation whatever it
-  /// compiles (an OpenCL program build) overrides it to compile the kernels together; the
-  /// default (backends/compile_all.cpp) calls compile() once for each distinct kernel and
-  /// schedule, the distinct ones at once on the machine's cores (a model's repeated blocks
-  /// compile once, its other kernels in parallel), and throws the error of the first kernel
-  /// in plan order that fails.
-  virtual std::vector<std::shared_ptr<const CompiledKernel>> compile_all(std::span<const kir::Kernel> kernels,
-                                                                         std::span<const kir::Schedule> schedules);
+  /// `k` compiled to run with `s`, from the toolchain's store or built now
+  /// (backends/compile_all.cpp). Throws kiln::Error naming the kernel on failure, or when
+  /// KILN_NO_COMPILE=1 and nothing cached holds it. Thread-safe. Virtual only so that a test
+  /// can wrap a backend and make compiles fail.
+  virtual std::shared_ptr<const CompiledKernel> compile(const kir::Kernel& k, const kir::Schedule& s);
+  /// Every kernel of a launch plan, `kernels[i]` run with `s[i]`: the engine compiles a plan
+  /// through this. Where the toolchain builds together (Toolchain::builds_together), the
+  /// kernels no cache holds build as one group per set whose custom kernels agree on their
+  /// macros; otherwise compile() runs once for each distinct kernel and schedule, the distinct
+  /// ones at once on the machine's cores (a model's repeated blocks compile once, its other
+  /// kernels in parallel). Throws the error of the first kernel in plan order that fails.
+  std::vector<std::shared_ptr<const CompiledKernel>> compile_all(std::span<const kir::Kernel> kernels,
+                                                                 std::span<const kir::Schedule> s);
 
   // ---- buffers ----
   /// Uninitialized memory; throws kiln::Error naming the size and device when it cannot.
@@ -120,13 +127,6 @@ class Backend {
   /// devices (opencl) return once enqueued. The default is for backends whose launches
   /// return complete (cpu).
   virtual void finish() {}
-
-  /// The source this backend generates for `k` at KILN_DUMP stage `stage` ("llvm", "glsl",
-  /// "spirv", "opencl"), or "" when the stage is not this backend's.
-  virtual std::string kernel_source(const kir::Kernel& /*k*/, const kir::Schedule& /*s*/,
-                                    std::string_view /*stage*/) {
-    return {};
-  }
 
   /// The multiply-add rate of the device in f32 GFLOP/s, measured on its own arithmetic
   /// (the profiler's peak: kiln/runtime/profile.h), or 0 when the backend has no such

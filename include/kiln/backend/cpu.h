@@ -29,6 +29,9 @@ void cpu_check_custom_kernel(const CustomKernel& k);
 std::string cpu_custom_kernel_llvm_ir(const CustomKernel& k);
 /// "x86_64-pc-linux-gnu znver4 (64-byte vectors)"
 std::string cpu_target_description();
+/// Custom kernel `k`'s function compiled for the host, as the reference interpreter runs it
+/// (kiln/ir/custom_kernel.h; kiln::register_custom_host installs this).
+CustomHostFn cpu_custom_host_function(const CustomKernel& k);
 /// Kernels the in-memory LRU holds (KILN_KERNEL_CACHE_SIZE).
 size_t cpu_cached_kernels();
 

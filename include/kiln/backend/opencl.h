@@ -39,6 +39,8 @@ struct OpenClDeviceInfo {
 /// Every OpenCL device this process can use (empty when no platform is installed). The
 /// first call enumerates them; the list does not change afterwards.
 const std::vector<OpenClDeviceInfo>& opencl_devices();
+/// How `kiln devices` describes `opencl:index`: name, platform, driver, memory, features.
+std::string opencl_device_description(int index);
 
 /// The backend of `opencl:index`. Throws kiln::Error naming the devices that exist when the
 /// index is out of range, and the OpenCL error when the device fails to initialize.

@@ -63,6 +63,8 @@ struct VulkanDeviceInfo {
 /// Every Vulkan device this process can use (empty when no driver is installed). The first
 /// call creates the instance and enumerates them; the list does not change afterwards.
 const std::vector<VulkanDeviceInfo>& vulkan_devices();
+/// How `kiln devices` describes `vulkan:index`: name, driver, memory heaps, limits, features.
+std::string vulkan_device_description(int index);
 
 /// The backend of `vulkan:index`. Throws kiln::Error naming the devices that exist when the
 /// index is out of range, and the Vulkan error when the device fails to initialize.

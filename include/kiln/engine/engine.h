@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/engine/device.h"
@@ -87,8 +88,38 @@ class Engine {
 /// The engine of `device`; throws kiln::Error naming the registered devices when it has none.
 Engine& engine_for(Device device);
 
+/// Lets the reference interpreter run custom kernels: their C or OpenCL C compiled for the
+/// host by the cpu backend (the IR layer compiles nothing). engine_for() calls it, and so do
+/// the `kiln` tools; a program that calls kiln::interpret on custom kernels before any engine
+/// calls it first. Calling it again does nothing.
+void register_custom_host();
+
 /// Every device this build registers, in registry order (`interp` last).
 std::vector<Device> registered_devices();
+
+/// A source a backend generates, as KILN_DUMP names it, and the extension of its files.
+struct DumpStage {
+  std::string_view name;       // "llvm"
+  std::string_view extension;  // "ll": <graph>.<kernel>.ll
+};
+
+/// A kind of device as its row in the registry (engine/registry.cpp) declares it: the one
+/// place that lists backends. Tools and the engine read these rows instead of naming them.
+struct DeviceKindInfo {
+  std::string_view name;  // "opencl": devices are named "opencl:N" when `indexed`
+  bool indexed = false;
+  /// Its folder in the disk cache root (kiln/runtime/kernel_store.h), where its backend's
+  /// kernel store keeps compiled kernels; empty for a device that compiles nothing.
+  std::string_view cache_namespace;
+  std::span<const DumpStage> dump_stages;  // the KILN_DUMP stages of its generated sources
+};
+
+/// Every kind of device the registry declares, in its order.
+std::span<const DeviceKindInfo> device_kinds();
+/// The kind of `device`; throws kiln::Error when this build does not register it.
+const DeviceKindInfo& device_kind(Device device);
+/// How `kiln devices` describes `device`: its compiler or driver, memory and features.
+std::string device_description(Device device);
 
 /// Runs `g` on `device` from host inputs to host outputs: upload, run, download (tools
 /// and tests; the frontend keeps values on their device instead).

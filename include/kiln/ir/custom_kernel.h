@@ -74,9 +74,9 @@ Expected<std::shared_ptr<const CustomKernel>> make_custom_kernel(std::string nam
 std::string custom_declaration(const CustomKernel& k);
 
 /// How the reference interpreter runs a custom kernel: `count` elements, each parameter an
-/// array of its dtype's storage (bool as one byte), the result likewise. Someone above the
-/// IR (the `cpu` backend, which can compile C) installs the factory; without one, the
-/// interpreter reports that it cannot run custom kernels.
+/// array of its dtype's storage (bool as one byte), the result likewise. A layer above the IR
+/// installs the factory explicitly (kiln::register_custom_host, kiln/engine/engine.h: the
+/// `cpu` backend's compiler); without one, the interpreter says it cannot run custom kernels.
 using CustomHostFn = std::function<void(const std::vector<const void*>& args, void* result, int64_t count)>;
 using CustomHostFactory = std::function<CustomHostFn(const CustomKernel&)>;
 void set_custom_host_factory(CustomHostFactory factory);

@@ -48,10 +48,10 @@ class DiskCache {
   /// warning names it and why): entries are then neither loaded nor stored.
   DiskCache(std::filesystem::path root, std::string ns);
 
-  /// The payload stored under `key`, when a valid entry made from `canonical` exists. The
-  /// entry holds `kernels` kernels, which the load counts as disk hits, or as misses when it
-  /// finds no valid entry (0 for an entry of other data, or of kernels the caller counts).
-  std::optional<std::string> load(std::string_view key, std::string_view canonical, int kernels = 1);
+  /// The payload stored under `key`, when a valid entry made from `canonical` exists. An
+  /// invalid one is removed and counted as rejected (kernel_disk_rejected); hits and misses
+  /// are the caller's to count (KernelStore counts each kernel once).
+  std::optional<std::string> load(std::string_view key, std::string_view canonical);
 
   /// Stores `payload` under `key` (atomically). Returns false when it could not be written
   /// (the cache then stays off for this process, after one warning).

@@ -1,6 +1,6 @@
 // GEMM steps against the interpreter: every dtype, sizes on and off the register tile and
 // the packed blocks (cpu: backends/cpu/cpu_gemm.cpp) or work-group tiles (opencl: the tiled
-// kernel of codegen/c_gemm.cpp, as opencl.CpuGemm.*), an empty depth, transposed and
+// kernel of codegen/c_gemm.cpp, as opencl.DeviceGemm.*), an empty depth, transposed and
 // broadcast operands, epilogues. Integers must wrap exactly as the interpreter's; floats
 // differ only by the order of accumulation (relative 1e-5 of the sum of |a*b| for f32, 1e-12
 // for f64).
@@ -68,7 +68,7 @@ std::string matmul_graph(DType t, const Shape& a, const Shape& b, const Shape& c
                      a.str(), b.str(), c.str());
 }
 
-TEST(CpuGemm, EveryDtypeAndSizesAroundTheTiles) {
+TEST(DeviceGemm, EveryDtypeAndSizesAroundTheTiles) {
   // Off the cpu every shape is a driver compile (~0.5 s on PoCL): f32 gets the whole grid
   // there (one and several work-group tiles and K steps, edges in each), the others its corners.
   const bool cpu = test::device_under_test() == Device::cpu();
@@ -92,7 +92,7 @@ TEST(CpuGemm, EveryDtypeAndSizesAroundTheTiles) {
 // A storage type's product is computed in its compute type (f32, or i32/i64 wrapping) from
 // operands converted first, then stored once in the storage type: as the interpreter rounds
 // or wraps it (docs/ir.md 5.7). Integers wide enough to wrap, a batch, a transposed operand.
-TEST(CpuGemm, StorageTypesMultiplyInTheirComputeType) {
+TEST(DeviceGemm, StorageTypesMultiplyInTheirComputeType) {
   for (DType t : {DType::F16, DType::BF16, DType::I8, DType::I16, DType::U8, DType::U16, DType::U32, DType::U64}) {
     const std::string ty(dtype_name(t));
     const std::string text = fmt::format(R"(graph @g(%a: {0}[2,33,40], %b: {0}[20,40]) -> {0}[2,33,20] {{
@@ -105,27 +105,27 @@ TEST(CpuGemm, StorageTypesMultiplyInTheirComputeType) {
   }
 }
 
-TEST(CpuGemm, LargeOddSizes) {
+TEST(DeviceGemm, LargeOddSizes) {
   // Several mc and nc blocks, k deeper than one packed panel, edges everywhere.
   const Shape a{1023, 517}, b{517, 1041}, c{1023, 1041};
   expect_same(matmul_graph(DType::F32, a, b, c), {filled(DType::F32, a, 3), filled(DType::F32, b, 4)}, "f32 1023x1041x517");
 }
 
-TEST(CpuGemm, EmptyDepthIsZero) {
+TEST(DeviceGemm, EmptyDepthIsZero) {
   for (DType t : {DType::F32, DType::I64}) {
     const Shape a{5, 0}, b{0, 7}, c{5, 7};
     expect_same(matmul_graph(t, a, b, c), {filled(t, a, 1), filled(t, b, 2)}, "empty depth");
   }
 }
 
-TEST(CpuGemm, IntegersWrapAsTheInterpreter) {
+TEST(DeviceGemm, IntegersWrapAsTheInterpreter) {
   for (DType t : {DType::I32, DType::I64}) {
     const Shape a{9, 40}, b{40, 35}, c{9, 35};
     expect_same(matmul_graph(t, a, b, c), {filled(t, a, 5, true), filled(t, b, 6, true)}, "wrapping");
   }
 }
 
-TEST(CpuGemm, BatchedBroadcastAndTransposedOperands) {
+TEST(DeviceGemm, BatchedBroadcastAndTransposedOperands) {
   // A batch of 3 against one shared B (broadcast batch dim), then B read transposed.
   expect_same(matmul_graph(DType::F32, Shape{3, 20, 30}, Shape{1, 30, 40}, Shape{3, 20, 40}),
               {filled(DType::F32, Shape{3, 20, 30}, 7), filled(DType::F32, Shape{1, 30, 40}, 8)}, "broadcast batch");
@@ -141,7 +141,7 @@ TEST(CpuGemm, BatchedBroadcastAndTransposedOperands) {
 // step or backwards, broadcast by expand) are read where they lie: the plan has no kernel
 // that copies them, and the product is the interpreter's. Sizes span several blocks of
 // rows and depth panels, so that B is packed once, per task, and read unpacked.
-TEST(CpuGemm, OperandsAreReadInPlaceThroughViews) {
+TEST(DeviceGemm, OperandsAreReadInPlaceThroughViews) {
   const std::string text = R"(graph @g(%a: T[300,130], %b: T[3,520,300], %c: T[300,3,90]) -> (T[3,130,520], T[3,130,45], T[3,45,520]) {
   %at = permute %a {perm = [1, 0]} : T[130,300]
   %bt = permute %b {perm = [0, 2, 1]} : T[3,300,520]
@@ -171,7 +171,7 @@ TEST(CpuGemm, OperandsAreReadInPlaceThroughViews) {
 // A training step's weight gradient, g^T x over a batch of sequences: both operands are
 // [B,T,C] values read as [B*T,C], one of them transposed. Their positions are divisions and
 // remainders that kir::affine_analysis recombines, so neither is copied first.
-TEST(CpuGemm, SequencesMergedIntoRowsAreReadInPlace) {
+TEST(DeviceGemm, SequencesMergedIntoRowsAreReadInPlace) {
   const std::string text = R"(graph @g(%g: f32[4,24,40], %x: f32[4,24,36]) -> f32[40,36] {
   %g2 = reshape %g : f32[96,40]
   %gt = permute %g2 {perm = [1, 0]} : f32[40,96]
@@ -190,7 +190,7 @@ TEST(CpuGemm, SequencesMergedIntoRowsAreReadInPlace) {
 // the GEMM multiplies, sizes off the tiles, an empty sum, a batch over which B broadcasts,
 // and C's dims in either order (which load is A follows from them). One with fewer than 8
 // rows or columns (a matrix-vector product) stays a reduction kernel.
-TEST(CpuGemm, ContractionsRunAsGemmSteps) {
+TEST(DeviceGemm, ContractionsRunAsGemmSteps) {
   // C[b, i, j] = sum_p a[b, i, p] * w[j, p], or C[b, j, i] when `swapped`.
   auto contraction = [](DType t, int64_t batch, int64_t m, int64_t n, int64_t k, bool swapped) {
     const std::string ty(dtype_name(t));
@@ -232,7 +232,7 @@ TEST(CpuGemm, ContractionsRunAsGemmSteps) {
 
 // Several blocks of rows read the same panels of B, which the cpu packs once for all of them
 // (PackedB): per-batch and broadcast B, depth panels and columns with edges, exact integers.
-TEST(CpuGemm, BPackedOnceForSeveralBlocksOfRows) {
+TEST(DeviceGemm, BPackedOnceForSeveralBlocksOfRows) {
   for (DType t : {DType::F32, DType::I32}) {
     const Shape a{3, 300, 600}, c{3, 300, 70};
     for (const Shape& b : {Shape{3, 600, 70}, Shape{1, 600, 70}})
@@ -245,7 +245,7 @@ TEST(CpuGemm, BPackedOnceForSeveralBlocksOfRows) {
 // A of a convolution: the cpu packs them once and keeps the panels for the next products
 // that read the same tensors, keyed by their memory's id, so that new weights (perhaps at the
 // same address) are never mistaken for the old.
-TEST(CpuGemm, OperandsThatNeverChangeArePackedOnceAndNeverMistaken) {
+TEST(DeviceGemm, OperandsThatNeverChangeArePackedOnceAndNeverMistaken) {
   const Device device = test::device_under_test();
   for (uint64_t round = 0; round < 3; ++round) {
     const auto w = std::make_shared<const HostTensor>(filled(DType::F32, {64, 96}, 30 + round));
@@ -286,7 +286,7 @@ TEST(CpuGemm, OperandsThatNeverChangeArePackedOnceAndNeverMistaken) {
 // product elsewhere (a transpose) waits for the whole product. (A is taller than one L2
 // block on any vector width, so the GEMM blocks rows, not columns: a short, wide product's
 // column blocks, on a machine with narrow vectors, would leave its epilogue apart.)
-TEST(CpuGemm, EpilogueRunsOnBlocksOfRowsOnlyWhereItMay) {
+TEST(DeviceGemm, EpilogueRunsOnBlocksOfRowsOnlyWhereItMay) {
   const std::string fused = R"(graph @g(%a: f32[2100,200], %b: f32[200,129], %bias: f32[129]) -> f32[2100,129] {
   %p = matmul %a, %b : f32[2100,129]
   %q = add %p, %bias : f32[2100,129]
@@ -314,7 +314,7 @@ TEST(CpuGemm, EpilogueRunsOnBlocksOfRowsOnlyWhereItMay) {
 // cache, from whole lines of the plane (one launch), and a product whose epilogue covers a
 // batch of two planes as well. Then the same product in a training step's form, a weight's
 // gradient with its update (whole rows of a wide product in one block of columns).
-TEST(CpuGemm, EpilogueRunsOnBlocksOfColumnsFromWholeLines) {
+TEST(DeviceGemm, EpilogueRunsOnBlocksOfColumnsFromWholeLines) {
   for (const int64_t batch : {1, 2}) {
     const std::string text = fmt::format(R"(graph @g(%x: f32[{0},16,56,56], %w: f32[16,16,3,3], %bias: f32[1,16,1,1]) -> f32[{0},16,56,56] {{
   %c = conv %x, %w {{strides = [1, 1], low = [1, 1], high = [1, 1]}} : f32[{0},16,56,56]
@@ -345,7 +345,7 @@ TEST(CpuGemm, EpilogueRunsOnBlocksOfColumnsFromWholeLines) {
 // An epilogue with a launch scalar and two outputs, once with the product returned too (a
 // device that computes the epilogue in registers must then also store the product) and once
 // without.
-TEST(CpuGemm, EpilogueWithScalarsAndSeveralOutputs) {
+TEST(DeviceGemm, EpilogueWithScalarsAndSeveralOutputs) {
   for (const bool product_returned : {false, true}) {
     const std::string text = fmt::format(R"(graph @g(%a: f32[2,45,70], %b: f32[70,33]) -> ({}f32[2,45,33], f32[2,45,33]) {{
   %p = matmul %a, %b : f32[2,45,33]

@@ -1,4 +1,5 @@
-// Every op on the cpu device (fusion, Kernel IR, LLVM) against the reference interpreter.
+// Every op on the device under test (cpu; KILN_TEST_DEVICE names another, and ctest runs
+// these suites again on opencl:0 and vulkan:0) against the reference interpreter.
 //
 // The interpreter is the oracle (interpreter_ops_test checks it by hand). Each test builds
 // graphs from IR text, fills their parameters with seeded data full of special values
@@ -385,7 +386,7 @@ const std::vector<std::string> kShapes = {"[1]", "[7]", "[37]", "[100]", "[5,37]
 // ---- sources -----------------------------------------------------------------------------
 
 
-TEST(CpuSources, ConstantsOfEveryType) {
+TEST(DeviceSources, ConstantsOfEveryType) {
   // Constants feed kernels as literals (splats) or buffers (data); the add keeps them from
   // being returned as they are.
   expect_same(
@@ -406,7 +407,7 @@ TEST(CpuSources, ConstantsOfEveryType) {
       "  return %yf, %yi, %yl, %yb, %yd, %ys\n}\n");
 }
 
-TEST(CpuSources, LaunchScalarsOfEveryTypeAreArguments) {
+TEST(DeviceSources, LaunchScalarsOfEveryTypeAreArguments) {
   const std::string text =
       "graph @s(%x: f32[37], %i: i32[37], %b: bool[37]) -> (f32[37], f64[37], i32[37], i64[37], bool[37], f32[37]) {\n"
       "  %a = scalar {slot = 0, value = -2.5} : f32[]\n"
@@ -433,13 +434,13 @@ TEST(CpuSources, LaunchScalarsOfEveryTypeAreArguments) {
   EXPECT_EQ(c.plan_misses, misses) << "a new scalar value compiles nothing";
 }
 
-TEST(CpuSources, InputsReturnedAndUsed) {
+TEST(DeviceSources, InputsReturnedAndUsed) {
   expect_same(
       "graph @p(%x: f32[37], %b: bool[37]) -> (f32[37], bool[37], f32[37]) {\n"
       "  %y = neg %x : f32[37]\n  return %x, %b, %y\n}\n");
 }
 
-TEST(CpuSources, ArangeBitIdentical) {
+TEST(DeviceSources, ArangeBitIdentical) {
   expect_same(
       "graph @r() -> (f32[100], f64[37], i32[7], i64[100], i32[3], f32[5,37]) {\n"
       "  %a = arange {start = 0.1, step = 0.3} : f32[100]\n"
@@ -453,7 +454,7 @@ TEST(CpuSources, ArangeBitIdentical) {
       std::vector<HostTensor>{});
 }
 
-TEST(CpuSources, RandBitIdenticalThroughViews) {
+TEST(DeviceSources, RandBitIdenticalThroughViews) {
   // The element index of rand is its own row-major index, whatever view reads it.
   expect_same(
       "graph @r(%x: f32[5,37]) -> (f32[100], f64[37], f32[5,37], f32[5,37], f64[2,12], f32[1]) {\n"
@@ -473,7 +474,7 @@ TEST(CpuSources, RandBitIdenticalThroughViews) {
 // ---- elementwise unary -------------------------------------------------------------------
 
 
-TEST(CpuUnary, ExactFloatOps) {
+TEST(DeviceUnary, ExactFloatOps) {
   // sqrt, rsqrt, floor, ceil and the sign ops are exact; sin and cos (and all f64 math) go
   // through the C library in double, as in the interpreter.
   for (const char* t : {"f32", "f64"})
@@ -492,7 +493,7 @@ TEST(CpuUnary, ExactFloatOps) {
     }
 }
 
-TEST(CpuUnary, RoundSignAndFloatTests) {
+TEST(DeviceUnary, RoundSignAndFloatTests) {
   // round is half to even (General data holds +-0.5, 2.5, 3.5); sign passes zeros and NaN
   // through; isnan and isinf give bools.
   for (const char* t : {"f32", "f64"})
@@ -506,7 +507,7 @@ TEST(CpuUnary, RoundSignAndFloatTests) {
   for (const char* t : {"i32[37]", "i64[37]"}) expect_rows(fmt::format("%x: {}", t), t, {{"sign %x"}});
 }
 
-TEST(CpuUnary, ApproximatedFloatMath) {
+TEST(DeviceUnary, ApproximatedFloatMath) {
   // f32: inline approximations within their ulp bounds; f64: libm, bit for bit.
   for (const char* t : {"f32", "f64"})
     for (const std::string& s : kShapes) {
@@ -521,7 +522,7 @@ TEST(CpuUnary, ApproximatedFloatMath) {
     }
 }
 
-TEST(CpuUnary, ApproximatedFloatMathOverTheWholeRange) {
+TEST(DeviceUnary, ApproximatedFloatMathOverTheWholeRange) {
   // General data: subnormals, huge values and infinities too (cpu_math_test sweeps densely).
   expect_rows("%x: f32[100]", "f32[100]",
               {{"exp %x", kExpUlp},
@@ -531,7 +532,7 @@ TEST(CpuUnary, ApproximatedFloatMathOverTheWholeRange) {
                {"sigmoid %x", kSigmoidUlp}});
 }
 
-TEST(CpuUnary, IntegerAndBool) {
+TEST(DeviceUnary, IntegerAndBool) {
   // neg and abs of the minimum wrap to the minimum.
   for (const char* t : {"i32", "i64"})
     for (const std::string& s : kShapes)
@@ -555,14 +556,14 @@ void expect_casts(std::span<const char* const> types, const std::string& shape) 
   }
 }
 
-TEST(CpuCast, EveryPairOfTypes) {
+TEST(DeviceCast, EveryPairOfTypes) {
   // Float -> int truncates, saturates and maps NaN to 0; int -> int wraps; i64 -> f32 rounds
   // twice, through f64; float -> bool is x != 0 (NaN is true).
   const char* types[] = {"bool", "i32", "i64", "f32", "f64"};
   for (const std::string& s : {std::string("[100]"), std::string("[7]")}) expect_casts(types, s);
 }
 
-TEST(CpuCast, SaturationAndNaNExactly) {
+TEST(DeviceCast, SaturationAndNaNExactly) {
   const std::vector<double> xs = {
       kNaN, kInf, -kInf, 1e10,   -1e10,   2147483647.0,          2147483648.0, -2147483649.0,
       2.7,  -2.7, -0.5,  9.3e18, -9.3e18, 9223372036854775807.0, -0.0};
@@ -585,7 +586,7 @@ TEST(CpuCast, SaturationAndNaNExactly) {
   EXPECT_EQ(got[4], INT32_MIN);
 }
 
-TEST(CpuCast, I64ToF32RoundsThroughF64) {
+TEST(DeviceCast, I64ToF32RoundsThroughF64) {
   // docs/ir.md 5.2: "i64 -> f32 rounds twice, through double". 2^60 + 2^36 + 1 lies just
   // above the midpoint of two floats; in f64 it becomes the midpoint itself (2^60 + 2^36),
   // which rounds to even: 2^60. Regression: a direct conversion (one rounding) gave
@@ -602,7 +603,7 @@ TEST(CpuCast, I64ToF32RoundsThroughF64) {
   EXPECT_EQ(got[3], 0x1p63f);
 }
 
-TEST(CpuCast, StorageTypesToAndFromEveryType) {
+TEST(DeviceCast, StorageTypesToAndFromEveryType) {
   // Narrow integers wrap, floats saturate into them; f16 and bf16 round to nearest even
   // (large values to infinity); u64 to a float rounds once to f64 (to f32 through it, as i64).
   const char* types[] = {"bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64"};
@@ -620,7 +621,7 @@ std::vector<Row> arith_rows(const std::string& a, const std::string& b, bool wit
   return rows;
 }
 
-TEST(CpuBinary, ArithmeticOnEveryTypeAndSize) {
+TEST(DeviceBinary, ArithmeticOnEveryTypeAndSize) {
   // Integers wrap; floats meet NaN, infinities and signed zeros (max/min are IEEE maximum and
   // minimum: NaN wins, +0.0 > -0.0).
   for (const char* t : {"i32", "i64", "f32", "f64"})
@@ -631,7 +632,7 @@ TEST(CpuBinary, ArithmeticOnEveryTypeAndSize) {
     }
 }
 
-TEST(CpuBinary, StorageTypesWrapAfterEveryOp) {
+TEST(DeviceBinary, StorageTypesWrapAfterEveryOp) {
   // Each op's result wraps into its type before the next op reads it: a kernel computes i8
   // ... u32 in a wider register (dtype.h, compute_dtype) and narrows after each op.
   for (const char* t : {"i8", "i16", "u8", "u16", "u32"})
@@ -684,14 +685,14 @@ TEST(CpuBinary, StorageTypesWrapAfterEveryOp) {
               "  return %x, %n, %i, %j\n}\n");
 }
 
-TEST(CpuBinary, ShiftsOfEveryIntegerWidth) {
+TEST(DeviceBinary, ShiftsOfEveryIntegerWidth) {
   for (const char* t : {"i32", "i64"})
     for (const std::string& s : kShapes)
       expect_rows(fmt::format("%a: {0}{1}, %b: {0}{1}", t, s), t + s, {{"shl %a, %b"}, {"shr %a, %b"}, {"shr %b, %a"}},
                   {Data::General, Data::Exponent});
 }
 
-TEST(CpuBinary, HalfFloatsRoundAfterEveryOp) {
+TEST(DeviceBinary, HalfFloatsRoundAfterEveryOp) {
   // Computed in f32 and rounded after each op, which equals the interpreter's rounding of
   // the exact result for these ops (f32 holds their f16 and bf16 results closely enough).
   for (const char* t : {"f16", "bf16"})
@@ -714,7 +715,7 @@ TEST(CpuBinary, HalfFloatsRoundAfterEveryOp) {
     }
 }
 
-TEST(CpuBinary, SignedZerosInMaxMin) {
+TEST(DeviceBinary, SignedZerosInMaxMin) {
   const std::vector<float> a = {-0.0f, 0.0f, -0.0f, 0.0f, NAN, 1.0f, -0.0f};
   const std::vector<float> b = {0.0f, -0.0f, -0.0f, 0.0f, -0.0f, NAN, NAN};
   expect_same(
@@ -729,7 +730,7 @@ TEST(CpuBinary, SignedZerosInMaxMin) {
 // Known zeros in arithmetic keep IEEE 754's rules: x + 0.0 is +0.0 for x = -0.0, 0.0 - x is
 // +0.0 for x = +0.0, x * 0.0 is NaN for infinities. lavapipe folded each of these (and a zero
 // reached through a cast) until the GLSL dialect hid its zeros (GlslDialect::zero_value).
-TEST(CpuBinary, ArithmeticWithConstantZeros) {
+TEST(DeviceBinary, ArithmeticWithConstantZeros) {
   for (const char* t : {"f32", "f64"}) {
     const std::vector<double> x = {-0.0, 0.0, INFINITY, -INFINITY, NAN, 1.5, -2.0};
     const HostTensor in = t == std::string_view("f32") ? HostTensor::from_vector<float>(std::vector<float>(x.begin(), x.end()), {7})
@@ -754,7 +755,7 @@ TEST(CpuBinary, ArithmeticWithConstantZeros) {
 
 // A position widened to i64 and compared with a constant (the bounds test of a pad): lavapipe
 // folded `int64_t(i) < c` into false until the GLSL dialect widened through packInt2x32.
-TEST(CpuMovement, PadBoundsOnWidenedPositions) {
+TEST(DeviceMovement, PadBoundsOnWidenedPositions) {
   expect_same(
       "graph @p(%x: i64[1,6,1], %y: f64[2,3]) -> (i64[2,6,2], f64[5,4]) {\n"
       "  %a = pad %x {low = [1, 0, 0], high = [0, 0, 1], value = 1} : i64[2,6,2]\n"
@@ -762,7 +763,7 @@ TEST(CpuMovement, PadBoundsOnWidenedPositions) {
       "  return %a, %b\n}\n");
 }
 
-TEST(CpuBinary, BroadcastRowsAndColumns) {
+TEST(DeviceBinary, BroadcastRowsAndColumns) {
   // [5,37] with a row [37], a column [5,1], and row against column (outer broadcast).
   for (const char* t : {"i32", "f32", "f64"}) {
     std::vector<Row> rows;
@@ -774,7 +775,7 @@ TEST(CpuBinary, BroadcastRowsAndColumns) {
   }
 }
 
-TEST(CpuBinary, Pow) {
+TEST(DeviceBinary, Pow) {
   // Floats: pow of the C library in double. Integers: exact square-and-multiply, wrapping;
   // negative exponents give 0 except for bases 1 and -1.
   for (const char* t : {"i32", "i64", "f32", "f64"})
@@ -786,7 +787,7 @@ TEST(CpuBinary, Pow) {
     }
 }
 
-TEST(CpuUnary, InverseTrigonometry) {
+TEST(DeviceUnary, InverseTrigonometry) {
   // Inside [-1, 1] for asin and acos (NaN outside, where General data also goes), every
   // magnitude for atan and atan2, whose quadrants and signed zeros follow the C library.
   for (const char* t : {"f32", "f64"})
@@ -803,7 +804,7 @@ TEST(CpuUnary, InverseTrigonometry) {
   else expect_same(ints);
 }
 
-TEST(CpuBinary, Remainders) {
+TEST(DeviceBinary, Remainders) {
   // mod takes the divisor's sign, fmod the dividend's; integers by 0 and -1 (under the
   // minimum) give 0, floats by 0 NaN; infinities, NaN and signed zeros on both sides.
   for (const char* t : {"i32", "i64", "f32", "f64"})
@@ -823,7 +824,7 @@ TEST(CpuBinary, Remainders) {
        HostTensor::from_vector<float>({3.0f, 3.0f, -2.0f, 2.0f}, {4}), HostTensor::from_vector<double>({1e300, -1e300}, {2})});
 }
 
-TEST(CpuBinary, IntegerDivisionIsFloatDivision) {
+TEST(DeviceBinary, IntegerDivisionIsFloatDivision) {
   expect_same(
       "graph @d(%a: i32[37], %b: i32[37], %l: i64[37]) -> (f64[37], f64[37], f64[37]) {\n"
       "  %x = div %a, %b : f64[37]\n"
@@ -832,7 +833,7 @@ TEST(CpuBinary, IntegerDivisionIsFloatDivision) {
       "  return %x, %y, %z\n}\n");
 }
 
-TEST(CpuBinary, MixedTypesPromote) {
+TEST(DeviceBinary, MixedTypesPromote) {
   // i32 + f32 is f64, bool yields to the other type, i32 with i64 is i64.
   expect_same(
       "graph @m(%i: i32[37], %f: f32[37], %l: i64[37], %b: bool[37], %d: f64[37]) -> (f64[37], "
@@ -856,7 +857,7 @@ std::vector<Row> compare_rows(const std::string& a, const std::string& b) {
   return rows;
 }
 
-TEST(CpuCompare, EveryTypeWithNaNAndBroadcast) {
+TEST(DeviceCompare, EveryTypeWithNaNAndBroadcast) {
   // %a against itself makes equal pairs (and NaN != NaN); %b against %a unequal ones.
   for (const char* t : {"bool", "i32", "i64", "f32", "f64"})
     for (const char* s : {"[7]", "[5,37]"}) {
@@ -869,7 +870,7 @@ TEST(CpuCompare, EveryTypeWithNaNAndBroadcast) {
     }
 }
 
-TEST(CpuCompare, MixedTypesCompareInThePromotedType) {
+TEST(DeviceCompare, MixedTypesCompareInThePromotedType) {
   // i64 against f32 compares in f64 (2^24 + 1 != 16777216.0f); -0.0 == 0.0.
   expect_rows("%l: i64[37], %f: f32[37], %i: i32[37], %b: bool[37]", "bool[37]", [] {
     std::vector<Row> rows = compare_rows("%l", "%f");
@@ -886,7 +887,7 @@ TEST(CpuCompare, MixedTypesCompareInThePromotedType) {
 }
 
 
-TEST(CpuLogic, AndOrNotWhere) {
+TEST(DeviceLogic, AndOrNotWhere) {
   for (const char* s : {"[7]", "[100]"})
     expect_rows(fmt::format("%a: bool{0}, %b: bool{0}", s), std::string("bool") + s,
                 {{"and %a, %b"}, {"or %a, %b"}, {"not %a"}, {"and %a, %a"}});
@@ -976,23 +977,23 @@ void check_reductions(const std::string& dtype, bool keepdim_first) {
   }
 }
 
-TEST(CpuReduce, F32) {
+TEST(DeviceReduce, F32) {
   check_reductions("f32", true);
 }
-TEST(CpuReduce, F64) {
+TEST(DeviceReduce, F64) {
   check_reductions("f64", false);
 }
-TEST(CpuReduce, I32SumsToI64) {
+TEST(DeviceReduce, I32SumsToI64) {
   check_reductions("i32", false);
 }
-TEST(CpuReduce, I64Wraps) {
+TEST(DeviceReduce, I64Wraps) {
   check_reductions("i64", true);
 }
-TEST(CpuReduce, BoolSumsToI64) {
+TEST(DeviceReduce, BoolSumsToI64) {
   check_reductions("bool", true);
 }
 
-TEST(CpuReduce, SpecialValuesInMaxMinAndSums) {
+TEST(DeviceReduce, SpecialValuesInMaxMinAndSums) {
   // General data: NaN wins max and min, infinities and signed zeros take part.
   for (const char* t : {"f32", "f64"})
     expect_same(
@@ -1027,7 +1028,7 @@ TEST(CpuReduce, SpecialValuesInMaxMinAndSums) {
       {HostTensor::from_vector<float>(zs, {2, 37})});
 }
 
-TEST(CpuReduce, F32SumsAndProductsHaveTheRangeOfF64) {
+TEST(DeviceReduce, F32SumsAndProductsHaveTheRangeOfF64) {
   // docs/ir.md 5.5: f32 sums and products are taken in double and rounded once, so an
   // intermediate beyond the f32 range does not overflow or vanish. Rows and columns of
   // [3e38, 3e38, -3e38] sum to 3e38 (not inf); [1e-30, 1e-30, 1e30] multiplies to 1e-30
@@ -1057,7 +1058,7 @@ TEST(CpuReduce, F32SumsAndProductsHaveTheRangeOfF64) {
        HostTensor::from_vector<float>(rows, {2, 37})});
 }
 
-TEST(CpuReduce, F32SumsOfLongRowsInF32LanesHaveTheRangeOfF64) {
+TEST(DeviceReduce, F32SumsOfLongRowsInF32LanesHaveTheRangeOfF64) {
   // Rows long enough that a device sums them in f32 lanes (the cpu backend; OpenCL's vector
   // lanes, a row per work-item): columns 0 and 64 share a lane there, whose f32 sum 3e38 +
   // 3e38 overflows; the row is summed again in f64, to 3e38. Other rows: an infinity stays
@@ -1097,7 +1098,7 @@ TEST(CpuReduce, F32SumsOfLongRowsInF32LanesHaveTheRangeOfF64) {
       {HostTensor::from_vector<float>(z, {kRows, kCols}), HostTensor::from_vector<float>(w, {kCols})}, kExpUlp);
 }
 
-TEST(CpuReduce, ArgMaxArgMinTiesAndNaN) {
+TEST(DeviceReduce, ArgMaxArgMinTiesAndNaN) {
   // Rows of 37 (past a vector width): ties (the first index wins) and NaN (the first NaN
   // wins) at positions before, inside and after the first vector.
   std::vector<float> x(6 * 37, 0.0f);
@@ -1136,7 +1137,7 @@ TEST(CpuReduce, ArgMaxArgMinTiesAndNaN) {
   EXPECT_EQ(am[5], 0);
 }
 
-TEST(CpuReduce, BoolMaxMinAndArgs) {
+TEST(DeviceReduce, BoolMaxMinAndArgs) {
   // Regression: bool accumulators of column reductions were vectors of i1, bit-packed in
   // memory, while their initial values were written one byte per lane: reduce_min over
   // axis 0 of all-true data gave false in most lanes.
@@ -1159,7 +1160,7 @@ TEST(CpuReduce, BoolMaxMinAndArgs) {
       "  return %a, %b, %c, %d, %e, %f\n}\n");
 }
 
-TEST(CpuReduce, ReductionFusedWithElementwise) {
+TEST(DeviceReduce, ReductionFusedWithElementwise) {
   // Softmax and a normalization: two stages of reductions in one kernel, values broadcast
   // back over the rows; the column version reduces the first axis.
   expect_same(
@@ -1175,7 +1176,7 @@ TEST(CpuReduce, ReductionFusedWithElementwise) {
 // ---- movement ----------------------------------------------------------------------------
 
 
-TEST(CpuMovement, LanesAFewElementsApartInOneLoad) {
+TEST(DeviceMovement, LanesAFewElementsApartInOneLoad) {
   // Vector lanes 2, 3 and 4 elements apart (a stride-2 window, every third element) are one
   // masked load of the span and a shuffle on the cpu; through a pad the mask also drops the
   // padding, and the last lane is the buffer's last element (nothing past it is read).
@@ -1195,7 +1196,7 @@ TEST(CpuMovement, LanesAFewElementsApartInOneLoad) {
       "  return %a, %b, %c, %j, %e\n}\n");
 }
 
-TEST(CpuMovement, ViewsInsideKernels) {
+TEST(DeviceMovement, ViewsInsideKernels) {
   // Each view feeds an elementwise op, so it is an index map inside a kernel, not a copy.
   expect_same(
       "graph @v(%x: f32[5,37], %y: f32[37,5], %c: f32[5,1], %i: i32[4,6], %z: f32[2,3,4]) -> "
@@ -1225,7 +1226,7 @@ TEST(CpuMovement, ViewsInsideKernels) {
       "  return %a, %b, %pb, %rb, %eb, %ib, %zb, %fb, %tb\n}\n");
 }
 
-TEST(CpuMovement, ReversedSlicesInsideKernelsAndChains) {
+TEST(DeviceMovement, ReversedSlicesInsideKernelsAndChains) {
   // Negative steps: index maps with negative coefficients, alone, under a reshape, a pad and
   // a reduction.
   expect_same(
@@ -1243,7 +1244,7 @@ TEST(CpuMovement, ReversedSlicesInsideKernelsAndChains) {
       "  return %a, %b, %c, %d, %e\n}\n");
 }
 
-TEST(CpuMovement, UnfoldedWindowsPoolAndConvolve) {
+TEST(DeviceMovement, UnfoldedWindowsPoolAndConvolve) {
   // Windows read through unfold (with padding, strides and dilation) feeding the
   // reductions of a max pool and of a convolution-shaped product (reduced with max, which
   // compares exactly where a sum would reassociate), and an elementwise use of the view.
@@ -1275,7 +1276,7 @@ HostTensor indices(DType t, const Shape& s, int64_t extent, uint64_t seed) {
   return out;
 }
 
-TEST(CpuMovement, GatherReadsAtRuntimeIndices) {
+TEST(DeviceMovement, GatherReadsAtRuntimeIndices) {
   // Along the vector axis and across it, with i32 and i64 indices; indices computed in the
   // kernel (an add, a broadcast view: an embedding lookup) and results used there; data
   // that is a view or computed (copied into memory first) and bool data.
@@ -1307,7 +1308,7 @@ TEST(CpuMovement, GatherReadsAtRuntimeIndices) {
   expect_same(text, in, kExpUlp);
 }
 
-TEST(CpuMovement, ScatterWritesUpdatesInOrder) {
+TEST(DeviceMovement, ScatterWritesUpdatesInOrder) {
   // Repeated indices (the last update wins; the combining ones fold every update in, in
   // order: the f32 sums round as the interpreter's do), indices and updates computed in the
   // kernel, data that is a view, an update also returned, and the result used afterwards.
@@ -1336,7 +1337,7 @@ TEST(CpuMovement, ScatterWritesUpdatesInOrder) {
   expect_same(text, in, kExpUlp);
 }
 
-TEST(CpuMovement, CumsumWalksItsAxisInOrder) {
+TEST(DeviceMovement, CumsumWalksItsAxisInOrder) {
   // Every axis of a 3-D operand computed in the kernel (exp of a view), integers widened to
   // i64, narrow floats rounded at each step; the result read by a later kernel.
   for (int axis : {0, 1, 2}) {
@@ -1368,7 +1369,7 @@ TEST(CpuMovement, CumsumWalksItsAxisInOrder) {
       "  return %c\n}\n");
 }
 
-TEST(CpuMovement, ArgsortSortsEveryLaneStably) {
+TEST(DeviceMovement, ArgsortSortsEveryLaneStably) {
   // Every axis of a 3-D operand computed in the kernel (abs of a permute), lanes of 5, 37
   // and 3 (padded to 8, 64, 4), both directions; special values (NaN, infinities, signed
   // zeros) and ties; the result read by a later kernel (the sorted values, a gather).
@@ -1403,7 +1404,7 @@ TEST(CpuMovement, ArgsortSortsEveryLaneStably) {
     }
 }
 
-TEST(CpuMovement, ConcatOfMixedTypes) {
+TEST(DeviceMovement, ConcatOfMixedTypes) {
   expect_same(
       "graph @c(%a: i32[5,3], %b: f32[5,37], %d: f64[5,1], %e: bool[5,2]) -> (f64[5,43], "
       "f32[15,37], i32[5,5]) {\n"
@@ -1414,7 +1415,7 @@ TEST(CpuMovement, ConcatOfMixedTypes) {
       "  return %x, %y, %z\n}\n");
 }
 
-TEST(CpuMovement, PaddedI64ReadThroughAReshape) {
+TEST(DeviceMovement, PaddedI64ReadThroughAReshape) {
   // kiln fuzz seed 5312: on vulkan:0 the rows inside the pad came out 0 (lavapipe folded the
   // compare of a position widened implicitly from int; c_emitter.cpp widens it explicitly).
   expect_same(
@@ -1425,7 +1426,7 @@ TEST(CpuMovement, PaddedI64ReadThroughAReshape) {
       "  return %r\n}\n");
 }
 
-TEST(CpuMovement, ReturnedViewsAreMaterialized) {
+TEST(DeviceMovement, ReturnedViewsAreMaterialized) {
   expect_same(
       "graph @v(%x: i64[5,37]) -> (i64[37,5], i64[2,12], i64[5,38], i64[3,5,37], i64[185]) {\n"
       "  %a = permute %x {perm = [1, 0]} : i64[37,5]\n"
@@ -1439,7 +1440,7 @@ TEST(CpuMovement, ReturnedViewsAreMaterialized) {
 
 // ---- empty tensors -----------------------------------------------------------------------
 
-TEST(CpuEmpty, EmptyTensorsEverywhere) {
+TEST(DeviceEmpty, EmptyTensorsEverywhere) {
   // Sums over an empty axis are 0, products 1; reductions with an empty kept dim are empty;
   // pad and concat make elements out of nothing; a matmul over K = 0 gives zeros.
   expect_same(
@@ -1464,7 +1465,7 @@ TEST(CpuEmpty, EmptyTensorsEverywhere) {
 // ---- matmul ------------------------------------------------------------------------------
 
 
-TEST(CpuMatmul, FloatWithEpilogue) {
+TEST(DeviceMatmul, FloatWithEpilogue) {
   // Eigen accumulates in the operand type: a tolerance relative to K * max|a| * max|b|.
   expect_same(
       "graph @m(%a: f32[5,37], %b: f32[37,7], %bias: f32[7]) -> f32[5,7] {\n"
@@ -1480,7 +1481,7 @@ TEST(CpuMatmul, FloatWithEpilogue) {
   expect_same(f64_epilogue, {Data::Unit}, Tol{0, 1e-13, 8});
 }
 
-TEST(CpuMatmul, BroadcastBatchAndTransposedOperand) {
+TEST(DeviceMatmul, BroadcastBatchAndTransposedOperand) {
   // The second operand of %m2 is a transposed view: the matmul reads operands from memory.
   expect_same(
       "graph @m(%a: f32[2,1,4,5], %b: f32[3,5,6], %c: f32[4,6]) -> (f32[2,3,4,6], f32[2,3,4,4]) {\n"
@@ -1491,7 +1492,7 @@ TEST(CpuMatmul, BroadcastBatchAndTransposedOperand) {
       {Data::Unit}, Tol{0, 1e-5, 30});
 }
 
-TEST(CpuMatmul, IntegersWrapAndMixedTypes) {
+TEST(DeviceMatmul, IntegersWrapAndMixedTypes) {
   // Integer products accumulate with wrapping; i32 @ f32 is f64.
   expect_same(
       "graph @m(%a: i32[4,9], %b: i32[9,5], %c: i64[2,4,9], %d: i64[9,3], %e: f32[9,5]) -> "
@@ -1509,7 +1510,7 @@ TEST(CpuMatmul, IntegersWrapAndMixedTypes) {
 
 // ---- conv --------------------------------------------------------------------------------
 
-TEST(CpuConv, OnTheGemmWithBiasActivationAndResidual) {
+TEST(DeviceConv, OnTheGemmWithBiasActivationAndResidual) {
   // 16 filters: a GEMM step whose packing gathers the padded 3 x 3 windows, and whose
   // epilogue (bias, relu, residual) runs over the result's [N, M, H, W] domain.
   expect_same(
@@ -1522,7 +1523,7 @@ TEST(CpuConv, OnTheGemmWithBiasActivationAndResidual) {
       {Data::Unit}, Tol{0, 1e-5, 46});
 }
 
-TEST(CpuConv, StridedDilatedGroupedOneByOneAndDepthwise) {
+TEST(DeviceConv, StridedDilatedGroupedOneByOneAndDepthwise) {
   expect_same(
       "graph @c(%x: f32[1,6,11,10], %w: f32[16,3,3,2], %p: f32[8,6,1,1], %d: f32[6,1,3,3]) -> "
       "(f32[1,16,5,5], f32[1,8,11,10], f32[1,6,6,5]) {\n"
@@ -1534,7 +1535,7 @@ TEST(CpuConv, StridedDilatedGroupedOneByOneAndDepthwise) {
       {Data::Unit}, Tol{0, 1e-5, 18});
 }
 
-TEST(CpuConv, OneAndThreeSpatialDimsAndIntegers) {
+TEST(DeviceConv, OneAndThreeSpatialDimsAndIntegers) {
   expect_same(
       "graph @c(%x: f32[3,4,20], %w: f32[9,4,5], %v: f32[1,2,4,5,6], %k: f32[8,2,2,3,2], %i: i32[1,3,6,6], "
       "%j: i32[8,3,3,3]) -> (f32[3,9,18], f32[1,8,4,3,6], i32[1,8,4,4]) {\n"
@@ -1566,7 +1567,7 @@ std::string softmax_of(const std::string& x, const std::string& shape, int axis)
       x, shape, axis, keep);
 }
 
-TEST(CpuAttention, ExportedFormWithACausalMaskIsOneStep) {
+TEST(DeviceAttention, ExportedFormWithACausalMaskIsOneStep) {
   // PyTorch's export of scaled_dot_product_attention: q, k, v views of one projection, both
   // scaled by d^-1/4, a causal mask added, NaN rows zeroed. 37 rows and keys: partial register
   // tiles and row blocks. Row 5 of batch entry 1 is masked entirely (zeros).
@@ -1605,7 +1606,7 @@ TEST(CpuAttention, ExportedFormWithACausalMaskIsOneStep) {
   expect_same(text, in, Tol{0, 1e-5, 8});
 }
 
-TEST(CpuAttention, ManyKeyBlocksAndHeadsSharingKeys) {
+TEST(DeviceAttention, ManyKeyBlocksAndHeadsSharingKeys) {
   // The frontend's form, keys and values shared by 4 heads (broadcast batch dims), 300 keys
   // (past one block of keys), 70 rows (past one block of rows), v of another width.
   const std::string text =
@@ -1620,7 +1621,7 @@ TEST(CpuAttention, ManyKeyBlocksAndHeadsSharingKeys) {
   expect_same(text, {Data::Unit}, Tol{0, 1e-5, 8});
 }
 
-TEST(CpuAttention, TheOpWrittenOutWithABiasAlongTheQueries) {
+TEST(DeviceAttention, TheOpWrittenOutWithABiasAlongTheQueries) {
   // The attention op itself (as `kiln opt` prints it), with a bias that is one value per
   // query (its stride along the keys is 0: added before the softmax, not by it), and with k
   // read through a transpose of a stored [3, 16, 40].
@@ -1633,7 +1634,7 @@ TEST(CpuAttention, TheOpWrittenOutWithABiasAlongTheQueries) {
       {Data::Unit}, Tol{0, 1e-5, 8});
 }
 
-TEST(CpuAttention, UndefinedRowsAreNaN) {
+TEST(DeviceAttention, UndefinedRowsAreNaN) {
   // Without where(isnan) a row whose softmax is undefined stays NaN, as the unfused graph's:
   // row 0 masked entirely, row 1 with a NaN score, row 2 with an infinite one.
   const std::string text =
@@ -1657,7 +1658,7 @@ TEST(CpuAttention, UndefinedRowsAreNaN) {
 
 // ---- shapes that change the schedule -----------------------------------------------------
 
-TEST(CpuShapes, ScalarsOfRankZero) {
+TEST(DeviceShapes, ScalarsOfRankZero) {
   expect_same(
       "graph @s(%s: f32[], %x: f32[37], %i: i32[], %b: bool[]) -> (f32[], f32[37], i32[], f64[], "
       "bool[], f32[], i64[], f32[37]) {\n"
@@ -1672,7 +1673,7 @@ TEST(CpuShapes, ScalarsOfRankZero) {
       "  return %e, %a, %n, %c, %nb, %w, %r, %ex\n}\n");
 }
 
-TEST(CpuShapes, LargeKernelsAreSplitAcrossCores) {
+TEST(DeviceShapes, LargeKernelsAreSplitAcrossCores) {
   // Enough work for the engine to split kernels into ranges run in parallel (and the GEMM
   // into row blocks); odd extents leave partial vectors and tiles at the ends of ranges.
   const std::string text =
@@ -1695,7 +1696,7 @@ TEST(CpuShapes, LargeKernelsAreSplitAcrossCores) {
               {kExact, sum, kExact, kExact, kExact, kExact, kExact, sum});
 }
 
-TEST(CpuShapes, LargeReductionsToFewValues) {
+TEST(DeviceShapes, LargeReductionsToFewValues) {
   // Reductions to a few values over many elements are split into blocks (split-reductions):
   // max and min must keep their exact semantics (NaN wins, +0.0 beats -0.0), sums their
   // tolerance, integer sums and products stay exact.
@@ -1727,10 +1728,12 @@ TEST(CpuShapes, LargeReductionsToFewValues) {
 
 // ---- meta ---------------------------------------------------------------------------------
 
-TEST(CpuOps, EveryOpIsCovered) {
-  const std::set<std::string> ran = test::ops_exercised_by("Cpu*:-CpuOps.EveryOpIsCovered");
+TEST(DeviceOps, EveryOpIsCovered) {
+  // The every-device suites and the cpu's own (its math, JIT and caches), not the disk
+  // cache's processes.
+  const std::set<std::string> ran = test::ops_exercised_by("Device*:Cpu*:-DeviceOps.EveryOpIsCovered:DeviceDiskCache.*");
   for (const OpInfo& info : all_ops())
-    EXPECT_TRUE(ran.count(std::string(info.name))) << "op '" << info.name << "' has no cpu test in cpu_ops_test.cpp";
+    EXPECT_TRUE(ran.count(std::string(info.name))) << "op '" << info.name << "' has no cpu test in device_ops_test.cpp";
 }
 
 }  // namespace
