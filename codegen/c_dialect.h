@@ -210,7 +210,7 @@ int64_t helper_iterations_per_point(const Kernel& k);
 /// Throws kiln::Error naming `what` where `iterations` (c_loop_iterations,
 /// c_gemm_loop_iterations) exceed Capabilities::max_loop_iterations.
 void check_loop_budget(int64_t iterations, const Capabilities& caps, std::string_view what);
-/// kiln's own f32 `fn` (exp, log, tanh or erf: include/kiln/codegen/f32_math.h) as helper
+/// kiln's own f32 `fn` (exp, log, tanh or erf: internal/kiln/codegen/f32_math.h) as helper
 /// function `name` of `dialect`'s language on `lanes` floats.
 std::string c_f32_math_helper(const CDialect& dialect, std::string_view fn, std::string_view name, int lanes = 1);
 

@@ -1,4 +1,4 @@
-// codegen/c_math.cpp - kiln's own f32 math (include/kiln/codegen/f32_math.h) as C-family text.
+// codegen/c_math.cpp - kiln's own f32 math (internal/kiln/codegen/f32_math.h) as C-family text.
 #include <cstdint>
 #include <string>
 

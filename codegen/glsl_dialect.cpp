@@ -39,7 +39,7 @@ bool is_double_only_in_opencl(std::string_view fn) {
 }
 
 // ---- f32 math of kiln's own (GlslDialect::math) ----
-// log, tanh and erf: include/kiln/codegen/f32_math.h's, as the cpu backend computes them
+// log, tanh and erf: internal/kiln/codegen/f32_math.h's, as the cpu backend computes them
 // (c_f32_math_helper), so the devices agree. Helpers have no loops: lavapipe counts a
 // helper's loop iterations against the shader's budget of 65535
 // (Capabilities::max_loop_iterations), which c_loop_iterations counts for the kernel's own

@@ -71,7 +71,7 @@ class OpenClDialect final : public CDialect {
   std::string math(std::string_view fn, DType t) const override {
     return t == DType::F32 && (fn == "exp" || fn == "tanh") ? fmt::format("kiln_{}", fn) : std::string(fn);
   }
-  // f32 exp and tanh are kiln's own (include/kiln/codegen/f32_math.h): PoCL's took 37 of
+  // f32 exp and tanh are kiln's own (internal/kiln/codegen/f32_math.h): PoCL's took 37 of
   // W3's 49 ms and 15 of W1's 16. On a work-item's lanes they are the same steps on vectors
   // (kiln_exp16), which OpenCL C applies element by element.
   std::string helper(std::string_view name) const override {

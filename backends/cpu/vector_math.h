@@ -1,6 +1,6 @@
 // backends/cpu/vector_math.h - transcendental functions emitted inline as LLVM IR.
 //
-// f32 exp, log, tanh, erf and sigmoid are kiln's own (include/kiln/codegen/f32_math.h, which
+// f32 exp, log, tanh, erf and sigmoid are kiln's own (internal/kiln/codegen/f32_math.h, which
 // the OpenCL and GLSL dialects print too), built from plain arithmetic, so they work on any
 // vector width and vectorize with the loop around them. Every other case (f64, sin, cos, pow)
 // calls the C library once per lane, in double, which is exactly what the reference

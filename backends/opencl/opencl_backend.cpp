@@ -202,7 +202,7 @@ class OpenClBackend final : public Backend, public Toolchain {
 
   std::shared_ptr<const CompiledKernel> member(const KernelStore::Object& program, size_t position, const kir::Kernel& k,
                                                const kir::Schedule&) override {
-    return member(program, position, k.scalars, "@" + k.name);
+    return member(program, position, k.scalars, k.name);  // named as launch errors say it: "kernel @<name>"
   }
 
   // ---- device ----

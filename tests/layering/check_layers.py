@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks that kiln's modules depend on each other in one direction only.
 
-Every source file under a module folder, and every public header under include/kiln/<module>,
-may include public headers of its own module and of the modules listed for it below, and
-nothing else of kiln's. The order is the one of DESIGN.md:
+Every source file under a module folder, and every header under include/kiln/<module> (public,
+installed) or internal/kiln/<module> (kiln's own), may include headers of its own module and
+of the modules listed for it below, and nothing else of kiln's. A public header includes no
+internal one: an installed header must compile where internal/ is not. The order is the one of DESIGN.md:
 
     support <- ir <- passes <- codegen <- runtime <- backends <- autotune <- engine <- frontend <- onnx <- train, tools
 
@@ -19,6 +20,7 @@ ORDER = ["support", "ir", "passes", "codegen", "runtime", "backend", "autotune",
 SOURCE_DIRS = {"support": "support", "ir": "ir", "passes": "passes", "codegen": "codegen",
                "runtime": "runtime", "backend": "backends", "autotune": "autotune", "engine": "engine", "frontend": "frontend", "onnx": "onnx", "train": "train"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"kiln/([a-z_]+)/', re.M)
+HEADER = re.compile(r'^\s*#\s*include\s+"(kiln/[^"]+)"', re.M)
 
 
 def allowed(module):
@@ -30,6 +32,7 @@ def main():
     bad = []
     for module in ORDER:
         files = list((root / "include" / "kiln" / module).rglob("*.h"))
+        files += list((root / "internal" / "kiln" / module).rglob("*.h"))
         for ext in ("*.h", "*.cpp"):
             files += list((root / SOURCE_DIRS[module]).rglob(ext))
         for f in files:
@@ -38,6 +41,10 @@ def main():
                     continue  # kiln/version.h and generated headers
                 if dep not in allowed(module):
                     bad.append(f"{f.relative_to(root)}: module '{module}' includes kiln/{dep}/ (a layer above it)")
+    for f in (root / "include").rglob("*.h"):
+        for h in HEADER.findall(f.read_text()):
+            if (root / "internal" / h).exists():
+                bad.append(f"{f.relative_to(root)}: a public header includes the internal {h}")
     for line in bad:
         print(line)
     print(f"layering: {len(bad)} include(s) against the layer order {' <- '.join(ORDER)}")

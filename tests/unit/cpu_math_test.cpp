@@ -1,4 +1,4 @@
-// Accuracy of the cpu device's inline f32 math (include/kiln/codegen/f32_math.h), in ulps.
+// Accuracy of the cpu device's inline f32 math (internal/kiln/codegen/f32_math.h), in ulps.
 //
 // f32 exp, log, tanh, erf and sigmoid are not computed through libm in double (as the
 // interpreter does) but with inline polynomial approximations in f32. Each sweep runs one

@@ -1,4 +1,4 @@
-// include/kiln/codegen/f32_math.h - kiln's own f32 exp, log, tanh, erf and sigmoid, written once.
+// internal/kiln/codegen/f32_math.h - kiln's own f32 exp, log, tanh, erf and sigmoid, written once.
 //
 // Each function is a sequence of operations on an emitter, so that every device computes
 // the same clamps, coefficients, cut-offs and roundings: the cpu backend instantiates it with
