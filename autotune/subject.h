@@ -10,7 +10,7 @@
 
 #include "kiln/autotune/autotuner.h"
 #include "kiln/autotune/kernel_bench.h"
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/codegen/variants.h"
 #include "kiln/passes/pass_manager.h"
 

@@ -1,5 +1,5 @@
 // backends/compile_all.cpp - the one path from Kernel IR to compiled kernels, for every
-// backend: the toolchain's store finds or builds each kernel (kiln/backend/toolchain.h).
+// backend: the toolchain's store finds or builds each kernel (kiln/backends/toolchain.h).
 //
 // A cold plan's kernels are independent: compiled one after another, ResNet-50's first call
 // waited on LLVM one kernel at a time with the other core idle. Equal kernels (a model's
@@ -11,7 +11,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/support/error.h"
 

@@ -1,7 +1,7 @@
 // backends/device_memory.cpp - DeviceMemory's ids and its count in the memory gauge.
 #include <atomic>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/runtime/stats.h"
 
 namespace kiln {

@@ -1,5 +1,5 @@
 // backends/indexed_backend.cpp - one process-lifetime backend per numbered device.
-#include "kiln/backend/indexed_backend.h"
+#include "kiln/backends/indexed_backend.h"
 
 #include <map>
 #include <mutex>

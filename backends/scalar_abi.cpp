@@ -1,5 +1,5 @@
-// backends/scalar_abi.cpp - see kiln/backend/scalar_abi.h.
-#include "kiln/backend/scalar_abi.h"
+// backends/scalar_abi.cpp - see kiln/backends/scalar_abi.h.
+#include "kiln/backends/scalar_abi.h"
 
 #include <cstring>
 

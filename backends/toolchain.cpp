@@ -1,5 +1,5 @@
-// backends/toolchain.cpp - see kiln/backend/toolchain.h.
-#include "kiln/backend/toolchain.h"
+// backends/toolchain.cpp - see kiln/backends/toolchain.h.
+#include "kiln/backends/toolchain.h"
 
 namespace kiln {
 

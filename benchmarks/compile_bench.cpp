@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/cpu.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/text.h"

@@ -20,7 +20,7 @@
 #include "profile_peak.h"
 #include "row_classes.h"
 #include "kiln/autotune/autotuner.h"
-#include "kiln/backend/host_memory.h"
+#include "kiln/backends/host_memory.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen/variants.h"
 #include "kiln/engine/compile.h"

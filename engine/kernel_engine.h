@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/engine/engine.h"
 
 namespace kiln::engine {

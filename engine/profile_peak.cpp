@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/ir/hash.h"
 #include "kiln/ir/host_tensor.h"
 #include "kiln/ir/text.h"

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "kernel_engine.h"
-#include "kiln/backend/cpu.h"
-#include "kiln/backend/opencl.h"
-#include "kiln/backend/vulkan.h"
+#include "kiln/backends/cpu.h"
+#include "kiln/backends/opencl.h"
+#include "kiln/backends/vulkan.h"
 #include "kiln/engine/compile.h"
 #include "kiln/runtime/compile_policy.h"
 #include "kiln/support/error.h"

@@ -19,7 +19,7 @@
 #include "capture_state.h"
 #include "cut.h"
 #include "grad.h"
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/frontend/lazy.h"
 #include "kiln/ir/canonical.h"
 #include "kiln/support/log.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/cpu.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/ir/graph.h"
 #include "kiln/runtime/compile_policy.h"
 #include "grad.h"

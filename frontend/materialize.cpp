@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/frontend/lazy.h"
 #include "kiln/ir/text.h"
 #include "kiln/support/env.h"

@@ -31,7 +31,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/cpu.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/support/error.h"
 #include "opencl_c_base_header.h"
 

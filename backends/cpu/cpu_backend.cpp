@@ -11,9 +11,9 @@
 #include "cpu_gemm.h"
 #include "cpu_jit.h"
 #include "parallel.h"
-#include "kiln/backend/cpu.h"
-#include "kiln/backend/host_memory.h"
-#include "kiln/backend/scalar_abi.h"
+#include "kiln/backends/cpu.h"
+#include "kiln/backends/host_memory.h"
+#include "kiln/backends/scalar_abi.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/support/error.h"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/backend/backend.h"
-#include "kiln/backend/toolchain.h"
+#include "kiln/backends/backend.h"
+#include "kiln/backends/toolchain.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
 #include "kernel_abi.h"
@@ -57,7 +57,7 @@ class CpuKernel final : public CompiledKernel {
   std::shared_ptr<void> code_;  // unlinks the code when the last holder lets go
 };
 
-/// The cpu's toolchain (kiln/backend/toolchain.h): LLVM for the host CPU, objects linked by
+/// The cpu's toolchain (kiln/backends/toolchain.h): LLVM for the host CPU, objects linked by
 /// ORC. Its store also holds the code of the GEMM and attention steps, and of custom kernels
 /// as the interpreter runs them. Thread-safe.
 class Jit final : public Toolchain {

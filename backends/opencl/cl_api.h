@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/backend/opencl.h"
+#include "kiln/backends/opencl.h"
 
 namespace kiln::opencl {
 

@@ -20,9 +20,9 @@
 #include <fmt/format.h>
 
 #include "cl_api.h"
-#include "kiln/backend/indexed_backend.h"
-#include "kiln/backend/opencl.h"
-#include "kiln/backend/scalar_abi.h"
+#include "kiln/backends/indexed_backend.h"
+#include "kiln/backends/opencl.h"
+#include "kiln/backends/scalar_abi.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen_id.h"
 #include "kiln/ir/hash.h"

@@ -1,10 +1,10 @@
 // backends/vulkan/spirv.cpp - GLSL -> SPIR-V with shaderc, and SPIRV-Tools' validator and
-// disassembler (kiln/backend/vulkan.h).
+// disassembler (kiln/backends/vulkan.h).
 #include <fmt/format.h>
 #include <shaderc/shaderc.hpp>
 #include <spirv-tools/libspirv.hpp>
 
-#include "kiln/backend/vulkan.h"
+#include "kiln/backends/vulkan.h"
 #include "kiln/support/error.h"
 
 namespace kiln::vulkan {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/backend/vulkan.h"
+#include "kiln/backends/vulkan.h"
 
 namespace kiln::vulkan {
 

@@ -1,6 +1,6 @@
 // kiln/kiln.h - everything a kiln user needs: tensors, sync, capture, the IR, its passes and
 // its interpreter, devices, plan caches and counters, ONNX, training. What this header
-// reaches, and the backend interface (kiln/backend/), is kiln's public API: the headers
+// reaches, and the backend interface (kiln/backends/), is kiln's public API: the headers
 // installed. The rest of kiln's headers are internal (internal/kiln/), for its own modules.
 #pragma once
 

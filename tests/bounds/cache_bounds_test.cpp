@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/cpu.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/engine/compile.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/disk_cache.h"

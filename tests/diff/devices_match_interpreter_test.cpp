@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "kiln/backend/vulkan.h"
+#include "kiln/backends/vulkan.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/engine/compile.h"
 #include "kiln/passes/pass_manager.h"

@@ -15,10 +15,10 @@ import pathlib
 import re
 import sys
 
-ORDER = ["support", "ir", "passes", "codegen", "runtime", "backend", "autotune", "engine", "frontend", "onnx", "train"]
+ORDER = ["support", "ir", "passes", "codegen", "runtime", "backends", "autotune", "engine", "frontend", "onnx", "train"]
 # The folder of each module's sources (public headers live in include/kiln/<module>).
 SOURCE_DIRS = {"support": "support", "ir": "ir", "passes": "passes", "codegen": "codegen",
-               "runtime": "runtime", "backend": "backends", "autotune": "autotune", "engine": "engine", "frontend": "frontend", "onnx": "onnx", "train": "train"}
+               "runtime": "runtime", "backends": "backends", "autotune": "autotune", "engine": "engine", "frontend": "frontend", "onnx": "onnx", "train": "train"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"kiln/([a-z_]+)/', re.M)
 HEADER = re.compile(r'^\s*#\s*include\s+"(kiln/[^"]+)"', re.M)
 

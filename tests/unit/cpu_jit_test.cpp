@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/backend/cpu.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/engine/compile.h"
 #include "kiln/runtime/stats.h"
 #include "test_util.h"

@@ -27,8 +27,8 @@
 #include <set>
 #include <span>
 
-#include "kiln/backend/backend.h"
-#include "kiln/backend/vulkan.h"
+#include "kiln/backends/backend.h"
+#include "kiln/backends/vulkan.h"
 #include "kiln/engine/compile.h"
 #include "kiln/runtime/stats.h"
 #include "test_util.h"

@@ -9,7 +9,7 @@
 #include <numbers>
 #include <thread>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/engine/compile.h"
 #include "kiln/kiln.h"
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "kiln/autotune/kernel_bench.h"
-#include "kiln/backend/cpu.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/schedule.h"
 #include "kiln/codegen/variants.h"

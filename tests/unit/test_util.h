@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/backend/cpu.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/codegen/lower.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"

@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "kiln/backend/vulkan.h"
+#include "kiln/backends/vulkan.h"
 
 namespace kiln::vulkan {
 namespace {

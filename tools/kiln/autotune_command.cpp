@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "json_out.h"
 #include "kiln/autotune/autotuner.h"
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
 #include "kiln/passes/pass_manager.h"

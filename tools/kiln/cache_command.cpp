@@ -10,7 +10,7 @@
 #include "commands.h"
 #include "json_out.h"
 #include "kiln/autotune/autotuner.h"
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/engine/engine.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/support/error.h"

@@ -10,7 +10,7 @@
 #include "differential.h"
 #include "json_out.h"
 #include "progress.h"
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/custom_kernel.h"
 

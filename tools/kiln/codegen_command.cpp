@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "kiln/backend/cpu.h"
-#include "kiln/backend/vulkan.h"
+#include "kiln/backends/cpu.h"
+#include "kiln/backends/vulkan.h"
 #include "kiln/codegen/c_source.h"
 #include "kiln/codegen/variants.h"
 #include "kiln/engine/compile.h"

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/ir/op.h"

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "kiln/autotune/tuning_db.h"
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/codegen/variants.h"
 #include "kiln/passes/pass_manager.h"
 

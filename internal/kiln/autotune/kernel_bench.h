@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/codegen/lower.h"
 
 namespace kiln::autotune {

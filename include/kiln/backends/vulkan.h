@@ -1,4 +1,4 @@
-// kiln/backend/vulkan.h - the `vulkan:N` backends: GLSL compute shaders generated from the
+// kiln/backends/vulkan.h - the `vulkan:N` backends: GLSL compute shaders generated from the
 // Kernel IR (the GLSL dialect of codegen/, kir::glsl_source), compiled to SPIR-V in-process
 // by shaderc, run through the Vulkan loader (Mesa's lavapipe on machines without a GPU).
 #pragma once
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/codegen/schedule.h"
 
 namespace kiln {

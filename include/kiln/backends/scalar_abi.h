@@ -1,4 +1,4 @@
-// kiln/backend/scalar_abi.h - how a kernel receives a scalar argument, written once.
+// kiln/backends/scalar_abi.h - how a kernel receives a scalar argument, written once.
 //
 // A scalar is one element of its dtype, in the host's byte order; only a bool differs between
 // devices: one byte on cpu (the generated code's i8) and in OpenCL C (uchar), a 32-bit uint in

@@ -1,9 +1,9 @@
-// kiln/backend/cpu.h - the `cpu` backend: LLVM for the host CPU, oneTBB across its cores.
+// kiln/backends/cpu.h - the `cpu` backend: LLVM for the host CPU, oneTBB across its cores.
 #pragma once
 
 #include <string>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/ir/custom_kernel.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-// kiln/backend/toolchain.h - what makes a device's code: Kernel IR to bytes, bytes to kernels.
+// kiln/backends/toolchain.h - what makes a device's code: Kernel IR to bytes, bytes to kernels.
 //
 // A backend is a toolchain and a device (backend.h). The toolchain renders Kernel IR with a
 // schedule in the device's language, builds it into bytes that the disk can keep, and loads

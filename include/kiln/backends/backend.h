@@ -1,6 +1,6 @@
-// kiln/backend/backend.h - what a device backend implements, and nothing more.
+// kiln/backends/backend.h - what a device backend implements, and nothing more.
 //
-// A backend is a toolchain (kiln/backend/toolchain.h: Kernel IR rendered, built to bytes,
+// A backend is a toolchain (kiln/backends/toolchain.h: Kernel IR rendered, built to bytes,
 // loaded; its kernel store holds every cache tier) and a device: memory, launches, library
 // steps. compile() and compile_all() are written once, over the toolchain and its store
 // (backends/compile_all.cpp). Everything else (the plan cache, the pass pipeline,
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/backend/toolchain.h"
+#include "kiln/backends/toolchain.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/codegen/lower.h"
 #include "kiln/codegen/schedule.h"

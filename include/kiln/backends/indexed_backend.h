@@ -1,11 +1,11 @@
-// kiln/backend/indexed_backend.h - the backends of numbered devices (opencl:0, vulkan:1...).
+// kiln/backends/indexed_backend.h - the backends of numbered devices (opencl:0, vulkan:1...).
 #pragma once
 
 #include <functional>
 #include <string>
 #include <string_view>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 
 namespace kiln {
 

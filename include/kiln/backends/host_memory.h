@@ -1,9 +1,9 @@
-// kiln/backend/host_memory.h - device memory that is host memory (cpu, interp).
+// kiln/backends/host_memory.h - device memory that is host memory (cpu, interp).
 #pragma once
 
 #include <cstring>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 #include "kiln/support/allocator.h"
 
 namespace kiln {

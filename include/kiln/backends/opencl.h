@@ -1,11 +1,11 @@
-// kiln/backend/opencl.h - the `opencl:N` backends: OpenCL C generated from the Kernel IR.
+// kiln/backends/opencl.h - the `opencl:N` backends: OpenCL C generated from the Kernel IR.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backends/backend.h"
 
 namespace kiln {
 
