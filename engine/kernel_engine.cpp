@@ -49,9 +49,6 @@ std::string dump_stages_of_every_kind() {
   return out;
 }
 
-}  // namespace
-namespace {
-
 struct Executable {
   std::string canonical;
   std::string label;  // "@name hash": the graph, as the profiler and dumps name it

@@ -46,12 +46,6 @@ const std::array<DeviceKind, 4> kKinds{{
      vulkan_device_description, [](int i) { return engine::make_kernel_engine(Device::vulkan(i), vulkan_backend(i)); }},
 }};
 
-const std::array<DeviceKindInfo, kKinds.size()> kInfos = [] {
-  std::array<DeviceKindInfo, kKinds.size()> out;
-  for (size_t k = 0; k < kKinds.size(); ++k) out[k] = kKinds[k].info;
-  return out;
-}();
-
 size_t kind_index(Device device) {
   for (size_t k = 0; k < kKinds.size(); ++k)
     if (kKinds[k].kind == device.kind) return k;
@@ -117,9 +111,18 @@ std::vector<Device> registered_devices() {
   return out;
 }
 
-std::span<const DeviceKindInfo> device_kinds() { return kInfos; }
+std::span<const DeviceKindInfo> device_kinds() {
+  // Made on first use, not at static initialization: KILN_DUMP and device names may be
+  // asked for from other files' static objects.
+  static const std::array<DeviceKindInfo, kKinds.size()> infos = [] {
+    std::array<DeviceKindInfo, kKinds.size()> out;
+    for (size_t k = 0; k < kKinds.size(); ++k) out[k] = kKinds[k].info;
+    return out;
+  }();
+  return infos;
+}
 
-const DeviceKindInfo& device_kind(Device device) { return kInfos[kind_index(device)]; }
+const DeviceKindInfo& device_kind(Device device) { return device_kinds()[kind_index(device)]; }
 
 std::string device_description(Device device) { return kKinds[kind_index(device)].describe(device.index); }
 

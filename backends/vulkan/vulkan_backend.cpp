@@ -451,7 +451,7 @@ class VulkanBackend final : public Backend, public Toolchain {
     check_push_constants(scalars, name);
     KernelStore::Toolchain calls;
     calls.build = [&](std::span<const size_t>) { return built_spirv(source(), name); };
-    calls.load = [this](std::string_view bytes, std::string_view) { return spirv_of(bytes); };
+    calls.load = [](std::string_view bytes, std::string_view) { return spirv_of(bytes); };
     calls.member = [&](const KernelStore::Object& spirv, size_t position, size_t) -> KernelStore::Object {
       return pipeline_of(spirv, position, name, written, scalars, local_size);
     };
