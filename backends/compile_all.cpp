@@ -22,14 +22,14 @@ namespace {
 KernelStore::Toolchain store_calls(Toolchain& t, std::span<const kir::Kernel> kernels,
                                    std::span<const kir::Schedule> schedules, std::span<const size_t> indices) {
   KernelStore::Toolchain calls;
-  calls.build = [&t, kernels, schedules, indices](std::span<const size_t> requests) {
+  calls.build = [&t, kernels, schedules, indices](std::span<const size_t> requests, std::string_view key) {
     std::vector<const kir::Kernel*> ks;
     std::vector<const kir::Schedule*> ss;
     for (size_t r : requests) {
       ks.push_back(&kernels[indices[r]]);
       ss.push_back(&schedules[indices[r]]);
     }
-    return t.build(ks, ss);
+    return t.build(ks, ss, key);
   };
   calls.load = [&t](std::string_view bytes, std::string_view key) { return t.load(bytes, key); };
   calls.member = [&t, kernels, schedules, indices](const KernelStore::Object& group, size_t position,

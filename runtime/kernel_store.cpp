@@ -157,12 +157,6 @@ struct KernelStore::Impl {
     std::string names;
     for (size_t j = 0; j < indices.size(); ++j) names += fmt::format("{}{}", j ? ", " : "", requests[indices[j]].what);
     check_compile_allowed(fmt::format("{} for {}", names, device));
-    const auto start = std::chrono::steady_clock::now();
-    Built built = tc.build(indices);
-    const auto ns_taken = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-    RuntimeCounters& c = runtime_counters();
-    c.kernels_compiled += indices.size();
-    c.compile_ns += static_cast<uint64_t>(ns_taken);
     // A group of one is stored under its kernel's key; a larger one under the key of its
     // members' canonical texts, with an entry per member naming it.
     std::string group_key = keys[indices[0]], group_canonical = requests[indices[0]].canonical;
@@ -171,6 +165,12 @@ struct KernelStore::Impl {
       for (size_t i : indices) group_canonical += fmt::format("{}:{}", requests[i].canonical.size(), requests[i].canonical);
       group_key = hash_text(group_canonical).hex();
     }
+    const auto start = std::chrono::steady_clock::now();
+    Built built = tc.build(indices, group_key);
+    const auto ns_taken = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    RuntimeCounters& c = runtime_counters();
+    c.kernels_compiled += indices.size();
+    c.compile_ns += static_cast<uint64_t>(ns_taken);
     log_line("compile", fmt::format("{}: {} ({}): {:.2f} ms{}{}, {} bytes", device, names, group_key, ns_taken / 1e6,
                                     built.detail.empty() ? "" : " ", built.detail, built.bytes.size()));
     if (!built.bytes.empty() && disk.enabled() && disk.store(group_key, group_canonical, built.bytes) && indices.size() > 1)

@@ -319,12 +319,13 @@ std::string Jit::render(const kir::Kernel& k, const kir::Schedule& s, std::strin
   return stage == "llvm" ? llvm_ir(k, s, /*optimized=*/true) : std::string();
 }
 
-KernelStore::Built Jit::build(std::span<const kir::Kernel* const> kernels, std::span<const kir::Schedule* const> schedules) {
+KernelStore::Built Jit::build(std::span<const kir::Kernel* const> kernels, std::span<const kir::Schedule* const> schedules,
+                              std::string_view store_key) {
   KILN_ASSERT(kernels.size() == 1, "the cpu builds one kernel at a time (builds_together)");
   const kir::Kernel& k = *kernels[0];
   const kir::Schedule& s = *schedules[0];
-  // The key the store files it under (compile_all.cpp): the symbol is named by it.
-  const std::string key = hash_text(kir::kernel_canonical(k, s, impl_->fingerprint)).hex();
+  // The symbol is named by the store's key, which load() gets back for the disk's object.
+  const std::string key(store_key);
   const std::string sym = "kiln_" + key;
   auto [object, detail] = impl_->compile_object(
       sym, s.pipeline, [&](const std::string& name, llvm::LLVMContext& ctx) { return impl_->build(k, s, name, ctx); });
@@ -439,7 +440,7 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
   const std::string key = hash_text(canonical).hex();
   const std::string sym = "kiln_" + key;
   KernelStore::Toolchain calls;
-  calls.build = [&](std::span<const size_t>) {
+  calls.build = [&](std::span<const size_t>, std::string_view) {
     auto [object, detail] = im.compile_object(sym, pipeline, build);
     KernelStore::Object linked = im.link(key, sym, object);
     return KernelStore::Built{std::move(object), std::move(linked), std::move(detail)};

@@ -71,7 +71,7 @@ class Jit final : public Toolchain {
   std::string render(const kir::Kernel& k, const kir::Schedule& s, std::string_view stage) override;
   /// One kernel's object file (the store's bytes), linked (a LinkedCode).
   KernelStore::Built build(std::span<const kir::Kernel* const> kernels,
-                           std::span<const kir::Schedule* const> schedules) override;
+                           std::span<const kir::Schedule* const> schedules, std::string_view key) override;
   /// An object file linked; throws kiln::Error when it does not link.
   KernelStore::Object load(std::string_view bytes, std::string_view key) override;
   /// The CpuKernel of linked code, taking `k`'s scalars.

@@ -184,7 +184,7 @@ class OpenClBackend final : public Backend, public Toolchain {
   bool builds_together() const override { return true; }
 
   KernelStore::Built build(std::span<const kir::Kernel* const> kernels,
-                           std::span<const kir::Schedule* const> schedules) override {
+                           std::span<const kir::Schedule* const> schedules, std::string_view) override {
     std::vector<kir::Kernel> renamed;  // entry points named by position: kernels that differ in name only share a program
     std::vector<const kir::Kernel*> members;
     std::string names;
@@ -331,7 +331,7 @@ class OpenClBackend final : public Backend, public Toolchain {
   std::shared_ptr<const ClKernel> single_kernel(std::string canonical, const std::string& name, Source&& source,
                                                 std::vector<DType> scalars) {
     KernelStore::Toolchain calls;
-    calls.build = [&](std::span<const size_t>) { return built(from_source(source(), name)); };
+    calls.build = [&](std::span<const size_t>, std::string_view) { return built(from_source(source(), name)); };
     calls.load = [this](std::string_view binary, std::string_view) -> KernelStore::Object { return from_binary(binary); };
     calls.member = [&](const KernelStore::Object& program, size_t position, size_t) -> KernelStore::Object {
       return member(program, position, scalars, name);

@@ -253,7 +253,7 @@ class VulkanBackend final : public Backend, public Toolchain {
     check_push_constants(k.scalars, "@" + k.name);
   }
   KernelStore::Built build(std::span<const kir::Kernel* const> kernels,
-                           std::span<const kir::Schedule* const> schedules) override {
+                           std::span<const kir::Schedule* const> schedules, std::string_view) override {
     KILN_ASSERT(kernels.size() == 1, "vulkan builds one shader at a time (builds_together)");
     return built_spirv(kir::glsl_source(*kernels[0], *schedules[0], caps_), "@" + kernels[0]->name);
   }
@@ -450,7 +450,7 @@ class VulkanBackend final : public Backend, public Toolchain {
                                            int64_t local_size) {
     check_push_constants(scalars, name);
     KernelStore::Toolchain calls;
-    calls.build = [&](std::span<const size_t>) { return built_spirv(source(), name); };
+    calls.build = [&](std::span<const size_t>, std::string_view) { return built_spirv(source(), name); };
     calls.load = [](std::string_view bytes, std::string_view) { return spirv_of(bytes); };
     calls.member = [&](const KernelStore::Object& spirv, size_t position, size_t) -> KernelStore::Object {
       return pipeline_of(spirv, position, name, written, scalars, local_size);

@@ -29,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::parse_or_fail;
+using test::read_file;
 using test::run_cpu;
 
 // ---- plan cache (in process) -------------------------------------------------------------
@@ -121,11 +122,6 @@ constexpr const char* kTwoKernels =
     "  %s = reduce_sum %y {axes = [1]} : f32[8]\n"
     "  return %r, %s\n"
     "}\n";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 struct KilnRun {
   int exit_code = -1;

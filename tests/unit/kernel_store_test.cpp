@@ -38,7 +38,7 @@ struct FakeToolchain {
 
   KernelStore::Toolchain calls(std::span<const KernelStore::Request> requests) {
     KernelStore::Toolchain t;
-    t.build = [this, requests](std::span<const size_t> indices) {
+    t.build = [this, requests](std::span<const size_t> indices, std::string_view) {
       builds++;
       built_kernels += static_cast<int>(indices.size());
       std::this_thread::sleep_for(build_time);

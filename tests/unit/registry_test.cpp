@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/engine/engine.h"
+#include "test_util.h"
 
 #ifndef KILN_CLI
 #error "KILN_CLI (the path of the kiln binary) must be defined by the build"
@@ -24,17 +25,13 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using test::read_file;
 
 constexpr const char* kGraph =
     "graph @two(%x: f32[4,9]) -> (f32[4,9], f32[9]) {\n"
     "  %e = exp %x : f32[4,9]\n"
     "  %s = reduce_sum %x {axes = [0]} : f32[9]\n"
     "  return %e, %s\n}\n";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 int count_files(const fs::path& dir, const std::string& extension) {
   int n = 0;

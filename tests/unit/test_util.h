@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ inline std::set<std::string> ops_exercised_by(const std::string& filter) {
   for (std::string line; std::getline(in, line);) ops.insert(line);
   std::filesystem::remove(file);
   return ops;
+}
+
+/// The bytes of file `p` ("" when it cannot be read).
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 /// Parses (and verifies) `text`, failing the test with the diagnostic if it does not parse.

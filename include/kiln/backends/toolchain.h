@@ -47,10 +47,10 @@ class Toolchain {
   /// the distinct ones at once on the machine's cores.
   virtual bool builds_together() const { return false; }
   /// Builds `kernels[i]` run with `schedules[i]` into one group, the kernel at position i
-  /// (one kernel unless builds_together). Throws kiln::Error naming them when they do not
-  /// compile.
+  /// (one kernel unless builds_together), which the store keeps under `key` (what load()
+  /// is later given). Throws kiln::Error naming them when they do not compile.
   virtual KernelStore::Built build(std::span<const kir::Kernel* const> kernels,
-                                   std::span<const kir::Schedule* const> schedules) = 0;
+                                   std::span<const kir::Schedule* const> schedules, std::string_view key) = 0;
   /// The group that bytes a build wrote (maybe another process's, another driver's) hold,
   /// stored under `key`; throws kiln::Error when they are not this toolchain's.
   virtual KernelStore::Object load(std::string_view bytes, std::string_view key) = 0;

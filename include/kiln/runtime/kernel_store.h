@@ -58,8 +58,9 @@ class KernelStore {
   /// those of the span passed to get().
   struct Toolchain {
     /// Builds requests `indices` together into one group (their positions in it are those
-    /// in `indices`). Throws kiln::Error naming the kernels when the compiler fails.
-    std::function<Built(std::span<const size_t> indices)> build;
+    /// in `indices`), to be stored under `key` (a toolchain may name its symbols by it).
+    /// Throws kiln::Error naming the kernels when the compiler fails.
+    std::function<Built(std::span<const size_t> indices, std::string_view key)> build;
     /// The group that a disk entry's bytes (a build's, maybe of another process, another
     /// driver), stored under `key`, hold; throws kiln::Error when they are not this
     /// toolchain's.
