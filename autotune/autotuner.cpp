@@ -47,7 +47,7 @@ void compile_batch(const Subject& subject, std::vector<Candidate>& batch, int jo
 }  // namespace
 
 double default_warm_up_ms(const Capabilities& caps) {
-  const bool gpu = caps.local_memory && !caps.emulated_work_groups;
+  const bool gpu = caps.family == DeviceFamily::WorkItems && !caps.emulated_work_groups;
   return gpu ? 300 : 10;
 }
 
@@ -273,7 +273,11 @@ TuneReport Autotuner::tune(const TuningKey& key, Subject& subject, const TuneOpt
   const std::string what = subject.describe();
   db_->describe_kernel(key, what);
   std::map<std::string, Measurement> rows;
-  for (Measurement& m : db_->measurements(key)) rows[m.variant] = std::move(m);
+  for (Measurement& m : db_->measurements(key)) {
+    // Rows written under a knob's old name are the candidate of the name it has now.
+    if (const std::optional<kir::Variant> v = kir::Variant::parse(m.variant)) m.variant = v->str();
+    rows[m.variant] = std::move(m);
+  }
   int measured_now = 0;
 
   std::vector<std::string> reference;

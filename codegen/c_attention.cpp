@@ -36,7 +36,8 @@ std::string attention_program(const LaunchPlan::Attention& a, std::string_view n
   sig.buffers.push_back({"out", t, true});
   const int out_buffer = bias ? 4 : 3;
   Schedule geometry;
-  geometry.local_size = a.schedule.local_size;
+  geometry.family = DeviceFamily::WorkItems;
+  geometry.work_items.local_size = a.schedule.local_size;
 
   const std::string i64 = d.type(DType::I64), f32 = d.type(DType::F32);
   const std::string exp = d.math("exp", DType::F32);
@@ -157,7 +158,7 @@ int64_t c_attention_loop_iterations(const LaunchPlan::Attention& a) {
 }
 
 bool attention_fits(const LaunchPlan::Attention& a, const Capabilities& caps) {
-  if (!caps.local_memory) return true;  // the cpu's blocked kernel has no such limits
+  if (caps.family == DeviceFamily::Cpu) return true;  // the cpu's blocked kernel has no such limits
   if (a.depth > kMostPrivate || a.width > kMostPrivate) return false;
   return caps.max_loop_iterations <= 0 || c_attention_loop_iterations(a) <= caps.max_loop_iterations;
 }

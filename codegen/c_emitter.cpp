@@ -59,16 +59,16 @@ class CEmitter {
     }
     for (const Inst& in : k.insts)
       if (in.code == Code::Reduce) stages_ = std::max(stages_, stage_[static_cast<size_t>(&in - k.insts.data())]);
-    group_per_row_ = (s.reduction == ReductionStrategy::WorkGroupTree || s.reduction == ReductionStrategy::Subgroup) &&
-                     s.lanes_reduce && s.local_size > 1;
-    subgroups_ = group_per_row_ && s.reduction == ReductionStrategy::Subgroup;
-    KILN_ASSERT(!subgroups_ || (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0),
+    group_per_row_ = (s.work_items.reduction == ReductionStrategy::WorkGroupTree || s.work_items.reduction == ReductionStrategy::Subgroup) &&
+                     s.lanes_reduce && s.work_items.local_size > 1;
+    subgroups_ = group_per_row_ && s.work_items.reduction == ReductionStrategy::Subgroup;
+    KILN_ASSERT(!subgroups_ || (caps.subgroup_size > 1 && s.work_items.local_size % caps.subgroup_size == 0),
                 "a subgroup reduction in work-groups of whole subgroups");
     uses_double_ = std::any_of(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.type == DType::F64; }) ||
                    std::any_of(k.customs.begin(), k.customs.end(), [](const auto& c) {
                      return c->source.find("double") != std::string::npos;
                    });
-    if (s.index_bits == 32) {
+    if (s.work_items.index_bits == 32) {
       KILN_ASSERT(index_fits_32(k), "a 32-bit index schedule for a kernel whose positions need 64 bits");
       idx_ = DType::I32;
       index_ = index_instructions(k);
@@ -753,15 +753,15 @@ std::string CEmitter::reduced_loop_head(std::string_view var, int chains) const 
   // for all of them, the body guarded: a trip count that differs between work-items
   // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
   // then writes past the row (seen under valgrind), and uniform loops suit GPUs too.
-  if (s_.row_blocks) {  // work-item l walks block l of the row, per_item points long
-    const int64_t per_item = (reduced_points_ + s_.local_size * step - 1) / (s_.local_size * step) * step;
+  if (s_.work_items.row_blocks) {  // work-item l walks block l of the row, per_item points long
+    const int64_t per_item = (reduced_points_ + s_.work_items.local_size * step - 1) / (s_.work_items.local_size * step) * step;
     return fmt::format(
         "for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ {5}{0} {1} = {4} * {2} + {1}_base; if ({1} < {6}) {{",
         idx, var, idx_literal(per_item), idx_literal(step), d_.local_id(idx_), d_.let(), n);
   }
   const std::string lane0 = step == 1 ? d_.local_id(idx_) : fmt::format("{} * {}", d_.local_id(idx_), idx_literal(step));
   return fmt::format("for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ {5}{0} {1} = {1}_base + {4}; if ({1} < {2}) {{",
-                     idx, var, n, idx_literal(s_.local_size * step), lane0, d_.let());
+                     idx, var, n, idx_literal(s_.work_items.local_size * step), lane0, d_.let());
 }
 
 void CEmitter::define_dims(Scope& s, const std::vector<int>& dims, std::string_view flat) {
@@ -971,7 +971,7 @@ void CEmitter::stash_states(Scope& point, const std::vector<Ref>& reds, int64_t 
 
 void CEmitter::combine_in_tree(Scope& point, const std::vector<Ref>& reds) {
   // Partial states into local memory, halves combined.
-  const int64_t n = s_.local_size;
+  const int64_t n = s_.work_items.local_size;
   int64_t p2 = 1;
   while (p2 < n) p2 *= 2;
   const std::string lid = d_.local_id(idx_);
@@ -1001,7 +1001,7 @@ void CEmitter::combine_in_subgroups(Scope& point, const std::vector<Ref>& reds) 
   // merge is symmetric: both lanes of a pair compute the same value). Lane 0 of each
   // subgroup writes it to local memory, and every work-item merges those in subgroup order,
   // so all of them hold the same result without a tree of barriers.
-  const int64_t slots = std::max<int64_t>(1, s_.local_size / subgroup_size_);
+  const int64_t slots = std::max<int64_t>(1, s_.work_items.local_size / subgroup_size_);
   const std::string i32 = d_.type(DType::I32);
   line(point, fmt::format("for ({0} h = {1} / 2; h > 0; h >>= 1) {{", i32, d_.subgroup_size(DType::I32)));
   for (Ref r : reds) {
@@ -1365,7 +1365,7 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
     if (kept_lanes) per_row /= lanes_;
     n = fmt::format("(s{} * {})", k_.rows_arg, idx_literal(per_row));
   }
-  const bool grid_stride = s_.elements_per_item > 1 || rows_at_launch;
+  const bool grid_stride = s_.work_items.elements_per_item > 1 || rows_at_launch;
   const std::string first = group_per_row_ ? d_.group_id(idx_) : d_.global_id(idx_);
   const std::string step = group_per_row_ ? d_.group_count(idx_) : d_.global_size(idx_);
   std::string head, tail;
@@ -1378,7 +1378,7 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
     point.indent = 3;
   } else if (grid_stride) {
     head = fmt::format("for ({0} {4} = {1}; {4} < {2}; {4} += {3}) {{", idx, first, n, step, counter);
-  } else if (!group_per_row_ && s_.global_size == walk) {
+  } else if (!group_per_row_ && s_.work_items.global_size == walk) {
     // Exactly one work-item per point: no guard (PoCL vectorizes a work-group's loop over
     // its work-items only when no work-item returns early).
     head = fmt::format("{{\n    {}{} {} = {};", d_.let(), idx, counter, first);
@@ -1389,7 +1389,7 @@ std::string CEmitter::emit(std::set<std::string>& helpers, bool& doubles) {
   }
   if (kept_lanes) line(point, fmt::format("{}{} it = wi * {};", d_.let(), idx, idx_literal(lanes_)));
   define_dims(point, kept_dims_, "it");
-  if (s_.reduction == ReductionStrategy::Serial) {  // a row per work-item: its own row cache
+  if (s_.work_items.reduction == ReductionStrategy::Serial) {  // a row per work-item: its own row cache
     const std::vector<Ref> cached = row_cached_values(k_, s_);
     cached_.assign(cached.empty() ? 0 : k_.insts.size(), 0);
     cache_filled_.assign(cached_.size(), 0);
@@ -1497,7 +1497,7 @@ int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities
   bool reduces = false;
   for (int i = 0; i < k.domain.rank(); ++i)
     if (k.reduced[static_cast<size_t>(i)]) reduced *= k.domain[i], reduces = true;
-  const int64_t items = std::max<int64_t>(1, s.elements_per_item);
+  const int64_t items = std::max<int64_t>(1, s.work_items.elements_per_item);
   const int64_t helpers = helper_iterations_per_point(k);
   const int64_t points_per_trip = std::max(1, s.vector_width);  // a work-item's lanes
   // An in-order walk by rows: each of a work-item's rows is a loop of its own.
@@ -1507,16 +1507,16 @@ int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities
   int stages = 0;
   for (size_t i = 0; i < k.insts.size(); ++i)
     if (k.insts[i].code == Code::Reduce) stages = std::max(stages, stage[i]);
-  const bool group_per_row = s.reduction != ReductionStrategy::Serial && s.lanes_reduce && s.local_size > 1;
-  const bool subgroups = group_per_row && s.reduction == ReductionStrategy::Subgroup;
+  const bool group_per_row = s.work_items.reduction != ReductionStrategy::Serial && s.lanes_reduce && s.work_items.local_size > 1;
+  const bool subgroups = group_per_row && s.work_items.reduction == ReductionStrategy::Subgroup;
   // A row's lanes (the last dim reduced, Schedule::vector_width) step several elements per trip.
   const int64_t lanes = s.lanes_reduce && s.vector_width > 1 ? s.vector_width : 1;
-  const int64_t step = (group_per_row ? s.local_size : 1) * lanes;
+  const int64_t step = (group_per_row ? s.work_items.local_size : 1) * lanes;
   const int64_t per_pass = (reduced + step - 1) / step;
   int64_t combine = 0;
   if (group_per_row) {
-    for (int64_t h = 1; h < (subgroups ? caps.subgroup_size : s.local_size); h *= 2) ++combine;
-    if (subgroups) combine += s.local_size / caps.subgroup_size;
+    for (int64_t h = 1; h < (subgroups ? caps.subgroup_size : s.work_items.local_size); h *= 2) ++combine;
+    if (subgroups) combine += s.work_items.local_size / caps.subgroup_size;
   }
   return items * (1 + (stages + 1) * per_pass * (1 + points_per_trip * helpers) + stages * combine);
 }
@@ -1608,7 +1608,7 @@ std::string emit_c_program(std::span<const Kernel* const> kernels, std::span<con
     doubles |= d;
   }
   const bool subgroups = std::any_of(schedules.begin(), schedules.end(), [](const Schedule* s) {
-    return s->reduction == ReductionStrategy::Subgroup && s->lanes_reduce && s->local_size > 1;
+    return s->work_items.reduction == ReductionStrategy::Subgroup && s->lanes_reduce && s->work_items.local_size > 1;
   });
   const std::string head = dialect.prologue(kernels, doubles, subgroups) + helper_functions(helpers, dialect);
   const auto head_lines = static_cast<int64_t>(std::count(head.begin(), head.end(), '\n'));

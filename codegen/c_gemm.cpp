@@ -67,7 +67,8 @@ std::string GemmEmitter::signature() const {
     sig.scalars = epilogue_->kernel.scalars;
   }
   Schedule geometry;
-  geometry.local_size = s_.local_size();
+  geometry.family = DeviceFamily::WorkItems;
+  geometry.work_items.local_size = s_.local_size();
   return d_.entry(sig, geometry);
 }
 

@@ -1715,7 +1715,7 @@ int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i) {
   c.push_back(g.m);
   c.push_back(g.n);
   // The walk below is over the kernel's own rows, not rows merged into planes.
-  if (s.lanes_reduce || s.merge_rows || std::find(k.reduced.begin(), k.reduced.end(), true) != k.reduced.end())
+  if (s.lanes_reduce || s.cpu.merge_rows || std::find(k.reduced.begin(), k.reduced.end(), true) != k.reduced.end())
     return 0;
   // The epilogue's domain is the product's, or the same elements with the columns split
   // into trailing dims (a conv's [N, M, o1..on]): a row of the product is then the

@@ -149,7 +149,7 @@ class OpenClDialect final : public CDialect {
                             memory_type(k.buffers[b].type.dtype), b);
     for (size_t a = 0; a < k.scalars.size(); ++a)
       params += fmt::format("{}const {} s{}", params.empty() ? "" : ", ", memory_type(k.scalars[a]), a);
-    return fmt::format("__kernel __attribute__((reqd_work_group_size({}, 1, 1)))\nvoid {}({}) {{", s.local_size,
+    return fmt::format("__kernel __attribute__((reqd_work_group_size({}, 1, 1)))\nvoid {}({}) {{", s.work_items.local_size,
                        k.name.empty() ? "kernel_main" : k.name, params);
   }
   std::string element(int b, std::string_view index) const override { return fmt::format("b{}[{}]", b, index); }

@@ -31,8 +31,8 @@ std::optional<std::string> rows_at_launch_refusal(const Kernel& k, const Schedul
   if (k.in_order) return "it walks its points in order";
   if (!k.parts.empty()) return "it is a horizontal kernel (its parts' ranges are sizes)";
   if (!k.customs.empty()) return "it calls custom kernels";
-  if (s.merge_rows) return "its schedule merges rows into the lanes";
-  if (s.index_bits == 64 && k.domain[r] > kRowsAtLaunchBound) return "its rows are more than the class bound";
+  if (s.cpu.merge_rows) return "its schedule merges rows into the lanes";
+  if (s.work_items.index_bits == 64 && k.domain[r] > kRowsAtLaunchBound) return "its rows are more than the class bound";
   // The walk's loop count is the launch's: lavapipe's budget is checked on the sizes of the
   // launch, which the kernel compiled for the class no longer knows.
   if (caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations)
@@ -44,11 +44,11 @@ RowsAtLaunch rows_at_launch(const Kernel& k, const Schedule& s) {
   RowsAtLaunch out{k, s};
   Kernel& g = out.kernel;
   g.rows_arg = static_cast<int32_t>(g.scalars.size());
-  g.scalars.push_back(s.index_bits == 32 ? DType::I32 : DType::I64);
+  g.scalars.push_back(s.work_items.index_bits == 32 ? DType::I32 : DType::I64);
   // No emitter reads the buffers' shapes; left in, they would key the text by the size.
   for (BufferParam& b : g.buffers) b.type.shape = Shape{};
   const int r = rows_dim(k);
-  if (s.index_bits == 32) {
+  if (s.work_items.index_bits == 32) {
     // The largest size whose positions still fit 32 bits (index_fits_32 grows false
     // with it): a function of the rest of the kernel, so every size of the class finds it.
     int64_t lo = k.domain[r], hi = (int64_t{1} << 31) - 1;
@@ -70,9 +70,9 @@ RowsAtLaunch rows_at_launch(const Kernel& k, const Schedule& s) {
   Schedule& c = out.schedule;
   c.iterations = 0;
   c.elements_per_iteration = 0;
-  c.grain = 0;
-  c.global_size = 0;
-  c.elements_per_item = 0;
+  c.cpu.task_elements = 0;
+  c.work_items.global_size = 0;
+  c.work_items.elements_per_item = 0;
   return out;
 }
 

@@ -3,11 +3,25 @@
 
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "kiln/codegen/c_source.h"
 #include "kiln/ir/canonical.h"
+
+namespace kiln {
+
+std::string_view device_family_name(DeviceFamily f) {
+  switch (f) {
+    case DeviceFamily::Cpu: return "cpu";
+    case DeviceFamily::WorkItems: return "work-items";
+  }
+  return "?";
+}
+
+}  // namespace kiln
 
 namespace kiln::kir {
 namespace {
@@ -115,18 +129,84 @@ std::string_view cpu_pipeline_name(CpuPipeline p) {
   return "?";
 }
 
+namespace {
+
+template <class T>
+std::string field_text(T v) {
+  if constexpr (std::is_same_v<T, CpuPipeline>) return std::string(cpu_pipeline_name(v));
+  else if constexpr (std::is_same_v<T, ReductionStrategy>) return std::string(reduction_strategy_name(v));
+  else return std::to_string(v);
+}
+
+}  // namespace
+
 std::string Schedule::str() const {
-  return fmt::format(
-      "schedule {{{}, iterations = {}, elements = {}, tile = {}{}{}, vector = {}, vector_unroll = {}, accumulators = {}, "
-      "unroll = {}, f32_run = {}, row_cache = {}/{}, prefetch_rows = {}, grain = {}, threads = {}, local = {}, "
-      "global = {}, per_item = {}, reduction = {}, row_blocks = {}, index = {}, pipeline = {}}}",
-      lanes_reduce ? "rows" : "tiles", iterations, elements_per_iteration, tile,
-      merge_rows ? fmt::format(", merge_rows = {}", merge_rows) : "",
-      split_lanes ? fmt::format(", split_lanes = {}", split_lanes) : "", vector_width, vector_unroll, accumulators,
-      unroll, f32_run, row_cache_elements, row_cache_bytes, prefetch_rows, grain, threads, local_size, global_size,
-      elements_per_item,
-      reduction_strategy_name(reduction), row_blocks, index_bits, cpu_pipeline_name(pipeline)) +
-         (custom_macros.empty() ? "" : fmt::format(" custom {{{}}}", fmt::join(custom_macros, ", ")));
+  std::string out = fmt::format("schedule {{{}", lanes_reduce ? "rows" : "tiles");
+#define KILN_WALK_FIELD(type, name, init) \
+  if constexpr (!std::is_same_v<type, bool>) out += fmt::format(", " #name " = {}", field_text(name));
+#define KILN_COMMON_FIELD(type, name, init) out += fmt::format(", " #name " = {}", field_text(name));
+#include "kiln/codegen/schedule.def"
+  const char* sep = "";
+  if (family == DeviceFamily::Cpu) {
+    out += ", cpu {";
+#define KILN_CPU_FIELD(type, name, init) \
+  out += fmt::format("{}" #name " = {}", std::exchange(sep, ", "), field_text(cpu.name));
+#include "kiln/codegen/schedule.def"
+  } else {
+    out += ", work_items {";
+#define KILN_WORK_ITEM_FIELD(type, name, init) \
+  out += fmt::format("{}" #name " = {}", std::exchange(sep, ", "), field_text(work_items.name));
+#include "kiln/codegen/schedule.def"
+  }
+  out += "}}";
+  if (!custom_macros.empty()) out += fmt::format(" custom {{{}}}", fmt::join(custom_macros, ", "));
+  return out;
+}
+
+std::optional<int64_t> Schedule::field(std::string_view name) const {
+#define KILN_COMMON_FIELD(type, n, init) \
+  if (name == #n) return static_cast<int64_t>(n);
+#include "kiln/codegen/schedule.def"
+  if (family == DeviceFamily::Cpu) {
+#define KILN_CPU_FIELD(type, n, init) \
+  if (name == #n) return static_cast<int64_t>(cpu.n);
+#include "kiln/codegen/schedule.def"
+  } else {
+#define KILN_WORK_ITEM_FIELD(type, n, init) \
+  if (name == #n) return static_cast<int64_t>(work_items.n);
+#include "kiln/codegen/schedule.def"
+  }
+  return std::nullopt;
+}
+
+bool Schedule::set_field(std::string_view name, int64_t value) {
+#define KILN_COMMON_FIELD(type, n, init) \
+  if (name == #n) {                              \
+    n = static_cast<type>(value);         \
+    return true;                                \
+  }
+#include "kiln/codegen/schedule.def"
+  if (family == DeviceFamily::Cpu) {
+#define KILN_CPU_FIELD(type, n, init) \
+  if (name == #n) {                              \
+    cpu.n = static_cast<type>(value);         \
+    return true;                                \
+  }
+#include "kiln/codegen/schedule.def"
+  } else {
+#define KILN_WORK_ITEM_FIELD(type, n, init) \
+  if (name == #n) {                              \
+    work_items.n = static_cast<type>(value);         \
+    return true;                                \
+  }
+#include "kiln/codegen/schedule.def"
+  }
+  return false;
+}
+
+int64_t Schedule::task_grain() const {
+  if (cpu.task_elements <= 0) return std::max<int64_t>(1, iterations);
+  return std::max<int64_t>(1, cpu.task_elements / std::max<int64_t>(1, elements_per_iteration));
 }
 
 std::vector<std::pair<std::string, int64_t>> custom_macro_values(const Kernel& k, const Schedule& s, size_t c) {
@@ -163,7 +243,7 @@ void update_walk(const Kernel& k, Schedule& s) {
     s.elements_per_iteration = reduced;
     return;
   }
-  if (merged_row_dim(k) < 0) s.merge_rows = 0;
+  if (merged_row_dim(k) < 0) s.cpu.merge_rows = 0;
   const int64_t last = walked_row(k, s);
   s.tile = std::max<int64_t>(1, std::min(s.tile, last));
   const int64_t tiles = (last + s.tile - 1) / s.tile;
@@ -174,7 +254,7 @@ void update_walk(const Kernel& k, Schedule& s) {
 int64_t walked_row(const Kernel& k, const Schedule& s) {
   const int rank = k.domain.rank();
   if (rank == 0) return 1;
-  return k.domain[rank - 1] * (s.merge_rows ? k.domain[merged_row_dim(k)] : 1);
+  return k.domain[rank - 1] * (s.cpu.merge_rows ? k.domain[merged_row_dim(k)] : 1);
 }
 
 int register_lanes(const Kernel& k, const Capabilities& caps) {
@@ -182,32 +262,33 @@ int register_lanes(const Kernel& k, const Capabilities& caps) {
 }
 
 void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item) {
-  // Work-item devices: kept lanes (the last dim kept) are several points per work-item.
-  const int64_t lanes = caps.local_memory && !s.lanes_reduce ? std::max(1, s.vector_width) : 1;
-  const int64_t items = s.reduction == ReductionStrategy::Serial ? s.iterations / lanes : s.iterations * s.local_size;
-  int64_t groups = (items + s.local_size - 1) / s.local_size;
-  s.elements_per_item = std::max<int64_t>(1, per_item);
-  groups = (groups + s.elements_per_item - 1) / s.elements_per_item;
+  // Kept lanes (the last dim kept) are several points per work-item.
+  WorkItemSchedule& w = s.work_items;
+  const int64_t lanes = !s.lanes_reduce ? std::max(1, s.vector_width) : 1;
+  const int64_t items = w.reduction == ReductionStrategy::Serial ? s.iterations / lanes : s.iterations * w.local_size;
+  int64_t groups = (items + w.local_size - 1) / w.local_size;
+  w.elements_per_item = std::max<int64_t>(1, per_item);
+  groups = (groups + w.elements_per_item - 1) / w.elements_per_item;
   // Past the device's work-group limit, each work-group (each work-item, a row per item)
   // walks several rows: the emitter's grid-stride loop.
   if (caps.max_work_groups > 0 && groups > caps.max_work_groups) {
     const int64_t more = (groups + caps.max_work_groups - 1) / caps.max_work_groups;
-    s.elements_per_item *= more;
+    w.elements_per_item *= more;
     groups = (groups + more - 1) / more;
   }
-  s.global_size = groups * s.local_size;
+  w.global_size = groups * w.local_size;
 }
 
 void settle_row_walk(const Kernel& k, Schedule& s, const Capabilities& caps, std::optional<int> chains,
                      std::optional<int> blocks) {
   s.accumulators = 1;
-  s.row_blocks = 0;
+  s.work_items.row_blocks = 0;
   if (!s.lanes_reduce) return;
-  if (s.reduction != ReductionStrategy::Serial) {
+  if (s.work_items.reduction != ReductionStrategy::Serial) {
     // A group's work-items, run one after another where the kernel has a loop of its own
     // (every tree does), each stream a contiguous block of the row; interleaved, each read a
     // few lanes per stride of the group (W5a: 2.85 -> 1.21 ms on PoCL).
-    s.row_blocks = blocks.value_or(caps.vectorizes_work_item_loop ? 1 : 0);
+    s.work_items.row_blocks = blocks.value_or(caps.vectorizes_work_item_loop ? 1 : 0);
     return;
   }
   if (!caps.vector_values || s.vector_width < 2 || !c_lanes_as_vectors(k, s.vector_width)) return;
@@ -218,8 +299,72 @@ void settle_row_walk(const Kernel& k, Schedule& s, const Capabilities& caps, std
     s.accumulators /= 2;
 }
 
+namespace {
+
+// A work-item device's geometry: a work-item per iteration, or a work-group per row when
+// rows reduce cooperatively in local memory.
+void default_work_items(const Kernel& k, Schedule& s, const Capabilities& caps) {
+  WorkItemSchedule& w = s.work_items;
+  w.local_size = std::min<int64_t>(256, std::max<int64_t>(1, caps.max_work_group));
+  // A work-group per row, reducing in a tree, when the rows are long enough to give each
+  // work-item of a group several elements, or too few to fill the device a row per
+  // work-item; otherwise a row per work-item, in groups of many rows. Where work-groups are
+  // loops on CPU cores (PoCL), only the second reason counts: barriers split those loops (W4
+  // on PoCL: 47.6 ms with trees, 18.0 ms a row per work-item).
+  const bool rows_fill_device = caps.emulated_work_groups ? s.iterations >= w.local_size * caps.cores
+                                                          : s.iterations >= 4 * caps.cores;
+  // A row per work-item must also stay within the device's loop budget.
+  const bool row_over_budget = caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations;
+  const bool cooperative = !rows_fill_device || row_over_budget ||
+                           (!caps.emulated_work_groups && s.elements_per_iteration >= 4 * w.local_size);
+  w.reduction = s.lanes_reduce && caps.local_memory && w.local_size > 1 && cooperative ? ReductionStrategy::WorkGroupTree
+                                                                                       : ReductionStrategy::Serial;
+  if (w.reduction == ReductionStrategy::WorkGroupTree) {
+    int64_t fit = 1;  // no more work-items than a row has lanes' worth of elements
+    while (fit * s.vector_width < s.elements_per_iteration && fit < w.local_size) fit *= 2;
+    w.local_size = fit;
+    // Where work-groups are loops on CPU cores, each level of the tree is a barrier that
+    // splits the group's loop: 64 work-items (6 levels) ran W5a's partial sums on PoCL in
+    // 6.9 ms against 256's 11.8 (the autotuner's choice there, benchmarks/RESULTS.md).
+    if (caps.emulated_work_groups) w.local_size = std::min<int64_t>(w.local_size, 64);
+    // A row still past the loop budget (its fmods' loops: c_loop_iterations) takes the widest
+    // group the device allows, one point per work-item per trip.
+    if (caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations) {
+      s.vector_width = 1;
+      while (w.local_size * 2 <= std::min(s.elements_per_iteration, caps.max_work_group)) w.local_size *= 2;
+    }
+    // Where the device shuffles within subgroups, a butterfly there and one local-memory
+    // slot per subgroup replace the tree's log2(local_size) barriers; the groups must be
+    // whole subgroups.
+    if (caps.subgroup_size > 1 && w.local_size % caps.subgroup_size == 0) w.reduction = ReductionStrategy::Subgroup;
+  }
+  settle_row_walk(k, s, caps, std::nullopt, std::nullopt);
+  place_work_items(s, caps, 1);
+}
+
+// The LLVM passes a cpu kernel is optimized with. The lean pipeline is for code that is
+// vectorized by construction. Scalar code (a walk in order, arg reductions) gains from O2's
+// loop passes (scatter_add: 12% faster), and the cpu backend widens a custom kernel's call
+// through a loop that LLVM's loop vectorizer must widen (llvm_codegen.cpp, emit_custom_call),
+// which only O2 runs. A sum over middle axes along a kept innermost one (a depthwise
+// convolution's or a pooling's window, summed tap by tap along output rows) gains from O2's
+// loop passes too: W10 (a 3x3 depthwise conv over 96 x 112 x 112) 0.78 -> 0.45 ms, as the
+// tuner found.
+CpuPipeline default_cpu_pipeline(const Kernel& k, const Schedule& s) {
+  if (!k.customs.empty() || s.vector_width == 1) return CpuPipeline::O2;
+  const bool middle_reduction = k.domain.rank() > 1 && !k.reduced[static_cast<size_t>(k.domain.rank() - 1)] &&
+                                std::find(k.reduced.begin(), k.reduced.end(), true) != k.reduced.end();
+  return middle_reduction ? CpuPipeline::O2 : CpuPipeline::Lean;
+}
+
+}  // namespace
+
 Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   Schedule s;
+  s.family = caps.family;
+  const bool work_items = caps.family == DeviceFamily::WorkItems;
+  CpuSchedule& c = s.cpu;
+  WorkItemSchedule& w = s.work_items;
   const int rank = k.domain.rank();
   const bool reduces = k.has_reduction();
   if (rank > 0 && !k.reduced[static_cast<size_t>(rank - 1)]) {
@@ -234,7 +379,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     // reads); its per-lane accumulators (up to 8 bytes each) must stay in L1 beside the rows.
     if (reduces && kept / std::max<int64_t>(1, last) >= 16) s.tile = 4096;
     // Work-item devices run one kept point per work-item.
-    if (caps.local_memory) s.tile = 1;
+    if (work_items) s.tile = 1;
   }
   const int64_t tile = s.tile;
   update_walk(k, s);
@@ -254,13 +399,13 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // left: a row of 7 (a 7x7 plane's) is 7 scalar steps, a row of 56 three vector steps and
   // 8 scalar ones. Where the rows follow each other in every buffer it reads and writes,
   // the plane walks as one row (SE block's scale, [1, 576, 7, 7]: 24.6 -> 3.3 us).
-  if (!caps.local_memory && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0) {
+  if (!work_items && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0) {
     const int64_t row = k.domain[rank - 1], plane = row * k.domain[merged_row_dim(k)];
     const int64_t lanes = s.vector_width;
     const bool merge = reduces ? row < lanes && plane >= lanes && plane <= 4 * lanes
                                : row % lanes != 0 && merge_keeps_positions_affine(k);
     if (merge) {
-      s.merge_rows = 1;
+      c.merge_rows = 1;
       s.tile = tile;
       update_walk(k, s);
     }
@@ -270,7 +415,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // steps, with 4 lanes 3 vector steps and 2 scalar ones. The fewest steps, down to 4 lanes
   // (depthwise 5x5 over 14x14, 240 channels: 16 lanes 113 us, 4 lanes 48 us; 3x3 over
   // 28x28: 32 -> 16 us with 8; 56x56, 144 channels: 16 lanes 400-470 us, 8 lanes 220-268).
-  if (!caps.local_memory && !s.lanes_reduce && reduces && s.vector_width > 4) {
+  if (!work_items && !s.lanes_reduce && reduces && s.vector_width > 4) {
     const int64_t row = s.tile;
     auto steps = [&](int64_t lanes) { return row / lanes + row % lanes; };
     int best = s.vector_width;
@@ -283,16 +428,16 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // padded window's interior, whose bounds each row computes anew, where its tile is at
   // least 8 vectors (a depthwise 3x3 over 112x112, W10: 2.3 -> 1.9 ms; over 56x56 no
   // difference, over 14x14 with 4 lanes 1.5x slower: the borders walk lane by lane).
-  if (!caps.local_memory && rank > 0) {
+  if (!work_items && rank > 0) {
     const std::vector<LaneBound> bounds = lane_bounds(k, affine_analysis(k), rank - 1);
     const int64_t lanes_walked = s.lanes_reduce ? k.domain[rank - 1] : s.tile;
     const bool interior = std::any_of(bounds.begin(), bounds.end(), [](const LaneBound& b) { return !is_cut(b); });
-    if (interior && lanes_walked >= 8 * int64_t{s.vector_width}) s.split_lanes = 2;
-    else if (std::any_of(bounds.begin(), bounds.end(), is_cut)) s.split_lanes = 1;
+    if (interior && lanes_walked >= 8 * int64_t{s.vector_width}) c.split_lanes = 2;
+    else if (std::any_of(bounds.begin(), bounds.end(), is_cut)) c.split_lanes = 1;
   }
-  // Work-item devices: a point per work-item unless tuned otherwise (the `vector` knob:
+  // Work-item devices: a point per work-item unless tuned otherwise (the `vector_width` knob:
   // lanes per work-item, read with vector loads where the language has them).
-  if (caps.local_memory) {
+  if (work_items) {
     s.vector_width = default_lanes(k, s, caps);
     s.accumulators = 1;
   }
@@ -300,8 +445,10 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // per trip of their loop, whose own cost shows beside a load, an add and a store (an
   // embedding's gather ran 25% slower without). Bodies with exp or tanh do enough per step,
   // and unrolling them would multiply their compile time.
-  s.vector_unroll = !caps.local_memory && !s.lanes_reduce && !k.has_reduction() && !has_expensive_op(k) ? 4 : 1;
-  s.unroll = 4;
+  if (!work_items) {
+    c.vector_unroll = !s.lanes_reduce && !k.has_reduction() && !has_expensive_op(k) ? 4 : 1;
+    c.unroll = 4;
+  }
   s.f32_run = 256;
   // Rows up to 16K elements keep expensive values (softmax's exp) between passes, in at most
   // 128 KiB of stack (TBB workers have a few MiB).
@@ -310,7 +457,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // A row per work-item caches them in private arrays: on the stack of a CPU thread where
   // work-groups are its loops (PoCL, whose threads have a few MiB), spilled to memory on a
   // GPU, which recomputes instead.
-  if (caps.local_memory) {
+  if (work_items) {
     s.row_cache_bytes = caps.vectorizes_work_item_loop ? 64 * 1024 : 0;
     if (s.row_cache_bytes == 0) s.row_cache_elements = 0;
   }
@@ -322,51 +469,15 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // after the first read them, and the next row's lines would too). W3 ran 3.63 -> 2.95
   // ms, W4 2.46 -> 2.29 (benchmarks/RESULTS.md).
   const int64_t row_bytes = s.elements_per_iteration * static_cast<int64_t>(widest_element(k));
-  s.prefetch_rows = !caps.local_memory && s.lanes_reduce && s.vector_width > 1 && row_bytes >= (4 << 10) &&
-                    row_bytes <= (256 << 10);
-  // Grains of at least ~16K elements: enough to hide the scheduler, many per core. Below
-  // 32K elements in all, one task.
-  const int64_t per = std::max<int64_t>(1, s.elements_per_iteration);
-  const bool split = caps.cores > 1 && s.iterations >= 2 && s.iterations * per >= (1 << 15);
-  s.grain = split ? std::max<int64_t>(1, (1 << 14) / per) : std::max<int64_t>(1, s.iterations);
-
-  // GPU geometry: a work-item per iteration, or a work-group per row when rows reduce
-  // cooperatively in local memory.
-  s.local_size = std::min<int64_t>(256, std::max<int64_t>(1, caps.max_work_group));
-  // A work-group per row, reducing in a tree, when the rows are long enough to give each
-  // work-item of a group several elements, or too few to fill the device a row per
-  // work-item; otherwise a row per work-item, in groups of many rows. Where work-groups are
-  // loops on CPU cores (PoCL), only the second reason counts: barriers split those loops (W4
-  // on PoCL: 47.6 ms with trees, 18.0 ms a row per work-item).
-  const bool rows_fill_device = caps.emulated_work_groups ? s.iterations >= s.local_size * caps.cores
-                                                          : s.iterations >= 4 * caps.cores;
-  // A row per work-item must also stay within the device's loop budget.
-  const bool row_over_budget = caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations;
-  const bool cooperative = !rows_fill_device || row_over_budget ||
-                           (!caps.emulated_work_groups && s.elements_per_iteration >= 4 * s.local_size);
-  s.reduction = s.lanes_reduce && caps.local_memory && s.local_size > 1 && cooperative ? ReductionStrategy::WorkGroupTree
-                                                                                       : ReductionStrategy::Serial;
-  if (s.reduction == ReductionStrategy::WorkGroupTree) {
-    int64_t fit = 1;  // no more work-items than a row has lanes' worth of elements
-    while (fit * s.vector_width < s.elements_per_iteration && fit < s.local_size) fit *= 2;
-    s.local_size = fit;
-    // Where work-groups are loops on CPU cores, each level of the tree is a barrier that
-    // splits the group's loop: 64 work-items (6 levels) ran W5a's partial sums on PoCL in
-    // 6.9 ms against 256's 11.8 (the autotuner's choice there, benchmarks/RESULTS.md).
-    if (caps.emulated_work_groups) s.local_size = std::min<int64_t>(s.local_size, 64);
-    // A row still past the loop budget (its fmods' loops: c_loop_iterations) takes the widest
-    // group the device allows, one point per work-item per trip.
-    if (caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations) {
-      s.vector_width = 1;
-      while (s.local_size * 2 <= std::min(s.elements_per_iteration, caps.max_work_group)) s.local_size *= 2;
-    }
-    // Where the device shuffles within subgroups, a butterfly there and one local-memory
-    // slot per subgroup replace the tree's log2(local_size) barriers; the groups must be
-    // whole subgroups.
-    if (caps.subgroup_size > 1 && s.local_size % caps.subgroup_size == 0) s.reduction = ReductionStrategy::Subgroup;
+  if (work_items) {
+    default_work_items(k, s, caps);
+  } else {
+    c.prefetch_rows = s.lanes_reduce && s.vector_width > 1 && row_bytes >= (4 << 10) && row_bytes <= (256 << 10);
+    // Tasks of at least ~16K elements: enough to hide the scheduler, many per core. Below
+    // 32K elements in all, one task.
+    const int64_t per = std::max<int64_t>(1, s.elements_per_iteration);
+    c.task_elements = caps.cores > 1 && s.iterations >= 2 && s.iterations * per >= (1 << 15) ? 1 << 14 : 0;
   }
-  if (caps.local_memory) settle_row_walk(k, s, caps, std::nullopt, std::nullopt);
-  place_work_items(s, caps, 1);
   if (k.in_order && k.rows_independent && rank > 0) {
     // A row per iteration, walked in order by one lane; rows split across workers as an
     // elementwise kernel's tiles do, a row per work-item on work-item devices.
@@ -375,36 +486,30 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     s.tile = k.domain[rank - 1];
     update_walk(k, s);
     const int64_t row = std::max<int64_t>(1, s.elements_per_iteration);
-    const bool rows_split = caps.cores > 1 && s.iterations >= 2 && s.iterations * row >= (1 << 15);
-    s.grain = rows_split ? std::max<int64_t>(1, (1 << 14) / row) : std::max<int64_t>(1, s.iterations);
-    s.local_size = std::min<int64_t>(64, std::max<int64_t>(1, caps.max_work_group));
-    s.reduction = ReductionStrategy::Serial;
-    place_work_items(s, caps, 1);
+    if (work_items) {
+      w.local_size = std::min<int64_t>(64, std::max<int64_t>(1, caps.max_work_group));
+      w.reduction = ReductionStrategy::Serial;
+      place_work_items(s, caps, 1);
+    } else {
+      c.task_elements = caps.cores > 1 && s.iterations >= 2 && s.iterations * row >= (1 << 15) ? 1 << 14 : 0;
+    }
   } else if (k.in_order) {
     // One worker, one lane, the iterations in order (a tile is a run of the last dim).
     s.vector_width = 1;
     s.accumulators = 1;
-    s.grain = std::max<int64_t>(1, s.iterations);
-    s.local_size = 1;
-    s.reduction = ReductionStrategy::Serial;
-    place_work_items(s, Capabilities{}, s.iterations);
+    c.task_elements = 0;
+    if (work_items) {
+      w.local_size = 1;
+      w.reduction = ReductionStrategy::Serial;
+      place_work_items(s, Capabilities{}, s.iterations);
+    }
   }
   // Work-item devices compute positions in 32 bits where that is exact; the cpu backend's
   // LLVM code keeps i64 (its address arithmetic is native).
-  if (caps.local_memory && index_fits_32(k)) s.index_bits = 32;
-  for (const auto& c : k.customs)
-    for (const CustomTunable& t : c->signature.tunables) s.custom_macros.push_back(t.default_value);
-  // The lean pipeline is for code that is vectorized by construction. Scalar code (a walk in
-  // order, arg reductions) gains from O2's loop passes (scatter_add: 12% faster), and the
-  // cpu backend widens a custom kernel's call through a loop that LLVM's loop vectorizer
-  // must widen (llvm_codegen.cpp, emit_custom_call), which only O2 runs.
-  if (!caps.local_memory && (!k.customs.empty() || s.vector_width == 1)) s.pipeline = CpuPipeline::O2;
-  // A sum over middle axes along a kept innermost one (a depthwise convolution's or a
-  // pooling's window, summed tap by tap along output rows) gains from O2's loop passes too:
-  // W10 (a 3x3 depthwise conv over 96 x 112 x 112) 0.78 -> 0.45 ms, as the tuner found.
-  const bool middle_reduction = k.domain.rank() > 1 && !k.reduced[static_cast<size_t>(k.domain.rank() - 1)] &&
-                                std::find(k.reduced.begin(), k.reduced.end(), true) != k.reduced.end();
-  if (!caps.local_memory && middle_reduction) s.pipeline = CpuPipeline::O2;
+  if (work_items && index_fits_32(k)) w.index_bits = 32;
+  for (const auto& custom : k.customs)
+    for (const CustomTunable& t : custom->signature.tunables) s.custom_macros.push_back(t.default_value);
+  if (!work_items) c.pipeline = default_cpu_pipeline(k, s);
   return s;
 }
 
@@ -485,7 +590,7 @@ bool windows_in_place_pay(const ConvGeometry& c, int nr) {
 
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
                                    int64_t epilogue_columns, const ConvGeometry* windows) {
-  if (caps.local_memory) return default_gpu_gemm_schedule(dtype, m, n, caps);
+  if (caps.family == DeviceFamily::WorkItems) return default_gpu_gemm_schedule(dtype, m, n, caps);
   GemmSchedule s;
   const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
   s.vector_width = std::max(1, caps.vector_bytes / es);
@@ -578,7 +683,7 @@ std::string AttentionSchedule::str() const {
 AttentionSchedule default_attention_schedule(int64_t rows, int64_t keys, int64_t depth, int64_t width,
                                              const Capabilities& caps) {
   AttentionSchedule s;
-  if (caps.local_memory) {
+  if (caps.family == DeviceFamily::WorkItems) {
     // A row per work-item: its accumulators are registers, so a group is no wider than a
     // GPU's warp needs. Where the language computes on vectors (PoCL vectorizes them, not
     // the walk over keys every work-item runs alike), the widest that divides both rows.

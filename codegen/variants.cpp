@@ -6,6 +6,7 @@
 #include <numeric>
 #include <charconv>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -28,11 +29,6 @@ std::vector<int64_t> powers_of_two(int64_t from, int64_t to) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The `task_elements` value of `s`: domain points per task, 0 for one task.
-int64_t task_elements_of(const Schedule& s) {
-  return s.grain >= s.iterations ? 0 : s.grain * s.elements_per_iteration;
-}
-
 // "softplus.TERMS": the custom kernel's name keeps two kernels' macros apart.
 std::string custom_knob_name(const CustomKernel& c, size_t tunable) {
   return c.name + "." + c.signature.tunables[tunable].macro;
@@ -45,6 +41,14 @@ void add(std::vector<Knob>& knobs, std::string name, std::vector<int64_t> values
   if (values.size() > 1) knobs.push_back({std::move(name), std::move(values), current});
 }
 
+// The knob that is field `name` of `base` (kiln/codegen/schedule.def), around its value there.
+void add(std::vector<Knob>& knobs, const Schedule& base, std::string_view name, std::vector<int64_t> values) {
+  const std::optional<int64_t> current = base.field(name);
+  if (!current) throw std::logic_error(fmt::format("schedule knob '{}' is no field of the {} schedule", name,
+                                                   device_family_name(base.family)));
+  add(knobs, std::string(name), std::move(values), *current);
+}
+
 bool has_reduction_of_kind(const Kernel& k, bool arg) {
   return std::any_of(k.insts.begin(), k.insts.end(), [&](const Inst& in) {
     return in.code == Code::Reduce && op_info(in.op).has(trait::ArgReduce) == arg;
@@ -55,18 +59,19 @@ bool has_reduction_of_kind(const Kernel& k, bool arg) {
 // neither drowns in tasks nor leaves cores idle on work worth splitting, and a tree of
 // work-items is no wider than the row it reduces.
 bool plausible(const Schedule& s, const Capabilities& caps) {
-  if (caps.local_memory) {
-    if (s.reduction != ReductionStrategy::Serial && s.lanes_reduce) {
+  if (s.family == DeviceFamily::WorkItems) {
+    if (s.work_items.reduction != ReductionStrategy::Serial && s.lanes_reduce) {
       int64_t fit = 1;
       while (fit < s.elements_per_iteration) fit *= 2;
-      if (s.local_size > std::max<int64_t>(fit, caps.subgroup_size)) return false;
+      if (s.work_items.local_size > std::max<int64_t>(fit, caps.subgroup_size)) return false;
     }
     return true;
   }
-  const int64_t tasks = s.grain >= s.iterations ? 1 : ceil_div(s.iterations, s.grain);
+  const int64_t grain = s.task_grain();
+  const int64_t tasks = grain >= s.iterations ? 1 : ceil_div(s.iterations, grain);
   if (tasks > kMostTasks) return false;
   const bool worth_splitting = s.iterations * std::max<int64_t>(1, s.elements_per_iteration) >= (1 << 15);
-  const int64_t workers = s.threads > 0 ? std::min(s.threads, caps.cores) : caps.cores;
+  const int64_t workers = s.cpu.threads > 0 ? std::min(s.cpu.threads, caps.cores) : caps.cores;
   if (tasks > 1 && tasks < workers && worth_splitting) return false;
   return true;
 }
@@ -90,7 +95,7 @@ std::optional<int64_t> setting(const Variant& v, std::string_view name) {
 // deduplicated by the schedule it gives, in the order they are timed: the knobs in turn,
 // each knob's values nearest the default's first. A tuning whose budget runs out early has
 // then tried every knob's nearest values, not all of the first knob's (PoCL's W3 ran out
-// after five `local` sizes, before any `vector` value, which would have made it 2x faster).
+// after five `local_size` values, before any `vector_width` value, which would have made it 2x faster).
 template <class S, class Apply, class Keep>
 std::vector<Variant> single_knob_changes(const std::vector<Knob>& knobs, const S& base, Apply apply, Keep keep) {
   std::vector<std::vector<Variant>> per_knob;
@@ -149,6 +154,21 @@ std::optional<std::string_view> value_name(std::string_view knob, int64_t value)
   return std::nullopt;
 }
 
+// Knobs that kiln before 2026-12 named apart from their fields. Tuning rows written then
+// still parse: their settings read under the field's name.
+constexpr std::pair<std::string_view, std::string_view> kRenamedKnobs[] = {
+    {"local", "local_size"},
+    {"per_item", "elements_per_item"},
+    {"row_cache", "row_cache_elements"},
+    {"vector", "vector_width"},
+};
+
+std::string_view current_knob_name(std::string_view name) {
+  for (const auto& [old_name, field] : kRenamedKnobs)
+    if (name == old_name) return field;
+  return name;
+}
+
 std::optional<int64_t> value_of_name(std::string_view knob, std::string_view text) {
   for (int64_t v = 0; v < 8; ++v)
     if (const auto name = value_name(knob, v); name && *name == text) return v;
@@ -189,9 +209,18 @@ std::optional<Variant> Variant::parse(std::string_view text) {
     v.settings.emplace_back(std::string(knob), value);
     pos = end + 1;
   }
-  if (v.settings.empty() || !std::is_sorted(v.settings.begin(), v.settings.end())) return std::nullopt;
-  for (size_t i = 1; i < v.settings.size(); ++i)
-    if (v.settings[i].first == v.settings[i - 1].first) return std::nullopt;
+  // Sorted as printed, then under the knobs' current names (a row written before a rename
+  // sorts by the old ones).
+  auto sorted_unique = [](const Variant& x) {
+    if (x.settings.empty() || !std::is_sorted(x.settings.begin(), x.settings.end())) return false;
+    for (size_t i = 1; i < x.settings.size(); ++i)
+      if (x.settings[i].first == x.settings[i - 1].first) return false;
+    return true;
+  };
+  if (!sorted_unique(v)) return std::nullopt;
+  for (auto& [name, value] : v.settings) name = std::string(current_knob_name(name));
+  std::sort(v.settings.begin(), v.settings.end());
+  if (!sorted_unique(v)) return std::nullopt;
   return v;
 }
 
@@ -205,58 +234,56 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     for (size_t t = 0; t < values.size(); ++t)
       add(knobs, custom_knob_name(*k.customs[c], t), k.customs[c]->signature.tunables[t].values, values[t].second);
   }
-  if (caps.local_memory) {
+  if (base.family == DeviceFamily::WorkItems) {
     const int64_t most = std::min<int64_t>(1024, std::max<int64_t>(1, caps.max_work_group));
-    add(knobs, "local", powers_of_two(std::min<int64_t>(32, most), most), base.local_size);
-    add(knobs, "per_item", {1, 2, 4, 8}, base.elements_per_item);
-    add(knobs, "vector", work_item_lane_counts(k), base.vector_width);
-    if (base.lanes_reduce && caps.max_work_group > 1) {
+    add(knobs, base, "local_size", powers_of_two(std::min<int64_t>(32, most), most));
+    add(knobs, base, "elements_per_item", {1, 2, 4, 8});
+    add(knobs, base, "vector_width", work_item_lane_counts(k));
+    if (base.lanes_reduce && caps.max_work_group > 1 && caps.local_memory) {
       std::vector<int64_t> strategies = {static_cast<int64_t>(ReductionStrategy::Serial),
                                          static_cast<int64_t>(ReductionStrategy::WorkGroupTree)};
       if (caps.subgroup_size > 1) strategies.push_back(static_cast<int64_t>(ReductionStrategy::Subgroup));
-      add(knobs, "reduction", strategies, static_cast<int64_t>(base.reduction));
+      add(knobs, base, "reduction", strategies);
       // How a work-group walks its row; how many accumulator chains a row per work-item of
       // vector lanes keeps (settle_row_walk: a setting the strategy ignores is dropped, so
       // it yields the base schedule, which the tuner measures once).
-      add(knobs, "row_blocks", {0, 1}, base.row_blocks);
-      if (caps.vector_values && c_lanes_as_vectors(k, base.vector_width))
-        add(knobs, "accumulators", {1, 2, 4}, base.accumulators);
+      add(knobs, base, "row_blocks", {0, 1});
+      if (caps.vector_values && c_lanes_as_vectors(k, base.vector_width)) add(knobs, base, "accumulators", {1, 2, 4});
     }
     // A row per work-item's row cache (PoCL): off, or the default.
-    if (!row_cached_values(k, base).empty()) add(knobs, "row_cache", {0}, base.row_cache_elements);
+    if (!row_cached_values(k, base).empty()) add(knobs, base, "row_cache_elements", {0});
     return knobs;
   }
   // Arg reductions keep their index bookkeeping per lane: scalar code only.
   if (base.vector_width > 1 && !has_reduction_of_kind(k, /*arg=*/true)) {
     // Up to twice the registers' width, also where the default took narrower vectors.
     const int64_t widest = std::max(base.vector_width, register_lanes(k, caps));
-    add(knobs, "vector", powers_of_two(1, std::min<int64_t>(64, 2 * widest)), base.vector_width);
-    add(knobs, "vector_unroll", {1, 2, 4, 8}, base.vector_unroll);
+    add(knobs, base, "vector_width", powers_of_two(1, std::min<int64_t>(64, 2 * widest)));
+    add(knobs, base, "vector_unroll", {1, 2, 4, 8});
   }
   if (base.lanes_reduce && base.vector_width > 1) {
-    add(knobs, "accumulators", {1, 2, 4}, base.accumulators);
-    if (base.row_cache_elements >= base.elements_per_iteration) add(knobs, "row_cache", {0}, base.row_cache_elements);
-    add(knobs, "prefetch_rows", {0, 1}, base.prefetch_rows);
+    add(knobs, base, "accumulators", {1, 2, 4});
+    if (base.row_cache_elements >= base.elements_per_iteration) add(knobs, base, "row_cache_elements", {0});
+    add(knobs, base, "prefetch_rows", {0, 1});
   }
   if (!base.lanes_reduce) {
     const int64_t last = walked_row(k, base);
     std::vector<int64_t> tiles;
     for (int64_t t : {256, 1024, 4096, 16384})
       if (t < 2 * last) tiles.push_back(t);
-    add(knobs, "tile", tiles, base.tile);
-    if (base.vector_width > 1 && merged_row_dim(k) >= 0) add(knobs, "merge_rows", {0, 1}, base.merge_rows);
-    if (reduces && has_reduction_of_kind(k, /*arg=*/false)) add(knobs, "unroll", {1, 2, 4, 8}, base.unroll);
+    add(knobs, base, "tile", tiles);
+    if (base.vector_width > 1 && merged_row_dim(k) >= 0) add(knobs, base, "merge_rows", {0, 1});
+    if (reduces && has_reduction_of_kind(k, /*arg=*/false)) add(knobs, base, "unroll", {1, 2, 4, 8});
   }
-  if (base.split_lanes) add(knobs, "split_lanes", {0, 1, 2}, base.split_lanes);
-  add(knobs, "pipeline", {static_cast<int64_t>(CpuPipeline::Lean), static_cast<int64_t>(CpuPipeline::O2)},
-      static_cast<int64_t>(base.pipeline));
+  if (base.cpu.split_lanes) add(knobs, base, "split_lanes", {0, 1, 2});
+  add(knobs, base, "pipeline", {static_cast<int64_t>(CpuPipeline::Lean), static_cast<int64_t>(CpuPipeline::O2)});
   if (caps.cores > 1 && base.iterations >= 2) {
-    std::vector<int64_t> grains(std::begin(kTaskElements), std::end(kTaskElements));
-    grains.push_back(0);  // one task
-    add(knobs, "task_elements", grains, task_elements_of(base));
+    std::vector<int64_t> task_elements(std::begin(kTaskElements), std::end(kTaskElements));
+    task_elements.push_back(0);  // one task
+    add(knobs, base, "task_elements", task_elements);
     // Fewer workers than cores: a kernel bound by memory bandwidth may saturate it with
     // fewer, and a small one pays fewer wake-ups (0, the default, is every core).
-    if (base.grain < base.iterations) add(knobs, "threads", powers_of_two(1, caps.cores / 2), base.threads);
+    if (base.task_grain() < base.iterations) add(knobs, base, "threads", powers_of_two(1, caps.cores / 2));
   }
   return knobs;
 }
@@ -265,55 +292,32 @@ std::optional<Schedule> apply_variant(const Kernel& k, const Schedule& base, con
                                       const Capabilities& caps) {
   if (v.is_default()) return base;
   if (!names_legal_values(schedule_knobs(k, base, caps), v)) return std::nullopt;
-  auto value_of = [&](std::string_view name) { return setting(v, name); };
   Schedule s = base;
   for (size_t c = 0, flat = 0; c < k.customs.size(); ++c)
     for (size_t t = 0; t < k.customs[c]->signature.tunables.size(); ++t, ++flat)
-      if (auto x = value_of(custom_knob_name(*k.customs[c], t)); x && flat < s.custom_macros.size())
+      if (auto x = setting(v, custom_knob_name(*k.customs[c], t)); x && flat < s.custom_macros.size())
         s.custom_macros[flat] = *x;
-  if (caps.local_memory) {
-    if (auto r = value_of("reduction")) s.reduction = static_cast<ReductionStrategy>(*r);
-    if (auto l = value_of("local")) s.local_size = *l;
-    if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
-    if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
+  // Every other knob is the field it names; what derives from the fields follows.
+  for (const auto& [name, value] : v.settings) s.set_field(name, value);
+  if (s.family == DeviceFamily::WorkItems) {
     auto knob = [&](std::string_view name) -> std::optional<int> {
-      if (auto x = value_of(name)) return static_cast<int>(*x);
+      if (auto x = setting(v, name)) return static_cast<int>(*x);
       return std::nullopt;
     };
     settle_row_walk(k, s, caps, knob("accumulators"), knob("row_blocks"));
-    if (s.reduction == ReductionStrategy::Subgroup && s.local_size % std::max(1, caps.subgroup_size) != 0)
+    const WorkItemSchedule& w = s.work_items;
+    if (w.reduction == ReductionStrategy::Subgroup && w.local_size % std::max(1, caps.subgroup_size) != 0)
       return std::nullopt;
-    if (s.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || s.local_size < 2)) return std::nullopt;
-    place_work_items(s, caps, value_of("per_item").value_or(1));
-    if (value_of("per_item") && s.elements_per_item != *value_of("per_item")) return std::nullopt;
+    if (w.reduction != ReductionStrategy::Serial && (!s.lanes_reduce || w.local_size < 2)) return std::nullopt;
+    const std::optional<int64_t> per_item = setting(v, "elements_per_item");
+    place_work_items(s, caps, per_item.value_or(1));
+    if (per_item && w.elements_per_item != *per_item) return std::nullopt;
   } else {
-    if (auto x = value_of("vector")) s.vector_width = static_cast<int>(*x);
-    if (auto x = value_of("accumulators")) s.accumulators = static_cast<int>(*x);
-    if (auto x = value_of("unroll")) s.unroll = static_cast<int>(*x);
-    if (auto x = value_of("row_cache")) s.row_cache_elements = *x;
-    if (auto x = value_of("pipeline")) s.pipeline = static_cast<CpuPipeline>(*x);
-    if (auto x = value_of("vector_unroll")) s.vector_unroll = static_cast<int>(*x);
-    if (auto x = value_of("prefetch_rows")) s.prefetch_rows = static_cast<int>(*x);
-    if (auto x = value_of("split_lanes")) s.split_lanes = static_cast<int>(*x);
-    if (auto x = value_of("threads")) s.threads = static_cast<int>(*x);
-    if (auto x = value_of("merge_rows"); x && *x != s.merge_rows) {
-      // The tile counts points of another dim now: as long as the new row allows.
-      s.merge_rows = static_cast<int>(*x);
-      s.tile = 4096;
-      update_walk(k, s);
-    }
-    if (auto x = value_of("tile")) {
-      s.tile = *x;
-      update_walk(k, s);
-    }
-    if (auto x = value_of("task_elements")) {
-      s.grain = *x == 0 ? std::max<int64_t>(1, s.iterations)
-                        : std::max<int64_t>(1, *x / std::max<int64_t>(1, s.elements_per_iteration));
-    } else if (value_of("tile") || value_of("merge_rows")) {  // keep the default's points per task over the new walk
-      const int64_t per_task = task_elements_of(base);
-      s.grain = per_task == 0 ? std::max<int64_t>(1, s.iterations)
-                              : std::max<int64_t>(1, per_task / std::max<int64_t>(1, s.elements_per_iteration));
-    }
+    // The tile of a newly merged (or unmerged) row counts points of another dim: as long as
+    // the new row allows, unless the variant sets it too.
+    const bool merge_changed = s.cpu.merge_rows != base.cpu.merge_rows;
+    if (merge_changed && !setting(v, "tile")) s.tile = 4096;
+    if (merge_changed || setting(v, "tile")) update_walk(k, s);
   }
   if (caps.max_loop_iterations > 0 && c_loop_iterations(k, s, caps) > caps.max_loop_iterations) return std::nullopt;
   return s;

@@ -552,7 +552,7 @@ namespace {
 /// per compute unit in flight to hide memory latency (benchmarks/RESULTS.md: W5a on an H100).
 int64_t split_blocks_for(const Capabilities& caps) {
   constexpr int64_t kCpuBlocks = 64, kGroupsPerUnit = 4;
-  if (!caps.local_memory) return kCpuBlocks;
+  if (caps.family == DeviceFamily::Cpu) return kCpuBlocks;
   return std::max<int64_t>(kCpuBlocks, kGroupsPerUnit * caps.cores);
 }
 
@@ -624,7 +624,7 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
     if (!plan.steps[i].is_gemm() || plan.steps[i + 1].kernel < 0) continue;
     const auto k = static_cast<size_t>(plan.steps[i + 1].kernel);
     kir::Schedule& s = plan.schedules[k];
-    if (s.merge_rows == 0) continue;
+    if (s.cpu.merge_rows == 0) continue;
     const kir::Schedule merged = s;
     if (auto rows = kir::apply_variant(plan.kernels[k], merged, kir::Variant{{{"merge_rows", 0}}}, caps)) s = *rows;
     if (gemm_epilogue_iterations_per_row(plan, i) <= 0) s = merged;

@@ -49,6 +49,7 @@ class CpuBackend final : public Backend {
     const cpu::HostTarget& t = cpu::Jit::instance().target();
     caps_.fp64 = caps_.int64 = true;
     caps_.custom_c = caps_.custom_opencl_c = true;
+    caps_.family = DeviceFamily::Cpu;
     caps_.local_memory = false;
     caps_.subgroup_size = 1;
     caps_.max_work_group = 1;
@@ -95,13 +96,14 @@ class CpuBackend final : public Backend {
               std::span<const Scalar> scalars) override {
     const cpu::KernelFn fn = static_cast<const cpu::CpuKernel&>(k).fn();
     const KernelArgs args(k, buffers, scalars);
-    if (s.grain >= s.iterations) {
+    const int64_t grain = s.task_grain();
+    if (grain >= s.iterations) {
       cpu::call_kernel(fn, args.data(), 0, s.iterations);
       return;
     }
     cpu::parallel_range(
-        s.iterations, s.grain, [&](int64_t begin, int64_t end) { cpu::call_kernel(fn, args.data(), begin, end); },
-        s.threads);
+        s.iterations, grain, [&](int64_t begin, int64_t end) { cpu::call_kernel(fn, args.data(), begin, end); },
+        s.cpu.threads);
   }
 
   bool gemm_with_epilogue(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers,

@@ -328,7 +328,7 @@ KernelStore::Built Jit::build(std::span<const kir::Kernel* const> kernels, std::
   const std::string key(store_key);
   const std::string sym = "kiln_" + key;
   auto [object, detail] = impl_->compile_object(
-      sym, s.pipeline, [&](const std::string& name, llvm::LLVMContext& ctx) { return impl_->build(k, s, name, ctx); });
+      sym, s.cpu.pipeline, [&](const std::string& name, llvm::LLVMContext& ctx) { return impl_->build(k, s, name, ctx); });
   KernelStore::Object code = impl_->link(key, sym, object);
   return KernelStore::Built{std::move(object), std::move(code), std::move(detail)};
 }
@@ -456,12 +456,12 @@ std::shared_ptr<const CpuKernel> Jit::code(const std::string& canonical, const s
 
 std::string Jit::llvm_ir(const kir::Kernel& k, const kir::Schedule& s, bool optimized) {
   return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build(k, s, "kiln_" + k.name, ctx); },
-                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir, s.pipeline);
+                     optimized ? Impl::Text::OptimizedIr : Impl::Text::Ir, s.cpu.pipeline);
 }
 
 std::string Jit::assembly(const kir::Kernel& k, const kir::Schedule& s) {
   return impl_->text([&](llvm::LLVMContext& ctx) { return impl_->build(k, s, "kiln_" + k.name, ctx); },
-                     Impl::Text::Assembly, s.pipeline);
+                     Impl::Text::Assembly, s.cpu.pipeline);
 }
 
 std::string Jit::gemm_llvm_ir(const kir::GemmSchedule& s, DType t, bool optimized) {

@@ -75,8 +75,8 @@ class KernelEmitter {
     long_runs_ = run > sched_.f32_run;
     rank_ = k.domain.rank();
     lane_dim_ = rank_ - 1;
-    if (sched_.split_lanes) lane_bounds_ = kir::lane_bounds(k, affine_, lane_dim_);
-    if (sched_.split_lanes < 2) std::erase_if(lane_bounds_, [](const kir::LaneBound& b) { return !kir::is_cut(b); });
+    if (sched_.cpu.split_lanes) lane_bounds_ = kir::lane_bounds(k, affine_, lane_dim_);
+    if (sched_.cpu.split_lanes < 2) std::erase_if(lane_bounds_, [](const kir::LaneBound& b) { return !kir::is_cut(b); });
     for (const kir::LaneBound& b : lane_bounds_)
       if (kir::is_cut(b) && kir::cut_lane(b) > 0 && kir::cut_lane(b) < k.domain[lane_dim_]) cuts_.push_back(kir::cut_lane(b));
     std::sort(cuts_.begin(), cuts_.end());
@@ -1053,7 +1053,7 @@ void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, c
           dims[static_cast<size_t>(lane_dim_)] = i;
           body(width_, dims);
         },
-        sched_.vector_unroll);
+        sched_.cpu.vector_unroll);
   }
   loop(split, hi, i64(1), [&](Value* i) {
     if (lane_dim_ >= 0) dims[static_cast<size_t>(lane_dim_)] = i;
@@ -1324,7 +1324,7 @@ void KernelEmitter::prefetch_rows(const std::vector<Value*>& dims, unsigned w, c
   // (the next row, which its first pass streams from memory; the hardware prefetcher stops
   // at the end of each row), and, when a later pass stores into this row, the stores' lines,
   // for writing (their reads for ownership stalled the division of W3).
-  if (!sched_.prefetch_rows || kept.empty() || lane_dim_ < 0 || w == 1) return;
+  if (!sched_.cpu.prefetch_rows || kept.empty() || lane_dim_ < 0 || w == 1) return;
   const auto next = static_cast<size_t>(kept.back());
   const auto lane = static_cast<size_t>(lane_dim_);
   std::set<std::pair<int32_t, Ref>> done;
@@ -1459,7 +1459,7 @@ void KernelEmitter::emit_lane_tile(Value* it) {
       // their values are combined first (pairwise) and added to the accumulators once, which
       // saves most of the accumulator loads and stores.
       const bool any_arg = std::any_of(run.begin(), run.end(), [&](Ref r) { return is_arg_reduce(k_.insts[static_cast<size_t>(r)].op); });
-      const int64_t kRowsPerStep = std::max(1, sched_.unroll);
+      const int64_t kRowsPerStep = std::max(1, sched_.cpu.unroll);
       if (reduced.empty() || any_arg || kRowsPerStep < 2 || k_.domain[reduced.back()] < kRowsPerStep) {
         nest(dims, reduced, 0, [&] { lane_loops(dims, c0, c1, accumulate); });
         return;
@@ -1626,7 +1626,7 @@ std::unique_ptr<llvm::Module> emit_kernel(const kir::Kernel& k, const kir::Sched
     customs.back()->setLinkage(llvm::GlobalValue::InternalLinkage);
   }
   // A schedule that merges rows walks the same points over the merged domain.
-  const std::optional<kir::Kernel> merged = schedule.merge_rows ? std::optional(kir::merge_rows(k)) : std::nullopt;
+  const std::optional<kir::Kernel> merged = schedule.cpu.merge_rows ? std::optional(kir::merge_rows(k)) : std::nullopt;
   KernelEmitter emitter(merged ? *merged : k, schedule, ctx, *m, f16c);
   emitter.use_customs(std::move(customs));
   emitter.emit(fn_name);

@@ -129,6 +129,7 @@ class OpenClBackend final : public Backend, public Toolchain {
     caps_.fp64 = info_.fp64;
     caps_.int64 = info_.int64;
     caps_.custom_opencl_c = true;
+    caps_.family = DeviceFamily::WorkItems;
     caps_.local_memory = info_.local_memory > 0;
     caps_.subgroup_size = 1;  // subgroup reductions are not generated yet
     caps_.max_work_group = info_.max_work_group;
@@ -241,10 +242,10 @@ class OpenClBackend final : public Backend, public Toolchain {
 
   void launch(const CompiledKernel& compiled, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
               std::span<const Scalar> scalars) override {
-    if (s.global_size <= 0) return;  // an empty domain: nothing to compute
+    if (s.work_items.global_size <= 0) return;  // an empty domain: nothing to compute
     std::vector<cl_mem> mems;
     for (DeviceMemory* b : buffers) mems.push_back(mem(*b));
-    enqueue(static_cast<const ClKernel&>(compiled), mems, scalars, s.global_size, s.local_size);
+    enqueue(static_cast<const ClKernel&>(compiled), mems, scalars, s.work_items.global_size, s.work_items.local_size);
   }
 
   bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {

@@ -24,6 +24,7 @@ const shaderc::Compiler& compiler() {
 Capabilities reference_capabilities() {
   Capabilities c;
   c.fp64 = c.int64 = true;
+  c.family = DeviceFamily::WorkItems;
   c.local_memory = true;
   c.max_work_group = 1024;
   c.subgroup_size = 32;

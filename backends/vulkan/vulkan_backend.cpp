@@ -203,6 +203,7 @@ class VulkanBackend final : public Backend, public Toolchain {
 
     caps_.fp64 = info_.fp64;
     caps_.int64 = info_.int64;
+    caps_.family = DeviceFamily::WorkItems;
     caps_.local_memory = true;
     caps_.subgroup_size = subgroup_reductions(info_) ? info_.subgroup_size : 1;
     if (info_.driver_name == "llvmpipe") caps_.max_loop_iterations = 65535;  // LP_MAX_TGSI_LOOP_ITERATIONS
@@ -262,7 +263,7 @@ class VulkanBackend final : public Backend, public Toolchain {
                                                const kir::Schedule& s) override {
     std::vector<bool> written;
     for (const kir::BufferParam& b : k.buffers) written.push_back(b.written);
-    return pipeline_of(spirv, position, "@" + k.name, written, k.scalars, s.local_size);
+    return pipeline_of(spirv, position, "@" + k.name, written, k.scalars, s.work_items.local_size);
   }
 
   // ---- buffers ----
@@ -320,8 +321,8 @@ class VulkanBackend final : public Backend, public Toolchain {
   // ---- launch ----
   void launch(const CompiledKernel& compiled, const kir::Schedule& s, std::span<DeviceMemory* const> buffers,
               std::span<const Scalar> scalars) override {
-    if (s.global_size <= 0) return;  // an empty domain: nothing to compute
-    dispatch(static_cast<const VkKernel&>(compiled), buffers, scalars, s.global_size / s.local_size);
+    if (s.work_items.global_size <= 0) return;  // an empty domain: nothing to compute
+    dispatch(static_cast<const VkKernel&>(compiled), buffers, scalars, s.work_items.global_size / s.work_items.local_size);
   }
 
   bool gemm(const LaunchPlan::Gemm& g, std::span<DeviceMemory* const> buffers) override {

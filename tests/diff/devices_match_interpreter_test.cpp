@@ -62,8 +62,8 @@ void tally(Backend& backend, const Graph& g, Reached& r) {
     const kir::Kernel& k = c.plan.kernels[i];
     const kir::Schedule& s = c.plan.schedules[i];
     if (k.domain.rank() > 0 && s.vector_width > 1 && k.domain[k.domain.rank() - 1] > s.vector_width) ++r.vector_loops;
-    if (s.grain < s.iterations) ++r.thread_splits;
-    if (s.lanes_reduce && s.reduction != kir::ReductionStrategy::Serial) ++r.group_reductions;
+    if (s.task_grain() < s.iterations) ++r.thread_splits;
+    if (s.lanes_reduce && s.work_items.reduction != kir::ReductionStrategy::Serial) ++r.group_reductions;
     if (backend.capabilities().vector_values && kir::c_lanes_as_vectors(k, s.vector_width)) ++r.vector_lanes;
   }
   for (const LaunchPlan::Step& st : c.plan.steps) {
@@ -141,7 +141,7 @@ TEST_P(DevicesMatchInterpreter, LargeRandomGraphs) {
   EXPECT_GT(r.split_reductions, 0);
   EXPECT_GT(r.gemms, 0);
   EXPECT_GT(r.contraction_gemms, 0);
-  if (engine_for(GetParam()).backend()->capabilities().local_memory) {  // work-groups
+  if (engine_for(GetParam()).backend()->capabilities().family == DeviceFamily::WorkItems) {  // work-groups
     EXPECT_GT(r.group_reductions, 0);
     if (engine_for(GetParam()).backend()->capabilities().vector_values) {
       EXPECT_GT(r.vector_lanes, 0);

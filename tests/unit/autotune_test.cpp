@@ -119,13 +119,18 @@ const char* const kGraphs[] = {
 TEST(AutotuneVariants, TextRoundTrips) {
   kir::Variant v;
   EXPECT_EQ(v.str(), "default");
-  v.settings = {{"local", 128}, {"per_item", 2}};
-  EXPECT_EQ(v.str(), "local=128 per_item=2");
+  v.settings = {{"elements_per_item", 2}, {"local_size", 128}};
+  EXPECT_EQ(v.str(), "elements_per_item=2 local_size=128");
   EXPECT_EQ(kir::Variant::parse(v.str()), v);
   EXPECT_EQ(kir::Variant::parse("default"), kir::Variant{});
-  for (const char* bad : {"", "local", "local=", "=3", "local=x", "per_item=2 local=128", "a=1 a=2", "a=1  b=2",
-                          "pipeline=fast", "reduction=tree"})
+  for (const char* bad : {"", "local_size", "local_size=", "=3", "local_size=x", "local_size=2 elements_per_item=1",
+                          "a=1 a=2", "a=1  b=2", "pipeline=fast", "reduction=tree", "local=1 local_size=2"})
     EXPECT_FALSE(kir::Variant::parse(bad)) << bad;
+  // Tuning rows written while knobs were named apart from their fields (`local`, `per_item`,
+  // `vector`, `row_cache`) read under the fields' names, sorted anew.
+  EXPECT_EQ(kir::Variant::parse("local=128 per_item=2"), v);
+  EXPECT_EQ(kir::Variant::parse("row_cache=0 vector=4")->str(), "row_cache_elements=0 vector_width=4");
+  EXPECT_FALSE(kir::Variant::parse("per_item=2 local=128"));  // not sorted as it was printed
   // Knobs whose values are names take them as the schedule prints them (`pipeline = o2`);
   // their numbers, which tuning rows of before hold, read the same.
   const std::optional<kir::Variant> o2 = kir::Variant::parse("pipeline=o2 reduction=workgroup-tree");
@@ -153,13 +158,13 @@ TEST(AutotuneVariants, EverySingleKnobVariantComputesWhatTheDefaultDoes) {
         const std::optional<std::string> diff = autotune::compare_outputs(k, want, got);
         EXPECT_FALSE(diff) << k.str() << v.str() << ": " << *diff;
         ++variants;
-        lane_variants += v.settings.front().first == "vector";
+        lane_variants += v.settings.front().first == "vector_width";
       }
     }
   }
   EXPECT_GE(variants, 8);  // the knob space is not empty
   // Lanes on a work-item device: both walks of @lanes, @softmax and @bias, three counts each.
-  if (b.capabilities().local_memory) {
+  if (b.capabilities().family == DeviceFamily::WorkItems) {
     EXPECT_GE(lane_variants, 12);
   }
 }
@@ -221,7 +226,7 @@ TEST(AutotuneVariants, EveryGemmKnobVariantComputesWhatTheDefaultDoes) {
 // many steps along K, on cpu (tasks over blocks of both operands, packed panels per step).
 TEST(AutotuneVariants, NarrowBlocksOfBComputeWhatTheDefaultDoes) {
   Backend& b = backend_under_test();
-  if (b.capabilities().local_memory) GTEST_SKIP() << "the cpu form of the blocking";
+  if (b.capabilities().family == DeviceFamily::WorkItems) GTEST_SKIP() << "the cpu form of the blocking";
   for (const char* text : kProducts) {
     for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
       autotune::GemmBench bench(b, g);
@@ -266,7 +271,7 @@ const char* const kWindowedConvs[] = {
 
 TEST(AutotuneVariants, ConvolutionWindowsReadInPlaceComputeWhatGatheringDoes) {
   Backend& b = backend_under_test();
-  if (b.capabilities().local_memory) GTEST_SKIP() << "a cpu form of the product";
+  if (b.capabilities().family == DeviceFamily::WorkItems) GTEST_SKIP() << "a cpu form of the product";
   int checked = 0;
   for (const char* text : kWindowedConvs) {
     for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
@@ -295,7 +300,7 @@ TEST(AutotuneVariants, ConvolutionWindowsReadInPlaceComputeWhatGatheringDoes) {
 // take the 56-wide line alone); and not for a strided 1x1 window.
 TEST(AutotuneVariants, WindowsAreReadInPlaceWhereLinesFillTheTiles) {
   Backend& b = backend_under_test();
-  if (b.capabilities().local_memory) GTEST_SKIP() << "a cpu form of the product";
+  if (b.capabilities().family == DeviceFamily::WorkItems) GTEST_SKIP() << "a cpu form of the product";
   const auto in_place = [&](const char* text) {
     const std::vector<LaunchPlan::Gemm> gemms = gemms_of(b, text);
     EXPECT_EQ(gemms.size(), 1u);
@@ -366,14 +371,14 @@ TEST(AutotuneVariants, GemmKeysAreShapeBucketsOfOneStructure) {
 TEST(AutotuneVariants, ThreadsIsAKnobOfCpuKernelsThatSplit) {
   Backend& b = backend_under_test();
   const Capabilities& caps = b.capabilities();
-  if (caps.local_memory || caps.cores < 2) GTEST_SKIP() << "a cpu knob, where there are cores to leave idle";
+  if (caps.family == DeviceFamily::WorkItems || caps.cores < 2) GTEST_SKIP() << "a cpu knob, where there are cores to leave idle";
   auto threads_knob = [&](const LaunchPlan& plan) -> std::optional<kir::Knob> {
     for (const kir::Knob& knob : kir::schedule_knobs(plan.kernels[0], plan.schedules[0], caps))
       if (knob.name == "threads") return knob;
     return std::nullopt;
   };
   const LaunchPlan split = kernels_of(b, kGraphs[2]);
-  ASSERT_LT(split.schedules[0].grain, split.schedules[0].iterations);
+  ASSERT_LT(split.schedules[0].task_grain(), split.schedules[0].iterations);
   const std::optional<kir::Knob> knob = threads_knob(split);
   ASSERT_TRUE(knob);
   EXPECT_EQ(knob->values.front(), 0);  // every core: the default
@@ -383,7 +388,7 @@ TEST(AutotuneVariants, ThreadsIsAKnobOfCpuKernelsThatSplit) {
   one.settings = {{"threads", 1}};
   const std::optional<kir::Schedule> s = kir::apply_variant(split.kernels[0], split.schedules[0], one, caps);
   ASSERT_TRUE(s);
-  EXPECT_EQ(s->threads, 1);
+  EXPECT_EQ(s->cpu.threads, 1);
   EXPECT_NE(s->str().find("threads = 1"), std::string::npos);
   const LaunchPlan small = kernels_of(b, R"(graph @g(%x: f32[4,64]) -> f32[4,64] {
   %y = exp %x : f32[4,64]
@@ -397,7 +402,7 @@ TEST(AutotuneVariants, ThreadsIsAKnobOfCpuKernelsThatSplit) {
 TEST(AutotuneVariants, ThreadsIsAKnobOfCpuGemmsThatSplit) {
   Backend& b = backend_under_test();
   const Capabilities& caps = b.capabilities();
-  if (caps.local_memory || caps.cores < 2) GTEST_SKIP() << "a cpu knob, where there are cores to leave idle";
+  if (caps.family == DeviceFamily::WorkItems || caps.cores < 2) GTEST_SKIP() << "a cpu knob, where there are cores to leave idle";
   auto has_threads = [&](const LaunchPlan::Gemm& g) {
     for (const kir::Knob& knob : kir::gemm_schedule_knobs(g, g.schedule, caps))
       if (knob.name == "threads") return true;
@@ -459,8 +464,8 @@ TEST(AutotuneVariants, IllegalVariantsAreRefused) {
   const kir::Kernel& k = plan.kernels[0];
   const kir::Schedule& base = plan.schedules[0];
   EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("no_such_knob=1"), b.capabilities()));
-  EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("vector=3"), b.capabilities()));
-  EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("local=3"), b.capabilities()));
+  EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("vector_width=3"), b.capabilities()));
+  EXPECT_FALSE(kir::apply_variant(k, base, *kir::Variant::parse("local_size=3"), b.capabilities()));
   EXPECT_EQ(kir::apply_variant(k, base, kir::Variant{}, b.capabilities()), base);
 }
 
@@ -585,8 +590,8 @@ TEST(TuningDb, AKeysRowsCountEveryStatus) {
   const autotune::TuningKey key{"dev", "k", "64"};
   db->describe_kernel(key, "k0 over [64]");
   db->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
-  db->record(key, {"vector=8", autotune::Status::Lost, 990, 5, "", 0, ""});
-  db->record(key, {"vector=32", autotune::Status::Failed, 0, 5, "does not compile", 0, ""});
+  db->record(key, {"vector_width=8", autotune::Status::Lost, 990, 5, "", 0, ""});
+  db->record(key, {"vector_width=32", autotune::Status::Failed, 0, 5, "does not compile", 0, ""});
   db->record(key, {"unroll=8", autotune::Status::Wrong, 0, 5, "differs", 0, ""});
   ASSERT_EQ(db->keys().size(), 1u);
   const autotune::KeySummary k = db->keys()[0];
@@ -747,6 +752,7 @@ TEST(Autotuner, AFailingCompileIsRecordedAndTheRestAreMeasured) {
 
 TEST(Autotuner, CandidatesWarmUpLongerOnAGpu) {
   Capabilities gpu;
+  gpu.family = DeviceFamily::WorkItems;
   gpu.local_memory = true;
   Capabilities pocl = gpu;
   pocl.emulated_work_groups = true;

@@ -85,9 +85,9 @@ TEST(CpuJit, TheSchedulesPipelinePicksTheLlvmPasses) {
   ASSERT_EQ(p.kernels.size(), 1u);
   const kir::Kernel& k = p.kernels[0];
   const kir::Schedule& lean = p.schedules[0];
-  ASSERT_EQ(lean.pipeline, kir::CpuPipeline::Lean);  // the default
+  ASSERT_EQ(lean.cpu.pipeline, kir::CpuPipeline::Lean);  // the default
   kir::Schedule o2 = lean;
-  o2.pipeline = kir::CpuPipeline::O2;
+  o2.cpu.pipeline = kir::CpuPipeline::O2;
   EXPECT_NE(lean.str(), o2.str());  // part of every cache key
   EXPECT_NE(lean.str().find("pipeline = lean"), std::string::npos) << lean.str();
   const std::string lean_ir = cpu_kernel_llvm_ir(k, lean), o2_ir = cpu_kernel_llvm_ir(k, o2);
@@ -109,11 +109,11 @@ TEST(CpuJit, VectorUnrollIsTheVectorStepsPerTripOfTheLaneLoop) {
   const LaunchPlan p = compile_graph(backend.capabilities(), backend.extra_passes(), g).plan;
   ASSERT_EQ(p.kernels.size(), 1u);
   const kir::Schedule& four = p.schedules[0];
-  EXPECT_EQ(four.vector_unroll, 4);
-  EXPECT_EQ(four.pipeline, kir::CpuPipeline::Lean);
+  EXPECT_EQ(four.cpu.vector_unroll, 4);
+  EXPECT_EQ(four.cpu.pipeline, kir::CpuPipeline::Lean);
   if (four.vector_width == 1) GTEST_SKIP() << "no vector registers on this host";
   kir::Schedule one = four;
-  one.vector_unroll = 1;
+  one.cpu.vector_unroll = 1;
   const size_t adds_four = count(cpu_kernel_llvm_ir(p.kernels[0], four), "fadd <");
   const size_t adds_one = count(cpu_kernel_llvm_ir(p.kernels[0], one), "fadd <");
   EXPECT_EQ(adds_one, 1u);

@@ -12,6 +12,7 @@ namespace {
 // loads; `vector_loads` false makes it the same GPU under Vulkan.
 Capabilities gpu(bool vector_loads) {
   Capabilities c;
+  c.family = DeviceFamily::WorkItems;
   c.local_memory = true;
   c.max_work_group = 1024;
   c.cores = 132;
@@ -125,7 +126,7 @@ TEST(DefaultLanes, PoclWalksARowOfVectorLanesWithFourChainsOfAccumulators) {
     return kir::default_schedule(test::only_kernel(text), caps);
   };
   const kir::Schedule rows = schedule(kRows, pocl);
-  ASSERT_EQ(rows.reduction, kir::ReductionStrategy::Serial);
+  ASSERT_EQ(rows.work_items.reduction, kir::ReductionStrategy::Serial);
   EXPECT_EQ(rows.accumulators, 4);
   // Scalar lanes (an integer row sum) and kept lanes (column sums) keep one chain, and so
   // does a GPU.
@@ -146,14 +147,14 @@ TEST(DefaultLanes, PoclWalksAWorkGroupsRowInBlocksAndOtherDevicesInterleave) {
       "  return %s\n}";
   const Capabilities pocl = pocl_caps(false);
   const kir::Schedule blocks = kir::default_schedule(test::only_kernel(sum_all), pocl);
-  ASSERT_EQ(blocks.reduction, kir::ReductionStrategy::WorkGroupTree);
-  EXPECT_EQ(blocks.row_blocks, 1);
+  ASSERT_EQ(blocks.work_items.reduction, kir::ReductionStrategy::WorkGroupTree);
+  EXPECT_EQ(blocks.work_items.row_blocks, 1);
   // lavapipe runs work-items side by side in SIMD lanes: they interleave, as on a GPU.
   Capabilities lavapipe = gpu(false);
   lavapipe.emulated_work_groups = true;
   lavapipe.cores = 2;
-  EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), lavapipe).row_blocks, 0);
-  EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), gpu(true)).row_blocks, 0);
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), lavapipe).work_items.row_blocks, 0);
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(sum_all), gpu(true)).work_items.row_blocks, 0);
 }
 
 TEST(DefaultLanes, TheTunersStrategyKnobTakesThatStrategysOwnRowWalk) {
@@ -166,11 +167,11 @@ TEST(DefaultLanes, TheTunersStrategyKnobTakesThatStrategysOwnRowWalk) {
   // A row per work-item by default: a work-group tree takes PoCL's blocks, not the chains.
   const kir::Kernel rows = test::only_kernel(kRows);
   const kir::Schedule serial = kir::default_schedule(rows, pocl);
-  ASSERT_EQ(serial.reduction, kir::ReductionStrategy::Serial);
+  ASSERT_EQ(serial.work_items.reduction, kir::ReductionStrategy::Serial);
   const kir::Schedule tree = variant(rows, serial, "reduction=1");
-  EXPECT_EQ(tree.row_blocks, 1);
+  EXPECT_EQ(tree.work_items.row_blocks, 1);
   EXPECT_EQ(tree.accumulators, 1);
-  EXPECT_EQ(variant(rows, serial, "reduction=1 row_blocks=0").row_blocks, 0);
+  EXPECT_EQ(variant(rows, serial, "reduction=1 row_blocks=0").work_items.row_blocks, 0);
   // Settings the strategy ignores change nothing: the tuner measures the base once.
   EXPECT_EQ(variant(rows, serial, "row_blocks=1"), serial);
   EXPECT_EQ(variant(rows, tree, "accumulators=4"), tree);

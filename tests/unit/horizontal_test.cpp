@@ -35,6 +35,7 @@ std::vector<std::pair<std::string, size_t>> kernels_of(const Capabilities& caps)
 
 Capabilities work_items() {
   Capabilities c;
+  c.family = DeviceFamily::WorkItems;
   c.local_memory = true;
   c.max_work_group = 256;
   c.horizontal_parts = 64;

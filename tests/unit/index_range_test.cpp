@@ -10,6 +10,7 @@ namespace {
 // A work-group device, as default_schedule sees one.
 Capabilities gpu() {
   Capabilities c;
+  c.family = DeviceFamily::WorkItems;
   c.local_memory = true;
   c.max_work_group = 256;
   c.fp64 = true;
@@ -22,8 +23,8 @@ TEST(IndexRange, RowsOfTheWorkloadsFit) {
       "  %s = reduce_sum %x {axes = [1]} : f32[4096]\n"
       "  return %s\n}");
   EXPECT_TRUE(kir::index_fits_32(k)) << k.str();
-  EXPECT_EQ(kir::default_schedule(k, gpu()).index_bits, 32);
-  EXPECT_EQ(kir::default_schedule(k, Capabilities{}).index_bits, 64);  // cpu: LLVM keeps i64
+  EXPECT_EQ(kir::default_schedule(k, gpu()).work_items.index_bits, 32);
+  EXPECT_EQ(kir::default_schedule(k, Capabilities{}).work_items.index_bits, 64);  // cpu: LLVM keeps i64
 }
 
 TEST(IndexRange, TooManyPointsNeed64Bits) {
@@ -68,7 +69,7 @@ TEST(IndexRange, APositionUsedAsDataStaysI64) {
   ASSERT_EQ(k.stores.size(), 1u);
   EXPECT_FALSE(index[static_cast<size_t>(k.stores[0].value)]) << k.str();
   const kir::Schedule s = kir::default_schedule(k, gpu());
-  ASSERT_EQ(s.index_bits, 32);
+  ASSERT_EQ(s.work_items.index_bits, 32);
   const std::string src = kir::opencl_source(k, s, gpu());
   EXPECT_NE(src.find("const int it = (int)get_global_id(0);"), std::string::npos) << src;
   EXPECT_NE(src.find("const long v"), std::string::npos) << src;

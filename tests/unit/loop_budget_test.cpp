@@ -14,6 +14,7 @@ namespace {
 
 Capabilities lavapipe_like() {
   Capabilities c;
+  c.family = DeviceFamily::WorkItems;
   c.local_memory = true;
   c.max_work_group = 1024;
   c.max_work_groups = 65535;
@@ -36,12 +37,12 @@ TEST(LoopBudget, LongRowsReduceInWorkGroups) {
   Capabilities caps = lavapipe_like();
   const Compilation c = compile_graph(caps, {}, g);
   ASSERT_EQ(c.plan.kernels.size(), 1u);
-  EXPECT_NE(c.plan.schedules[0].reduction, kir::ReductionStrategy::Serial);
+  EXPECT_NE(c.plan.schedules[0].work_items.reduction, kir::ReductionStrategy::Serial);
   EXPECT_LE(kir::c_loop_iterations(c.plan.kernels[0], c.plan.schedules[0], caps), caps.max_loop_iterations);
   // Without the budget the same rows stay a row per work-item.
   caps.max_loop_iterations = 0;
   const Compilation unbounded = compile_graph(caps, {}, g);
-  EXPECT_EQ(unbounded.plan.schedules[0].reduction, kir::ReductionStrategy::Serial);
+  EXPECT_EQ(unbounded.plan.schedules[0].work_items.reduction, kir::ReductionStrategy::Serial);
   EXPECT_GT(kir::c_loop_iterations(unbounded.plan.kernels[0], unbounded.plan.schedules[0], caps), 65535);
 }
 

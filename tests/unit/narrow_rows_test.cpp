@@ -38,6 +38,7 @@ Capabilities cpu_with(int64_t vector_bytes) {
 
 Capabilities work_items() {
   Capabilities c;
+  c.family = DeviceFamily::WorkItems;
   c.local_memory = true;
   c.max_work_group = 1024;
   c.cores = 132;
@@ -56,21 +57,23 @@ TEST(NarrowRows, ASevenBySevenPlaneWalksAsOneRowOfFourVectors) {
   const kir::Kernel k = test::only_kernel(depthwise(576, 7, 7, 5));
   ASSERT_EQ(k.domain_str(), "[1, 576, 7, reduce 5, reduce 5, 7]");
   const kir::Schedule s = kir::default_schedule(k, cpu_with(64));
-  EXPECT_EQ(s.merge_rows, 1);
+  EXPECT_EQ(s.cpu.merge_rows, 1);
   EXPECT_EQ(s.tile, 49);
   EXPECT_EQ(s.vector_width, 16);
   EXPECT_EQ(s.iterations, 576);
   EXPECT_EQ(s.elements_per_iteration, 49 * 25);
-  EXPECT_NE(s.str().find("tile = 49, merge_rows = 1,"), std::string::npos) << s.str();  // a cache key
+  // Both are in the cache key.
+  EXPECT_NE(s.str().find("tile = 49, "), std::string::npos) << s.str();
+  EXPECT_NE(s.str().find("cpu {merge_rows = 1,"), std::string::npos) << s.str();
   // With 8 lanes the plane would be 7 vectors, whose positions spill: rows of one vector,
   // in halves of 4 lanes for two chains.
   const kir::Schedule avx2 = kir::default_schedule(k, cpu_with(32));
-  EXPECT_EQ(avx2.merge_rows, 0);
+  EXPECT_EQ(avx2.cpu.merge_rows, 0);
   EXPECT_EQ(avx2.vector_width, 4);
   // A work-item per point either way.
-  EXPECT_EQ(kir::default_schedule(k, work_items()).merge_rows, 0);
+  EXPECT_EQ(kir::default_schedule(k, work_items()).cpu.merge_rows, 0);
   // Planes past four vectors keep their rows.
-  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(64, 10, 10, 3)), cpu_with(64)).merge_rows, 0);
+  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(64, 10, 10, 3)), cpu_with(64)).cpu.merge_rows, 0);
 }
 
 TEST(NarrowRows, MergedKernelWalksTheSamePointsOverOneDimLess) {
@@ -111,8 +114,8 @@ TEST(NarrowRows, MergedAndUnmergedWalksWriteTheSameBytes) {
     const kir::Schedule base = kir::default_schedule(k, caps);
     if (base.vector_width == 1) GTEST_SKIP() << "no vector registers on this host";
     const kir::Schedule rows = with(k, base, "merge_rows=0", caps), plane = with(k, base, "merge_rows=1", caps);
-    ASSERT_EQ(rows.merge_rows, 0);
-    ASSERT_EQ(plane.merge_rows, 1);
+    ASSERT_EQ(rows.cpu.merge_rows, 0);
+    ASSERT_EQ(plane.cpu.merge_rows, 1);
     EXPECT_EQ(rows.tile, k.domain[k.domain.rank() - 1]);
     EXPECT_EQ(plane.tile, k.domain[2] * k.domain[k.domain.rank() - 1]);
     EXPECT_EQ(rows.iterations, plane.iterations * k.domain[2]);
@@ -146,21 +149,21 @@ TEST(NarrowRows, ElementwiseRowsThatLeaveLanesOverWalkAsPlanesWhereTheRowsFollow
   // is 3 vector steps and one lane.
   const kir::Schedule scale =
       schedule("  %g = sigmoid %s : f32[1,64,1,1]\n  %y = mul %x, %g : f32[1,64,7,7]\n  return %y\n", ", %s: f32[1,64,1,1]");
-  EXPECT_EQ(scale.merge_rows, 1);
+  EXPECT_EQ(scale.cpu.merge_rows, 1);
   EXPECT_EQ(scale.tile, 49);
   EXPECT_EQ(scale.iterations, 64);
   // A row broadcast down the plane would be read at p mod 7: a gather. The rows stay.
-  EXPECT_EQ(schedule("  %y = add %x, %r : f32[1,64,7,7]\n  return %y\n", ", %r: f32[1,1,1,7]").merge_rows, 0);
+  EXPECT_EQ(schedule("  %y = add %x, %r : f32[1,64,7,7]\n  return %y\n", ", %r: f32[1,1,1,7]").cpu.merge_rows, 0);
   // So does a transposed read.
   EXPECT_EQ(schedule("  %t = permute %x {perm = [0, 1, 3, 2]} : f32[1,64,7,7]\n  %y = add %x, %t : f32[1,64,7,7]\n"
                      "  return %y\n",
                      "")
-                .merge_rows,
+                .cpu.merge_rows,
             0);
   // Rows that are whole vectors walk as they are.
   const kir::Kernel wide = test::only_kernel(
       "graph @g(%x: f32[8,32,64]) -> f32[8,32,64] {\n  %y = relu %x : f32[8,32,64]\n  return %y\n}");
-  EXPECT_EQ(kir::default_schedule(wide, avx512).merge_rows, 0);
+  EXPECT_EQ(kir::default_schedule(wide, avx512).cpu.merge_rows, 0);
 }
 
 TEST(NarrowRows, TheAutotunerMayUndoEitherChoice) {
@@ -171,7 +174,7 @@ TEST(NarrowRows, TheAutotunerMayUndoEitherChoice) {
   bool merge = false, sixteen = false;
   for (const kir::Knob& knob : kir::schedule_knobs(k, base, avx512)) {
     if (knob.name == "merge_rows") merge = knob.values == std::vector<int64_t>{0, 1};
-    if (knob.name == "vector") sixteen = std::find(knob.values.begin(), knob.values.end(), 16) != knob.values.end();
+    if (knob.name == "vector_width") sixteen = std::find(knob.values.begin(), knob.values.end(), 16) != knob.values.end();
   }
   EXPECT_TRUE(merge);
   EXPECT_TRUE(sixteen);  // the registers' width, though the default took 4 lanes

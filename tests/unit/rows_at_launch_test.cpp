@@ -80,7 +80,7 @@ TEST(RowsAtLaunch, ThirtyTwoBitPositionsBoundTheClassWhereTheyStillFit) {
   const Capabilities caps;
   const kir::Kernel k = layer_norm_kernel(5);
   kir::Schedule s = schedule_for(k, caps);
-  s.index_bits = 32;
+  s.work_items.index_bits = 32;
   const kir::RowsAtLaunch g = kir::rows_at_launch(k, s);
   EXPECT_EQ(g.kernel.scalars.back(), DType::I32);
   EXPECT_TRUE(kir::index_fits_32(g.kernel));

@@ -38,7 +38,7 @@ struct CodegenOptions {
 void apply_variant_to(LaunchPlan& plan, const std::string& only, const std::string& variant, const Capabilities& caps) {
   const std::optional<kir::Variant> v = kir::Variant::parse(variant);
   if (!v) throw Error(fmt::format("--variant '{}': expected knob=value settings, sorted by name, separated by spaces "
-                                  "(`local=64 vector=4`)", variant));
+                                  "(`local_size=64 vector_width=4`)", variant));
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const kir::Kernel& k = plan.kernels[i];
     if (!only.empty() && k.name != only) continue;
@@ -139,7 +139,7 @@ Command add_codegen_command(CLI::App& app) {
   sub->add_option("--kernel", opts->kernel, "Only this kernel (by name, e.g. k0)");
   sub->add_option("--variant", opts->variant,
                   "Generate the kernels with these knob settings over their schedules, as the autotuner would "
-                  "(`vector=4`, `local=64 per_item=2`; docs/autotune.md)");
+                  "(`vector_width=4`, `elements_per_item=2 local_size=64`; docs/autotune.md)");
   sub->add_option("-o,--output", opts->output, "Write here instead of stdout");
   sub->add_option("--device", opts->device, "Compile for this device (default: cpu; opencl:0 with --target opencl; a reference GPU with "
                   "--target glsl|spirv)");

@@ -8,20 +8,30 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/ir/conv.h"
 
 namespace kiln {
 
+/// How a device runs a kernel, which decides the part of a schedule its emitter reads:
+/// tasks of iterations on CPU cores (Schedule::cpu), or a grid of work-items in work-groups
+/// (Schedule::work_items: OpenCL, Vulkan, also where the work-groups are loops on CPU cores).
+enum class DeviceFamily : uint8_t { Cpu, WorkItems };
+std::string_view device_family_name(DeviceFamily f);
+
 /// What a device offers to kernels: read by default_schedule and by the engine (which
 /// dtypes a backend can run).
 struct Capabilities {
+  DeviceFamily family = DeviceFamily::Cpu;
   bool fp64 = true;
   bool int64 = true;
   bool storage16 = true;      // buffers of 16-bit elements (i16, u16, f16, bf16)
-  bool local_memory = false;  // work-group shared memory (tree reductions)
+  bool local_memory = false;  // work-group shared memory: work-group tree and subgroup reductions
   int subgroup_size = 1;      // lanes that run in lockstep and can shuffle (1: none)
   int64_t max_work_group = 1;
   /// Work-groups one launch may have (0: no limit; Vulkan guarantees 65535): beyond it each
@@ -100,58 +110,47 @@ enum class CpuPipeline : uint8_t {
 };
 std::string_view cpu_pipeline_name(CpuPipeline p);
 
+/// The cpu family's part of a schedule: how tasks of iterations walk their lanes on cores.
+struct CpuSchedule {
+#define KILN_CPU_FIELD(type, name, init) type name = init;
+#include "kiln/codegen/schedule.def"
+  friend bool operator==(const CpuSchedule&, const CpuSchedule&) = default;
+};
+
+/// The work-item family's part: the launch geometry and how a work-group reduces a row.
+struct WorkItemSchedule {
+#define KILN_WORK_ITEM_FIELD(type, name, init) type name = init;
+#include "kiln/codegen/schedule.def"
+  friend bool operator==(const WorkItemSchedule&, const WorkItemSchedule&) = default;
+};
+
+/// How a kernel runs: the walk, the knobs every family reads, and the part of the device's
+/// family (kiln/codegen/schedule.def declares every field; the other family's part keeps its
+/// defaults and is not in the cache key).
 struct Schedule {
-  // ---- the walk, derived from the kernel's domain and the knobs below ----
-  /// Case A (`lanes_reduce`): the last dim is reduced. An iteration is one kept point; it
-  /// runs every stage's reductions along its rows, then its stores.
-  /// Case B: the last dim is kept (or nothing is reduced). An iteration is one point of the
-  /// kept dims before the last, times one tile of `tile` elements of the last dim; reductions
-  /// keep one accumulator per lane of the tile.
-  bool lanes_reduce = false;
-  int64_t iterations = 0;              // independent iterations: split across workers
-  int64_t elements_per_iteration = 0;  // domain points per iteration
-
-  // ---- knobs ----
-  int64_t tile = 1;         // case B: elements of the last dim per iteration
-  /// cpu, case B: the last dim walks merged with the kept dim before it (kir::merge_rows):
-  /// `tile` and the walk then count points of the merged dim. 1 where a row fills less than
-  /// a vector and the plane a few (a 7x7 depthwise convolution); 0 otherwise.
-  int merge_rows = 0;
-  /// cpu: where a walk of lanes splits, its masks known in each stretch (kir::lane_bounds):
-  /// 1 at its cuts (a concat's operands, a horizontal kernel's parts), 2 also around the
-  /// interval where a padded window's bounds all hold (computed for each row). 2 where
-  /// there are such bounds and a tile of at least 8 vectors, else 1 where there are cuts.
-  int split_lanes = 0;
-  int vector_width = 1;     // lanes per vector step (1: scalar code)
-  int accumulators = 1;     // case A: independent accumulator chains along a row
-  int unroll = 1;           // case B: rows of a reduction combined per accumulator update
-  int vector_unroll = 1;    // cpu: vector steps per trip of the innermost lane loop (LLVM unrolls)
-  int prefetch_rows = 0;    // cpu, case A: prefetch the next row while a later pass walks this one
-  int64_t f32_run = 256;    // longest run of values one f32 accumulator lane adds in f32
-  int64_t row_cache_elements = 0;  // case A: rows up to this long cache expensive values...
-  int64_t row_cache_bytes = 0;     // ...in at most this many bytes of worker stack
-  int64_t grain = 1;        // iterations per task of the parallel split (>= iterations: serial)
-  int threads = 0;          // cpu: most workers the tasks run on (0: every core)
-  CpuPipeline pipeline = CpuPipeline::Lean;  // cpu: the LLVM passes the kernel is optimized with
-
-  // ---- launch geometry (work-items) for GPU backends ----
-  int64_t local_size = 1;          // work-items per work-group
-  int64_t global_size = 0;         // work-items in all: a multiple of local_size
-  int64_t elements_per_item = 1;   // iterations each work-item runs (grid-stride)
-  ReductionStrategy reduction = ReductionStrategy::Serial;
-  /// A work-group per row: 1, each work-item walks a contiguous block of the row (where a
-  /// CPU runs the work-items one after another: PoCL); 0, the group's work-items interleave
-  /// along it (GPUs, whose neighbouring work-items then read neighbouring elements).
-  int row_blocks = 0;
-  /// Width of position arithmetic: 64, or 32 where index_fits_32 allows it (GPUs emulate
-  /// 64-bit integer division and multiplication).
-  int index_bits = 64;
-
-  // ---- the custom kernels' tunable macros (CustomSignature::tunables) ----
-  /// A value per tunable macro, in Kernel::customs order then each one's tunables order.
+  DeviceFamily family = DeviceFamily::Cpu;
+#define KILN_WALK_FIELD(type, name, init) type name = init;
+#define KILN_COMMON_FIELD(type, name, init) type name = init;
+#include "kiln/codegen/schedule.def"
+  CpuSchedule cpu;
+  WorkItemSchedule work_items;
+  /// The custom kernels' tunable macros (CustomSignature::tunables): a value per macro, in
+  /// Kernel::customs order then each one's tunables order.
   std::vector<int64_t> custom_macros;
 
-  /// One line: `schedule {tile = 4096, vector = 16, ...}`; part of the kernel cache keys.
+  /// Iterations per task of the cpu's parallel split (>= iterations: one task), from
+  /// `cpu.task_elements`.
+  int64_t task_grain() const;
+
+  /// The value of the knob (the field) `name` of the common part or the family's, as an
+  /// integer; nullopt for a name that is no such field.
+  std::optional<int64_t> field(std::string_view name) const;
+  /// Sets it; false for a name that is no such field.
+  bool set_field(std::string_view name, int64_t value);
+
+  /// One line, every field of the walk, the common part and the family's part:
+  /// `schedule {tiles, iterations = 8, ..., cpu {merge_rows = 0, ...}}`; part of the kernel
+  /// cache keys.
   std::string str() const;
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
@@ -236,8 +235,8 @@ int gemm_vector_registers(const Capabilities& caps);
 
 /// The blocking a backend runs a `dtype` product of m x k by k x n with unless the autotuner
 /// knows better. CPU: a register tile that fills the vector registers `caps` has, panels
-/// sized for typical L1/L2/L3, and no more mc blocks than the product needs. GPU (`caps`
-/// has local memory): work-group tiles no larger than the product needs, within the
+/// sized for typical L1/L2/L3, and no more mc blocks than the product needs. Work-item
+/// devices (DeviceFamily::WorkItems): work-group tiles no larger than the product needs, within the
 /// device's work-group size. `epilogue_columns` > 0: an epilogue follows that a CPU runs on
 /// each block of the product as it is finished, on blocks of columns starting at multiples
 /// of it (gemm_epilogue_columns_per_iteration); the blocks are cut so. `windows`: the
@@ -263,7 +262,7 @@ std::vector<std::pair<std::string, int64_t>> custom_macro_values(const Kernel& k
 std::string kernel_canonical(const Kernel& k, const Schedule& s, std::string_view fingerprint);
 
 /// The launch geometry of a work-item device (`global_size`, `elements_per_item`) from the
-/// walk, `s.local_size` and `s.reduction`: at least `per_item` iterations per work-item, more
+/// walk, `s.work_items.local_size` and `.reduction`: at least `per_item` iterations per work-item, more
 /// where the device's limit on work-groups per launch needs it.
 void place_work_items(Schedule& s, const Capabilities& caps, int64_t per_item);
 
@@ -283,12 +282,12 @@ std::vector<int64_t> work_item_lane_counts(const Kernel& k);
 /// or `merge_rows` (a merge the kernel has no dims for is dropped).
 void update_walk(const Kernel& k, Schedule& s);
 /// The row a case-B walk cuts into tiles: the last dim, times the kept dim merged into it
-/// where `s.merge_rows`.
+/// where `s.cpu.merge_rows`.
 int64_t walked_row(const Kernel& k, const Schedule& s);
 /// Lanes of the kernel's widest element that fill one vector register of the device.
 int register_lanes(const Kernel& k, const Capabilities& caps);
 
-/// How a work-item device walks a reduced row under `s.reduction`, as the C-family emitter
+/// How a work-item device walks a reduced row under `s.work_items.reduction`, as the C-family emitter
 /// reads it: a row per work-item whose lanes are vectors takes `chains` accumulator chains
 /// (by default 4 on PoCL, else 1), as many as divide the row; a work-group per row takes
 /// `blocks` (by default 1 where the device runs a group's work-items one after another:

@@ -4,9 +4,9 @@
 // space is a named field of the schedule with the values this kernel may legally take on
 // this device. A Variant names a value per knob; applying it to the default schedule gives a
 // schedule whose derived fields (the walk, the launch geometry) are recomputed. Variants are
-// stored by the autotuner as text ("local=128 per_item=2"), so a choice made for one kernel
-// can be applied to another of the same structure and shape bucket, and one that is no
-// longer legal (a new kiln, another shape) is recognized and ignored.
+// stored by the autotuner as text ("elements_per_item=2 local_size=128"), so a choice made
+// for one kernel can be applied to another of the same structure and shape bucket, and one
+// that is no longer legal (a new kiln, another shape) is recognized and ignored.
 #pragma once
 
 #include <cstdint>
@@ -22,26 +22,19 @@
 
 namespace kiln::kir {
 
-/// One tunable field of a schedule and the values this kernel may take for it.
+/// One tunable field of a schedule and the values this kernel may take for it. A knob is
+/// named as the field it sets (kiln/codegen/schedule.def); docs/autotune.md tables them.
 ///
-/// cpu-kind devices (no local memory): `vector` (lanes per vector step), `vector_unroll`
-/// (vector steps per trip of the innermost lane loop), `accumulators`
-/// (independent chains along a reduced row), `unroll` (rows per accumulator update when the
-/// last dim is kept), `tile` (elements of the last dim per iteration), `merge_rows` (the
-/// last dim walked merged with the kept dim before it: kir::merge_rows), `task_elements`
-/// (domain points per task of the parallel split; 0: one task), `threads` (most workers
-/// the tasks run on; 0: every core), `row_cache` (elements of a row kept between the
-/// passes of a row-wise chain; 0: none), `prefetch_rows` (the second pass over a row
-/// prefetches the next row), `pipeline` (the LLVM passes: 0 lean, 1 O2).
-/// work-item devices (local memory): `local` (work-items per work-group), `per_item`
-/// (iterations per work-item, grid-stride), `reduction` (0 serial, 1 work-group tree,
-/// 2 subgroup shuffles), `vector` (lanes per work-item: consecutive points of the last dim,
-/// read and written with vector loads and stores where the language has them;
-/// work_item_lane_counts).
+/// cpu family: `vector_width`, `vector_unroll`, `accumulators`, `unroll`, `tile`,
+/// `merge_rows`, `split_lanes`, `task_elements` (0: one task), `threads` (0: every core),
+/// `row_cache_elements` (0: none), `prefetch_rows`, `pipeline` (0 lean, 1 o2).
+/// work-item family: `local_size`, `elements_per_item` (grid-stride), `reduction` (0 serial,
+/// 1 work-group tree, 2 subgroup shuffles), `row_blocks`, `accumulators`, `vector_width`
+/// (lanes per work-item: work_item_lane_counts), `row_cache_elements`.
 /// every device: `NAME.MACRO` for each tunable macro of each custom kernel `k` calls.
 /// GEMM steps (gemm_schedule_knobs): cpu `mr`, `nr` (the register tile), `kc` (panel depth),
-/// `mc` (rows of an A block); work-item devices `group_m`, `group_n`, `group_k` (the
-/// work-group's tile of C and its depth along K).
+/// `mc` (rows of an A block), `windows_in_place`, `threads`; work-item devices `group_m`,
+/// `group_n`, `group_k` (the work-group's tile of C and its depth along K).
 struct Knob {
   std::string name;
   std::vector<int64_t> values;  // ascending; the default's value is among them
@@ -49,7 +42,9 @@ struct Knob {
 };
 
 /// A value per knob, by name, sorted by name; knobs not named keep the default's value. The
-/// empty variant is the default schedule.
+/// empty variant is the default schedule. parse() reads the names knobs had before they
+/// were named as their fields (`local`, `per_item`, `row_cache`, `vector`), which tuning
+/// rows written then hold.
 struct Variant {
   std::vector<std::pair<std::string, int64_t>> settings;
 
