@@ -97,12 +97,12 @@ std::string read_entry(std::string_view data, std::string_view key, std::string_
 
 // Why `data` is not a valid entry for `key` made from `canonical`; empty (and `payload` set)
 // when it is.
-std::string check_entry(std::string_view data, std::string_view key, std::string_view canonical,
+std::string check_entry(std::string_view data, std::string_view key, const DiskCache::CanonicalMatch& matches,
                         std::string_view& payload) {
   std::string_view stored;
   if (std::string why = read_entry(data, key, stored, payload); !why.empty()) return why;
   // A different canonical text under the same key is a hash collision, never a hit.
-  if (stored != canonical) return "canonical text differs from the kernel's";
+  if (!matches(stored)) return "canonical text differs from the kernel's";
   return {};
 }
 
@@ -230,6 +230,10 @@ fs::path DiskCache::path_of(std::string_view key) const {
 }
 
 std::optional<std::string> DiskCache::load(std::string_view key, std::string_view canonical) {
+  return load(key, [canonical](std::string_view stored) { return stored == canonical; });
+}
+
+std::optional<std::string> DiskCache::load(std::string_view key, const CanonicalMatch& matches) {
   // A directory that cannot be written is still read: a cache filled ahead of time may be
   // deployed read-only.
   if (dir_.empty()) return std::nullopt;
@@ -251,7 +255,7 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string_vie
   if (!file) return std::nullopt;
   const std::string& data = *file;
   std::string_view payload;
-  if (const std::string why = check_entry(data, key, canonical, payload); !why.empty()) {
+  if (const std::string why = check_entry(data, key, matches, payload); !why.empty()) {
     ++counters.kernel_disk_rejected;
     warn_once(path.string(), fmt::format("disk cache entry {} is invalid ({}); removing it, the "
                                          "kernel will be rebuilt",

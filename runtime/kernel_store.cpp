@@ -24,26 +24,49 @@ namespace {
 
 using Object = KernelStore::Object;
 
-// The entry of a kernel built in a group: the group's key, the kernel's position there, and
-// the group's canonical text (which loading the group's own entry compares).
+// The entry of a kernel built in a group: the group's key and the kernel's position there.
+// The group's own entry holds the canonical text once, as the list of its members' texts
+// (group_canonical); loading it through a member compares that member's text with the one at
+// its position, so no entry repeats another's text.
 std::string member_canonical(const std::string& canonical) { return "member " + canonical; }
 std::string member_key(const std::string& canonical) { return hash_text(member_canonical(canonical)).hex(); }
 
 struct MemberEntry {
   std::string group_key;
   size_t position = 0;
-  std::string group_canonical;
 };
 
 std::optional<MemberEntry> parse_member(const std::string& entry) {
-  const size_t first = entry.find('\n'), second = entry.find('\n', first + 1);
-  if (first == std::string::npos || second == std::string::npos) return std::nullopt;
+  const size_t newline = entry.find('\n');
+  if (newline == std::string::npos || newline == 0) return std::nullopt;
   MemberEntry m;
-  m.group_key = entry.substr(0, first);
-  const std::string_view digits = std::string_view(entry).substr(first + 1, second - first - 1);
-  if (std::from_chars(digits.data(), digits.data() + digits.size(), m.position).ec != std::errc()) return std::nullopt;
-  m.group_canonical = entry.substr(second + 1);
+  m.group_key = entry.substr(0, newline);
+  const std::string_view digits = std::string_view(entry).substr(newline + 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), m.position);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
   return m;
+}
+
+// The canonical text of a group: each member's text, length-prefixed, in build order.
+std::string group_canonical(std::span<const KernelStore::Request> requests, const std::vector<size_t>& indices) {
+  std::string out;
+  for (size_t i : indices) out += fmt::format("{}:{}", requests[i].canonical.size(), requests[i].canonical);
+  return out;
+}
+
+// Whether member `position` of group text `group` is `canonical`.
+bool group_lists(std::string_view group, size_t position, std::string_view canonical) {
+  for (size_t at = 0, member = 0; at < group.size(); ++member) {
+    const size_t colon = group.find(':', at);
+    size_t length = 0;
+    if (colon == std::string_view::npos ||
+        std::from_chars(group.data() + at, group.data() + colon, length).ec != std::errc() ||
+        length > group.size() - colon - 1)
+      return false;
+    if (member == position) return group.substr(colon + 1, length) == canonical;
+    at = colon + 1 + length;
+  }
+  return false;
 }
 
 // A kernel this get() builds or loads, and the other gets that wait for it.
@@ -134,7 +157,8 @@ struct KernelStore::Impl {
     }
     Object& group = groups[m->group_key];
     if (!group) {
-      const std::optional<std::string> bytes = disk.load(m->group_key, m->group_canonical);
+      const std::optional<std::string> bytes = disk.load(
+          m->group_key, [&](std::string_view stored) { return group_lists(stored, m->position, r.canonical); });
       if (!bytes) return nullptr;  // the group's entry is gone: rebuilt, which rewrites this one
       try {
         group = tc.load(*bytes, m->group_key);
@@ -159,12 +183,9 @@ struct KernelStore::Impl {
     check_compile_allowed(fmt::format("{} for {}", names, device));
     // A group of one is stored under its kernel's key; a larger one under the key of its
     // members' canonical texts, with an entry per member naming it.
-    std::string group_key = keys[indices[0]], group_canonical = requests[indices[0]].canonical;
-    if (indices.size() > 1) {
-      group_canonical.clear();
-      for (size_t i : indices) group_canonical += fmt::format("{}:{}", requests[i].canonical.size(), requests[i].canonical);
-      group_key = hash_text(group_canonical).hex();
-    }
+    const std::string canonical =
+        indices.size() > 1 ? group_canonical(requests, indices) : requests[indices[0]].canonical;
+    const std::string group_key = indices.size() > 1 ? hash_text(canonical).hex() : keys[indices[0]];
     const auto start = std::chrono::steady_clock::now();
     Built built = tc.build(indices, group_key);
     const auto ns_taken = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
@@ -173,10 +194,10 @@ struct KernelStore::Impl {
     c.compile_ns += static_cast<uint64_t>(ns_taken);
     log_line("compile", fmt::format("{}: {} ({}): {:.2f} ms{}{}, {} bytes", device, names, group_key, ns_taken / 1e6,
                                     built.detail.empty() ? "" : " ", built.detail, built.bytes.size()));
-    if (!built.bytes.empty() && disk.enabled() && disk.store(group_key, group_canonical, built.bytes) && indices.size() > 1)
+    if (!built.bytes.empty() && disk.enabled() && disk.store(group_key, canonical, built.bytes) && indices.size() > 1)
       for (size_t j = 0; j < indices.size(); ++j) {
-        const std::string& canonical = requests[indices[j]].canonical;
-        disk.store(member_key(canonical), member_canonical(canonical), fmt::format("{}\n{}\n{}", group_key, j, group_canonical));
+        const std::string& member = requests[indices[j]].canonical;
+        disk.store(member_key(member), member_canonical(member), fmt::format("{}\n{}", group_key, j));
       }
     for (size_t j = 0; j < indices.size(); ++j) out[indices[j]] = tc.member(built.group, j, indices[j]);
   }

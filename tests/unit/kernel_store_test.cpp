@@ -10,10 +10,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "kiln/ir/hash.h"
+#include "kiln/runtime/disk_cache.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/error.h"
 
@@ -155,6 +158,43 @@ TEST_F(KernelStoreTest, KernelsBuiltTogetherAreFoundOneByOne) {
   EXPECT_EQ(later.builds, 0);
   EXPECT_EQ(later.loads, 2) << "the group, once for each get()";
   EXPECT_EQ(runtime_counters().kernel_disk_hits, 3u);
+}
+
+// A group's entry holds its members' texts once; a member's entry names the group and its
+// position, never the group's text again (which made a group of n kernels cost n^2 on disk).
+TEST_F(KernelStoreTest, AGroupsTextIsStoredOnce) {
+  const std::string long_text(4096, 'x');
+  std::vector<std::string> texts;
+  std::vector<KernelStore::Request> all;
+  for (int i = 0; i < 16; ++i) texts.push_back(long_text + std::to_string(i));
+  for (const std::string& t : texts) all.push_back({t, "kernel @" + t.substr(4096)});
+  FakeToolchain tc;
+  auto s = store();
+  s->get(all, tc.calls(all));
+  int64_t bytes = 0;
+  int entries = 0;
+  for (const auto& e : fs::recursive_directory_iterator(s->disk().dir()))
+    if (e.is_regular_file()) bytes += static_cast<int64_t>(e.file_size()), ++entries;
+  EXPECT_EQ(entries, 17) << "the group and a member entry each";
+  // The group's text, its bytes (the texts again, joined) and each member's own text.
+  EXPECT_LT(bytes, 4 * 16 * 4200) << "a group of 16 texts of 4 KiB";
+
+  FakeToolchain later;
+  const auto one = std::vector<KernelStore::Request>{all[3]};
+  EXPECT_EQ(text(store()->get(one, later.calls(one))[0]), texts[3]);
+  EXPECT_EQ(later.builds, 0) << "found through its member entry";
+
+  // A member's entry that names a position where the group lists another text is not
+  // trusted: the group's entry is refused and the kernel rebuilt.
+  DiskCache disk(root_, "fake");
+  const std::string member = "member " + texts[3], key = hash_text(member).hex();
+  const std::optional<std::string> entry = disk.load(key, member);
+  ASSERT_TRUE(entry);
+  ASSERT_TRUE(entry->ends_with("\n3"));
+  ASSERT_TRUE(disk.store(key, member, entry->substr(0, entry->size() - 1) + "4"));
+  FakeToolchain misled;
+  EXPECT_EQ(text(store()->get(one, misled.calls(one))[0]), texts[3]);
+  EXPECT_EQ(misled.builds, 1);
 }
 
 TEST_F(KernelStoreTest, ARequestTwiceInOneGetIsBuiltOnce) {

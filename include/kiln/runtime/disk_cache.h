@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,10 @@ class DiskCache {
   /// invalid one is removed and counted as rejected (kernel_disk_rejected); hits and misses
   /// are the caller's to count (KernelStore counts each kernel once).
   std::optional<std::string> load(std::string_view key, std::string_view canonical);
+  /// The same where the entry's canonical text is one that `matches` accepts (a group of
+  /// kernels built together, whose text lists its members': KernelStore).
+  using CanonicalMatch = std::function<bool(std::string_view stored)>;
+  std::optional<std::string> load(std::string_view key, const CanonicalMatch& matches);
 
   /// Stores `payload` under `key` (atomically). Returns false when it could not be written
   /// (the cache then stays off for this process, after one warning).
