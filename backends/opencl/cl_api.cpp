@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/backends/indexed_backend.h"
 #include "kiln/support/units.h"
 #include "kiln/runtime/disk_cache.h"
 #include "kiln/support/error.h"
@@ -164,11 +165,7 @@ const std::vector<FoundDevice>& found_devices() {
 namespace kiln {
 
 const std::vector<OpenClDeviceInfo>& opencl_devices() {
-  static const std::vector<OpenClDeviceInfo> infos = [] {
-    std::vector<OpenClDeviceInfo> out;
-    for (const opencl::FoundDevice& d : opencl::found_devices()) out.push_back(d.info);
-    return out;
-  }();
+  static const std::vector<OpenClDeviceInfo> infos = device_infos(opencl::found_devices());
   return infos;
 }
 

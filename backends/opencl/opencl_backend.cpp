@@ -439,10 +439,8 @@ class OpenClBackend final : public Backend, public Toolchain {
 namespace kiln {
 
 Backend& opencl_backend(int index) {
-  const auto& devices = opencl_devices();
-  return indexed_backend(
-      "opencl", index, static_cast<int>(devices.size()), [&](int i) { return devices[static_cast<size_t>(i)].name; },
-      "no OpenCL platform is installed; Debian's pocl-opencl-icd provides one", [](int i) -> Backend* { return new opencl::OpenClBackend(i); });
+  return indexed_backend<opencl::OpenClBackend>("opencl", index, opencl_devices(),
+                                                "no OpenCL platform is installed; Debian's pocl-opencl-icd provides one");
 }
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/backends/indexed_backend.h"
 #include "kiln/support/units.h"
 #include "kiln/support/env.h"
 #include "kiln/support/error.h"
@@ -301,12 +302,8 @@ std::vector<std::string> take_validation_messages() {
 namespace kiln {
 
 const std::vector<VulkanDeviceInfo>& vulkan_devices() {
-  static const std::vector<VulkanDeviceInfo> devices = [] {
-    std::vector<VulkanDeviceInfo> out;
-    for (const vulkan::FoundDevice& d : vulkan::found_devices()) out.push_back(d.info);
-    return out;
-  }();
-  return devices;
+  static const std::vector<VulkanDeviceInfo> infos = device_infos(vulkan::found_devices());
+  return infos;
 }
 
 std::string vulkan_device_description(int index) {

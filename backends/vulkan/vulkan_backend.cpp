@@ -835,10 +835,8 @@ class VulkanBackend final : public Backend, public Toolchain {
 namespace kiln {
 
 Backend& vulkan_backend(int index) {
-  const auto& devices = vulkan_devices();
-  return indexed_backend(
-      "vulkan", index, static_cast<int>(devices.size()), [&](int i) { return devices[static_cast<size_t>(i)].name; },
-      "no Vulkan driver is installed; Debian's mesa-vulkan-drivers provides lavapipe", [](int i) -> Backend* { return new vulkan::VulkanBackend(i); });
+  return indexed_backend<vulkan::VulkanBackend>("vulkan", index, vulkan_devices(),
+                                                "no Vulkan driver is installed; Debian's mesa-vulkan-drivers provides lavapipe");
 }
 
 }  // namespace kiln
