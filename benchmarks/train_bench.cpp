@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "kiln/runtime/npy.h"
+#include "kiln/ir/npy.h"
 #include "kiln/runtime/stats.h"
 
 namespace {

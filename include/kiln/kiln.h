@@ -18,7 +18,7 @@
 #include "kiln/ir/text.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/passes/pass_manager.h"
-#include "kiln/runtime/npy.h"
+#include "kiln/ir/npy.h"
 #include "kiln/runtime/stats.h"
 #include "kiln/support/error.h"
 #include "kiln/train/loss.h"

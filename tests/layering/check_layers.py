@@ -8,7 +8,8 @@ internal one: an installed header must compile where internal/ is not. The order
 
     support <- ir <- passes <- codegen <- runtime <- backends <- autotune <- engine <- frontend <- onnx <- train, tools
 
-(runtime holds services for the layers above it: the disk cache, counters, .npy files.)
+(runtime holds what compiled kernels live and run by: the kernel store and its disk cache,
+the compile policy, counters, the profiler.)
 Exits non-zero and lists every include that points the wrong way.
 """
 import pathlib

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kiln/runtime/npy.h"
+#include "kiln/ir/npy.h"
 
 namespace kiln {
 namespace {

@@ -10,7 +10,7 @@
 #include "kiln/ir/text.h"
 #include "kiln/onnx/onnx.h"
 #include "kiln/passes/pass_manager.h"
-#include "kiln/runtime/npy.h"
+#include "kiln/ir/npy.h"
 
 namespace kiln::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "kiln/ir/scalar_semantics.h"
 #include "kiln/ir/symbolic.h"
 #include "kiln/onnx/onnx.h"
-#include "kiln/runtime/npy.h"
+#include "kiln/ir/npy.h"
 
 namespace kiln::cli {
 namespace {

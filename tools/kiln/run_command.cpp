@@ -11,7 +11,7 @@
 #include "progress.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ir/interpreter.h"
-#include "kiln/runtime/npy.h"
+#include "kiln/ir/npy.h"
 #include "kiln/runtime/profile.h"
 
 namespace kiln::cli {

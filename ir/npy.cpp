@@ -1,5 +1,5 @@
-// runtime/npy.cpp - reading and writing NumPy .npy files.
-#include "kiln/runtime/npy.h"
+// ir/npy.cpp - reading and writing NumPy .npy files.
+#include "kiln/ir/npy.h"
 
 #include <fstream>
 #include <iterator>

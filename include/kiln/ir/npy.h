@@ -1,4 +1,4 @@
-// kiln/runtime/npy.h - NumPy .npy files (format 1.0 to 3.0, little-endian, C order).
+// kiln/ir/npy.h - NumPy .npy files (format 1.0 to 3.0, little-endian, C order).
 #pragma once
 
 #include <string>
