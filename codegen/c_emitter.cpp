@@ -59,10 +59,10 @@ class CEmitter {
     }
     for (const Inst& in : k.insts)
       if (in.code == Code::Reduce) stages_ = std::max(stages_, stage_[static_cast<size_t>(&in - k.insts.data())]);
-    group_per_row_ = (s.work_items.reduction == ReductionStrategy::WorkGroupTree || s.work_items.reduction == ReductionStrategy::Subgroup) &&
-                     s.lanes_reduce && s.work_items.local_size > 1;
-    subgroups_ = group_per_row_ && s.work_items.reduction == ReductionStrategy::Subgroup;
-    KILN_ASSERT(!subgroups_ || (caps.subgroup_size > 1 && s.work_items.local_size % caps.subgroup_size == 0),
+    const WorkItemSchedule& w = s.work_items;
+    group_per_row_ = w.reduction != ReductionStrategy::Serial && s.lanes_reduce && w.local_size > 1;
+    subgroups_ = group_per_row_ && w.reduction == ReductionStrategy::Subgroup;
+    KILN_ASSERT(!subgroups_ || (caps.subgroup_size > 1 && w.local_size % caps.subgroup_size == 0),
                 "a subgroup reduction in work-groups of whole subgroups");
     uses_double_ = std::any_of(k.insts.begin(), k.insts.end(), [](const Inst& in) { return in.type == DType::F64; }) ||
                    std::any_of(k.customs.begin(), k.customs.end(), [](const auto& c) {
@@ -754,7 +754,8 @@ std::string CEmitter::reduced_loop_head(std::string_view var, int chains) const 
   // (`r = lid; r < n; r += size`) is miscompiled by PoCL 3.1's work-group vectorizer, which
   // then writes past the row (seen under valgrind), and uniform loops suit GPUs too.
   if (s_.work_items.row_blocks) {  // work-item l walks block l of the row, per_item points long
-    const int64_t per_item = (reduced_points_ + s_.work_items.local_size * step - 1) / (s_.work_items.local_size * step) * step;
+    const int64_t group_step = s_.work_items.local_size * step;
+    const int64_t per_item = (reduced_points_ + group_step - 1) / group_step * step;
     return fmt::format(
         "for ({0} {1}_base = 0; {1}_base < {2}; {1}_base += {3}) {{ {5}{0} {1} = {4} * {2} + {1}_base; if ({1} < {6}) {{",
         idx, var, idx_literal(per_item), idx_literal(step), d_.local_id(idx_), d_.let(), n);
@@ -1507,16 +1508,17 @@ int64_t c_loop_iterations(const Kernel& k, const Schedule& s, const Capabilities
   int stages = 0;
   for (size_t i = 0; i < k.insts.size(); ++i)
     if (k.insts[i].code == Code::Reduce) stages = std::max(stages, stage[i]);
-  const bool group_per_row = s.work_items.reduction != ReductionStrategy::Serial && s.lanes_reduce && s.work_items.local_size > 1;
-  const bool subgroups = group_per_row && s.work_items.reduction == ReductionStrategy::Subgroup;
+  const WorkItemSchedule& w = s.work_items;
+  const bool group_per_row = w.reduction != ReductionStrategy::Serial && s.lanes_reduce && w.local_size > 1;
+  const bool subgroups = group_per_row && w.reduction == ReductionStrategy::Subgroup;
   // A row's lanes (the last dim reduced, Schedule::vector_width) step several elements per trip.
   const int64_t lanes = s.lanes_reduce && s.vector_width > 1 ? s.vector_width : 1;
-  const int64_t step = (group_per_row ? s.work_items.local_size : 1) * lanes;
+  const int64_t step = (group_per_row ? w.local_size : 1) * lanes;
   const int64_t per_pass = (reduced + step - 1) / step;
   int64_t combine = 0;
   if (group_per_row) {
-    for (int64_t h = 1; h < (subgroups ? caps.subgroup_size : s.work_items.local_size); h *= 2) ++combine;
-    if (subgroups) combine += s.work_items.local_size / caps.subgroup_size;
+    for (int64_t h = 1; h < (subgroups ? caps.subgroup_size : w.local_size); h *= 2) ++combine;
+    if (subgroups) combine += w.local_size / caps.subgroup_size;
   }
   return items * (1 + (stages + 1) * per_pass * (1 + points_per_trip * helpers) + stages * combine);
 }

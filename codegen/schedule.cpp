@@ -163,45 +163,37 @@ std::string Schedule::str() const {
   return out;
 }
 
-std::optional<int64_t> Schedule::field(std::string_view name) const {
-#define KILN_COMMON_FIELD(type, n, init) \
-  if (name == #n) return static_cast<int64_t>(n);
-#include "kiln/codegen/schedule.def"
-  if (family == DeviceFamily::Cpu) {
-#define KILN_CPU_FIELD(type, n, init) \
-  if (name == #n) return static_cast<int64_t>(cpu.n);
-#include "kiln/codegen/schedule.def"
-  } else {
-#define KILN_WORK_ITEM_FIELD(type, n, init) \
-  if (name == #n) return static_cast<int64_t>(work_items.n);
-#include "kiln/codegen/schedule.def"
-  }
-  return std::nullopt;
-}
+namespace {
 
-bool Schedule::set_field(std::string_view name, int64_t value) {
+// Calls `fn(field)` on the field `name` of the common part or of `s`'s family part (a const
+// or mutable Schedule); false when there is no such field.
+template <class S, class Fn>
+bool with_field(S& s, std::string_view name, Fn fn) {
 #define KILN_COMMON_FIELD(type, n, init) \
-  if (name == #n) {                              \
-    n = static_cast<type>(value);         \
-    return true;                                \
-  }
+  if (name == #n) return fn(s.n), true;
 #include "kiln/codegen/schedule.def"
-  if (family == DeviceFamily::Cpu) {
+  if (s.family == DeviceFamily::Cpu) {
 #define KILN_CPU_FIELD(type, n, init) \
-  if (name == #n) {                              \
-    cpu.n = static_cast<type>(value);         \
-    return true;                                \
-  }
+  if (name == #n) return fn(s.cpu.n), true;
 #include "kiln/codegen/schedule.def"
   } else {
 #define KILN_WORK_ITEM_FIELD(type, n, init) \
-  if (name == #n) {                              \
-    work_items.n = static_cast<type>(value);         \
-    return true;                                \
-  }
+  if (name == #n) return fn(s.work_items.n), true;
 #include "kiln/codegen/schedule.def"
   }
   return false;
+}
+
+}  // namespace
+
+std::optional<int64_t> Schedule::field(std::string_view name) const {
+  int64_t value = 0;
+  if (!with_field(*this, name, [&](const auto& f) { value = static_cast<int64_t>(f); })) return std::nullopt;
+  return value;
+}
+
+bool Schedule::set_field(std::string_view name, int64_t value) {
+  return with_field(*this, name, [&](auto& f) { f = static_cast<std::remove_reference_t<decltype(f)>>(value); });
 }
 
 int64_t Schedule::task_grain() const {
@@ -300,6 +292,13 @@ void settle_row_walk(const Kernel& k, Schedule& s, const Capabilities& caps, std
 }
 
 namespace {
+
+// Domain points per task of the cpu's split: ~16K, enough to hide the scheduler, many per
+// core; one task (0) below 32K points in all.
+int64_t default_task_elements(const Schedule& s, const Capabilities& caps) {
+  const int64_t per = std::max<int64_t>(1, s.elements_per_iteration);
+  return caps.cores > 1 && s.iterations >= 2 && s.iterations * per >= (1 << 15) ? 1 << 14 : 0;
+}
 
 // A work-item device's geometry: a work-item per iteration, or a work-group per row when
 // rows reduce cooperatively in local memory.
@@ -468,15 +467,12 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // streams) to 256 KiB (a quarter of a core's L2: longer rows leave it before the passes
   // after the first read them, and the next row's lines would too). W3 ran 3.63 -> 2.95
   // ms, W4 2.46 -> 2.29 (benchmarks/RESULTS.md).
-  const int64_t row_bytes = s.elements_per_iteration * static_cast<int64_t>(widest_element(k));
   if (work_items) {
     default_work_items(k, s, caps);
   } else {
+    const int64_t row_bytes = s.elements_per_iteration * static_cast<int64_t>(widest_element(k));
     c.prefetch_rows = s.lanes_reduce && s.vector_width > 1 && row_bytes >= (4 << 10) && row_bytes <= (256 << 10);
-    // Tasks of at least ~16K elements: enough to hide the scheduler, many per core. Below
-    // 32K elements in all, one task.
-    const int64_t per = std::max<int64_t>(1, s.elements_per_iteration);
-    c.task_elements = caps.cores > 1 && s.iterations >= 2 && s.iterations * per >= (1 << 15) ? 1 << 14 : 0;
+    c.task_elements = default_task_elements(s, caps);
   }
   if (k.in_order && k.rows_independent && rank > 0) {
     // A row per iteration, walked in order by one lane; rows split across workers as an
@@ -485,13 +481,12 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     s.accumulators = 1;
     s.tile = k.domain[rank - 1];
     update_walk(k, s);
-    const int64_t row = std::max<int64_t>(1, s.elements_per_iteration);
     if (work_items) {
       w.local_size = std::min<int64_t>(64, std::max<int64_t>(1, caps.max_work_group));
       w.reduction = ReductionStrategy::Serial;
       place_work_items(s, caps, 1);
     } else {
-      c.task_elements = caps.cores > 1 && s.iterations >= 2 && s.iterations * row >= (1 << 15) ? 1 << 14 : 0;
+      c.task_elements = default_task_elements(s, caps);
     }
   } else if (k.in_order) {
     // One worker, one lane, the iterations in order (a tile is a run of the last dim).
