@@ -346,11 +346,12 @@ std::shared_ptr<const CompiledKernel> Jit::member(const KernelStore::Object& gro
 
 std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& s, DType t, const MicroKernelForm& form) {
   CanonicalWriter w;
-  // Only the register tile and the operands' form shape the code: products that block
-  // differently share it.
+  // Only the register tile, A's prefetch and the operands' form shape the code: products
+  // that block differently share it.
   w.bytes("gemm micro-kernel");
   w.bytes(dtype_name(t));
   w.bytes(fmt::format("mr {} nr {} vector {}", s.mr, s.nr, s.vector_width));
+  if (s.prefetch_a > 0) w.bytes(fmt::format("prefetch a {}", s.prefetch_a));
   // The forms' words as before the form had more than A in rows: cached entries stay valid.
   if (form.a_rows) w.bytes("a in rows");
   if (form.b_offsets) w.bytes("b at offsets");

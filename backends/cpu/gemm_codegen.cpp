@@ -84,6 +84,14 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
     return a_rows ? b.CreateGEP(elem, acol, b.CreateMul(b.getInt64(i), lda))
                   : b.CreateConstGEP1_64(elem, acol, static_cast<uint64_t>(i));
   };
+  // Packed A `prefetch_a` steps ahead, into L1 (read, high locality, data). Past the panel's
+  // end the address is the next tile's panel, or memory the product does not own: a
+  // prefetch never faults, and the GEP is not inbounds.
+  if (s.prefetch_a > 0 && !a_rows) {
+    llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(m.get(), llvm::Intrinsic::prefetch, {ptr});
+    b.CreateCall(prefetch, {b.CreateGEP(elem, acol, b.getInt64(int64_t{s.prefetch_a} * s.mr)), b.getInt32(0),
+                            b.getInt32(3), b.getInt32(1)});
+  }
   llvm::Function* fma = is_fp ? llvm::Intrinsic::getDeclaration(m.get(), llvm::Intrinsic::fmuladd, {vt}) : nullptr;
   std::vector<Value*> next(acc.size());
   for (int i = 0; i < s.mr; ++i) {

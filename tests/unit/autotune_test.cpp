@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/autotune/autotuner.h"
+#include "kiln/backends/cpu.h"
 #include "kiln/autotune/kernel_bench.h"
 #include "kiln/engine/compile.h"
 #include "kiln/engine/engine.h"
@@ -293,6 +294,48 @@ TEST(AutotuneVariants, ConvolutionWindowsReadInPlaceComputeWhatGatheringDoes) {
     }
   }
   EXPECT_EQ(checked, 10);
+}
+
+// The prefetch of packed A (GemmSchedule::prefetch_a) is in the micro-kernel's code where
+// the schedule asks for it, and changes no result: products of every dtype, with edge tiles
+// and several depth panels, and a convolution's windows read in place, each equal to the
+// product without it at every distance the knob offers, and one far past the panels' end.
+TEST(AutotuneVariants, PrefetchOfAChangesTheCodeNotTheProduct) {
+  Backend& b = backend_under_test();
+  if (b.capabilities().family == DeviceFamily::WorkItems) GTEST_SKIP() << "a cpu form of the product";
+  int checked = 0;
+  for (const char* text : {R"(graph @f32(%a: f32[37,300], %b: f32[300,45]) -> f32[37,45] {
+  %c = matmul %a, %b : f32[37,45]
+  return %c
+})",
+                           R"(graph @i32(%a: i32[9,70], %b: i32[70,33]) -> i32[9,33] {
+  %c = matmul %a, %b : i32[9,33]
+  return %c
+})",
+                           R"(graph @f64(%a: f64[5,3,20], %b: f64[5,20,7]) -> f64[5,3,7] {
+  %c = matmul %a, %b : f64[5,3,7]
+  return %c
+})",
+                           kWindowedConvs[0]}) {
+    for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
+      ASSERT_GT(g.schedule.prefetch_a, 0) << text << ": the cpu default prefetches A";
+      autotune::GemmBench bench(b, g);
+      kir::GemmSchedule without = g.schedule;
+      without.prefetch_a = 0;
+      without.kc = std::max<int64_t>(1, g.k / 3);  // several depth panels
+      const std::string want = bench.product(without);
+      EXPECT_EQ(cpu_gemm_llvm_ir(without, g.dtype).find("llvm.prefetch"), std::string::npos) << text;
+      for (int distance : {16, 64, 256, 100000}) {
+        kir::GemmSchedule with = without;
+        with.prefetch_a = distance;
+        EXPECT_NE(cpu_gemm_llvm_ir(with, g.dtype).find("llvm.prefetch"), std::string::npos) << text;
+        const std::optional<std::string> diff = autotune::compare_products(g.dtype, want, bench.product(with));
+        EXPECT_FALSE(diff) << text << with.str() << ": " << *diff;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 16);
 }
 
 // The windows are read in place by default only where tiles along a line waste little: a

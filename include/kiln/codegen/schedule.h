@@ -185,6 +185,11 @@ struct GemmSchedule {
   int64_t serial_below = 1 << 18;
   int threads = 0;  // cpu: most workers the tasks (and B's packing) run on (0: every core)
   int windows_in_place = 0;  // cpu, convolutions: 1 reads B from a padded copy of the input
+  /// cpu: steps of the depth ahead of the current one at which the micro-kernel prefetches
+  /// packed A into L1 (0: none). A's panels are contiguous, one after the other, so the
+  /// prefetch runs on into the next tile's panel; weights too large for the caches stream
+  /// from memory, which the hardware prefetcher alone leaves the micro-kernel waiting on.
+  int prefetch_a = 0;
   // ---- work-group tiling (GPU backends; 0 on cpu) ----
   int64_t group_m = 0;  // rows of C per work-group: a multiple of mr
   int64_t group_n = 0;  // columns of C per work-group: a multiple of nr
