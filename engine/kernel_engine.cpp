@@ -51,6 +51,8 @@ std::string dump_stages_of_every_kind() {
 
 struct Executable {
   std::string canonical;
+  /// The long literals `canonical` holds digests of (CanonicalWriter::literals), weakly.
+  std::vector<std::weak_ptr<const std::vector<Scalar>>> literals;
   std::string label;  // "@name hash": the graph, as the profiler and dumps name it
   LaunchPlan plan;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels;  // per plan kernel
@@ -268,13 +270,15 @@ class KernelEngine final : public Engine {
     const Hash128 h = w.hash();
     {
       std::lock_guard lock(mutex_);
-      if (std::shared_ptr<const Executable>* hit = plans_.find(h); hit && (*hit)->canonical == w.str()) {
+      if (std::shared_ptr<const Executable>* hit = plans_.find(h);
+          hit && (*hit)->canonical == w.str() && literals_match((*hit)->literals, w.literals())) {
         runtime_counters().plan_hits++;
         return *hit;
       }
     }
     runtime_counters().plan_misses++;
     auto exe = std::make_shared<Executable>();
+    exe->literals.assign(w.literals().begin(), w.literals().end());
     exe->canonical = w.take();
     const Dumper& dump = Dumper::get();
     const std::string stem = h.hex().substr(0, 16);

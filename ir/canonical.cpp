@@ -1,15 +1,90 @@
 // ir/canonical.cpp - the canonical serialization of graphs and attributes.
 #include "kiln/ir/canonical.h"
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "kiln/ir/custom_kernel.h"
 
 namespace kiln {
+namespace {
+
+// A scalar's canonical words: its kind, then its exact bits.
+std::pair<uint64_t, uint64_t> scalar_words(const Scalar& s) {
+  return {s.is_int() ? 1 : 2, s.is_int() ? static_cast<uint64_t>(s.as_int()) : std::bit_cast<uint64_t>(s.as_double())};
+}
+
+std::atomic<uint64_t> digests_computed{0};
+
+// Digests by the literal's address, each with a weak reference to the literal it was
+// computed for: an address whose literal has died and been reused holds another one.
+class LiteralDigests {
+ public:
+  static LiteralDigests& instance() {
+    static auto* digests = new LiteralDigests();  // never destroyed: graphs are keyed during exit
+    return *digests;
+  }
+  std::optional<Hash128> find(const LiteralValues& values) {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(values.get());
+    if (it == entries_.end() || it->second.literal.lock() != values) return std::nullopt;
+    return it->second.digest;
+  }
+  void add(const LiteralValues& values, Hash128 digest) {
+    std::lock_guard lock(mutex_);
+    entries_[values.get()] = {values, digest};
+    // The dead ones go when the map has doubled since the last sweep.
+    if (entries_.size() < 2 * swept_size_) return;
+    std::erase_if(entries_, [](const auto& e) { return e.second.literal.expired(); });
+    swept_size_ = std::max<size_t>(entries_.size(), 64);
+  }
+
+ private:
+  struct Entry {
+    std::weak_ptr<const std::vector<Scalar>> literal;
+    Hash128 digest;
+  };
+  std::mutex mutex_;
+  std::unordered_map<const void*, Entry> entries_;
+  size_t swept_size_ = 64;
+};
+
+}  // namespace
+
+Hash128 literal_digest(const LiteralValues& values) {
+  if (std::optional<Hash128> known = LiteralDigests::instance().find(values)) return *known;
+  CanonicalWriter w;
+  w.reserve(values->size() * 16);
+  for (const Scalar& s : *values) w.scalar(s);
+  const Hash128 digest = w.hash();
+  digests_computed++;
+  LiteralDigests::instance().add(values, digest);
+  return digest;
+}
+
+uint64_t literal_digests_computed() { return digests_computed.load(); }
+
+bool literals_match(std::span<const std::weak_ptr<const std::vector<Scalar>>> kept, std::span<const LiteralValues> now) {
+  if (kept.size() != now.size()) return false;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const LiteralValues old = kept[i].lock();
+    if (!old) return false;
+    if (old == now[i]) continue;
+    if (old->size() != now[i]->size()) return false;
+    for (size_t j = 0; j < old->size(); ++j)
+      if (scalar_words((*old)[j]) != scalar_words((*now[i])[j])) return false;
+  }
+  return true;
+}
 
 void CanonicalWriter::scalar(const Scalar& s) {
-  u64(s.is_int() ? 1 : 2);
-  u64(s.is_int() ? static_cast<uint64_t>(s.as_int()) : std::bit_cast<uint64_t>(s.as_double()));
+  const auto [kind, bits] = scalar_words(s);
+  u64(kind);
+  u64(bits);
 }
 
 void CanonicalWriter::attrs(const Attrs& a) {
@@ -23,8 +98,15 @@ void CanonicalWriter::attrs(const Attrs& a) {
     for (int64_t x : v.ints) i64(x);
     scalar(v.scalar);
     u64(v.scalars ? v.scalars->size() + 1 : 0);
-    if (v.scalars)
+    if (v.scalars && v.scalars->size() > kLiteralDigestAbove) {
+      // The count above already tells a digest (long) from values (short).
+      const Hash128 digest = literal_digest(v.scalars);
+      u64(digest.lo);
+      u64(digest.hi);
+      literals_.push_back(v.scalars);
+    } else if (v.scalars) {
       for (const Scalar& s : *v.scalars) scalar(s);
+    }
     bytes(v.custom ? v.custom->digest : std::string());
   }
 }
