@@ -41,14 +41,20 @@ void write_output(const std::string& path, const std::string& text);
 /// imported with its weights inline). Throws kiln::Error with the diagnostic.
 Graph load_graph(const std::string& path);
 
+/// How an ONNX model's weights enter its graph: constants (what `kiln run` runs by
+/// default), or parameters after the model's inputs, bound to the model's weights (what
+/// onnx::load gives a C++ program: onnx::Model). They compile to different kernels.
+enum class OnnxWeights { Inline, Parameters };
+
 /// What a command runs a graph with: `--input NAME=FILE.npy` and `--input-shape NAME=2x3`
-/// (each repeatable), and the seed of the inputs no file gives.
+/// (each repeatable), the seed of the inputs no file gives, and `--weights`.
 struct InputOptions {
   std::vector<std::string> files;
   std::vector<std::string> shapes;
   int64_t seed = 0;
+  OnnxWeights weights = OnnxWeights::Inline;
 };
-/// `--seed`, `--input` and `--input-shape` on `sub`.
+/// `--seed`, `--input`, `--input-shape` and `--weights` on `sub`.
 void add_input_options(CLI::App* sub, InputOptions& options);
 
 /// A graph to run, and the names its parameters answer to besides their SSA names: for an
@@ -61,9 +67,13 @@ struct RunnableGraph {
   Graph graph;
   std::vector<std::string> source_names;  // one per parameter; "" where there is none
   std::map<std::string, InputFile> files;  // the --input files, read once, by the name given
+  /// The values of the last weights.size() parameters: an ONNX model's weights, as
+  /// parameters (OnnxWeights::Parameters).
+  std::vector<std::shared_ptr<const HostTensor>> weights;
 };
 /// load_graph, where an ONNX model's symbolic dims take their sizes from `--input-shape`,
-/// else from the shape of the `--input` file given for that input.
+/// else from the shape of the `--input` file given for that input, and its weights are
+/// constants or parameters as `options.weights` says.
 RunnableGraph load_runnable(const std::string& path, const InputOptions& options);
 
 /// The parameters of `g`: the .npy files that `--input` names (by SSA or model name), seeded

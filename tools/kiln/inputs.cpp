@@ -97,12 +97,13 @@ RunnableGraph load_runnable(const std::string& path, const InputOptions& options
     } else if (!options.shapes.empty()) {
       throw Error("error: --input-shape sizes symbolic dims; this graph has none");
     }
-    RunnableGraph g{std::move(graph), {}, std::move(files)};
+    RunnableGraph g{std::move(graph), {}, std::move(files), {}};
     g.source_names.assign(g.graph.inputs().size(), "");
     return g;
   }
   onnx::ImportOptions import;
-  import.weights = onnx::Weights::Inline;  // every parameter left is one of the model's inputs
+  // Inline: every parameter left is one of the model's inputs.
+  import.weights = options.weights == OnnxWeights::Inline ? onnx::Weights::Inline : onnx::Weights::Parameters;
   // A file sizes the symbolic dims of the model input it names (an SSA name sizes nothing:
   // importer options take the model's names).
   for (const auto& [name, file] : files) import.input_shapes[name] = file.value.shape();
@@ -111,7 +112,7 @@ RunnableGraph load_runnable(const std::string& path, const InputOptions& options
     import.input_shapes[name] = parse_shape(shape);
   }
   onnx::Model model = onnx::load(path, import);
-  RunnableGraph g{std::move(model.graph), std::move(model.input_names), std::move(files)};
+  RunnableGraph g{std::move(model.graph), std::move(model.input_names), std::move(files), std::move(model.weights)};
   g.source_names.resize(g.graph.inputs().size());
   return g;
 }
@@ -125,6 +126,11 @@ std::vector<HostTensor> make_inputs(const RunnableGraph& rg, int64_t seed) {
     const std::string& source = i < rg.source_names.size() ? rg.source_names[i] : std::string();
     auto it = files.find(in.name);
     if (it == files.end() && !source.empty()) it = files.find(source);
+    const size_t first_weight = g.inputs().size() - rg.weights.size();
+    if (it == files.end() && i >= first_weight) {
+      inputs.push_back(HostTensor(*rg.weights[i - first_weight]));
+      continue;
+    }
     if (it == files.end()) {
       inputs.push_back(random_input(in.type, seed, i));
       continue;
@@ -158,6 +164,13 @@ void add_input_options(CLI::App* sub, InputOptions& options) {
                   "The shape of an input with symbolic dims (an ONNX model's, or IR text's f32[n,768]) where no "
                   "--input file gives it (repeatable)")
       ->type_name("NAME=2x3x4");
+  sub->add_option_function<std::string>(
+         "--weights",
+         [&options](const std::string& w) { options.weights = w == "params" ? OnnxWeights::Parameters : OnnxWeights::Inline; },
+         "An ONNX model's weights as constants of its graph (inline), or as parameters bound to them (params: as "
+         "onnx::load runs the model in a C++ program; other kernels)")
+      ->check(CLI::IsMember({"inline", "params"}))
+      ->default_str("inline");
 }
 
 }  // namespace kiln::cli
