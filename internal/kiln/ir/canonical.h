@@ -4,8 +4,8 @@
 // an entry by a 128-bit hash of a canonical byte string and compares that string on a hit,
 // so a collision can never return the wrong entry. (Long literals are written as digests;
 // their cache, the plan cache, compares the literals themselves on a hit: literals_match.)
-// The string is built here and nowhere else: each field is fixed-width or length-prefixed, so two different inputs never
-// serialize alike (no "ab" + "c" == "a" + "bc").
+// The string is built here and nowhere else: each field is fixed-width or length-prefixed,
+// so two different inputs never serialize alike (no "ab" + "c" == "a" + "bc").
 #pragma once
 
 #include <cstdint>
@@ -58,10 +58,10 @@ class CanonicalWriter {
 /// every call of the graph, where the call itself took 22 ms).
 inline constexpr size_t kLiteralDigestAbove = 256;
 
-/// The 128-bit digest of a literal's values (kind and exact bits of each, as
-/// CanonicalWriter::scalar writes them), computed once per literal while it lives: memoized
-/// by its address, and a weak reference that tells when the address holds another literal.
-/// Equal values give equal digests, whichever literal holds them.
+/// The 128-bit digest of a literal's values (the kind and exact bits of each, as
+/// CanonicalWriter::scalar writes them, hashed in blocks), computed once per literal while
+/// it lives: memoized by its address, with a weak reference that tells when the address
+/// holds another literal. Equal values give equal digests, whichever literal holds them.
 Hash128 literal_digest(const LiteralValues& values);
 /// How many digests literal_digest has computed in this process (tests: a graph keyed twice
 /// computes its literals' digests once).
@@ -75,9 +75,8 @@ bool literals_match(std::span<const std::weak_ptr<const std::vector<Scalar>>> ke
 
 /// What `g` computes, in node order: op, type, operands and attributes of every node, then
 /// the outputs. Long literals are written as digests (CanonicalWriter::attrs). Names and
-/// source locations are left out, and so is the `value` of every
-/// `scalar` node: it is bound at launch, so a loop whose learning rate changes every step
-/// has one canonical form.
+/// source locations are left out, and so is the `value` of every `scalar` node: it is bound
+/// at launch, so a loop whose learning rate changes every step has one canonical form.
 void write_canonical(CanonicalWriter& w, const Graph& g);
 
 /// The `value` of each `scalar` node of `g`, by slot (slots no node uses hold 0).
