@@ -360,6 +360,7 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   add(knobs, "mc", mcs, base.mc);
   if (g.im2col && windows_in_place_legal(*g.im2col)) add(knobs, "windows_in_place", {0, 1}, base.windows_in_place);
   if (g.k > 1) add(knobs, "prefetch_a", {0, 16, 64, 256}, base.prefetch_a);
+  if (g.n > base.nr) add(knobs, "prefetch_b", {0, 1}, base.prefetch_b);
   // Fewer workers than cores, as for kernels: a product that splits into tasks may run
   // faster on fewer when the cores share their caches or other work.
   const int64_t tasks = g.batch.numel() * ((g.m + base.mc - 1) / base.mc) * ((g.n + base.nc - 1) / base.nc);
@@ -391,6 +392,7 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   s.threads = static_cast<int>(setting(v, "threads").value_or(s.threads));
   s.windows_in_place = static_cast<int>(setting(v, "windows_in_place").value_or(s.windows_in_place));
   s.prefetch_a = static_cast<int>(setting(v, "prefetch_a").value_or(s.prefetch_a));
+  s.prefetch_b = static_cast<int>(setting(v, "prefetch_b").value_or(s.prefetch_b));
   if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
   if (auto kc = setting(v, "kc")) s.kc = *kc;
   // Blocks stay whole register tiles, and a multiple of what they were: the default cuts the

@@ -641,7 +641,18 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, const Mi
           pack_b(bpos + jp * s.nr, brs, 1, depth, w, s.nr, bp);
           bpanel = bp;
         }
-        for (int64_t ip = 0; ip < rpanels; ++ip) run_tile(micro.tile, s.nr, ip, p0, depth, j0 + jp * s.nr, w, bpanel, &ldb);
+        // B's next micro-panel, a slice per row panel, into L2 (GemmSchedule::prefetch_b).
+        const char* next = s.prefetch_b > 0 && packed_b && jp + 1 < cpanels
+                               ? reinterpret_cast<const char*>(bblock + (jp + 1) * s.nr * depth)
+                               : nullptr;
+        const int64_t next_bytes = s.nr * depth * static_cast<int64_t>(sizeof(T));
+        const int64_t slice = (next_bytes / rpanels + 63) / 64 * 64;
+        for (int64_t ip = 0; ip < rpanels; ++ip) {
+          if (next)
+            for (int64_t at = ip * slice; at < std::min(next_bytes, (ip + 1) * slice); at += 64)
+              __builtin_prefetch(next + at, 0, 2);
+          run_tile(micro.tile, s.nr, ip, p0, depth, j0 + jp * s.nr, w, bpanel, &ldb);
+        }
       }
     }
     if (block_done) (*block_done)(bi * m + i0, bi * m + i0 + rows, j0, j0 + cols);

@@ -297,7 +297,7 @@ TEST(AutotuneVariants, ConvolutionWindowsReadInPlaceComputeWhatGatheringDoes) {
 }
 
 // The prefetch of packed A (GemmSchedule::prefetch_a) is in the micro-kernel's code where
-// the schedule asks for it, and changes no result: products of every dtype, with edge tiles
+// the schedule asks for it, and it and B's (prefetch_b) change no result: products of every dtype, with edge tiles
 // and several depth panels, and a convolution's windows read in place, each equal to the
 // product without it at every distance the knob offers, and one far past the panels' end.
 TEST(AutotuneVariants, PrefetchOfAChangesTheCodeNotTheProduct) {
@@ -319,15 +319,18 @@ TEST(AutotuneVariants, PrefetchOfAChangesTheCodeNotTheProduct) {
                            kWindowedConvs[0]}) {
     for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
       ASSERT_GT(g.schedule.prefetch_a, 0) << text << ": the cpu default prefetches A";
+      EXPECT_EQ(g.schedule.prefetch_b, 1) << text << ": and B";
       autotune::GemmBench bench(b, g);
       kir::GemmSchedule without = g.schedule;
       without.prefetch_a = 0;
+      without.prefetch_b = 0;
       without.kc = std::max<int64_t>(1, g.k / 3);  // several depth panels
       const std::string want = bench.product(without);
       EXPECT_EQ(cpu_gemm_llvm_ir(without, g.dtype).find("llvm.prefetch"), std::string::npos) << text;
       for (int distance : {16, 64, 256, 100000}) {
         kir::GemmSchedule with = without;
         with.prefetch_a = distance;
+        with.prefetch_b = distance == 64 ? 1 : 0;
         EXPECT_NE(cpu_gemm_llvm_ir(with, g.dtype).find("llvm.prefetch"), std::string::npos) << text;
         const std::optional<std::string> diff = autotune::compare_products(g.dtype, want, bench.product(with));
         EXPECT_FALSE(diff) << text << with.str() << ": " << *diff;

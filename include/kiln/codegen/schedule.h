@@ -190,6 +190,10 @@ struct GemmSchedule {
   /// prefetch runs on into the next tile's panel; weights too large for the caches stream
   /// from memory, which the hardware prefetcher alone leaves the micro-kernel waiting on.
   int prefetch_a = 0;
+  /// cpu: 1 spreads the prefetch of B's next packed micro-panel into L2 over the calls of the
+  /// micro-kernel on the current one (B packed once: a weight streamed from memory, as a
+  /// language model's are at every call), 0 leaves it to the hardware.
+  int prefetch_b = 0;
   // ---- work-group tiling (GPU backends; 0 on cpu) ----
   int64_t group_m = 0;  // rows of C per work-group: a multiple of mr
   int64_t group_n = 0;  // columns of C per work-group: a multiple of nr
