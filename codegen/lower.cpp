@@ -414,7 +414,7 @@ class Lowering {
   /// and each work-item of a GPU's would walk the whole depth (fuzz: a 1 x 287625 x 3
   /// product past lavapipe's loop budget).
   static constexpr int64_t kGemmContractionSide = 8;
-  void add_kernel(KernelBuilder& b) {
+  void add_kernel(KernelBuilder& b, std::optional<int> columns_from = std::nullopt) {
     kir::Kernel k = b.finish();
     LaunchPlan::Step step;
     std::optional<LaunchPlan::Gemm> gemm = kir::gemm_of_contraction(k);
@@ -429,6 +429,11 @@ class Lowering {
     step.kernel = static_cast<int32_t>(plan_.kernels.size());
     step.bindings = b.bindings();
     step.scalar_bindings = b.scalar_bindings();
+    // A reduction's rows are what its schedules walk in lanes: without dims of one point and
+    // with contiguous neighbours merged they are as long as the data allows. So are a GEMM
+    // epilogue's, whose rows stay apart from the product's columns (`columns_from`); other
+    // elementwise kernels keep the graph's dims (merge_rows is their schedule's choice).
+    if (k.customs.empty() && (k.has_reduction() || columns_from)) k = kir::coalesce_dims(k, columns_from.value_or(0));
     plan_.kernels.push_back(std::move(k));
     plan_.steps.push_back(std::move(step));
   }
@@ -1414,7 +1419,14 @@ void Lowering::lower_epilogue(int32_t k, ValueId mm, const std::vector<bool>& me
   std::vector<ValueId> apart;
   for (ValueId v : outputs)
     if (!b.store(g_, v, mp_.buffer_of[v])) apart.push_back(v);
-  if (!b.finish_empty()) add_kernel(b);
+  // The product's columns: a matmul's last dim, a convolution's output positions. A row of
+  // 14 positions (a 14x14 plane) is less than a 16-lane vector and would run lane by lane;
+  // the plane's 196 fill 12 vectors.
+  std::optional<int> columns_from;
+  const Node& product = g_.node(mm);
+  if (domain == product.type.shape && (product.op == OpKind::Matmul || product.op == OpKind::Conv))
+    columns_from = product.op == OpKind::Conv ? std::min(2, domain.rank()) : domain.rank() - 1;
+  if (!b.finish_empty()) add_kernel(b, columns_from);
   for (ValueId v : apart) copy_kernel(v, mp_.buffer_of[v], g_.type(v).dtype, member);
 }
 

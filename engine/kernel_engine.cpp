@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 #include <mutex>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -632,6 +633,36 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
     const kir::Schedule merged = s;
     if (auto rows = kir::apply_variant(plan.kernels[k], merged, kir::Variant{{{"merge_rows", 0}}}, caps)) s = *rows;
     if (gemm_epilogue_iterations_per_row(plan, i) <= 0) s = merged;
+  }
+  // And its tiles cut the product's rows where the GEMM's blocks of columns can start:
+  // kir::coalesce_dims makes a convolution's output plane one row (56x56: 3136 positions),
+  // and a block of C is fused with the epilogue's iterations only where it starts and ends
+  // where they do. Tiles of at most kEpilogueTile that divide the row, whole lines of the
+  // output where the GEMM walks the windows by lines, whole vectors where they can be.
+  constexpr int64_t kEpilogueTile = 512;
+  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
+    if (!plan.steps[i].is_gemm() || plan.steps[i + 1].kernel < 0) continue;
+    const auto k = static_cast<size_t>(plan.steps[i + 1].kernel);
+    const kir::Kernel& kernel = plan.kernels[k];
+    kir::Schedule& s = plan.schedules[k];
+    const int rank = kernel.domain.rank();
+    if (s.lanes_reduce || s.cpu.merge_rows || rank == 0) continue;
+    const int64_t row = kernel.domain[rank - 1];
+    if (row <= kEpilogueTile) continue;
+    const LaunchPlan::Gemm& product = plan.steps[i].gemm;
+    const int64_t line = product.im2col ? std::max<int64_t>(1, product.im2col->out.back()) : 1;
+    auto largest = [&](int64_t unit) {
+      for (int64_t t = kEpilogueTile / unit * unit; t >= unit; t -= unit)
+        if (row % t == 0) return t;
+      return int64_t{0};
+    };
+    int64_t tile = largest(std::lcm<int64_t>(line, std::max(1, s.vector_width)));
+    if (tile == 0) tile = largest(line);
+    if (tile == 0 || tile == s.tile) continue;
+    const kir::Schedule before = s;
+    s.tile = tile;
+    kir::update_walk(kernel, s);
+    if (gemm_epilogue_iterations_per_row(plan, i) <= 0) s = before;
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     LaunchPlan::Step& step = plan.steps[i];

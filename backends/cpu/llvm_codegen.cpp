@@ -1055,6 +1055,19 @@ void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, c
         },
         sched_.cpu.vector_unroll);
   }
+  // A reduced row's steps are `accumulators` vectors wide: what they leave is walked a vector
+  // at a time before the lanes one by one (a row of 49 in 16-lane registers, two chains: 32
+  // + 16 + 1 lanes, not 32 + 17).
+  const auto vector = static_cast<unsigned>(std::max(1, sched_.vector_width));
+  if (width_ > vector && vector > 1 && !wide_sums_) {
+    Value* n = b_.CreateSub(hi, split);
+    Value* to = b_.CreateAdd(split, b_.CreateMul(b_.CreateSDiv(n, i64(vector)), i64(vector)));
+    loop(split, to, i64(vector), [&](Value* i) {
+      dims[static_cast<size_t>(lane_dim_)] = i;
+      body(vector, dims);
+    });
+    split = to;
+  }
   loop(split, hi, i64(1), [&](Value* i) {
     if (lane_dim_ >= 0) dims[static_cast<size_t>(lane_dim_)] = i;
     body(1, dims);
@@ -1182,7 +1195,9 @@ void KernelEmitter::emit_point_rows(Value* it) {
       std::map<Ref, Value*> out;
       llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
       b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
-      std::map<Ref, llvm::AllocaInst*> vacc, sacc;
+      std::map<Ref, llvm::AllocaInst*> vacc, macc, sacc;  // width_, vector_width and one lane
+      const auto vector = static_cast<unsigned>(std::max(1, sched_.vector_width));
+      const bool middle = width_ > vector && vector > 1;  // lane_walk's steps of one vector
       std::map<Ref, ArgState> arg;
       for (Ref r : run) {
         const Inst& in = k_.insts[static_cast<size_t>(r)];
@@ -1191,6 +1206,7 @@ void KernelEmitter::emit_point_rows(Value* it) {
           arg[r] = {b_.CreateAlloca(reg_type(vt)), b_.CreateAlloca(b_.getInt64Ty()), b_.CreateAlloca(b_.getInt1Ty())};
         } else {
           vacc[r] = b_.CreateAlloca(vec_type(reg_type(acc_type(in)), width_));
+          if (middle) macc[r] = b_.CreateAlloca(vec_type(reg_type(acc_type(in)), vector));
           sacc[r] = b_.CreateAlloca(reg_type(acc_type(in)));
         }
       }
@@ -1203,6 +1219,7 @@ void KernelEmitter::emit_point_rows(Value* it) {
           b_.CreateStore(llvm::Constant::getNullValue(arg[r].value->getAllocatedType()), arg[r].value);
         } else {
           b_.CreateStore(identity(in, width_), vacc[r]);
+          if (middle) b_.CreateStore(identity(in, vector), macc[r]);
           b_.CreateStore(identity(in, 1), sacc[r]);
         }
       }
@@ -1220,7 +1237,7 @@ void KernelEmitter::emit_point_rows(Value* it) {
             const DType at = acc_type(in);
             Value* x = vector_of(c, get(c, in.args[0]));
             x = emit_cast(x, in.type, at);
-            llvm::AllocaInst* acc = w == 1 ? sacc[r] : vacc[r];
+            llvm::AllocaInst* acc = w == 1 ? sacc[r] : w == width_ ? vacc[r] : macc.at(r);
             b_.CreateStore(combine(in, b_.CreateLoad(acc->getAllocatedType(), acc), x), acc);
           }
         });
@@ -1232,6 +1249,7 @@ void KernelEmitter::emit_point_rows(Value* it) {
           continue;
         }
         Value* v = horizontal(in, b_.CreateLoad(vacc[r]->getAllocatedType(), vacc[r]));
+        if (middle) v = combine(in, v, horizontal(in, b_.CreateLoad(macc[r]->getAllocatedType(), macc[r])));
         v = combine(in, v, b_.CreateLoad(sacc[r]->getAllocatedType(), sacc[r]));
         out[r] = emit_cast(v, acc_type(in), in.type);
       }

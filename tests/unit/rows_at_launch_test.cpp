@@ -55,8 +55,9 @@ TEST(RowsAtLaunch, TheClassOfEverySizeIsOneText) {
   EXPECT_NE(ga.kernel.str().find("over [$0 <= 2147483648, reduce 24]"), std::string::npos) << ga.kernel.str();
 }
 
-// A batch of one keeps its leading 1 in the domain: the rows are the dim after it.
-TEST(RowsAtLaunch, TheRowsOfABatchOfOneAreItsSecondDim) {
+// A batch of one is no dim of a reduction's kernel (kir::coalesce_dims): its rows are the
+// sequence's, bound at launch as any batch's.
+TEST(RowsAtLaunch, ABatchOfOneIsNoDimOfTheKernel) {
   const Capabilities caps;
   auto kernel = [](int64_t t) {
     return test::only_kernel(fmt::format(
@@ -68,12 +69,13 @@ TEST(RowsAtLaunch, TheRowsOfABatchOfOneAreItsSecondDim) {
         t));
   };
   const kir::Kernel a = kernel(5), b = kernel(61);
-  ASSERT_EQ(kir::rows_dim(a), 1);
+  ASSERT_EQ(a.domain_str(), "[5, reduce 24]");
+  ASSERT_EQ(kir::rows_dim(a), 0);
   ASSERT_FALSE(kir::rows_at_launch_refusal(a, schedule_for(a, caps), caps));
   const kir::RowsAtLaunch ga = kir::rows_at_launch(a, schedule_for(a, caps));
   EXPECT_EQ(ga.kernel.str(false), kir::rows_at_launch(b, schedule_for(b, caps)).kernel.str(false));
-  EXPECT_NE(ga.kernel.str().find("over [1, $0 <= 2147483648, reduce 24]"), std::string::npos) << ga.kernel.str();
-  EXPECT_EQ(kir::rows_dim(ga.kernel), 1);
+  EXPECT_NE(ga.kernel.str().find("over [$0 <= 2147483648, reduce 24]"), std::string::npos) << ga.kernel.str();
+  EXPECT_EQ(kir::rows_dim(ga.kernel), 0);
 }
 
 TEST(RowsAtLaunch, ThirtyTwoBitPositionsBoundTheClassWhereTheyStillFit) {

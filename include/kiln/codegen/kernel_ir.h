@@ -136,6 +136,18 @@ Kernel merge_rows(const Kernel& k);
 /// would become a gather. False where merged_row_dim(k) < 0.
 bool merge_keeps_positions_affine(const Kernel& k);
 
+/// `k` over a domain without its dims of one point (but one of each kind, kept and reduced,
+/// that it has) and with neighbouring dims of the same kind merged into one (row-major)
+/// where every load and store offset and every compared position steps along the outer by
+/// what it steps over the whole inner: the same points and values, positions affine as
+/// before, rows as long as the memory allows (a pooled [1, 576, 1, 1]'s 1x1 convolution over
+/// [1, 1, 144, 1, reduce 576, reduce 1, reduce 1, 1] becomes [144, reduce 576]). `k` itself
+/// where nothing merges, and for kernels that walk in order, horizontal ones and ones with
+/// rows bound at launch. Dims before `apart` never merge with dims from it on (a GEMM's
+/// epilogue keeps its rows apart from the product's columns, by which it runs on the
+/// product's blocks).
+Kernel coalesce_dims(const Kernel& k, int apart = 0);
+
 /// Drops the instructions no store needs and renumbers the rest (in order).
 void remove_dead_instructions(Kernel& k);
 
