@@ -222,6 +222,7 @@ class KernelEmitter {
     return b_.CreateAdd(splat, llvm::ConstantVector::get(lanes));
   }
   Val compute(Ctx& c, Ref r);
+  std::optional<Val> lane_threshold_compare(Ctx& c, const Inst& in, const std::vector<Val>& args);
   Value* emit_op(OpKind op, DType t, DType arg_type, const std::vector<Value*>& a);
   Value* emit_cast(Value* x, DType from, DType to);
   Value* emit_rand(Value* index, int64_t seed, DType t);
@@ -880,6 +881,7 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
     if (in.op == OpKind::Mul && x.kind == Val::Affine && yi.code == Code::Const)
       return {b_.CreateMul(x.v, y.v), Val::Affine, x.stride * yi.literal.as_int()};
   }
+  if (std::optional<Val> mask = lane_threshold_compare(c, in, args)) return *mask;
   std::vector<Value*> vals;
   for (const Val& a : args) vals.push_back(uniform ? a.v : vector_of(c, a));
   const Val::Kind kind = uniform ? Val::Uniform : Val::Vector;
@@ -897,6 +899,38 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
     default: break;
   }
   KILN_ASSERT(false, "unhandled Kernel IR instruction");
+}
+
+// An order compare of two positions affine along the lanes (a padded window's
+// `0 <= w + kw - p < W`, computed for every tap) holds on the lanes on one side of a
+// threshold: x OP y is e + d*l OP 0 for lane l, with d the difference of their strides. The
+// threshold is computed once in scalar code and the mask is one compare of 32-bit lane
+// numbers with it, where the vector of 64-bit positions and its compare (with the packing
+// that narrows it to a mask, about 15 instructions on AVX2) were emitted per tap.
+std::optional<Val> KernelEmitter::lane_threshold_compare(Ctx& c, const Inst& in, const std::vector<Val>& args) {
+  if (in.code != Code::Op || in.type != DType::Bool || args.size() != 2 || c.w == 1) return std::nullopt;
+  if (in.op != OpKind::Lt && in.op != OpKind::Le && in.op != OpKind::Gt && in.op != OpKind::Ge) return std::nullopt;
+  if (k_.insts[static_cast<size_t>(in.args[0])].type != DType::I64) return std::nullopt;
+  const Val& x = args[0];
+  const Val& y = args[1];
+  if (x.kind == Val::Vector || y.kind == Val::Vector || (x.kind == Val::Uniform && y.kind == Val::Uniform)) return std::nullopt;
+  // x OP y as d*l < bound: lt is e + d*l < 0, le adds one to the bound, gt and ge are lt and
+  // le of the negated sides.
+  const bool greater = in.op == OpKind::Gt || in.op == OpKind::Ge;
+  const int64_t d = greater ? y.stride - x.stride : x.stride - y.stride;
+  Value* e = greater ? b_.CreateSub(y.v, x.v) : b_.CreateSub(x.v, y.v);
+  Value* bound = b_.CreateNeg(e);
+  if (in.op == OpKind::Le || in.op == OpKind::Ge) bound = b_.CreateAdd(bound, i64(1));
+  if (d == 0) return Val{b_.CreateICmpSGT(bound, i64(0)), Val::Uniform};
+  // d > 0: l < ceil(bound / d); d < 0: l > floor(-bound / -d), l >= that + 1. Thresholds
+  // past the vector are clamped into [-1, w] before they are narrowed to 32 bits.
+  Value* t = d > 0 ? ceil_div(bound, d) : b_.CreateAdd(floor_div(b_.CreateNeg(bound), -d), i64(1));
+  t = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, t, i64(c.w)), i64(-1));
+  Value* threshold = b_.CreateVectorSplat(c.w, b_.CreateTrunc(t, b_.getInt32Ty()));
+  std::vector<llvm::Constant*> lanes;
+  for (unsigned l = 0; l < c.w; ++l) lanes.push_back(b_.getInt32(l));
+  Value* lane = llvm::ConstantVector::get(lanes);
+  return Val{d > 0 ? b_.CreateICmpSLT(lane, threshold) : b_.CreateICmpSGE(lane, threshold), Val::Vector};
 }
 
 void KernelEmitter::plan_row_cache() {
