@@ -634,13 +634,14 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
     if (auto rows = kir::apply_variant(plan.kernels[k], merged, kir::Variant{{{"merge_rows", 0}}}, caps)) s = *rows;
     if (gemm_epilogue_iterations_per_row(plan, i) <= 0) s = merged;
   }
-  // And its tiles cut the product's rows where the GEMM's blocks of columns can start:
-  // kir::coalesce_dims makes a convolution's output plane one row (56x56: 3136 positions),
-  // and a block of C is fused with the epilogue's iterations only where it starts and ends
-  // where they do. Tiles of at most kEpilogueTile that divide the row, whole lines of the
-  // output where the GEMM walks the windows by lines, whole vectors where they can be.
+  // And, on the cpu, its tiles cut the product's rows where the GEMM's blocks of columns can
+  // start: kir::coalesce_dims makes a convolution's output plane one row (56x56: 3136
+  // positions), and a block of C is fused with the epilogue's iterations only where it
+  // starts and ends where they do. Tiles of at most kEpilogueTile that divide the row, whole
+  // lines of the output where the GEMM walks the windows by lines, whole vectors where they
+  // can be. (Work-item devices place the epilogue's points by their own geometry.)
   constexpr int64_t kEpilogueTile = 512;
-  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
+  for (size_t i = 0; i + 1 < plan.steps.size() && caps.family == DeviceFamily::Cpu; ++i) {
     if (!plan.steps[i].is_gemm() || plan.steps[i + 1].kernel < 0) continue;
     const auto k = static_cast<size_t>(plan.steps[i + 1].kernel);
     const kir::Kernel& kernel = plan.kernels[k];
