@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/codegen/dim_rewrite.h"
 #include "kiln/codegen/kernel_ir.h"
 
 namespace kiln::kir {
@@ -25,9 +26,7 @@ std::vector<Ref> positions(const Kernel& k) {
   std::vector<Ref> out;
   for (const Inst& in : k.insts) {
     if (in.code == Code::Load) out.push_back(in.args[0]);
-    const bool compares_positions = in.code == Code::Op && in.type == DType::Bool && in.args.size() == 2 &&
-                                    k.insts[static_cast<size_t>(in.args[0])].type == DType::I64;
-    if (compares_positions) out.insert(out.end(), in.args.begin(), in.args.end());
+    if (compares_positions(k, in)) out.insert(out.end(), in.args.begin(), in.args.end());
   }
   for (const Store& st : k.stores) out.push_back(st.offset);
   return out;
@@ -92,44 +91,17 @@ Kernel coalesce_dims(const Kernel& k, int apart) {
 
   // Each old dim's index from its group's: (p floordiv (extent of the dims after it in the
   // group)) mod (its own extent), the floordiv left out for the group's last dim and the mod
-  // for its first.
-  Kernel out = k;
-  out.domain = domain;
-  out.reduced = reduced;
-  out.insts.clear();
-  std::vector<Ref> renumbered(k.insts.size(), kNoRef);
+  // for its first; 0 for a dropped dim.
   std::vector<Ref> group_dim(static_cast<size_t>(domain.rank()), kNoRef);
-  Ref zero = kNoRef;  // the index of every dropped dim
-  auto push = [&](Inst in) {
-    out.insts.push_back(std::move(in));
-    return static_cast<Ref>(out.insts.size() - 1);
-  };
-  auto index = [&](Code code, std::vector<Ref> args, int64_t imm) {
-    Inst in;
-    in.code = code;
-    in.type = DType::I64;
-    in.args = std::move(args);
-    in.imm = imm;
-    if (code == Code::Const) in.literal = Scalar::from_int(imm);
-    return push(std::move(in));
-  };
-  for (size_t i = 0; i < k.insts.size(); ++i) {
-    const Inst& in = k.insts[i];
-    if (in.code != Code::Dim) {
-      Inst copy = in;
-      for (Ref& a : copy.args) a = renumbered[static_cast<size_t>(a)];
-      renumbered[i] = push(std::move(copy));
-      continue;
-    }
-    const auto d = static_cast<int>(in.imm);
+  Ref zero = kNoRef;
+  Kernel out = rewrite_dims(k, domain, reduced, [&](int d, IndexAppender& append) {
     const int g = group[static_cast<size_t>(d)];
     if (g < 0) {
-      if (zero == kNoRef) zero = index(Code::Const, {}, 0);
-      renumbered[i] = zero;
-      continue;
+      if (zero == kNoRef) zero = append.constant(0);
+      return zero;
     }
     Ref& p = group_dim[static_cast<size_t>(g)];
-    if (p == kNoRef) p = index(Code::Dim, {}, g);
+    if (p == kNoRef) p = append.dim(g);
     int64_t after = 1;
     bool first = true;
     // (Dropped dims of one point may stand between a group's dims: they are skipped.)
@@ -139,13 +111,9 @@ Kernel coalesce_dims(const Kernel& k, int apart) {
     for (int e = d - 1; e >= 0 && first; --e)
       if (group[static_cast<size_t>(e)] == g) first = false;
       else if (group[static_cast<size_t>(e)] >= 0) break;
-    Ref r = after > 1 ? index(Code::IndexDiv, {p}, after) : p;
-    if (!first) r = index(Code::IndexMod, {r}, k.domain[d]);
-    renumbered[i] = r;
-  }
-  for (Store& st : out.stores)
-    for (Ref* r : {&st.offset, &st.value, &st.guard})
-      if (*r != kNoRef) *r = renumbered[static_cast<size_t>(*r)];
+    Ref r = after > 1 ? append.floordiv(p, after) : p;
+    return first ? r : append.mod(r, k.domain[d]);
+  });
   remove_dead_instructions(out);
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/codegen/dim_rewrite.h"
 #include "kiln/codegen/kernel_ir.h"
 #include "kiln/support/error.h"
 
@@ -31,55 +32,20 @@ Kernel merged(const Kernel& k, std::vector<Ref>& renumbered) {
   if (into < 0) throw Error(fmt::format("kernel @{} over {} has no two kept dims to merge", k.name, k.domain_str()));
   const int rank = k.domain.rank(), last = rank - 1;
   const int64_t width = k.domain[last];
-  Kernel out = k;
-  out.domain = Shape{};
-  out.reduced.clear();
+  Shape domain;
+  std::vector<bool> reduced;
   for (int d = 0; d < rank; ++d) {
     if (d == into) continue;
-    out.domain.push_back(d == last ? k.domain[into] * width : k.domain[d]);
-    out.reduced.push_back(k.reduced[static_cast<size_t>(d)]);
+    domain.push_back(d == last ? k.domain[into] * width : k.domain[d]);
+    reduced.push_back(k.reduced[static_cast<size_t>(d)]);
   }
-  const int64_t merged = last - 1;  // the merged dim, last of the new domain
-  out.insts.clear();
-  renumbered.assign(k.insts.size(), kNoRef);
-  Ref position = kNoRef;  // the merged dim's index, emitted where first needed
-  auto push = [&](Inst in) {
-    out.insts.push_back(std::move(in));
-    return static_cast<Ref>(out.insts.size() - 1);
-  };
-  auto index = [&](Code code, std::vector<Ref> args, int64_t imm) {
-    Inst in;
-    in.code = code;
-    in.type = DType::I64;
-    in.args = std::move(args);
-    in.imm = imm;
-    return push(std::move(in));
-  };
-  auto split = [&](Code code) {
-    if (position == kNoRef) position = index(Code::Dim, {}, merged);
-    return index(code, {position}, width);
-  };
-  for (size_t i = 0; i < k.insts.size(); ++i) {
-    Inst in = k.insts[i];
-    if (in.code == Code::Dim) {
-      const auto d = static_cast<int>(in.imm);
-      if (d == into) {
-        renumbered[i] = split(Code::IndexDiv);
-        continue;
-      }
-      if (d == last) {
-        renumbered[i] = split(Code::IndexMod);
-        continue;
-      }
-      if (d > into) in.imm = d - 1;
-    }
-    for (Ref& a : in.args) a = renumbered[static_cast<size_t>(a)];
-    renumbered[i] = push(std::move(in));
-  }
-  for (Store& s : out.stores)
-    for (Ref* r : {&s.offset, &s.value, &s.guard})
-      if (*r != kNoRef) *r = renumbered[static_cast<size_t>(*r)];
-  return out;
+  const int merged_dim = last - 1;  // the merged dim, last of the new domain
+  Ref position = kNoRef;            // its index, emitted where first needed
+  return rewrite_dims(k, domain, reduced, [&](int d, IndexAppender& append) {
+    if (d != into && d != last) return append.dim(d > into ? d - 1 : d);
+    if (position == kNoRef) position = append.dim(merged_dim);
+    return d == into ? append.floordiv(position, width) : append.mod(position, width);
+  }, &renumbered);
 }
 
 }  // namespace
@@ -99,10 +65,7 @@ bool merge_keeps_positions_affine(const Kernel& k) {
   };
   for (const Inst& in : k.insts) {
     if (in.code == Code::Load && !kept(in.args[0])) return false;
-    // A comparison of positions: a mask (a pad's border, a slice's end).
-    const bool compares_positions = in.code == Code::Op && in.type == DType::Bool && in.args.size() == 2 &&
-                                    k.insts[static_cast<size_t>(in.args[0])].type == DType::I64;
-    if (compares_positions && !(kept(in.args[0]) && kept(in.args[1]))) return false;
+    if (compares_positions(k, in) && !(kept(in.args[0]) && kept(in.args[1]))) return false;
   }
   for (const Store& st : k.stores)
     if (!kept(st.offset)) return false;
