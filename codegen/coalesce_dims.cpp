@@ -20,18 +20,6 @@
 namespace kiln::kir {
 namespace {
 
-// The positions a kernel computes that a schedule relies on being affine: load and store
-// offsets, and both sides of a comparison of positions (a mask).
-std::vector<Ref> positions(const Kernel& k) {
-  std::vector<Ref> out;
-  for (const Inst& in : k.insts) {
-    if (in.code == Code::Load) out.push_back(in.args[0]);
-    if (compares_positions(k, in)) out.insert(out.end(), in.args.begin(), in.args.end());
-  }
-  for (const Store& st : k.stores) out.push_back(st.offset);
-  return out;
-}
-
 // Dims `outer` and `inner` (only dims of one point between them) walk as one where every
 // position steps along outer by what it steps over a whole run of inner: then (p floordiv
 // W, p mod W) for the merged p cancels back into an affine position (affine_analysis), and

@@ -48,9 +48,16 @@ Kernel rewrite_dims(const Kernel& k, Shape domain, std::vector<bool> reduced,
   return out;
 }
 
-bool compares_positions(const Kernel& k, const Inst& in) {
-  return in.code == Code::Op && in.type == DType::Bool && in.args.size() == 2 &&
-         k.insts[static_cast<size_t>(in.args[0])].type == DType::I64;
+std::vector<Ref> positions(const Kernel& k) {
+  std::vector<Ref> out;
+  for (const Inst& in : k.insts) {
+    if (in.code == Code::Load) out.push_back(in.args[0]);
+    const bool compares_positions = in.code == Code::Op && in.type == DType::Bool && in.args.size() == 2 &&
+                                    k.insts[static_cast<size_t>(in.args[0])].type == DType::I64;
+    if (compares_positions) out.insert(out.end(), in.args.begin(), in.args.end());
+  }
+  for (const Store& st : k.stores) out.push_back(st.offset);
+  return out;
 }
 
 }  // namespace kiln::kir

@@ -624,30 +624,26 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
   if (caps.horizontal_parts > 1) merge_horizontal(plan, caps);
   for (const kir::Kernel& k : plan.kernels) plan.schedules.push_back(kir::default_schedule(k, caps));
   // A GEMM's epilogue runs on the product's blocks, a row of the product at a time: its rows
-  // stay unmerged where merging them would make it a kernel of its own.
-  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
-    if (!plan.steps[i].is_gemm() || plan.steps[i + 1].kernel < 0) continue;
-    const auto k = static_cast<size_t>(plan.steps[i + 1].kernel);
-    kir::Schedule& s = plan.schedules[k];
-    if (s.cpu.merge_rows == 0) continue;
-    const kir::Schedule merged = s;
-    if (auto rows = kir::apply_variant(plan.kernels[k], merged, kir::Variant{{{"merge_rows", 0}}}, caps)) s = *rows;
-    if (gemm_epilogue_iterations_per_row(plan, i) <= 0) s = merged;
-  }
-  // And, on the cpu, its tiles cut the product's rows where the GEMM's blocks of columns can
-  // start: kir::coalesce_dims makes a convolution's output plane one row (56x56: 3136
-  // positions), and a block of C is fused with the epilogue's iterations only where it
-  // starts and ends where they do. Tiles of at most kEpilogueTile that divide the row, whole
-  // lines of the output where the GEMM walks the windows by lines, whole vectors where they
-  // can be. (Work-item devices place the epilogue's points by their own geometry.)
+  // stay unmerged where merging them would make it a kernel of its own. And, on the cpu, its
+  // tiles cut the product's rows where the GEMM's blocks of columns can start:
+  // kir::coalesce_dims makes a convolution's output plane one row (56x56: 3136 positions),
+  // and a block of C is fused with the epilogue's iterations only where it starts and ends
+  // where they do. Tiles of at most kEpilogueTile that divide the row, whole lines of the
+  // output where the GEMM walks the windows by lines, whole vectors where they can be.
+  // (Work-item devices place the epilogue's points by their own geometry.)
   constexpr int64_t kEpilogueTile = 512;
-  for (size_t i = 0; i + 1 < plan.steps.size() && caps.family == DeviceFamily::Cpu; ++i) {
+  for (size_t i = 0; i + 1 < plan.steps.size(); ++i) {
     if (!plan.steps[i].is_gemm() || plan.steps[i + 1].kernel < 0) continue;
     const auto k = static_cast<size_t>(plan.steps[i + 1].kernel);
     const kir::Kernel& kernel = plan.kernels[k];
     kir::Schedule& s = plan.schedules[k];
+    if (s.cpu.merge_rows != 0) {
+      const kir::Schedule merged = s;
+      if (auto rows = kir::apply_variant(kernel, merged, kir::Variant{{{"merge_rows", 0}}}, caps)) s = *rows;
+      if (gemm_epilogue_iterations_per_row(plan, i) <= 0) s = merged;
+    }
     const int rank = kernel.domain.rank();
-    if (s.lanes_reduce || s.cpu.merge_rows || rank == 0) continue;
+    if (caps.family != DeviceFamily::Cpu || s.lanes_reduce || s.cpu.merge_rows || rank == 0) continue;
     const int64_t row = kernel.domain[rank - 1];
     if (row <= kEpilogueTile) continue;
     const LaunchPlan::Gemm& product = plan.steps[i].gemm;

@@ -221,6 +221,12 @@ class KernelEmitter {
     for (unsigned l = 0; l < c.w; ++l) lanes.push_back(b_.getInt64(static_cast<uint64_t>(x.stride * l)));
     return b_.CreateAdd(splat, llvm::ConstantVector::get(lanes));
   }
+  // The width of the steps a reduced row takes after its `accumulators`-wide ones, before
+  // single lanes (one vector register's worth); 0 where there are none.
+  unsigned middle_width() const {
+    const auto vector = static_cast<unsigned>(std::max(1, sched_.vector_width));
+    return width_ > vector && vector > 1 ? vector : 0;
+  }
   Val compute(Ctx& c, Ref r);
   std::optional<Val> lane_threshold_compare(Ctx& c, const Inst& in, const std::vector<Val>& args);
   Value* emit_op(OpKind op, DType t, DType arg_type, const std::vector<Value*>& a);
@@ -1092,8 +1098,7 @@ void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, c
   // A reduced row's steps are `accumulators` vectors wide: what they leave is walked a vector
   // at a time before the lanes one by one (a row of 49 in 16-lane registers, two chains: 32
   // + 16 + 1 lanes, not 32 + 17).
-  const auto vector = static_cast<unsigned>(std::max(1, sched_.vector_width));
-  if (width_ > vector && vector > 1 && !wide_sums_) {
+  if (const unsigned vector = middle_width()) {
     Value* n = b_.CreateSub(hi, split);
     Value* to = b_.CreateAdd(split, b_.CreateMul(b_.CreateSDiv(n, i64(vector)), i64(vector)));
     loop(split, to, i64(vector), [&](Value* i) {
@@ -1229,9 +1234,9 @@ void KernelEmitter::emit_point_rows(Value* it) {
       std::map<Ref, Value*> out;
       llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
       b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
-      std::map<Ref, llvm::AllocaInst*> vacc, macc, sacc;  // width_, vector_width and one lane
-      const auto vector = static_cast<unsigned>(std::max(1, sched_.vector_width));
-      const bool middle = width_ > vector && vector > 1;  // lane_walk's steps of one vector
+      std::map<Ref, llvm::AllocaInst*> vacc, macc, sacc;  // width_, middle_width() and one lane
+      const unsigned vector = middle_width();
+      const bool middle = vector > 0;
       std::map<Ref, ArgState> arg;
       for (Ref r : run) {
         const Inst& in = k_.insts[static_cast<size_t>(r)];

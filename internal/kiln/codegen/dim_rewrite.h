@@ -31,8 +31,8 @@ Kernel rewrite_dims(const Kernel& k, Shape domain, std::vector<bool> reduced,
                     const std::function<Ref(int d, IndexAppender& append)>& index,
                     std::vector<Ref>* renumbered = nullptr);
 
-/// Whether `in` compares two positions: a mask (a pad's border, a slice's end), which a
-/// rewrite of the domain must keep affine as it keeps load and store offsets.
-bool compares_positions(const Kernel& k, const Inst& in);
+/// The positions a rewrite of the domain must keep affine: load and store offsets, and both
+/// sides of every compare of positions (a mask: a pad's border, a slice's end).
+std::vector<Ref> positions(const Kernel& k);
 
 }  // namespace kiln::kir
