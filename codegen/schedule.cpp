@@ -447,6 +447,19 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   if (!work_items) {
     c.vector_unroll = !s.lanes_reduce && !k.has_reduction() && !has_expensive_op(k) ? 4 : 1;
     c.unroll = 4;
+    // Rows of a reduction combined per accumulator update: 4, or the whole innermost reduced
+    // dim where it is shorter, which 4 would leave uncombined (a 3-tap window line: W10, a
+    // depthwise 3x3 over 112x112, 1.46 -> 0.68 ms). Window lines of up to 5 taps also take 4
+    // vector steps per trip (3x3 with stride 2 over 56x56 134 -> 74 us, 5x5 over 28x28 139 ->
+    // 105 us); 7 taps ran 1.5-2x slower so (benchmarks/RESULTS.md, 2026-12-07 evening).
+    if (rank > 0 && !s.lanes_reduce) {
+      for (int d = rank - 1; d >= 0; --d)
+        if (k.reduced[static_cast<size_t>(d)]) {
+          if (k.domain[d] >= 2 && k.domain[d] < c.unroll) c.unroll = static_cast<int>(k.domain[d]);
+          if (k.domain[d] <= 5) c.vector_unroll = 4;
+          break;
+        }
+    }
   }
   s.f32_run = 256;
   // Rows up to 16K elements keep expensive values (softmax's exp) between passes, in at most
