@@ -30,6 +30,14 @@ find_package(OpenCL REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(ONNX REQUIRED CONFIG)
 
+# Open MPI, for kiln::dist (its own library, libkiln_dist: kiln::kiln links no MPI), and
+# mpirun for the tests that run several ranks.
+# kiln is a C++-only project: MPI's C API through the CXX component, without MPI's
+# deprecated C++ bindings.
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_program(KILN_MPIEXEC NAMES mpirun mpiexec REQUIRED)
+
 if(KILN_BUILD_TESTS)
   find_package(GTest REQUIRED)
   find_package(benchmark REQUIRED)
@@ -40,4 +48,4 @@ if(KILN_BUILD_TESTS)
 endif()
 
 message(STATUS "kiln: LLVM ${LLVM_PACKAGE_VERSION}, Vulkan ${Vulkan_VERSION}, OpenCL ${OpenCL_VERSION_STRING}, "
-               "TBB ${TBB_VERSION}, fmt ${fmt_VERSION}")
+               "TBB ${TBB_VERSION}, fmt ${fmt_VERSION}, MPI ${MPI_CXX_VERSION}")

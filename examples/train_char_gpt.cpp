@@ -14,100 +14,31 @@
 // under 3.2 (a model that knows only which letters are frequent stays near 3.2, one that
 // knows only pairs of letters near 2.5; it starts at 4.36).
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "kiln/kiln.h"
-
-namespace {
+#include "char_gpt.h"
 
 using namespace kiln;
-
-constexpr int64_t kLayers = 2, kWidth = 128, kHeads = 4, kContext = 64, kBatch = 16;
-
-struct Block {
-  Tensor ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, out_w, out_b;
-};
-
-struct Model {
-  Tensor wte, wpe, lnf_w, lnf_b;
-  std::vector<Block> blocks;
-
-  std::vector<Tensor*> parameters() {
-    std::vector<Tensor*> p{&wte, &wpe, &lnf_w, &lnf_b};
-    for (Block& b : blocks)
-      for (Tensor* t : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w, &b.ln2_b, &b.fc_w,
-                        &b.fc_b, &b.out_w, &b.out_b})
-        p.push_back(t);
-    return p;
-  }
-};
-
-Model make_model(int64_t vocab, Device device) {
-  uint64_t seed = 1;
-  auto normal = [&](Shape s, double std) { return train::normal(std::move(s), 0, std, seed++, DType::F32, device).eval().requires_grad_(); };
-  auto zeros_p = [&](int64_t n) { return zeros({n}, DType::F32, device).eval().requires_grad_(); };
-  auto ones_p = [&](int64_t n) { return ones({n}, DType::F32, device).eval().requires_grad_(); };
-  const double residual_std = 0.02 / std::sqrt(2.0 * kLayers);  // GPT-2's scaled residual projections
-  Model m{normal({vocab, kWidth}, 0.02), normal({kContext, kWidth}, 0.01), ones_p(kWidth), zeros_p(kWidth), {}};
-  for (int64_t l = 0; l < kLayers; ++l)
-    m.blocks.push_back({ones_p(kWidth), zeros_p(kWidth), normal({3 * kWidth, kWidth}, 0.02), zeros_p(3 * kWidth),
-                        normal({kWidth, kWidth}, residual_std), zeros_p(kWidth), ones_p(kWidth), zeros_p(kWidth),
-                        normal({4 * kWidth, kWidth}, 0.02), zeros_p(4 * kWidth), normal({kWidth, 4 * kWidth}, residual_std),
-                        zeros_p(kWidth)});
-  return m;
-}
-
-// Logits [B, T, vocab] of tokens [B, T].
-Tensor forward(const Model& m, const Tensor& tokens, const Tensor& causal_mask) {
-  const int64_t b = tokens.size(0), t = tokens.size(1), head = kWidth / kHeads;
-  Tensor x = m.wte.take(tokens, 0) + m.wpe.slice(0, 0, t);
-  for (const Block& blk : m.blocks) {
-    const Tensor qkv = linear(layer_norm(x, blk.ln1_w, blk.ln1_b), blk.qkv_w, blk.qkv_b);
-    auto heads = [&](int64_t i) {
-      return qkv.slice(-1, i * kWidth, (i + 1) * kWidth).reshape({b, t, kHeads, head}).permute({0, 2, 1, 3});
-    };
-    const Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), causal_mask)
-                         .permute({0, 2, 1, 3})
-                         .reshape({b, t, kWidth});
-    x = x + linear(y, blk.proj_w, blk.proj_b);
-    const Tensor h = linear(layer_norm(x, blk.ln2_w, blk.ln2_b), blk.fc_w, blk.fc_b).gelu(GeluApproximation::Tanh);
-    x = x + linear(h, blk.out_w, blk.out_b);
-  }
-  return layer_norm(x, m.lnf_w, m.lnf_b).matmul(m.wte.transpose(0, 1));  // tied embeddings
-}
-
-}  // namespace
+using namespace char_gpt;
 
 int main(int argc, char** argv) {
   const Device device = Device::parse(argc > 1 ? argv[1] : "cpu");
   const int64_t steps = argc > 2 ? std::stoll(argv[2]) : 500;
   const std::string path = argc > 3 ? argv[3] : "/usr/share/common-licenses/GPL-3";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "cannot read %s\n", path.c_str());
+  Text corpus;
+  try {
+    corpus = read_text(path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  std::map<char, int64_t> index;
-  for (char c : text) index.emplace(c, 0);
-  std::vector<char> chars;
-  for (auto& [c, i] : index) {
-    i = static_cast<int64_t>(chars.size());
-    chars.push_back(c);
-  }
-  const int64_t vocab = static_cast<int64_t>(chars.size());
-  std::vector<int64_t> ids;
-  for (char c : text) ids.push_back(index[c]);
-  const int64_t split = static_cast<int64_t>(ids.size()) * 9 / 10;  // the last 10% is held out
-
+  const std::string& text = corpus.text;
+  const std::vector<char>& chars = corpus.chars;
+  const std::vector<int64_t>& ids = corpus.ids;
+  const int64_t vocab = corpus.vocab();
+  const int64_t split = corpus.split();
   uint64_t state = 42;
   auto next_window = [&](int64_t lo, int64_t hi) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -122,10 +53,7 @@ int main(int argc, char** argv) {
     }
     return std::pair{from_vector(x, {kBatch, kContext}, device), from_vector(y, {kBatch, kContext}, device)};
   };
-  std::vector<float> mask_values(static_cast<size_t>(kContext * kContext), 0.0f);
-  for (int64_t i = 0; i < kContext; ++i)
-    for (int64_t j = i + 1; j < kContext; ++j) mask_values[static_cast<size_t>(i * kContext + j)] = -INFINITY;
-  const Tensor mask = from_vector(mask_values, {kContext, kContext}, device);
+  const Tensor mask = causal_mask(device);
 
   Model model = make_model(vocab, device);
   std::vector<Tensor*> params = model.parameters();

@@ -72,6 +72,11 @@ HostTensor Tensor::host() const {
   return engine_for(value_->device).download(*value_->buffer);
 }
 
+std::shared_ptr<const Buffer> Tensor::buffer() const {
+  eval();
+  return value_->buffer;
+}
+
 Tensor Tensor::to(Device device) const {
   detail::require_defined("to", *this);
   if (value_->device == device) return *this;

@@ -27,6 +27,8 @@ packages=(
   # ONNX import (libonnx over protobuf), ONNX's own test data for the conformance gate, and
   # python3-onnx for the scripts that build the example models
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata python3-onnx
+  # Open MPI, for kiln::dist (training across processes and machines) and its tests
+  libopenmpi-dev openmpi-bin
   # Graphviz, which draws what `kiln dot` prints (README, docs/cli.md)
   graphviz
 )

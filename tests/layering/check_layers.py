@@ -6,7 +6,7 @@ installed) or internal/kiln/<module> (kiln's own), may include headers of its ow
 of the modules listed for it below, and nothing else of kiln's. A public header includes no
 internal one: an installed header must compile where internal/ is not. The order is the one of DESIGN.md:
 
-    support <- ir <- passes <- codegen <- runtime <- backends <- autotune <- engine <- frontend <- onnx <- train, tools
+    support <- ir <- passes <- codegen <- runtime <- backends <- autotune <- engine <- frontend <- onnx <- train <- dist, tools
 
 (runtime holds what compiled kernels live and run by: the kernel store and its disk cache,
 the compile policy, counters, the profiler.)
@@ -16,10 +16,10 @@ import pathlib
 import re
 import sys
 
-ORDER = ["support", "ir", "passes", "codegen", "runtime", "backends", "autotune", "engine", "frontend", "onnx", "train"]
+ORDER = ["support", "ir", "passes", "codegen", "runtime", "backends", "autotune", "engine", "frontend", "onnx", "train", "dist"]
 # The folder of each module's sources (public headers live in include/kiln/<module>).
 SOURCE_DIRS = {"support": "support", "ir": "ir", "passes": "passes", "codegen": "codegen",
-               "runtime": "runtime", "backends": "backends", "autotune": "autotune", "engine": "engine", "frontend": "frontend", "onnx": "onnx", "train": "train"}
+               "runtime": "runtime", "backends": "backends", "autotune": "autotune", "engine": "engine", "frontend": "frontend", "onnx": "onnx", "train": "train", "dist": "dist"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"kiln/([a-z_]+)/', re.M)
 HEADER = re.compile(r'^\s*#\s*include\s+"(kiln/[^"]+)"', re.M)
 

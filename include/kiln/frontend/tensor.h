@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -22,6 +23,8 @@
 #include "kiln/ir/host_tensor.h"
 
 namespace kiln {
+
+class Buffer;  // kiln/engine/engine.h
 
 namespace detail {
 struct LazyValue;
@@ -96,6 +99,10 @@ class Tensor {
   /// A copy of the value in host memory: a sync point and an explicit download (values stay
   /// on their device between syncs).
   HostTensor host() const;
+  /// The device buffer that holds the value (a sync point), for handing it to another
+  /// library without a copy: on `cpu` and `interp` its host_data() is the elements (kiln::dist
+  /// gives MPI a cpu tensor's bytes in place). Tensors share it: never write to it.
+  std::shared_ptr<const Buffer> buffer() const;
   /// This value on `device` (a sync point when it has to be copied; the same tensor when it
   /// is there already). Ops whose operands are on different devices are errors naming both.
   Tensor to(Device device) const;
