@@ -78,9 +78,8 @@ int main(int argc, char** argv) {
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  double tail = 0;
   const size_t last = std::min<size_t>(20, losses.size());
-  for (size_t i = losses.size() - last; i < losses.size(); ++i) tail += losses[i] / static_cast<double>(last);
+  const double tail = mean_of_last(losses, last);
 
   NoGradGuard no_grad;
   double held_out = 0;
@@ -114,6 +113,5 @@ int main(int argc, char** argv) {
   std::printf("training loss (last %zu steps) %.3f, held-out loss %.3f, %lld steps in %.1f s (%.1f ms a step)\n",
               last, tail, held_out, static_cast<long long>(steps), seconds, 1000 * seconds / static_cast<double>(steps));
   std::printf("sample: %s\n", sample.c_str());
-  const bool learned = steps >= 500 ? tail < 1.7 : steps >= 20 ? held_out < 3.2 : true;
-  return learned ? 0 : 1;
+  return learned(steps, tail, held_out) ? 0 : 1;
 }

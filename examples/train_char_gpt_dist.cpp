@@ -76,9 +76,8 @@ int main(int argc, char** argv) {
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  double tail = 0;
   const size_t last = std::min<size_t>(20, losses.size());
-  for (size_t i = losses.size() - last; i < losses.size(); ++i) tail += losses[i] / static_cast<double>(last);
+  const double tail = mean_of_last(losses, last);
 
   NoGradGuard no_grad;
   // The held-out loss: 8 batches of windows in the last 10%, the same on every rank.
@@ -100,12 +99,11 @@ int main(int argc, char** argv) {
     const std::vector<float> hi = dist::all_reduce(*p, {.op = dist::ReduceOp::Max}).to_vector<float>();
     same = same && hi == dist::all_reduce(*p, {.op = dist::ReduceOp::Min}).to_vector<float>();
   }
-  const bool learned = steps >= 500 ? tail < 1.7 : steps >= 20 ? held_out < 3.2 : true;
   if (rank == 0) {
     std::printf("training loss (last %zu steps) %.3f, held-out loss %.3f, %lld steps in %.1f s (%.1f ms a step)\n",
                 last, tail, held_out, static_cast<long long>(steps), seconds, 1000 * seconds / static_cast<double>(steps));
     std::printf("parameters %s on every rank\n", same ? "identical" : "DIFFER");
   }
   dist::finalize();
-  return learned && same ? 0 : 1;
+  return learned(steps, tail, held_out) && same ? 0 : 1;
 }
