@@ -2,9 +2,11 @@
 // computes what the default does, on the device under test), the tuning database's faults (garbled file, unwritable
 // directory, claims, a candidate that kills its process) and the choice it makes.
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -584,6 +586,72 @@ TEST(TuningDb, ADirectoryOthersCanWriteIsNotUsed) {
   EXPECT_NE(db->problem().find("is writable by other users (mode 0777)"), std::string::npos) << db->problem();
   EXPECT_TRUE(db->measurements(key).empty()) << "the rows there are not read";
   EXPECT_EQ(autotune::TuningDb::open(dir.path())->measurements(key).size(), 1u) << "read again once it is private";
+}
+
+// Another process holding the database's write lock (a tuner committing its rows) is waited
+// for, not taken for damage: the database opens once the lock is released and keeps rows.
+TEST(TuningDb, ALockHeldByAnotherProcessIsWaitedFor) {
+  ScratchDir dir;
+  const autotune::TuningKey key{"dev", "kern", "64"};
+  autotune::TuningDb::open(dir.path())->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // holds the write lock for 700 ms
+    sqlite3* raw = nullptr;
+    if (sqlite3_open((dir.path() / "autotune.sqlite").c_str(), &raw) != SQLITE_OK ||
+        sqlite3_exec(raw, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK)
+      ::_exit(1);
+    const char byte = 'x';
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+    ::usleep(700 * 1000);
+    sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(raw);
+    ::_exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the child did not take the lock";
+  const auto start = std::chrono::steady_clock::now();
+  auto db = autotune::TuningDb::open(dir.path());
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_GT(waited, 0.3) << "opened while another process held the write lock";
+  EXPECT_TRUE(db->persistent()) << db->problem();
+  EXPECT_EQ(db->measurements(key).size(), 1u) << "the rows written before are kept";
+  db->record({"dev", "kern", "128"}, {"default", autotune::Status::Ok, 2000, 5, "", 0, ""});
+  EXPECT_EQ(db->measurements({"dev", "kern", "128"}).size(), 1u);
+}
+
+// A database deployed read-only (filled ahead of time, then shipped where the process may
+// not write it) is read, and what this process measures stays in memory: never an error.
+// Root writes through file modes, so as root the file is made immutable (chattr +i).
+TEST(TuningDb, AReadOnlyFileIsReadAndNotWritten) {
+  ScratchDir dir;
+  const autotune::TuningKey key{"dev", "kern", "64"};
+  autotune::TuningDb::open(dir.path())->record(key, {"default", autotune::Status::Ok, 1000, 5, "", 0, ""});
+  const fs::path file = dir.path() / "autotune.sqlite";
+  fs::permissions(file, fs::perms(0444));
+  const bool root = ::geteuid() == 0;
+  if (root && std::system(fmt::format("chattr +i '{}' 2>/dev/null", file.string()).c_str()) != 0)
+    GTEST_SKIP() << "root, and chattr +i does not work here";
+  auto db = autotune::TuningDb::open(dir.path());
+  EXPECT_FALSE(db->persistent());
+  EXPECT_NE(db->problem().find("is read-only"), std::string::npos) << db->problem();
+  EXPECT_EQ(db->measurements(key).size(), 1u) << "its rows are read";
+  db->record({"dev", "kern", "128"}, {"default", autotune::Status::Ok, 2000, 5, "", 0, ""});  // no error
+  EXPECT_TRUE(db->claim({"dev", "kern", "128"}));
+  EXPECT_THROW(db->clear(""), Error);
+  db.reset();
+  if (root) {
+    EXPECT_EQ(std::system(fmt::format("chattr -i '{}'", file.string()).c_str()), 0);
+  }
+  fs::permissions(file, fs::perms(0644));
+  EXPECT_EQ(autotune::TuningDb::open(dir.path())->measurements(key).size(), 1u) << "the file is intact";
 }
 
 // Writes a claim on `key` by process `pid` of this host straight into the database in `dir`,
