@@ -30,8 +30,11 @@ int main(int argc, char** argv) {
   }
   const int ranks = kiln::dist::size(), me = kiln::dist::rank();
   if (me == 0)
-    std::printf("%d ranks, f32 on %s; median of the reps, bus bandwidth 2(n-1)/n * bytes / time\n%10s %6s %12s %10s %12s %10s %7s\n",
-                ranks, device.str().c_str(), "bytes", "reps", "MPI us", "MPI GB/s", "kiln us", "kiln GB/s", "kiln/MPI");
+    std::printf(
+        "%d ranks, f32 on %s; median of the reps, bus bandwidth 2(n-1)/n * bytes / time\n%10s %6s "
+        "%12s %10s %12s %10s %7s\n",
+        ranks, device.str().c_str(), "bytes", "reps", "MPI us", "MPI GB/s", "kiln us", "kiln GB/s",
+        "kiln/MPI");
   for (int64_t bytes = 1024; bytes <= max_mib << 20; bytes *= 4) {
     const int64_t n = bytes / 4;
     const int reps = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 4;
@@ -40,8 +43,10 @@ int main(int argc, char** argv) {
     std::vector<double> mpi_s, kiln_s;
     for (int r = -2; r < reps; ++r) {
       MPI_Barrier(MPI_COMM_WORLD);
-      const double a = kiln::bench::seconds(
-          [&] { MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+      const double a = kiln::bench::seconds([&] {
+        MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+      });
       MPI_Barrier(MPI_COMM_WORLD);
       const double b = kiln::bench::seconds([&] {
         kiln::dist::all_reduce(t);
@@ -55,8 +60,8 @@ int main(int argc, char** argv) {
     const double m = kiln::bench::median(mpi_s), k = kiln::bench::median(kiln_s);
     const double bus = 2.0 * (ranks - 1) / ranks * static_cast<double>(bytes);
     if (me == 0)
-      std::printf("%10lld %6d %12.1f %10.2f %12.1f %10.2f %7.2f\n", static_cast<long long>(bytes), reps, m * 1e6,
-                  bus / m / 1e9, k * 1e6, bus / k / 1e9, k / m);
+      std::printf("%10lld %6d %12.1f %10.2f %12.1f %10.2f %7.2f\n", static_cast<long long>(bytes),
+                  reps, m * 1e6, bus / m / 1e9, k * 1e6, bus / k / 1e9, k / m);
   }
   kiln::dist::finalize();
   return 0;

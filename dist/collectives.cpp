@@ -4,11 +4,11 @@
 // collective waited for with the deadline (communicator.cpp), and hands the result to the
 // operand's device: a `cpu` tensor's bytes are read in place and the result's taken over
 // without a copy; other devices' are downloaded and uploaded.
+#include <fmt/format.h>
+
 #include <climits>
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "communicator.h"
 #include "kiln/engine/engine.h"
@@ -29,11 +29,14 @@ struct HostBytes {
   const std::byte* data = nullptr;
   TensorType type;
   size_t bytes() const { return static_cast<size_t>(type.bytes()); }
-  void* mpi_data() const { return const_cast<std::byte*>(data); }  // MPI's send buffers are const only from MPI 3 on
+  void* mpi_data() const {
+    return const_cast<std::byte*>(data);
+  }  // MPI's send buffers are const only from MPI 3 on
 };
 
 HostBytes read_host(const Tensor& t, bool reducing) {
-  const Tensor x = reducing && !detail::has_mpi_type(t.dtype()) ? t.detach().to(DType::F32) : t.detach();
+  const Tensor x =
+      reducing && !detail::has_mpi_type(t.dtype()) ? t.detach().to(DType::F32) : t.detach();
   HostBytes h;
   h.type = TensorType{x.dtype(), x.shape()};
   h.buffer = x.buffer();
@@ -60,14 +63,16 @@ void require_operand(const Tensor& t, const char* what) {
 // MPI counts are ints.
 int count_of(int64_t n, const char* what) {
   if (n > INT_MAX)
-    throw Error(fmt::format("kiln::dist::{}: {} elements in one collective, past MPI's count limit of {}: split it",
-                            what, n, INT_MAX));
+    throw Error(fmt::format(
+        "kiln::dist::{}: {} elements in one collective, past MPI's count limit of {}: split it",
+        what, n, INT_MAX));
   return static_cast<int>(n);
 }
 
 void require_reducible(const Tensor& t, ReduceOptions o, const char* what) {
   if (o.op == ReduceOp::Mean && !is_float(t.dtype()))
-    throw Error(fmt::format("kiln::dist::{}: a mean of {} values (floats only)", what, dtype_name(t.dtype())));
+    throw Error(fmt::format("kiln::dist::{}: a mean of {} values (floats only)", what,
+                            dtype_name(t.dtype())));
 }
 
 // Every rank's `h` gathered, in rank order.
@@ -75,18 +80,21 @@ std::vector<std::byte> gather_bytes(const HostBytes& h, const char* what) {
   const int bytes = count_of(static_cast<int64_t>(h.bytes()), what);
   std::vector<std::byte> all(h.bytes() * static_cast<size_t>(size()));
   MPI_Request request;
-  MPI_Iallgather(h.mpi_data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, MPI_COMM_WORLD, &request);
+  detail::check(MPI_Iallgather(h.mpi_data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE,
+                               MPI_COMM_WORLD, &request),
+                what);
   wait_all({&request, 1}, what, all.size());
   return all;
 }
 
 // Parts [first, first + n) of every rank's gathered values combined in rank order into `out`.
-void combine_in_rank_order(std::byte* out, const std::vector<std::byte>& all, size_t rank_bytes, size_t first_byte,
-                           int64_t n, DType dtype, ReduceOp op) {
+void combine_in_rank_order(std::byte* out, const std::vector<std::byte>& all, size_t rank_bytes,
+                           size_t first_byte, int64_t n, DType dtype, ReduceOp op) {
   const size_t part = static_cast<size_t>(n) * dtype_size(dtype);
   std::memcpy(out, all.data() + first_byte, part);
   for (int r = 1; r < size(); ++r)
-    detail::combine(out, all.data() + static_cast<size_t>(r) * rank_bytes + first_byte, n, dtype, op);
+    detail::combine(out, all.data() + static_cast<size_t>(r) * rank_bytes + first_byte, n, dtype,
+                    op);
 }
 
 }  // namespace
@@ -104,8 +112,9 @@ Tensor all_reduce(const Tensor& t, ReduceOptions o) {
     combine_in_rank_order(out.data(), all, in.bytes(), 0, n, dt, o.op);
   } else {
     MPI_Request request;
-    MPI_Iallreduce(in.mpi_data(), out.data(), n, detail::mpi_type(dt), detail::mpi_op(o.op, dt), MPI_COMM_WORLD,
-                   &request);
+    detail::check(MPI_Iallreduce(in.mpi_data(), out.data(), n, detail::mpi_type(dt),
+                                 detail::mpi_op(o.op, dt), MPI_COMM_WORLD, &request),
+                  "all_reduce");
     wait_all({&request, 1}, "all_reduce", in.bytes());
   }
   if (o.op == ReduceOp::Mean) detail::divide(out.data(), n, dt, size());
@@ -115,18 +124,21 @@ Tensor all_reduce(const Tensor& t, ReduceOptions o) {
 Tensor broadcast(const Tensor& t, int root) {
   require_operand(t, "broadcast");
   if (root < 0 || root >= size())
-    throw Error(fmt::format("kiln::dist::broadcast: root {} is not a rank (0 .. {})", root, size() - 1));
+    throw Error(
+        fmt::format("kiln::dist::broadcast: root {} is not a rank (0 .. {})", root, size() - 1));
   detail::require_same_type(t, "broadcast");
   const int bytes = count_of(t.numel() * static_cast<int64_t>(dtype_size(t.dtype())), "broadcast");
   MPI_Request request;
   if (rank() == root) {  // sends its own bytes, which MPI does not write on the root
     const HostBytes in = read_host(t, false);
-    MPI_Ibcast(in.mpi_data(), bytes, MPI_BYTE, root, MPI_COMM_WORLD, &request);
+    detail::check(MPI_Ibcast(in.mpi_data(), bytes, MPI_BYTE, root, MPI_COMM_WORLD, &request),
+                  "broadcast");
     wait_all({&request, 1}, "broadcast", in.bytes());
     return t.detach().eval();
   }
   HostTensor out = HostTensor::uninitialized(TensorType{t.dtype(), t.shape()});
-  MPI_Ibcast(out.data(), bytes, MPI_BYTE, root, MPI_COMM_WORLD, &request);
+  detail::check(MPI_Ibcast(out.data(), bytes, MPI_BYTE, root, MPI_COMM_WORLD, &request),
+                "broadcast");
   wait_all({&request, 1}, "broadcast", out.nbytes());
   return unstage(std::move(out), t);
 }
@@ -141,7 +153,9 @@ Tensor all_gather(const Tensor& t) {
   HostTensor out = HostTensor::uninitialized(TensorType{t.dtype(), Shape(dims)});
   const int bytes = count_of(static_cast<int64_t>(in.bytes()), "all_gather");
   MPI_Request request;
-  MPI_Iallgather(in.mpi_data(), bytes, MPI_BYTE, out.data(), bytes, MPI_BYTE, MPI_COMM_WORLD, &request);
+  detail::check(MPI_Iallgather(in.mpi_data(), bytes, MPI_BYTE, out.data(), bytes, MPI_BYTE,
+                               MPI_COMM_WORLD, &request),
+                "all_gather");
   wait_all({&request, 1}, "all_gather", out.nbytes());
   return unstage(std::move(out), t);
 }
@@ -151,8 +165,9 @@ Tensor reduce_scatter(const Tensor& t, ReduceOptions o) {
   require_reducible(t, o, "reduce_scatter");
   const int ranks = size();
   if (t.rank() == 0 || t.size(0) % ranks != 0)
-    throw Error(fmt::format("kiln::dist::reduce_scatter: dim 0 of {} does not split into {} equal parts",
-                            TensorType{t.dtype(), t.shape()}.str(), ranks));
+    throw Error(
+        fmt::format("kiln::dist::reduce_scatter: dim 0 of {} does not split into {} equal parts",
+                    TensorType{t.dtype(), t.shape()}.str(), ranks));
   detail::require_same_type(t, "reduce_scatter");
   const HostBytes in = read_host(t, true);
   const DType dt = in.type.dtype;
@@ -162,11 +177,13 @@ Tensor reduce_scatter(const Tensor& t, ReduceOptions o) {
   const int part = count_of(out.numel(), "reduce_scatter");
   if (o.fixed_order) {
     const std::vector<std::byte> all = gather_bytes(in, "reduce_scatter");
-    combine_in_rank_order(out.data(), all, in.bytes(), static_cast<size_t>(rank()) * out.nbytes(), part, dt, o.op);
+    combine_in_rank_order(out.data(), all, in.bytes(), static_cast<size_t>(rank()) * out.nbytes(),
+                          part, dt, o.op);
   } else {
     MPI_Request request;
-    MPI_Ireduce_scatter_block(in.mpi_data(), out.data(), part, detail::mpi_type(dt), detail::mpi_op(o.op, dt),
-                              MPI_COMM_WORLD, &request);
+    detail::check(MPI_Ireduce_scatter_block(in.mpi_data(), out.data(), part, detail::mpi_type(dt),
+                                            detail::mpi_op(o.op, dt), MPI_COMM_WORLD, &request),
+                  "reduce_scatter");
     wait_all({&request, 1}, "reduce_scatter", in.bytes());
   }
   if (o.op == ReduceOp::Mean) detail::divide(out.data(), part, dt, ranks);

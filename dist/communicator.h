@@ -23,6 +23,10 @@ bool has_mpi_type(DType dtype);
 /// The MPI operation for `op` on `dtype` (bool: or for Sum and Max, and for Min).
 MPI_Op mpi_op(ReduceOp op, DType dtype);
 
+/// Throws kiln::Error naming `what` and MPI's message unless `rc` is MPI_SUCCESS (MPI's
+/// errors return codes: init() sets MPI_ERRORS_RETURN on the world).
+void check(int rc, std::string_view what);
+
 /// Waits for every request; past the timeout, prints what waited (`what`, `bytes`) and ends
 /// every rank with MPI_Abort (a collective cannot be cancelled).
 void wait_all(std::span<MPI_Request> requests, std::string_view what, size_t bytes);

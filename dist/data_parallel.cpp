@@ -2,11 +2,11 @@
 // sampler that shards a data set by rank.
 #include "kiln/dist/data_parallel.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "communicator.h"
 #include "kiln/frontend/autodiff.h"
@@ -61,7 +61,8 @@ void DataParallel::average_gradients() {
     for (size_t k : bucket) {
       const Tensor& p = *params_[k];
       const Tensor g = p.grad();
-      flat.push_back(g.defined() ? g.reshape({p.numel()}) : zeros({p.numel()}, p.dtype(), p.device()));
+      flat.push_back(g.defined() ? g.reshape({p.numel()})
+                                 : zeros({p.numel()}, p.dtype(), p.device()));
     }
     // One exchange per bucket; the gradients become views of its result, which the
     // optimizer's update reads in its own fused kernel.
@@ -81,8 +82,10 @@ ShardSampler::ShardSampler(int64_t dataset_size, ShardSamplerOptions options)
   if (options_.ranks < 0) options_.ranks = size();
   if (options_.rank < 0) options_.rank = rank();
   if (options_.ranks < 1 || options_.rank >= options_.ranks)
-    throw Error(fmt::format("kiln::dist::ShardSampler: rank {} of {} ranks", options_.rank, options_.ranks));
-  if (dataset_size < 0) throw Error(fmt::format("kiln::dist::ShardSampler: a data set of {} elements", dataset_size));
+    throw Error(fmt::format("kiln::dist::ShardSampler: rank {} of {} ranks", options_.rank,
+                            options_.ranks));
+  if (dataset_size < 0)
+    throw Error(fmt::format("kiln::dist::ShardSampler: a data set of {} elements", dataset_size));
   per_rank_ = dataset_size / options_.ranks;
 }
 
@@ -98,14 +101,16 @@ std::vector<int64_t> ShardSampler::epoch(int64_t epoch) const {
   }
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(per_rank_));
-  for (int64_t i = 0; i < per_rank_; ++i) mine.push_back(order[static_cast<size_t>(i * options_.ranks + options_.rank)]);
+  for (int64_t i = 0; i < per_rank_; ++i)
+    mine.push_back(order[static_cast<size_t>(i * options_.ranks + options_.rank)]);
   return mine;
 }
 
 std::vector<int64_t> ShardSampler::batch(int64_t step, int64_t batch) const {
   if (batch < 1 || batch > per_rank_)
-    throw Error(fmt::format("kiln::dist::ShardSampler::batch: a batch of {} from {} indices per rank and epoch", batch,
-                            per_rank_));
+    throw Error(fmt::format(
+        "kiln::dist::ShardSampler::batch: a batch of {} from {} indices per rank and epoch", batch,
+        per_rank_));
   const int64_t steps_per_epoch = per_rank_ / batch;
   if (step / steps_per_epoch != cached_epoch_) {
     cached_epoch_ = step / steps_per_epoch;

@@ -32,8 +32,8 @@ struct Model {
   std::vector<Tensor*> parameters() {
     std::vector<Tensor*> p{&wte, &wpe, &lnf_w, &lnf_b};
     for (Block& b : blocks)
-      for (Tensor* t : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w, &b.ln2_b, &b.fc_w,
-                        &b.fc_b, &b.out_w, &b.out_b})
+      for (Tensor* t : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w,
+                        &b.ln2_b, &b.fc_w, &b.fc_b, &b.out_w, &b.out_b})
         p.push_back(t);
     return p;
   }
@@ -41,16 +41,24 @@ struct Model {
 
 inline Model make_model(int64_t vocab, Device device) {
   uint64_t seed = 1;
-  auto normal = [&](Shape s, double std) { return train::normal(std::move(s), 0, std, seed++, DType::F32, device).eval().requires_grad_(); };
+  auto normal = [&](Shape s, double std) {
+    return train::normal(std::move(s), 0, std, seed++, DType::F32, device).eval().requires_grad_();
+  };
   auto zeros_p = [&](int64_t n) { return zeros({n}, DType::F32, device).eval().requires_grad_(); };
   auto ones_p = [&](int64_t n) { return ones({n}, DType::F32, device).eval().requires_grad_(); };
-  const double residual_std = 0.02 / std::sqrt(2.0 * kLayers);  // GPT-2's scaled residual projections
-  Model m{normal({vocab, kWidth}, 0.02), normal({kContext, kWidth}, 0.01), ones_p(kWidth), zeros_p(kWidth), {}};
+  const double residual_std =
+      0.02 / std::sqrt(2.0 * kLayers);  // GPT-2's scaled residual projections
+  Model m{normal({vocab, kWidth}, 0.02),
+          normal({kContext, kWidth}, 0.01),
+          ones_p(kWidth),
+          zeros_p(kWidth),
+          {}};
   for (int64_t l = 0; l < kLayers; ++l)
-    m.blocks.push_back({ones_p(kWidth), zeros_p(kWidth), normal({3 * kWidth, kWidth}, 0.02), zeros_p(3 * kWidth),
-                        normal({kWidth, kWidth}, residual_std), zeros_p(kWidth), ones_p(kWidth), zeros_p(kWidth),
-                        normal({4 * kWidth, kWidth}, 0.02), zeros_p(4 * kWidth), normal({kWidth, 4 * kWidth}, residual_std),
-                        zeros_p(kWidth)});
+    m.blocks.push_back({ones_p(kWidth), zeros_p(kWidth), normal({3 * kWidth, kWidth}, 0.02),
+                        zeros_p(3 * kWidth), normal({kWidth, kWidth}, residual_std),
+                        zeros_p(kWidth), ones_p(kWidth), zeros_p(kWidth),
+                        normal({4 * kWidth, kWidth}, 0.02), zeros_p(4 * kWidth),
+                        normal({kWidth, 4 * kWidth}, residual_std), zeros_p(kWidth)});
   return m;
 }
 
@@ -61,18 +69,20 @@ inline Tensor forward(const Model& m, const Tensor& tokens, const Tensor& causal
   for (const Block& blk : m.blocks) {
     const Tensor qkv = linear(layer_norm(x, blk.ln1_w, blk.ln1_b), blk.qkv_w, blk.qkv_b);
     auto heads = [&](int64_t i) {
-      return qkv.slice(-1, i * kWidth, (i + 1) * kWidth).reshape({b, t, kHeads, head}).permute({0, 2, 1, 3});
+      return qkv.slice(-1, i * kWidth, (i + 1) * kWidth)
+          .reshape({b, t, kHeads, head})
+          .permute({0, 2, 1, 3});
     };
     const Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), causal_mask)
                          .permute({0, 2, 1, 3})
                          .reshape({b, t, kWidth});
     x = x + linear(y, blk.proj_w, blk.proj_b);
-    const Tensor h = linear(layer_norm(x, blk.ln2_w, blk.ln2_b), blk.fc_w, blk.fc_b).gelu(GeluApproximation::Tanh);
+    const Tensor h = linear(layer_norm(x, blk.ln2_w, blk.ln2_b), blk.fc_w, blk.fc_b)
+                         .gelu(GeluApproximation::Tanh);
     x = x + linear(h, blk.out_w, blk.out_b);
   }
   return layer_norm(x, m.lnf_w, m.lnf_b).matmul(m.wte.transpose(0, 1));  // tied embeddings
 }
-
 
 // A text as character ids, and the characters by id.
 struct Text {
@@ -80,7 +90,9 @@ struct Text {
   std::vector<char> chars;
   std::vector<int64_t> ids;
   int64_t vocab() const { return static_cast<int64_t>(chars.size()); }
-  int64_t split() const { return static_cast<int64_t>(ids.size()) * 9 / 10; }  // the last 10% is held out
+  int64_t split() const {
+    return static_cast<int64_t>(ids.size()) * 9 / 10;
+  }  // the last 10% is held out
 };
 
 inline Text read_text(const std::string& path) {
@@ -111,7 +123,8 @@ inline Tensor causal_mask(Device device) {
 inline double mean_of_last(const std::vector<float>& losses, size_t n) {
   const size_t last = std::min(n, losses.size());
   double mean = 0;
-  for (size_t i = losses.size() - last; i < losses.size(); ++i) mean += losses[i] / static_cast<double>(last);
+  for (size_t i = losses.size() - last; i < losses.size(); ++i)
+    mean += losses[i] / static_cast<double>(last);
   return mean;
 }
 

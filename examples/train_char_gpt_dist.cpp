@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
   const int64_t steps = argc > 2 ? std::stoll(argv[2]) : 500;
   const Text corpus = read_text(argc > 3 ? argv[3] : "/usr/share/common-licenses/GPL-3");
   if (kBatch % ranks != 0) {
-    if (rank == 0) std::fprintf(stderr, "the %lld windows of a step do not split into %d ranks\n", static_cast<long long>(kBatch), ranks);
+    if (rank == 0)
+      std::fprintf(stderr, "the %lld windows of a step do not split into %d ranks\n",
+                   static_cast<long long>(kBatch), ranks);
     dist::finalize();
     return 2;
   }
@@ -56,8 +58,10 @@ int main(int argc, char** argv) {
   train::AdamW opt(params, {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.01});
   const train::CosineSchedule schedule{.warmup_steps = 30, .total_steps = steps, .min_lr = 3e-4};
   if (rank == 0)
-    std::printf("%d ranks, %lld windows each per step, %zu parameter tensors in %zu buckets, on %s\n", ranks,
-                static_cast<long long>(local_batch), params.size(), ddp.buckets().size(), device.str().c_str());
+    std::printf(
+        "%d ranks, %lld windows each per step, %zu parameter tensors in %zu buckets, on %s\n",
+        ranks, static_cast<long long>(local_batch), params.size(), ddp.buckets().size(),
+        device.str().c_str());
   const auto start = std::chrono::steady_clock::now();
   std::vector<float> losses;
   for (int64_t step = 0; step < steps; ++step) {
@@ -75,7 +79,8 @@ int main(int argc, char** argv) {
       std::printf("step %4lld  loss %.3f  %.1f s\n", static_cast<long long>(step), losses.back(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const size_t last = std::min<size_t>(20, losses.size());
   const double tail = mean_of_last(losses, last);
 
@@ -83,7 +88,8 @@ int main(int argc, char** argv) {
   // The held-out loss: 8 batches of windows in the last 10%, the same on every rank.
   uint64_t state = 7;
   double held_out = 0;
-  const int64_t lo = corpus.split(), span = static_cast<int64_t>(corpus.ids.size()) - lo - kContext - 1;
+  const int64_t lo = corpus.split(),
+                span = static_cast<int64_t>(corpus.ids.size()) - lo - kContext - 1;
   for (int i = 0; i < 8; ++i) {
     std::vector<int64_t> starts;
     for (int64_t k = 0; k < kBatch; ++k) {
@@ -96,12 +102,16 @@ int main(int argc, char** argv) {
   // Every rank's parameters, bit for bit: the largest and smallest over the ranks agree.
   bool same = true;
   for (const Tensor* p : params) {
-    const std::vector<float> hi = dist::all_reduce(*p, {.op = dist::ReduceOp::Max}).to_vector<float>();
+    const std::vector<float> hi =
+        dist::all_reduce(*p, {.op = dist::ReduceOp::Max}).to_vector<float>();
     same = same && hi == dist::all_reduce(*p, {.op = dist::ReduceOp::Min}).to_vector<float>();
   }
   if (rank == 0) {
-    std::printf("training loss (last %zu steps) %.3f, held-out loss %.3f, %lld steps in %.1f s (%.1f ms a step)\n",
-                last, tail, held_out, static_cast<long long>(steps), seconds, 1000 * seconds / static_cast<double>(steps));
+    std::printf(
+        "training loss (last %zu steps) %.3f, held-out loss %.3f, %lld steps in %.1f s (%.1f ms a "
+        "step)\n",
+        last, tail, held_out, static_cast<long long>(steps), seconds,
+        1000 * seconds / static_cast<double>(steps));
     std::printf("parameters %s on every rank\n", same ? "identical" : "DIFFER");
   }
   dist::finalize();

@@ -5,11 +5,12 @@
 // Both ranks take a step (an all-reduce of gradients), then rank 1 hangs (sleeps) or exits
 // without finalize() before the second, and rank 0 waits in it: it must end with an error
 // within the timeout (KILN_DIST_TIMEOUT), never hang.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
-#include <unistd.h>
 
 #include "kiln/dist/dist.h"
 #include "kiln/kiln.h"

@@ -1,6 +1,8 @@
 // tests/dist/dist_test.cpp - kiln::dist on several ranks. ctest runs it under `mpirun -np 2
 // --oversubscribe` (tests/dist/CMakeLists.txt); by hand it runs with any number of ranks,
 // and with one as an ordinary program.
+#include "kiln/dist/dist.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "kiln/dist/data_parallel.h"
-#include "kiln/dist/dist.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -22,7 +23,8 @@ using testing::HasSubstr;
 // Rank r's values: different on every rank and at every position, exact in f32 and in sums.
 std::vector<float> values_of(int r, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>((i * 7 + r * 3) % 11) - 5.0f + 0.25f * r;
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>((i * 7 + r * 3) % 11) - 5.0f + 0.25f * r;
   return v;
 }
 
@@ -49,9 +51,12 @@ TEST_P(Collectives, AllReduceCombinesEveryRanksValues) {
   EXPECT_EQ(s.device(), device());
   EXPECT_EQ(s.shape(), x.shape());
   const std::vector<float> got_sum = s.to_vector<float>();
-  const std::vector<float> got_mean = dist::all_reduce(x, {.op = dist::ReduceOp::Mean}).to_vector<float>();
-  const std::vector<float> got_max = dist::all_reduce(x, {.op = dist::ReduceOp::Max}).to_vector<float>();
-  const std::vector<float> got_min = dist::all_reduce(x, {.op = dist::ReduceOp::Min}).to_vector<float>();
+  const std::vector<float> got_mean =
+      dist::all_reduce(x, {.op = dist::ReduceOp::Mean}).to_vector<float>();
+  const std::vector<float> got_max =
+      dist::all_reduce(x, {.op = dist::ReduceOp::Max}).to_vector<float>();
+  const std::vector<float> got_min =
+      dist::all_reduce(x, {.op = dist::ReduceOp::Min}).to_vector<float>();
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(got_sum[i], sum[i]) << i;  // small integers and quarters: exact in any order
     ASSERT_FLOAT_EQ(got_mean[i], sum[i] / ranks) << i;
@@ -64,7 +69,8 @@ TEST_P(Collectives, FixedOrderSumsInRankOrder) {
   const int ranks = dist::size(), me = dist::rank();
   // Values whose sum depends on the order: a large one on rank 0 and small ones after it.
   std::vector<float> mine(64);
-  for (size_t i = 0; i < mine.size(); ++i) mine[i] = me == 0 ? 1e8f + static_cast<float>(i) : 0.7f * static_cast<float>(me + i);
+  for (size_t i = 0; i < mine.size(); ++i)
+    mine[i] = me == 0 ? 1e8f + static_cast<float>(i) : 0.7f * static_cast<float>(me + i);
   std::vector<float> expected(64);
   for (size_t i = 0; i < expected.size(); ++i) {
     float acc = 1e8f + static_cast<float>(i);
@@ -80,14 +86,16 @@ TEST_P(Collectives, IntegersBoolsAndHalfFloats) {
   const Tensor i = from_vector(std::vector<int64_t>{me, 10 * me, -me}, {3}, device());
   const int64_t t = ranks * (ranks - 1) / 2;
   EXPECT_EQ(dist::all_reduce(i).to_vector<int64_t>(), (std::vector<int64_t>{t, 10 * t, -t}));
-  const Tensor b = from_vector(std::vector<float>{me == 0 ? 1.0f : 0.0f, 1.0f}, {2}, device()) > 0.5f;
+  const Tensor b =
+      from_vector(std::vector<float>{me == 0 ? 1.0f : 0.0f, 1.0f}, {2}, device()) > 0.5f;
   EXPECT_EQ(dist::all_reduce(b).to_vector<bool>(), (std::vector<bool>{true, true}));
   EXPECT_EQ(dist::all_reduce(b, {.op = dist::ReduceOp::Min}).to_vector<bool>(),
             (std::vector<bool>{ranks == 1, true}));
   const Tensor h = from_vector(std::vector<float>{1.5f, -2.0f}, {2}, device()).to(DType::F16);
   const Tensor hs = dist::all_reduce(h);
   EXPECT_EQ(hs.dtype(), DType::F16);
-  EXPECT_EQ(hs.to(DType::F32).to_vector<float>(), (std::vector<float>{1.5f * ranks, -2.0f * ranks}));
+  EXPECT_EQ(hs.to(DType::F32).to_vector<float>(),
+            (std::vector<float>{1.5f * ranks, -2.0f * ranks}));
   EXPECT_THROW(dist::all_reduce(i, {.op = dist::ReduceOp::Mean}), Error);
 }
 
@@ -116,7 +124,8 @@ TEST_P(Collectives, BroadcastGatherAndScatter) {
   EXPECT_THROW(dist::broadcast(mine, ranks), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Collectives, testing::Values("cpu", "interp", "opencl:0", "vulkan:0"),
+INSTANTIATE_TEST_SUITE_P(Devices, Collectives,
+                         testing::Values("cpu", "interp", "opencl:0", "vulkan:0"),
                          [](const testing::TestParamInfo<const char*>& param_info) {
                            std::string name = param_info.param;
                            std::erase(name, ':');
@@ -147,7 +156,8 @@ struct Model {
 Model make_model(int salt) {
   auto param = [&](Shape s, float scale) {
     std::vector<float> v(static_cast<size_t>(s.numel()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.7f * static_cast<float>(i) + static_cast<float>(salt));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = scale * std::sin(0.7f * static_cast<float>(i) + static_cast<float>(salt));
     return from_vector(v, s).requires_grad_();
   };
   return {param({8, 4}, 0.5f), param({8}, 0.1f), param({1, 8}, 0.5f), param({1}, 0.1f)};
@@ -159,7 +169,8 @@ constexpr int64_t kGlobalBatch = 16;
 std::pair<Tensor, Tensor> rows(int64_t first, int64_t n) {
   std::vector<float> x, y;
   for (int64_t i = first; i < first + n; ++i) {
-    for (int j = 0; j < 4; ++j) x.push_back(std::sin(0.37f * static_cast<float>(i) + static_cast<float>(j)));
+    for (int j = 0; j < 4; ++j)
+      x.push_back(std::sin(0.37f * static_cast<float>(i) + static_cast<float>(j)));
     y.push_back(std::cos(0.11f * static_cast<float>(i)));
   }
   return {from_vector(x, {n, 4}), from_vector(y, {n, 1})};
@@ -229,7 +240,8 @@ TEST(DataParallel, FixedOrderIsBitwiseOneProcessSummingTheShardsInRankOrder) {
       std::vector<Tensor*> ps = reference.params();
       for (size_t k = 0; k < ps.size(); ++k) {
         const std::vector<float> g = ps[k]->grad().to_vector<float>();
-        if (r == 0) sums[k] = g;
+        if (r == 0)
+          sums[k] = g;
         else
           for (size_t i = 0; i < g.size(); ++i) sums[k][i] += g[i];
         ps[k]->set_grad(Tensor());
@@ -276,8 +288,8 @@ TEST(ShardSampler, RanksReadDisjointShardsOfOnePermutation) {
 class FailurePrinter : public testing::EmptyTestEventListener {
   void OnTestPartResult(const testing::TestPartResult& r) override {
     if (r.failed())
-      std::fprintf(stderr, "rank %d: %s:%d: %s\n", kiln::dist::rank(), r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
+      std::fprintf(stderr, "rank %d: %s:%d: %s\n", kiln::dist::rank(),
+                   r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
   }
 };
 
@@ -294,9 +306,10 @@ int main(int argc, char** argv) {
   }
   const int failed = RUN_ALL_TESTS();
   // Every rank's verdict: a failure on any rank fails the run on every rank.
-  const int any = static_cast<int>(kiln::dist::all_reduce(kiln::from_vector(std::vector<int32_t>{failed != 0}, {1}),
-                                                          {.op = kiln::dist::ReduceOp::Max})
-                                       .item<int32_t>());
+  const int any = static_cast<int>(
+      kiln::dist::all_reduce(kiln::from_vector(std::vector<int32_t>{failed != 0}, {1}),
+                             {.op = kiln::dist::ReduceOp::Max})
+          .item<int32_t>());
   if (failed) std::fprintf(stderr, "dist_test: rank %d failed\n", kiln::dist::rank());
   kiln::dist::finalize();
   return any ? 1 : 0;
