@@ -216,7 +216,7 @@ DiskCache::DiskCache(fs::path root, std::string ns) {
     }
   }
   dir_ = root / ns;
-  enabled_ = true;
+  enabled_.store(true, std::memory_order_relaxed);
 }
 
 fs::path DiskCache::path_of(std::string_view key) const {
@@ -324,7 +324,7 @@ void DiskCache::enforce_cap(int64_t written) {
 }
 
 bool DiskCache::store(std::string_view key, std::string_view canonical, std::string_view payload) {
-  if (!std::atomic_ref<bool>(enabled_).load(std::memory_order_relaxed)) return false;
+  if (!enabled_.load(std::memory_order_relaxed)) return false;
   const fs::path path = path_of(key);
   std::string header(kMagic);
   put_uint(header, kFormatVersion, 4);
@@ -352,7 +352,7 @@ bool DiskCache::store(std::string_view key, std::string_view canonical, std::str
     why = ec.message();
   }
   fs::remove(tmp, ec);
-  std::atomic_ref<bool>(enabled_).store(false, std::memory_order_relaxed);
+  enabled_.store(false, std::memory_order_relaxed);
   warn_once("disk-cache-off:" + dir_.string(),
             fmt::format("cache directory {} is not writable ({}); compiled kernels are cached in "
                         "memory only",

@@ -14,19 +14,9 @@
 
 // oneTBB synchronizes its workers inside libtbb.so, which ThreadSanitizer builds do not
 // instrument: the happens-before edges of a parallel_for (the spawn publishes what the body
-// reads; the join publishes what the workers wrote) are stated to TSan here, so that it
-// checks kiln's code and not TBB's plumbing (scripts/tsan.sh, scripts/tsan.supp).
-#if defined(__SANITIZE_THREAD__)
-#define KILN_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define KILN_TSAN 1
-#endif
-#endif
-#ifdef KILN_TSAN
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#endif
+// reads; the join publishes what the workers wrote) are stated to TSan here
+// (kiln/support/tsan.h), so that it checks kiln's code and not TBB's plumbing.
+#include "kiln/support/tsan.h"
 
 namespace kiln::cpu {
 
@@ -48,19 +38,14 @@ void parallel_range(int64_t n, int64_t grain, const Body& body, int threads = 0)
   if (threads == 1) return body(0, n);
   if (threads > 1 && threads < tbb::this_task_arena::max_concurrency())
     return arena_of(threads).execute([&] { parallel_range(n, grain, body); });
-#ifdef KILN_TSAN
   int spawned = 0, joined = 0;
-  __tsan_release(&spawned);
+  tsan_release(&spawned);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)), [&](const tbb::blocked_range<int64_t>& r) {
-    __tsan_acquire(&spawned);
+    tsan_acquire(&spawned);
     body(r.begin(), r.end());
-    __tsan_release(&joined);
+    tsan_release(&joined);
   });
-  __tsan_acquire(&joined);
-#else
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)),
-                    [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
-#endif
+  tsan_acquire(&joined);
 }
 
 /// Runs `task(t)` for every t in [0, n): on the calling thread unless `parallel`, else a task

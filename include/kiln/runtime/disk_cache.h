@@ -73,7 +73,7 @@ class DiskCache {
   bool store_entry_file(std::string_view name, std::string_view data);
 
   /// Whether new entries reach the disk (false when disabled or after a write failure).
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   const std::filesystem::path& dir() const { return dir_; }
   /// The file that holds `key`'s entry.
   std::filesystem::path path_of(std::string_view key) const;
@@ -86,7 +86,7 @@ class DiskCache {
  private:
   void enforce_cap(int64_t written);
   std::filesystem::path dir_;
-  bool enabled_ = false;
+  std::atomic<bool> enabled_{false};  // a failed store turns it off while other threads read it
   std::atomic<int64_t> size_estimate_{-1};  // bytes in dir_, -1: not scanned yet
   std::atomic<int> stores_since_scan_{0};
 };
