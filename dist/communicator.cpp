@@ -18,6 +18,7 @@
 
 #include "kiln/support/env.h"
 #include "kiln/support/error.h"
+#include "kiln/support/hash.h"
 
 namespace kiln::dist {
 namespace {
@@ -195,7 +196,10 @@ void require_same_type(const Tensor& t, std::string_view what) {
   // A hash of dtype and shape, and its negation: one MIN all-reduce gives the smallest and
   // (negated) the largest, which differ exactly when some rank's differs.
   const std::string mine = TensorType{t.dtype(), t.shape()}.str();
-  int64_t h = static_cast<int64_t>(std::hash<std::string>{}(mine) >> 1);
+  // kiln's own mixing, not std::hash: the same on every rank, whichever library built it.
+  uint64_t mixed = hash_mix(static_cast<uint64_t>(t.dtype()), static_cast<uint64_t>(t.rank()));
+  for (int64_t d : t.shape().dims()) mixed = hash_mix(mixed, static_cast<uint64_t>(d));
+  const int64_t h = static_cast<int64_t>(mixed >> 1);
   int64_t send[2] = {h, -h}, recv[2] = {0, 0};
   MPI_Request request;
   check(MPI_Iallreduce(send, recv, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD, &request), what);
