@@ -451,7 +451,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     // dim where it is shorter, which 4 would leave uncombined (a 3-tap window line: W10, a
     // depthwise 3x3 over 112x112, 1.46 -> 0.68 ms). Window lines of up to 5 taps also take 4
     // vector steps per trip (3x3 with stride 2 over 56x56 134 -> 74 us, 5x5 over 28x28 139 ->
-    // 105 us); 7 taps ran 1.5-2x slower so (benchmarks/RESULTS.md, 2026-12-07 evening).
+    // 105 us); 7 taps ran 1.5-2x slower so (benchmarks/RESULTS.md, twenty-fourth session).
     if (rank > 0 && !s.lanes_reduce) {
       for (int d = rank - 1; d >= 0; --d)
         if (k.reduced[static_cast<size_t>(d)]) {

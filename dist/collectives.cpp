@@ -75,26 +75,37 @@ void require_reducible(const Tensor& t, ReduceOptions o, const char* what) {
                             dtype_name(t.dtype())));
 }
 
-// Every rank's `h` gathered, in rank order.
-std::vector<std::byte> gather_bytes(const HostBytes& h, const char* what) {
+// Every rank's `h` into `out` (size() times h.bytes()), in rank order.
+void gather_into(const HostBytes& h, std::byte* out, const char* what) {
   const int bytes = count_of(static_cast<int64_t>(h.bytes()), what);
-  std::vector<std::byte> all(h.bytes() * static_cast<size_t>(size()));
   MPI_Request request;
-  detail::check(MPI_Iallgather(h.mpi_data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE,
-                               MPI_COMM_WORLD, &request),
-                what);
-  wait_all({&request, 1}, what, all.size());
-  return all;
+  detail::check(
+      MPI_Iallgather(h.mpi_data(), bytes, MPI_BYTE, out, bytes, MPI_BYTE, MPI_COMM_WORLD, &request),
+      what);
+  wait_all({&request, 1}, what, h.bytes() * static_cast<size_t>(size()));
 }
 
-// Parts [first, first + n) of every rank's gathered values combined in rank order into `out`.
-void combine_in_rank_order(std::byte* out, const std::vector<std::byte>& all, size_t rank_bytes,
-                           size_t first_byte, int64_t n, DType dtype, ReduceOp op) {
-  const size_t part = static_cast<size_t>(n) * dtype_size(dtype);
-  std::memcpy(out, all.data() + first_byte, part);
-  for (int r = 1; r < size(); ++r)
-    detail::combine(out, all.data() + static_cast<size_t>(r) * rank_bytes + first_byte, n, dtype,
-                    op);
+// The `n` elements from element `first` on of every rank's `in`, reduced with `o` into `out`:
+// in rank order when o.fixed_order (every rank's values gathered, then combined), else by
+// the MPI collective that `start` begins. Mean divides last.
+template <class Start>
+void reduce_part(const HostBytes& in, std::byte* out, int64_t first, int64_t n, ReduceOptions o,
+                 const char* what, Start start) {
+  const DType dt = in.type.dtype;
+  if (o.fixed_order) {
+    std::vector<std::byte> all(in.bytes() * static_cast<size_t>(size()));
+    gather_into(in, all.data(), what);
+    const size_t first_byte = static_cast<size_t>(first) * dtype_size(dt);
+    std::memcpy(out, all.data() + first_byte, static_cast<size_t>(n) * dtype_size(dt));
+    for (int r = 1; r < size(); ++r)
+      detail::combine(out, all.data() + static_cast<size_t>(r) * in.bytes() + first_byte, n, dt,
+                      o.op);
+  } else {
+    MPI_Request request;
+    detail::check(start(&request), what);
+    wait_all({&request, 1}, what, in.bytes());
+  }
+  if (o.op == ReduceOp::Mean) detail::divide(out, n, dt, size());
 }
 
 }  // namespace
@@ -107,17 +118,10 @@ Tensor all_reduce(const Tensor& t, ReduceOptions o) {
   const DType dt = in.type.dtype;
   const int n = count_of(in.type.shape.numel(), "all_reduce");
   HostTensor out = HostTensor::uninitialized(in.type);
-  if (o.fixed_order) {
-    const std::vector<std::byte> all = gather_bytes(in, "all_reduce");
-    combine_in_rank_order(out.data(), all, in.bytes(), 0, n, dt, o.op);
-  } else {
-    MPI_Request request;
-    detail::check(MPI_Iallreduce(in.mpi_data(), out.data(), n, detail::mpi_type(dt),
-                                 detail::mpi_op(o.op, dt), MPI_COMM_WORLD, &request),
-                  "all_reduce");
-    wait_all({&request, 1}, "all_reduce", in.bytes());
-  }
-  if (o.op == ReduceOp::Mean) detail::divide(out.data(), n, dt, size());
+  reduce_part(in, out.data(), 0, n, o, "all_reduce", [&](MPI_Request* request) {
+    return MPI_Iallreduce(in.mpi_data(), out.data(), n, detail::mpi_type(dt),
+                          detail::mpi_op(o.op, dt), MPI_COMM_WORLD, request);
+  });
   return unstage(std::move(out), t);
 }
 
@@ -151,12 +155,7 @@ Tensor all_gather(const Tensor& t) {
   dims[0] *= size();
   const HostBytes in = read_host(t, false);
   HostTensor out = HostTensor::uninitialized(TensorType{t.dtype(), Shape(dims)});
-  const int bytes = count_of(static_cast<int64_t>(in.bytes()), "all_gather");
-  MPI_Request request;
-  detail::check(MPI_Iallgather(in.mpi_data(), bytes, MPI_BYTE, out.data(), bytes, MPI_BYTE,
-                               MPI_COMM_WORLD, &request),
-                "all_gather");
-  wait_all({&request, 1}, "all_gather", out.nbytes());
+  gather_into(in, out.data(), "all_gather");
   return unstage(std::move(out), t);
 }
 
@@ -175,18 +174,11 @@ Tensor reduce_scatter(const Tensor& t, ReduceOptions o) {
   dims[0] /= ranks;
   HostTensor out = HostTensor::uninitialized(TensorType{dt, Shape(dims)});
   const int part = count_of(out.numel(), "reduce_scatter");
-  if (o.fixed_order) {
-    const std::vector<std::byte> all = gather_bytes(in, "reduce_scatter");
-    combine_in_rank_order(out.data(), all, in.bytes(), static_cast<size_t>(rank()) * out.nbytes(),
-                          part, dt, o.op);
-  } else {
-    MPI_Request request;
-    detail::check(MPI_Ireduce_scatter_block(in.mpi_data(), out.data(), part, detail::mpi_type(dt),
-                                            detail::mpi_op(o.op, dt), MPI_COMM_WORLD, &request),
-                  "reduce_scatter");
-    wait_all({&request, 1}, "reduce_scatter", in.bytes());
-  }
-  if (o.op == ReduceOp::Mean) detail::divide(out.data(), part, dt, ranks);
+  reduce_part(
+      in, out.data(), rank() * out.numel(), part, o, "reduce_scatter", [&](MPI_Request* request) {
+        return MPI_Ireduce_scatter_block(in.mpi_data(), out.data(), part, detail::mpi_type(dt),
+                                         detail::mpi_op(o.op, dt), MPI_COMM_WORLD, request);
+      });
   return unstage(std::move(out), t);
 }
 
