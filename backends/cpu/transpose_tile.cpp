@@ -42,9 +42,46 @@ __attribute__((target("avx"))) void transpose_8x8(const float* src, int64_t src_
   }
 }
 
+bool can_deinterleave_pairs() {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+}
+
+// Eight pairs at a time: shuffle_ps takes elements 0 and 2 (1 and 3) of each 128-bit half
+// of both vectors, and permute4x64 puts the halves back in order.
+__attribute__((target("avx2"))) static int64_t deinterleave_pairs_avx2(const float* src, int64_t pairs, float* even,
+                                                                       float* odd) {
+  int64_t i = 0;
+  for (; i + 8 <= pairs; i += 8) {
+    const __m256 a = _mm256_loadu_ps(src + 2 * i), b = _mm256_loadu_ps(src + 2 * i + 8);
+    const __m256 evens = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 odds = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(even + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0))));
+    _mm256_storeu_ps(odd + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odds), _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+  return i;
+}
+
+void deinterleave_pairs(const float* src, int64_t pairs, float* even, float* odd) {
+  int64_t i = can_deinterleave_pairs() ? deinterleave_pairs_avx2(src, pairs, even, odd) : 0;
+  for (; i < pairs; ++i) {
+    even[i] = src[2 * i];
+    odd[i] = src[2 * i + 1];
+  }
+}
+
 #else
 
 bool can_transpose_8x8() { return false; }
+
+bool can_deinterleave_pairs() { return false; }
+
+void deinterleave_pairs(const float* src, int64_t pairs, float* even, float* odd) {
+  for (int64_t i = 0; i < pairs; ++i) {
+    even[i] = src[2 * i];
+    odd[i] = src[2 * i + 1];
+  }
+}
 
 void transpose_8x8(const float*, int64_t, float*, int64_t) {
   KILN_ASSERT(false, "transpose_8x8 without can_transpose_8x8()");
