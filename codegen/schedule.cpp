@@ -410,10 +410,12 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     }
   }
   // A reduction's tile walks its row in vector steps, each summing in a chain of dependent
-  // adds, then one lane at a time for what is left: a row of 14 with 16 lanes is 14 scalar
-  // steps, with 4 lanes 3 vector steps and 2 scalar ones. The fewest steps, down to 4 lanes
-  // (depthwise 5x5 over 14x14, 240 channels: 16 lanes 113 us, 4 lanes 48 us; 3x3 over
-  // 28x28: 32 -> 16 us with 8; 56x56, 144 channels: 16 lanes 400-470 us, 8 lanes 220-268).
+  // adds. Where the walk is split into stretches (split_lanes, below), what the vectors
+  // leave goes one lane at a time: a row of 14 with 16 lanes is 14 scalar steps, with 4
+  // lanes 3 vector steps and 2 scalar ones. The fewest steps, down to 4 lanes (depthwise
+  // 5x5 over 14x14, 240 channels: 16 lanes 113 us, 4 lanes 48 us; 3x3 over 28x28: 32 -> 16
+  // us with 8; 56x56, 144 channels: 16 lanes 400-470 us, 8 lanes 220-268; AVX2).
+  const int full_width = s.vector_width;
   if (!work_items && !s.lanes_reduce && reduces && s.vector_width > 4) {
     const int64_t row = s.tile;
     auto steps = [&](int64_t lanes) { return row / lanes + row % lanes; };
@@ -433,6 +435,20 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
     const bool interior = std::any_of(bounds.begin(), bounds.end(), [](const LaneBound& b) { return !is_cut(b); });
     if (interior && lanes_walked >= 8 * int64_t{s.vector_width}) c.split_lanes = 2;
     else if (std::any_of(bounds.begin(), bounds.end(), is_cut)) c.split_lanes = 1;
+  }
+  // Elsewhere a tile whose lanes end past its last whole vector walks them in one more
+  // vector step with the lanes past the end masked off, at the registers' full width
+  // (depthwise 5x5 over 14x14, 240 channels: one step of 16 lanes a row, AVX-512, 56-97 us,
+  // where 4 lanes took 105 and 16 lane by lane 217; AVX2 119 -> 72-91 us with 2 steps of 8).
+  // Not where the walk is split into stretches, which share the accumulators (llvm_codegen's
+  // masked_tail).
+  const auto leaves_lanes = [&](int64_t lanes) {
+    const int64_t row = walked_row(k, s);
+    return s.tile % lanes != 0 || row % s.tile % lanes != 0;
+  };
+  if (!work_items && !s.lanes_reduce && reduces && c.split_lanes == 0 && full_width > 1 && leaves_lanes(full_width)) {
+    c.masked_tail = 1;
+    s.vector_width = full_width;
   }
   // Work-item devices: a point per work-item unless tuned otherwise (the `vector_width` knob:
   // lanes per work-item, read with vector loads where the language has them).

@@ -161,10 +161,14 @@ class KernelEmitter {
     std::vector<Value*> dims;  // i64 per domain dim; the lane dim's is lane 0's index
     std::vector<std::optional<Val>> memo;
     std::function<Val(Ref)> reduce_value;
+    // In a masked step (Schedule's cpu.masked_tail), the lanes inside the walk: every
+    // vector load and store is masked by them. Null in every other step.
+    Value* live = nullptr;
   };
   Ctx make_ctx(unsigned w, const std::vector<Value*>& dims, std::function<Val(Ref)> reduce_value) {
     Ctx c;
     c.w = w;
+    c.live = w > 1 ? live_ : nullptr;
     c.dims = dims;
     c.memo.resize(k_.insts.size());
     for (const auto& [r, holds] : known_) c.memo[static_cast<size_t>(r)] = Val{b_.getInt1(holds), Val::Uniform};
@@ -220,6 +224,13 @@ class KernelEmitter {
     std::vector<llvm::Constant*> lanes;
     for (unsigned l = 0; l < c.w; ++l) lanes.push_back(b_.getInt64(static_cast<uint64_t>(x.stride * l)));
     return b_.CreateAdd(splat, llvm::ConstantVector::get(lanes));
+  }
+  // Whether a walk of lanes ends in one masked vector step (Schedule's cpu.masked_tail). Not
+  // in a walk split into stretches: a stretch's masked step would add into the accumulators
+  // of the next stretch's lanes.
+  bool masked_tail() const {
+    return sched_.cpu.masked_tail > 0 && sched_.cpu.split_lanes == 0 && !sched_.lanes_reduce && width_ > 1 &&
+           lane_dim_ >= 0;
   }
   // The width of the steps a reduced row takes after its `accumulators`-wide ones, before
   // single lanes (one vector register's worth); 0 where there are none.
@@ -353,6 +364,12 @@ class KernelEmitter {
   std::vector<int> stage_;
   int num_stages_ = 0;
   unsigned width_ = 1;
+  Value* live_ = nullptr;  // the lanes of the masked step being emitted (Ctx::live)
+  // `mask` (a vector of bools, or null: every lane) and the live lanes of `c`'s step.
+  Value* and_live(const Ctx& c, Value* mask) {
+    if (!c.live) return mask;
+    return mask ? b_.CreateAnd(mask, c.live) : c.live;
+  }
   bool long_runs_ = true;
   bool wide_sums_ = false;  // emitting case A's f64 fallback pass
   kir::Schedule sched_;
@@ -823,9 +840,9 @@ Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
     if (!mask) mask = llvm::Constant::getAllOnesValue(vec_type(b_.getInt1Ty(), c.w));
     return to_reg(b_.CreateMaskedGather(vt, ptrs, align, mask, llvm::Constant::getNullValue(vt)));
   };
-  if (!masked) return {vector_load(nullptr), Val::Vector};
+  if (!masked) return {vector_load(and_live(c, nullptr)), Val::Vector};
   const Val m = get(c, in.args[1]);
-  if (m.kind != Val::Uniform) return {vector_load(vector_of(c, m)), Val::Vector};
+  if (m.kind != Val::Uniform) return {vector_load(and_live(c, vector_of(c, m))), Val::Vector};
   // A mask the same for every lane (a padded window's row, where the lanes' own bounds are
   // known) guards the whole vector: one branch around a plain load, not a masked load.
   llvm::BasicBlock* from = b_.GetInsertBlock();
@@ -833,7 +850,7 @@ Val KernelEmitter::emit_load(Ctx& c, const Inst& in) {
   auto* join = llvm::BasicBlock::Create(ctx_, "uniform.join", fn_);
   b_.CreateCondBr(m.v, then, join);
   b_.SetInsertPoint(then);
-  Value* x = vector_load(nullptr);
+  Value* x = vector_load(and_live(c, nullptr));
   llvm::BasicBlock* loaded = b_.GetInsertBlock();
   b_.CreateBr(join);
   b_.SetInsertPoint(join);
@@ -990,7 +1007,7 @@ void KernelEmitter::emit_store(Ctx& c, const kir::Store& s) {
     return;
   }
   Value* v = to_mem(vector_of(c, val));
-  Value* mask = guard ? vector_of(c, *guard) : nullptr;
+  Value* mask = and_live(c, guard ? vector_of(c, *guard) : nullptr);
   if (off.kind == Val::Affine && off.stride == 1) {
     Value* p = b_.CreateGEP(mt, base, off.v);
     if (mask) b_.CreateMaskedStore(v, p, align, mask);
@@ -1094,6 +1111,26 @@ void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, c
           body(width_, dims);
         },
         sched_.cpu.vector_unroll);
+  }
+  // A tile's lanes past its last whole vector step: one vector step with the lanes past
+  // `hi` masked off (a depthwise 5x5's rows of 14 in 8 lanes: 2 steps, not 1 and 6 lanes).
+  // Accumulator arrays are whole vectors long (emit_lane_tile).
+  if (masked_tail()) {
+    auto* step = llvm::BasicBlock::Create(ctx_, "masked.tail", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "masked.tail.done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(split, hi), step, done);
+    b_.SetInsertPoint(step);
+    // Lane l is live where l < hi - split: 32-bit lane numbers, one compare.
+    std::vector<llvm::Constant*> lanes;
+    for (unsigned l = 0; l < width_; ++l) lanes.push_back(b_.getInt32(l));
+    Value* left = b_.CreateVectorSplat(width_, b_.CreateTrunc(b_.CreateSub(hi, split), b_.getInt32Ty()));
+    Value* const outer = std::exchange(live_, b_.CreateICmpSLT(llvm::ConstantVector::get(lanes), left));
+    dims[static_cast<size_t>(lane_dim_)] = split;
+    body(width_, dims);
+    live_ = outer;
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    return;
   }
   // A reduced row's steps are `accumulators` vectors wide: what they leave is walked a vector
   // at a time before the lanes one by one (a row of 49 in 16-lane registers, two chains: 32
@@ -1474,7 +1511,9 @@ void KernelEmitter::emit_lane_tile(Value* it) {
                     b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(tile))),
                     b_.CreateAlloca(llvm::ArrayType::get(b_.getInt1Ty(), static_cast<uint64_t>(tile)))};
         } else {
-          acc[r] = b_.CreateAlloca(llvm::ArrayType::get(mem_type(acc_type(in)), static_cast<uint64_t>(tile)));
+          // (A masked step's lanes past the tile read and write a vector past its end.)
+          const int64_t lanes = masked_tail() ? tile + width_ : tile;
+          acc[r] = b_.CreateAlloca(llvm::ArrayType::get(mem_type(acc_type(in)), static_cast<uint64_t>(lanes)));
         }
       }
       b_.restoreIP(ip);
@@ -1578,14 +1617,24 @@ void KernelEmitter::emit_lane_tile(Value* it) {
       bad = eb.CreateAlloca(b_.getInt1Ty());
     }
     b_.CreateStore(b_.getFalse(), bad);
-    loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+    // A vector of lanes at a time, then one at a time: |sum| >= inf or unordered (lane by
+    // lane, the check took a third of a depthwise 5x5's rows of 14).
+    auto check = [&](Value* l, unsigned w) {
       for (Ref r : narrow) {
-        Value* v = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), acc[r], l));
-        Value* inf = b_.CreateFCmpOEQ(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {v->getType()}, {v}),
+        Value* v = b_.CreateAlignedLoad(vec_type(b_.getFloatTy(), w), b_.CreateGEP(b_.getFloatTy(), acc[r], l), llvm::Align(1));
+        Value* big = b_.CreateFCmpUGE(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {v->getType()}, {v}),
                                       llvm::ConstantFP::getInfinity(v->getType()));
-        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), bad), b_.CreateOr(inf, b_.CreateFCmpUNO(v, v))), bad);
+        if (w > 1) big = b_.CreateOrReduce(big);
+        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), bad), big), bad);
       }
-    });
+    };
+    Value* lanes = b_.CreateSub(c1, c0);
+    Value* whole = lanes;
+    if (width_ > 1) {
+      whole = b_.CreateMul(b_.CreateSDiv(lanes, i64(width_)), i64(width_));
+      loop(i64(0), whole, i64(width_), [&](Value* l) { check(l, width_); });
+    }
+    loop(whole, lanes, i64(1), [&](Value* l) { check(l, 1); });
     auto* slow = llvm::BasicBlock::Create(ctx_, "wide.sum", fn_);
     auto* join = llvm::BasicBlock::Create(ctx_, "wide.join", fn_);
     b_.CreateCondBr(b_.CreateLoad(b_.getInt1Ty(), bad), slow, join);

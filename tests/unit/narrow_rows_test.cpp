@@ -1,8 +1,7 @@
 // Reductions whose rows are narrower than a vector (default_schedule, codegen/schedule.cpp):
 // a plane of one to four vectors walks as one row (Schedule::merge_rows, kir::merge_rows),
-// and a row takes the vector width that walks it in the fewest steps (what a vector step
-// leaves is walked a lane at a time), so that a tile sums its reduction in several
-// independent chains of full vectors. Depthwise convolutions of 7x7 to 28x28 planes,
+// and a row whose lanes end past its last whole vector walks them in one more vector step
+// with the lanes past its end masked off (Schedule's cpu.masked_tail), not lane by lane. Depthwise convolutions of 7x7 to 28x28 planes,
 // as MobileNet and EfficientNet have them, are such reductions.
 #include <gtest/gtest.h>
 
@@ -66,10 +65,11 @@ TEST(NarrowRows, ASevenBySevenPlaneWalksAsOneRowOfFourVectors) {
   EXPECT_NE(s.str().find("tile = 49, "), std::string::npos) << s.str();
   EXPECT_NE(s.str().find("cpu {merge_rows = 1,"), std::string::npos) << s.str();
   // With 8 lanes the plane would be 7 vectors, whose positions spill: rows of one vector,
-  // in halves of 4 lanes for two chains.
+  // its last lane masked off.
   const kir::Schedule avx2 = kir::default_schedule(k, cpu_with(32));
   EXPECT_EQ(avx2.cpu.merge_rows, 0);
-  EXPECT_EQ(avx2.vector_width, 4);
+  EXPECT_EQ(avx2.vector_width, 8);
+  EXPECT_EQ(avx2.cpu.masked_tail, 1);
   // A work-item per point either way.
   EXPECT_EQ(kir::default_schedule(k, work_items()).cpu.merge_rows, 0);
   // Planes past four vectors keep their rows.
@@ -125,17 +125,46 @@ TEST(NarrowRows, MergedAndUnmergedWalksWriteTheSameBytes) {
   }
 }
 
-TEST(NarrowRows, ARowTakesTheVectorsThatWalkItInTheFewestSteps) {
+TEST(NarrowRows, MaskedAndLaneByLaneTailsWriteTheSameBytes) {
+  Backend& cpu = cpu_backend();
+  const std::string columns =
+      "graph @cols(%x: f32[9,40]) -> f32[40] {\n  %s = reduce_sum %x {axes = [0]} : f32[40]\n  return %s\n}";
+  const std::string rows_of_3 =
+      "graph @m(%x: i32[5,6,3]) -> i32[5,3] {\n  %s = reduce_max %x {axes = [1]} : i32[5,3]\n  return %s\n}";
+  for (const std::string& text : {depthwise(40, 14, 14, 5), depthwise(24, 7, 7, 3), depthwise(8, 9, 11, 3), columns, rows_of_3}) {
+    const kir::Kernel k = test::only_kernel(text);
+    const Capabilities& caps = cpu.capabilities();
+    const kir::Schedule base = kir::default_schedule(k, caps);
+    if (base.vector_width == 1) GTEST_SKIP() << "no vector registers on this host";
+    const kir::Schedule masked = with(k, base, "masked_tail=1", caps), lanes = with(k, base, "masked_tail=0", caps);
+    ASSERT_EQ(masked.cpu.masked_tail, 1);
+    ASSERT_EQ(lanes.cpu.masked_tail, 0);
+    autotune::KernelBench bench(cpu, k);
+    EXPECT_EQ(bench.outputs(*cpu.compile(k, masked), masked), bench.outputs(*cpu.compile(k, lanes), lanes)) << text;
+  }
+}
+
+TEST(NarrowRows, ARowThatLeavesLanesEndsInOneMaskedVectorStep) {
   const Capabilities avx512 = cpu_with(64);
-  // Vector steps, then a step per lane left: 14 = 3 x 4 + 2, 28 = 3 x 8 + 4, 56 = 7 x 8.
-  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(240, 14, 14, 5)), avx512).vector_width, 4);
-  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(72, 28, 28, 3)), avx512).vector_width, 8);
-  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(64, 56, 56, 3)), avx512).vector_width, 8);
-  EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(32, 112, 112, 3)), avx512).vector_width, 16);
+  // Rows of 14, 28 and 56 in 16 lanes: 1, 2 and 4 vector steps, the last one masked; 112 is
+  // 7 whole vectors.
+  for (const int64_t width : {14, 28, 56}) {
+    const kir::Schedule s = kir::default_schedule(test::only_kernel(depthwise(72, width, width, 3)), avx512);
+    EXPECT_EQ(s.vector_width, 16) << width;
+    EXPECT_EQ(s.cpu.masked_tail, 1) << width;
+  }
+  const kir::Schedule whole = kir::default_schedule(test::only_kernel(depthwise(32, 112, 112, 3)), avx512);
+  EXPECT_EQ(whole.vector_width, 16);
+  EXPECT_EQ(whole.cpu.masked_tail, 0);
+  // A column sum over 40 lanes: two whole vectors and 8 lanes masked.
+  const kir::Kernel columns = test::only_kernel(
+      "graph @cols(%x: f32[9,40]) -> f32[40] {\n  %s = reduce_sum %x {axes = [0]} : f32[40]\n  return %s\n}");
+  EXPECT_EQ(kir::default_schedule(columns, avx512).cpu.masked_tail, 1);
   // Elementwise tiles have no chain to wait on (vector_unroll gives them several steps).
   const kir::Kernel add = test::only_kernel(
       "graph @add(%x: f32[64,14], %y: f32[64,14]) -> f32[64,14] {\n  %z = add %x, %y : f32[64,14]\n  return %z\n}");
   EXPECT_EQ(kir::default_schedule(add, avx512).vector_width, 16);
+  EXPECT_EQ(kir::default_schedule(add, avx512).cpu.masked_tail, 0);
   // Work-item devices choose their lanes otherwise (default_lanes_test.cpp).
   EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(240, 14, 14, 5)), work_items()).vector_width, 1);
 }
@@ -171,14 +200,18 @@ TEST(NarrowRows, TheAutotunerMayUndoEitherChoice) {
   const Capabilities avx512 = cpu_with(64);
   const kir::Kernel k = test::only_kernel(depthwise(240, 14, 14, 5));
   const kir::Schedule base = kir::default_schedule(k, avx512);
-  ASSERT_EQ(base.vector_width, 4);
-  bool merge = false, sixteen = false;
+  ASSERT_EQ(base.vector_width, 16);
+  ASSERT_EQ(base.cpu.masked_tail, 1);
+  bool merge = false, masked = false, four = false;
   for (const kir::Knob& knob : kir::schedule_knobs(k, base, avx512)) {
     if (knob.name == "merge_rows") merge = knob.values == std::vector<int64_t>{0, 1};
-    if (knob.name == "vector_width") sixteen = std::find(knob.values.begin(), knob.values.end(), 16) != knob.values.end();
+    if (knob.name == "masked_tail") masked = knob.values == std::vector<int64_t>{0, 1};
+    if (knob.name == "vector_width") four = std::find(knob.values.begin(), knob.values.end(), 4) != knob.values.end();
   }
   EXPECT_TRUE(merge);
-  EXPECT_TRUE(sixteen);  // the registers' width, though the default took 4 lanes
+  EXPECT_TRUE(masked);
+  EXPECT_TRUE(four);  // narrower vectors than the registers'
+  EXPECT_EQ(with(k, base, "masked_tail=0", avx512).cpu.masked_tail, 0);
   const kir::Schedule merged = with(k, base, "merge_rows=1", avx512);
   EXPECT_EQ(merged.tile, 196);
   EXPECT_EQ(merged.iterations, 240);

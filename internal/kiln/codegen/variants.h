@@ -26,7 +26,7 @@ namespace kiln::kir {
 /// named as the field it sets (kiln/codegen/schedule.def); docs/autotune.md tables them.
 ///
 /// cpu family: `vector_width`, `vector_unroll`, `accumulators`, `unroll`, `tile`,
-/// `merge_rows`, `split_lanes`, `task_elements` (0: one task), `threads` (0: every core),
+/// `merge_rows`, `split_lanes`, `masked_tail`, `task_elements` (0: one task), `threads` (0: every core),
 /// `row_cache_elements` (0: none), `prefetch_rows`, `pipeline` (0 lean, 1 o2).
 /// work-item family: `local_size`, `elements_per_item` (grid-stride), `reduction` (0 serial,
 /// 1 work-group tree, 2 subgroup shuffles), `row_blocks`, `accumulators`, `vector_width`
