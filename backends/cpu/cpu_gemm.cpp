@@ -361,10 +361,20 @@ class PaddedWindows {
         for (int64_t i = first; i < width; i += phases) *out++ = line[i];
       }
     };
+    // The elements of a padded line that no input element lands on: each phase's head and
+    // tail (zeroing whole planes before the copy wrote the stem's planes twice).
+    std::vector<std::pair<int64_t, int64_t>> line_padding;  // [from, to) in a padded line
+    for (int64_t ph = 0; ph < phases; ++ph) {
+      const int64_t first = ((ph - low) % phases + phases) % phases;
+      const int64_t count = first < width ? (width - 1 - first) / phases + 1 : 0;
+      const int64_t start = ph * phase_ + (first + low) / phases;
+      line_padding.emplace_back(ph * phase_, count ? start : (ph + 1) * phase_);
+      if (count) line_padding.emplace_back(start + count, (ph + 1) * phase_);
+    }
     // Tasks of about 16K elements. A 2-D plane is cut into ranges of its lines, each zeroing
-    // its own padded lines (the first and the last range the padding above and below): the
-    // stem's three planes of 224 x 224 kept one of two cores idle for a third of the copy
-    // as three tasks.
+    // the padding of its own padded lines (the first and the last range the lines above and
+    // below): the stem's three planes of 224 x 224 kept one of two cores idle for a third of
+    // the copy as three tasks.
     const int64_t planes = batches_ * channels;
     const int64_t parts = dims == 2 ? std::clamp<int64_t>(c_.in[0] * c_.in[1] / 16384, 1, c_.in[0]) : 1;
     auto copy_parts = [&](int64_t begin, int64_t end) {
@@ -374,14 +384,19 @@ class PaddedWindows {
         const T* src = b + batch_offsets(g, bi).second + ch * c_.plane();
         T* dst = data_.data() + bi * batch_elements_ + ch * plane_;
         const int64_t l0 = in_lines * part / parts, l1 = in_lines * (part + 1) / parts;
-        if (parts == 1) {
+        if (dims != 2) {
           std::fill_n(dst, plane_, T(0));
-        } else {  // padded lines l0 + low .. l1 + low, and the padding past either end
-          const int64_t from = part == 0 ? 0 : (l0 + c_.low[0]) * pstride[0];
-          const int64_t to = part == parts - 1 ? plane_ : (l1 + c_.low[0]) * pstride[0];
-          std::fill_n(dst + from, to - from, T(0));
+        } else {
+          const int64_t line = pstride[0], below = (c_.in[0] + c_.low[0]) * line;
+          if (part == 0) std::fill_n(dst, c_.low[0] * line, T(0));
+          if (part == parts - 1) std::fill_n(dst + below, plane_ - below, T(0));
         }
-        for (int64_t l = l0; l < l1; ++l) copy_line(src + l * width, dst + padded_line(l));
+        for (int64_t l = l0; l < l1; ++l) {
+          T* to = dst + padded_line(l);
+          if (dims == 2)
+            for (const auto& [head, tail] : line_padding) std::fill(to + head, to + tail, T(0));
+          copy_line(src + l * width, to);
+        }
       }
       if (end == planes * parts) std::fill_n(data_.data() + batches_ * batch_elements_, g.schedule.nr, T(0));
     };
