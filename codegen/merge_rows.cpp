@@ -56,7 +56,7 @@ Kernel merge_rows(const Kernel& k) {
   return merged(k, renumbered);
 }
 
-bool merge_keeps_positions_affine(const Kernel& k) {
+bool merge_keeps_positions_affine(const Kernel& k, bool compares) {
   if (merged_row_dim(k) < 0) return false;
   std::vector<Ref> renumbered;
   const Kernel m = merged(k, renumbered);
@@ -64,7 +64,14 @@ bool merge_keeps_positions_affine(const Kernel& k) {
   auto kept = [&](Ref r) {
     return !before[static_cast<size_t>(r)] || after[static_cast<size_t>(renumbered[static_cast<size_t>(r)])];
   };
-  const std::vector<Ref> at = positions(k);
+  std::vector<Ref> at;
+  if (compares) {
+    at = positions(k);
+  } else {
+    for (const Inst& in : k.insts)
+      if (in.code == Code::Load) at.push_back(in.args[0]);
+    for (const Store& st : k.stores) at.push_back(st.offset);
+  }
   return std::all_of(at.begin(), at.end(), kept);
 }
 

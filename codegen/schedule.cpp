@@ -392,7 +392,10 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // a plane per iteration (kir::merge_rows): a 7x7 depthwise convolution's taps then sum in
   // 4 independent chains of full vectors instead of one chain of 7 lanes (C=576, 5x5 taps:
   // 115 -> 16.5 us; 8x8 planes 75 -> 36 us). Planes of 7 vectors and more ran slower (10x10:
-  // 55 -> 120 us, the vectors' i64 positions spill), and a 3x3 plane fills no vector.
+  // 55 -> 120 us, the vectors' i64 positions spill), and a 3x3 plane fills no vector. Not
+  // where a merged position is no longer affine: a stride-2 window's rows do not follow each
+  // other, and its merged reads are gathers (5x5 over 14x14 to 7x7, 288 channels, AVX-512:
+  // 127 us merged, 60 us row by row).
   //
   // An elementwise tile walks its row in vector steps, then a lane at a time for what is
   // left: a row of 7 (a 7x7 plane's) is 7 scalar steps, a row of 56 three vector steps and
@@ -401,7 +404,8 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   if (!work_items && !s.lanes_reduce && s.vector_width > 1 && merged_row_dim(k) >= 0) {
     const int64_t row = k.domain[rank - 1], plane = row * k.domain[merged_row_dim(k)];
     const int64_t lanes = s.vector_width;
-    const bool merge = reduces ? row < lanes && plane >= lanes && plane <= 4 * lanes
+    const bool merge = reduces ? row < lanes && plane >= lanes && plane <= 4 * lanes &&
+                                     merge_keeps_positions_affine(k, /*compares=*/false)
                                : row % lanes != 0 && merge_keeps_positions_affine(k);
     if (merge) {
       c.merge_rows = 1;

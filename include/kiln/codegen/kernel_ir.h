@@ -133,8 +133,10 @@ Kernel merge_rows(const Kernel& k);
 /// function of the dims (a vector load where it steps by one) as an affine function too,
 /// and compares affine positions only where `k` did: true where the rows follow each other
 /// in every buffer, false where one is read across rows (a broadcast row, a transpose), which
-/// would become a gather. False where merged_row_dim(k) < 0.
-bool merge_keeps_positions_affine(const Kernel& k);
+/// would become a gather. False where merged_row_dim(k) < 0. With `compares` false, only
+/// the buffers' offsets count: a padded window's bounds may become the merged position's
+/// `mod` arithmetic, computed per lane, while its reads stay contiguous vectors.
+bool merge_keeps_positions_affine(const Kernel& k, bool compares = true);
 
 /// `k` over a domain without its dims of one point (but one of each kind, kept and reduced,
 /// that it has) and with neighbouring dims of the same kind merged into one (row-major)
