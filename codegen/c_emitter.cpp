@@ -663,6 +663,10 @@ std::string CEmitter::expr(Ref r) {
       }
       return op_expr(in);
     case Code::Cast:
+      if (in.imm == kir::kCastToOdd) {
+        helpers_.insert("f64_to_f32_odd");
+        return fmt::format("kiln_f64_to_f32_odd({})", v(in.args[0]));
+      }
       if (vec_) return convert_to(v(in.args[0]), in.type);  // f32 and f64 (c_lanes_as_vectors)
       return cast_expr(v(in.args[0]), k_.insts[static_cast<size_t>(in.args[0])].type, in.type);
     case Code::Narrow: {
@@ -1271,6 +1275,19 @@ std::string helper_functions(const std::set<std::string>& helpers, const CDialec
       out += remainder_helper(h, q, d_);
     } else if (h == "f16" || h == "bf16") {
       out += small_float_helpers(h, q, d_);
+    } else if (h == "f64_to_f32_odd") {
+      // kir::kCastToOdd, as llvm_codegen's emit_f64_to_f32_odd.
+      const std::string u = d_.unsigned_type(DType::I32), f = d_.type(DType::F32), dbl = d_.type(DType::F64);
+      out += fmt::format(
+          "{0}{1} kiln_f64_to_f32_odd({2} x) {{\n"
+          "  {5}{1} y = {3};\n"
+          "  {5}{2} back = {4};\n"
+          "  if (!(back != x) || x != x) return y;\n"
+          "  {6} b = {7};\n"
+          "  if ({9}(back) > {9}(x)) b -= 1u;\n"
+          "  return {8};\n"
+          "}}\n",
+          q, f, dbl, d_.convert("x", f), d_.convert("y", dbl), d_.let(), u, d_.f32_bits("y"), d_.bits_f32("(b | 1u)"), d_.math("fabs", DType::F64));
     } else if (h.starts_with("kiln_")) {
       out += d_.helper(h);
     }

@@ -70,7 +70,7 @@ std::string Kernel::str(bool names) const {
                    ? fmt::format("custom @{} {}", customs[static_cast<size_t>(in.imm)]->name, args_str(in))
                    : fmt::format("{} {}", op_info(in.op).name, args_str(in));
         break;
-      case Code::Cast: body = fmt::format("cast {}", args_str(in)); break;
+      case Code::Cast: body = fmt::format("cast{} {}", in.imm == kCastToOdd ? " to_odd" : "", args_str(in)); break;
       case Code::Narrow: body = fmt::format("narrow {} {}", dtype_name(static_cast<DType>(in.imm)), args_str(in)); break;
       case Code::IndexDiv: body = fmt::format("floordiv {}, {}", ref(in.args[0]), in.imm); break;
       case Code::IndexMod: body = fmt::format("mod {}, {}", ref(in.args[0]), in.imm); break;

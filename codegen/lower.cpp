@@ -152,7 +152,8 @@ class KernelBuilder {
     if (known_type(a) == DType::U64 && is_float(t)) return cast(u64_to_f64(a), t);  // rounded once, as the interpreter
     if (t == DType::U64 && is_float(type(a))) return float_to_u64(a);
     const DType c = compute_dtype(t);
-    Ref r = type(a) == c ? a : add_inst({Code::Cast, OpKind::Cast, c, {a}, -1, 0, {}});
+    const bool to_odd = type(a) == DType::F64 && (t == DType::F16 || t == DType::BF16);
+    Ref r = type(a) == c ? a : add_inst({Code::Cast, OpKind::Cast, c, {a}, -1, to_odd ? kir::kCastToOdd : 0, {}});
     if (is_float(type(a)) && is_integer(t) && c != t)  // floats saturate at the narrow type's limits
       r = op(OpKind::Min, c, {op(OpKind::Max, c, {r, konst(Scalar::from_int(int_min(t)), c)}),
                               konst(Scalar::from_int(int_max(t)), c)});

@@ -86,7 +86,7 @@ bool c_lanes_as_vectors(const Kernel& k, int lanes) {
             return false;
           break;
         case Code::Cast:
-          if (!float_value(k.insts[static_cast<size_t>(in.args[0])].type)) return false;
+          if (!float_value(k.insts[static_cast<size_t>(in.args[0])].type) || in.imm == kCastToOdd) return false;
           break;
         case Code::Op:
         case Code::Reduce:

@@ -242,6 +242,7 @@ class KernelEmitter {
   std::optional<Val> lane_threshold_compare(Ctx& c, const Inst& in, const std::vector<Val>& args);
   Value* emit_op(OpKind op, DType t, DType arg_type, const std::vector<Value*>& a);
   Value* emit_cast(Value* x, DType from, DType to);
+  Value* emit_f64_to_f32_odd(Value* x);
   Value* emit_rand(Value* index, int64_t seed, DType t);
   Value* emit_custom_call(const Inst& in, const std::vector<Value*>& args, unsigned w);
   Val emit_load(Ctx& c, const Inst& in);
@@ -534,6 +535,21 @@ Value* KernelEmitter::emit_cast(Value* x, DType from, DType to) {
   if (is_integer(from)) return b_.CreateSIToFP(x, t);
   if (is_integer(to)) return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
   return to == DType::F64 ? b_.CreateFPExt(x, t) : b_.CreateFPTrunc(x, t);
+}
+
+// kir::kCastToOdd: rounded to nearest, then one step toward zero where that went away from
+// it, and the last bit set where inexact. A NaN stays as it is (no compare holds); past the
+// f32 range, FLT_MAX with its sign, which any narrower type rounds on to infinity.
+Value* KernelEmitter::emit_f64_to_f32_odd(Value* x) {
+  Value* y = b_.CreateFPTrunc(x, shaped_like(b_.getFloatTy(), x));
+  Value* back = b_.CreateFPExt(y, x->getType());
+  llvm::Type* bits = shaped_like(b_.getInt32Ty(), y);
+  Value* u = b_.CreateBitCast(y, bits);
+  Value* away = b_.CreateFCmpOGT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, back),
+                                 b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x));
+  Value* toward_zero = b_.CreateSub(u, b_.CreateZExt(away, bits));
+  Value* odd = b_.CreateOr(toward_zero, llvm::ConstantInt::get(bits, 1));
+  return b_.CreateBitCast(b_.CreateSelect(b_.CreateFCmpONE(back, x), odd, u), y->getType());
 }
 
 // fmod: LLVM's frem is C's fmod; srem with the divisors that trap (0, and -1 under the
@@ -914,7 +930,9 @@ Val KernelEmitter::compute(Ctx& c, Ref r) {
       const DType at = in.args.empty() ? in.type : k_.insts[static_cast<size_t>(in.args.back())].type;
       return {emit_op(in.op, in.type, at, vals), kind};
     }
-    case Code::Cast: return {emit_cast(vals[0], k_.insts[static_cast<size_t>(in.args[0])].type, in.type), kind};
+    case Code::Cast:
+      if (in.imm == kir::kCastToOdd) return {emit_f64_to_f32_odd(vals[0]), kind};
+      return {emit_cast(vals[0], k_.insts[static_cast<size_t>(in.args[0])].type, in.type), kind};
     case Code::Narrow: return {emit_narrow(vals[0], static_cast<DType>(in.imm)), kind};
     case Code::IndexDiv: return {b_.CreateUDiv(vals[0], llvm::ConstantInt::get(vals[0]->getType(), static_cast<uint64_t>(in.imm))), kind};
     case Code::IndexMod: return {b_.CreateURem(vals[0], llvm::ConstantInt::get(vals[0]->getType(), static_cast<uint64_t>(in.imm))), kind};

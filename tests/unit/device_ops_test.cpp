@@ -603,6 +603,20 @@ TEST(DeviceCast, I64ToF32RoundsThroughF64) {
   EXPECT_EQ(got[3], 0x1p63f);
 }
 
+TEST(DeviceCast, F64ToF16AndBf16RoundOnce) {
+  // docs/ir.md 5.2: a float to f16 or bf16 rounds once, from the double. Each value lies just
+  // above a halfway point of the narrow type that f32 cannot tell from the point itself:
+  // rounded to f32 first, the tie went to even (1 + 2^-11 + 2^-40 to f16 gave 1, not 1 +
+  // 2^-10; kiln fuzz --big --seed 175 on cpu, element 15606 of a cast from f64). Then the
+  // edges: past f32's range, NaN, f16's smallest subnormal's half, just below f16's overflow.
+  const std::vector<double> xs = {1 + 0x1p-11 + 0x1p-40, -(1 + 0x1p-11 + 0x1p-40), 1 + 0x1p-8 + 0x1p-40,
+                                  -(1 + 0x1p-8 + 0x1p-40), 1e39, NAN, 0x1p-25 + 0x1p-60, 65520 - 0x1p-30, 1.5, -0.0};
+  expect_same(
+      "graph @c(%x: f64[10]) -> (f16[10], bf16[10]) {\n"
+      "  %h = cast %x : f16[10]\n  %b = cast %x : bf16[10]\n  return %h, %b\n}\n",
+      {HostTensor::from_vector<double>(xs, {10})});
+}
+
 TEST(DeviceCast, StorageTypesToAndFromEveryType) {
   // Narrow integers wrap, floats saturate into them; f16 and bf16 round to nearest even
   // (large values to infinity); u64 to a float rounds once to f64 (to f32 through it, as i64).

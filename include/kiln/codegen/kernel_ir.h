@@ -31,6 +31,13 @@ namespace kiln::kir {
 using Ref = int32_t;
 inline constexpr Ref kNoRef = -1;
 
+/// Code::Cast's imm for an f64 to f32 that a narrow to f16 or bf16 follows: toward zero,
+/// its last bit set where inexact ("round to odd"). Rounded to nearest, the f32 can land on
+/// a halfway point of the f16s that the double was not on, and the second rounding goes the
+/// wrong way; rounded to odd, with more than two bits to spare past the f16's (or bf16's)
+/// significand, the narrow rounds as once from the double (docs/ir.md 5.2).
+inline constexpr int64_t kCastToOdd = 1;
+
 enum class Code : uint8_t {
   Dim,       // i64: the domain index along dim `imm`
   Const,     // `literal`, of `type`
@@ -41,7 +48,8 @@ enum class Code : uint8_t {
              // predicates (isnan, isinf) take a float and give bool;
              // where takes (bool, type, type); custom calls Kernel::customs[imm] on
              // arguments of its parameters' types
-  Cast,      // args[0] converted to `type` with the semantics of the cast op
+  Cast,      // args[0] converted to `type` with the semantics of the cast op; an f64 to f32
+             // with imm kCastToOdd rounds to odd instead (kCastToOdd's comment)
   Narrow,    // args[0], of compute type `type`, wrapped into storage type `imm` (a DType):
              // an integer keeps that type's low bits (sign-extended for i8 and i16), an f32
              // rounds to f16 or bf16 (to nearest even); the result is of `type` again
