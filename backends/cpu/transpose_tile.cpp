@@ -62,25 +62,15 @@ __attribute__((target("avx2"))) static int64_t deinterleave_pairs_avx2(const flo
   return i;
 }
 
-void deinterleave_pairs(const float* src, int64_t pairs, float* even, float* odd) {
-  int64_t i = can_deinterleave_pairs() ? deinterleave_pairs_avx2(src, pairs, even, odd) : 0;
-  for (; i < pairs; ++i) {
-    even[i] = src[2 * i];
-    odd[i] = src[2 * i + 1];
-  }
-}
-
 #else
 
 bool can_transpose_8x8() { return false; }
 
 bool can_deinterleave_pairs() { return false; }
 
-void deinterleave_pairs(const float* src, int64_t pairs, float* even, float* odd) {
-  for (int64_t i = 0; i < pairs; ++i) {
-    even[i] = src[2 * i];
-    odd[i] = src[2 * i + 1];
-  }
+static int64_t deinterleave_pairs_avx2(const float*, int64_t, float*, float*) {
+  KILN_ASSERT(false, "deinterleave_pairs_avx2 without can_deinterleave_pairs()");
+  return 0;
 }
 
 void transpose_8x8(const float*, int64_t, float*, int64_t) {
@@ -88,5 +78,13 @@ void transpose_8x8(const float*, int64_t, float*, int64_t) {
 }
 
 #endif
+
+void deinterleave_pairs(const float* src, int64_t pairs, float* even, float* odd) {
+  int64_t i = can_deinterleave_pairs() ? deinterleave_pairs_avx2(src, pairs, even, odd) : 0;
+  for (; i < pairs; ++i) {
+    even[i] = src[2 * i];
+    odd[i] = src[2 * i + 1];
+  }
+}
 
 }  // namespace kiln::cpu
