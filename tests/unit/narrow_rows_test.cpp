@@ -1,9 +1,14 @@
 // Reductions whose rows are narrower than a vector (default_schedule, codegen/schedule.cpp):
 // a plane of one to four vectors walks as one row (Schedule::merge_rows, kir::merge_rows),
 // and a row whose lanes end past its last whole vector walks them in one more vector step
-// with the lanes past its end masked off (Schedule's cpu.masked_tail), not lane by lane. Depthwise convolutions of 7x7 to 28x28 planes,
-// as MobileNet and EfficientNet have them, are such reductions.
+// with the lanes past its end masked off (Schedule's cpu.masked_tail), not lane by lane.
+// Depthwise convolutions of 7x7 to 28x28 planes, as MobileNet and EfficientNet have them,
+// are such reductions.
 #include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -50,6 +55,21 @@ kir::Schedule with(const kir::Kernel& k, const kir::Schedule& base, const std::s
   const std::optional<kir::Schedule> s = kir::apply_variant(k, base, *kir::Variant::parse(variant), caps);
   EXPECT_TRUE(s.has_value()) << variant;
   return s.value_or(base);
+}
+
+/// The schedules `a` and `b` give the only kernel of `text` on this host's cpu (base: its
+/// default), after checking that both write the same bytes. Nullopt without vector registers.
+std::optional<std::pair<kir::Schedule, kir::Schedule>> same_bytes(const std::string& text, const std::string& a,
+                                                                  const std::string& b) {
+  Backend& cpu = cpu_backend();
+  const kir::Kernel k = test::only_kernel(text);
+  const Capabilities& caps = cpu.capabilities();
+  const kir::Schedule base = kir::default_schedule(k, caps);
+  if (base.vector_width == 1) return std::nullopt;
+  const kir::Schedule sa = with(k, base, a, caps), sb = with(k, base, b, caps);
+  autotune::KernelBench bench(cpu, k);
+  EXPECT_EQ(bench.outputs(*cpu.compile(k, sa), sa), bench.outputs(*cpu.compile(k, sb), sb)) << text;
+  return std::pair{sa, sb};
 }
 
 TEST(NarrowRows, ASevenBySevenPlaneWalksAsOneRowOfFourVectors) {
@@ -120,43 +140,33 @@ TEST(NarrowRows, MergedKernelWalksTheSamePointsOverOneDimLess) {
 }
 
 TEST(NarrowRows, MergedAndUnmergedWalksWriteTheSameBytes) {
-  Backend& cpu = cpu_backend();
   const std::string scale =
       "graph @se(%x: f32[1,40,7,7], %s: f32[1,40,1,1]) -> f32[1,40,7,7] {\n"
       "  %g = sigmoid %s : f32[1,40,1,1]\n  %y = mul %x, %g : f32[1,40,7,7]\n  return %y\n}";
   for (const std::string& text : {depthwise(40, 7, 7, 5), depthwise(16, 6, 7, 3), depthwise(24, 8, 8, 3), scale}) {
-    const kir::Kernel k = test::only_kernel(text);
-    const Capabilities& caps = cpu.capabilities();
-    const kir::Schedule base = kir::default_schedule(k, caps);
-    if (base.vector_width == 1) GTEST_SKIP() << "no vector registers on this host";
-    const kir::Schedule rows = with(k, base, "merge_rows=0", caps), plane = with(k, base, "merge_rows=1", caps);
+    const auto both = same_bytes(text, "merge_rows=0", "merge_rows=1");
+    if (!both) GTEST_SKIP() << "no vector registers on this host";
+    const auto& [rows, plane] = *both;
     ASSERT_EQ(rows.cpu.merge_rows, 0);
     ASSERT_EQ(plane.cpu.merge_rows, 1);
+    const kir::Kernel k = test::only_kernel(text);
     EXPECT_EQ(rows.tile, k.domain[k.domain.rank() - 1]);
     const int into = kir::merged_row_dim(k);
     EXPECT_EQ(plane.tile, k.domain[into] * k.domain[k.domain.rank() - 1]);
     EXPECT_EQ(rows.iterations, plane.iterations * k.domain[into]);
-    autotune::KernelBench bench(cpu, k);
-    EXPECT_EQ(bench.outputs(*cpu.compile(k, rows), rows), bench.outputs(*cpu.compile(k, plane), plane)) << text;
   }
 }
 
 TEST(NarrowRows, MaskedAndLaneByLaneTailsWriteTheSameBytes) {
-  Backend& cpu = cpu_backend();
   const std::string columns =
       "graph @cols(%x: f32[9,40]) -> f32[40] {\n  %s = reduce_sum %x {axes = [0]} : f32[40]\n  return %s\n}";
   const std::string rows_of_3 =
       "graph @m(%x: i32[5,6,3]) -> i32[5,3] {\n  %s = reduce_max %x {axes = [1]} : i32[5,3]\n  return %s\n}";
   for (const std::string& text : {depthwise(40, 14, 14, 5), depthwise(24, 7, 7, 3), depthwise(8, 9, 11, 3), columns, rows_of_3}) {
-    const kir::Kernel k = test::only_kernel(text);
-    const Capabilities& caps = cpu.capabilities();
-    const kir::Schedule base = kir::default_schedule(k, caps);
-    if (base.vector_width == 1) GTEST_SKIP() << "no vector registers on this host";
-    const kir::Schedule masked = with(k, base, "masked_tail=1", caps), lanes = with(k, base, "masked_tail=0", caps);
-    ASSERT_EQ(masked.cpu.masked_tail, 1);
-    ASSERT_EQ(lanes.cpu.masked_tail, 0);
-    autotune::KernelBench bench(cpu, k);
-    EXPECT_EQ(bench.outputs(*cpu.compile(k, masked), masked), bench.outputs(*cpu.compile(k, lanes), lanes)) << text;
+    const auto both = same_bytes(text, "masked_tail=1", "masked_tail=0");
+    if (!both) GTEST_SKIP() << "no vector registers on this host";
+    EXPECT_EQ(both->first.cpu.masked_tail, 1);
+    EXPECT_EQ(both->second.cpu.masked_tail, 0);
   }
 }
 
