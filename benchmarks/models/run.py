@@ -2,7 +2,7 @@
 """The real-model suite through kiln on each device, against onnxruntime.
 
     run.py [--out DIR] [--devices cpu,opencl:0,vulkan:0] [--only name,name] [--rounds 2]
-           [--kiln-bench build/bin/kiln_model_bench] [--json results.json]
+           [--kiln-bench build/bin/kiln_model_bench] [--json results.json] [--capture]
 
 For every exported model (export.py's OUT/<model>-<exporter>/) and device: kiln imports it
 with its inputs' shapes only, runs it once (the first call compiles), then ten times, and
@@ -56,8 +56,9 @@ def time_ort(model_dir: Path) -> tuple[float, float]:
     return session_s, statistics.median(runs)
 
 
-def time_kiln(bench: Path, model_dir: Path, device: str) -> dict:
-    p = subprocess.run([str(bench), str(model_dir), "--device", device], capture_output=True, text=True, timeout=3600)
+def time_kiln(bench: Path, model_dir: Path, device: str, captured: bool) -> dict:
+    cmd = [str(bench), str(model_dir), "--device", device] + (["--capture"] if captured else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
     try:
         return json.loads(line)
@@ -77,6 +78,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--kiln-bench", type=Path, default=REPO / "build" / "bin" / "kiln_model_bench")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--capture", action="store_true",
+                    help="call each model through kiln::capture (calls after the first replay its plan)")
     args = ap.parse_args()
     devices = args.devices.split(",")
     only = set(filter(None, args.only.split(",")))
@@ -93,7 +96,7 @@ def main() -> None:
         ort_times, kiln = [], {dev: [] for dev in devices}
         for _ in range(args.rounds):
             for dev in devices:
-                kiln[dev].append(time_kiln(args.kiln_bench, d, dev))
+                kiln[dev].append(time_kiln(args.kiln_bench, d, dev, args.capture))
             ort_times.append(time_ort(d))
         row = {"model": d.name, "ort_session_s": statistics.median(t[0] for t in ort_times),
                "ort_run_s": statistics.median(t[1] for t in ort_times), "kiln": {}}
