@@ -335,11 +335,21 @@ class PaddedWindows {
       }
       return at;
     };
-    // One input line into its padded line, phase by phase, each a contiguous run: element i
-    // is padded element i + low, of phase (i + low) % s at (i + low) / s in it (a division
-    // per element took a quarter of the 7x7 stem's product). Floats at a stride of 2 are
-    // split with vector shuffles (element by element, the copy took a third of the time of
-    // MobileNetV3's stem product).
+    // Element i of an input line is padded element i + low, of phase (i + low) % s at
+    // (i + low) / s in it: each phase of a padded line holds one contiguous run of the
+    // input's elements, from its `first`, `count` of them, at `at` in the padded line.
+    struct Run {
+      int64_t first, at, count;
+    };
+    std::vector<Run> runs;
+    for (int64_t ph = 0; ph < phases; ++ph) {
+      const int64_t first = ((ph - low) % phases + phases) % phases;
+      runs.push_back({first, ph * phase_ + (first + low) / phases, first < width ? (width - 1 - first) / phases + 1 : 0});
+    }
+    // One input line into its padded line, run by run (a division per element took a
+    // quarter of the 7x7 stem's product). Floats at a stride of 2 are split with vector
+    // shuffles (element by element, the copy took a third of the time of MobileNetV3's stem
+    // product).
     auto copy_line = [&](const T* line, T* dst) {
       if (phases == 1) {
         std::memcpy(dst + low, line, static_cast<size_t>(width) * sizeof(T));
@@ -355,21 +365,19 @@ class PaddedWindows {
           return;
         }
       }
-      for (int64_t ph = 0; ph < phases; ++ph) {
-        const int64_t first = ((ph - low) % phases + phases) % phases;
-        T* out = dst + ph * phase_ + (first + low) / phases;
-        for (int64_t i = first; i < width; i += phases) *out++ = line[i];
+      for (const Run& r : runs) {
+        T* out = dst + r.at;
+        for (int64_t i = r.first; i < width; i += phases) *out++ = line[i];
       }
     };
     // The elements of a padded line that no input element lands on: each phase's head and
-    // tail (zeroing whole planes before the copy wrote the stem's planes twice).
+    // tail, around its run (zeroing whole planes before the copy wrote the stem's planes
+    // twice).
     std::vector<std::pair<int64_t, int64_t>> line_padding;  // [from, to) in a padded line
     for (int64_t ph = 0; ph < phases; ++ph) {
-      const int64_t first = ((ph - low) % phases + phases) % phases;
-      const int64_t count = first < width ? (width - 1 - first) / phases + 1 : 0;
-      const int64_t start = ph * phase_ + (first + low) / phases;
-      line_padding.emplace_back(ph * phase_, count ? start : (ph + 1) * phase_);
-      if (count) line_padding.emplace_back(start + count, (ph + 1) * phase_);
+      const Run& r = runs[static_cast<size_t>(ph)];
+      line_padding.emplace_back(ph * phase_, r.count ? r.at : (ph + 1) * phase_);
+      if (r.count) line_padding.emplace_back(r.at + r.count, (ph + 1) * phase_);
     }
     // Tasks of about 16K elements. A 2-D plane is cut into ranges of its lines, each zeroing
     // the padding of its own padded lines (the first and the last range the lines above and

@@ -225,6 +225,12 @@ class KernelEmitter {
     for (unsigned l = 0; l < c.w; ++l) lanes.push_back(b_.getInt64(static_cast<uint64_t>(x.stride * l)));
     return b_.CreateAdd(splat, llvm::ConstantVector::get(lanes));
   }
+  // <0, 1, ..., w - 1> as 32-bit lane numbers: a compare with a splat threshold is a mask.
+  Value* lane_numbers(unsigned w) {
+    std::vector<llvm::Constant*> lanes;
+    for (unsigned l = 0; l < w; ++l) lanes.push_back(b_.getInt32(l));
+    return llvm::ConstantVector::get(lanes);
+  }
   // Whether a walk of lanes ends in one masked vector step (Schedule's cpu.masked_tail). Not
   // in a walk split into stretches: a stretch's masked step would add into the accumulators
   // of the next stretch's lanes.
@@ -968,9 +974,7 @@ std::optional<Val> KernelEmitter::lane_threshold_compare(Ctx& c, const Inst& in,
   Value* t = d > 0 ? ceil_div(bound, d) : b_.CreateAdd(floor_div(b_.CreateNeg(bound), -d), i64(1));
   t = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, t, i64(c.w)), i64(-1));
   Value* threshold = b_.CreateVectorSplat(c.w, b_.CreateTrunc(t, b_.getInt32Ty()));
-  std::vector<llvm::Constant*> lanes;
-  for (unsigned l = 0; l < c.w; ++l) lanes.push_back(b_.getInt32(l));
-  Value* lane = llvm::ConstantVector::get(lanes);
+  Value* lane = lane_numbers(c.w);
   return Val{d > 0 ? b_.CreateICmpSLT(lane, threshold) : b_.CreateICmpSGE(lane, threshold), Val::Vector};
 }
 
@@ -1138,11 +1142,9 @@ void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, c
     auto* done = llvm::BasicBlock::Create(ctx_, "masked.tail.done", fn_);
     b_.CreateCondBr(b_.CreateICmpSLT(split, hi), step, done);
     b_.SetInsertPoint(step);
-    // Lane l is live where l < hi - split: 32-bit lane numbers, one compare.
-    std::vector<llvm::Constant*> lanes;
-    for (unsigned l = 0; l < width_; ++l) lanes.push_back(b_.getInt32(l));
+    // Lane l is live where l < hi - split.
     Value* left = b_.CreateVectorSplat(width_, b_.CreateTrunc(b_.CreateSub(hi, split), b_.getInt32Ty()));
-    Value* const outer = std::exchange(live_, b_.CreateICmpSLT(llvm::ConstantVector::get(lanes), left));
+    Value* const outer = std::exchange(live_, b_.CreateICmpSLT(lane_numbers(width_), left));
     dims[static_cast<size_t>(lane_dim_)] = split;
     body(width_, dims);
     live_ = outer;

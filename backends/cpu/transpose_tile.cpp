@@ -42,7 +42,7 @@ __attribute__((target("avx"))) void transpose_8x8(const float* src, int64_t src_
   }
 }
 
-bool can_deinterleave_pairs() {
+static bool can_deinterleave_pairs() {
   static const bool avx2 = __builtin_cpu_supports("avx2");
   return avx2;
 }
@@ -66,7 +66,7 @@ __attribute__((target("avx2"))) static int64_t deinterleave_pairs_avx2(const flo
 
 bool can_transpose_8x8() { return false; }
 
-bool can_deinterleave_pairs() { return false; }
+static bool can_deinterleave_pairs() { return false; }
 
 static int64_t deinterleave_pairs_avx2(const float*, int64_t, float*, float*) {
   KILN_ASSERT(false, "deinterleave_pairs_avx2 without can_deinterleave_pairs()");

@@ -15,12 +15,9 @@ bool can_transpose_8x8();
 /// can_transpose_8x8().
 void transpose_8x8(const float* src, int64_t src_stride, float* dst, int64_t dst_stride);
 
-/// Whether this CPU runs deinterleave_pairs with vector shuffles (AVX2 on x86-64).
-bool can_deinterleave_pairs();
-
 /// even[i] = src[2 * i], odd[i] = src[2 * i + 1] for i in [0, pairs): a stride-2
 /// convolution's input line split into the two phases its windows read (cpu_gemm.cpp's
-/// PaddedWindows). Any CPU; vectors where can_deinterleave_pairs().
+/// PaddedWindows). Any CPU; vector shuffles where it has AVX2.
 void deinterleave_pairs(const float* src, int64_t pairs, float* even, float* odd);
 
 }  // namespace kiln::cpu
