@@ -606,14 +606,19 @@ namespace {
 // Whether reading a convolution's windows in place pays on a CPU. A tile never crosses an
 // output line, so a line of 7 positions fills 16-wide tiles less than half: lines narrower
 // than a tile, or wasting more than 1/8 of the lanes, gather the windows into whole panels
-// (ResNet-18's 14-wide lines ran 1.2-1.5x faster gathered, its 28-wide ones 1.6-1.8x
-// slower). And a window of one
+// (ResNet-18's 14-wide lines ran 1.2-1.5x faster gathered on AVX2, where they fill 16-wide
+// tiles; its 28-wide ones 1.6-1.8x slower). A line that one narrow tile (a vector wide)
+// holds with at most 1/8 of it idle is read in place: on AVX-512, 14-wide lines in 16-lane
+// tiles (ResNet-50's 3x3 products over 14x14, batch 4: 5.9-6.5 -> 5.2-5.6 ms each). AVX2's
+// 8-lane tiles were not measured so, and keep the gathered panels. And a window of one
 // element per channel (a strided 1x1 convolution) makes each step of the depth a line of
 // another plane: the tile's steps spread over as many pages as it has channels, where the
 // gathered panel is contiguous (ResNet-50's downsampling products ran 1.2x slower so).
-bool windows_in_place_pay(const ConvGeometry& c, int nr) {
+bool windows_in_place_pay(const ConvGeometry& c, int nr, int vector_width) {
   const int64_t line = c.out.back();
-  return windows_in_place_legal(c) && c.window() >= 4 && line > nr && (line + nr - 1) / nr * nr * 7 <= line * 8;
+  if (!windows_in_place_legal(c) || c.window() < 4) return false;
+  if (line <= vector_width && vector_width >= 16) return vector_width * 7 <= line * 8;
+  return line > nr && (line + nr - 1) / nr * nr * 7 <= line * 8;
 }
 
 }  // namespace
@@ -648,7 +653,7 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // Windows read in place have no B panel to keep in L1: the depth is cut only into equal
   // panels of at most 1024 steps, each adding its tile into C once (a 3x3 window over 64
   // channels ran 10% faster as one panel of 576 than as two of 288).
-  const bool in_place = windows != nullptr && windows_in_place_pay(*windows, s.nr);
+  const bool in_place = windows != nullptr && windows_in_place_pay(*windows, s.nr, s.vector_width);
   if (in_place) {
     s.windows_in_place = 1;
     const int64_t panels = (std::max<int64_t>(k, 1) + 1023) / 1024;
@@ -664,11 +669,21 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // 2 cores leave one idle for a fifth of the time).
   const int64_t rows_l2 = std::max<int64_t>(s.mr, (262144 / (s.kc * es)) / s.mr * s.mr);
   const int64_t cores = std::max(1, caps.cores), panels = std::max<int64_t>(1, (m + s.mr - 1) / s.mr);
-  // A short, wide product (a convolution's: 64 filters x 3136 positions) keeps all of A in
-  // one L2 block and splits the columns among the cores instead: each task packs its own B
-  // block (gathered windows, for a convolution) into L2 and uses it at once, where packing
-  // all of B first would write and read back more than the caches hold.
-  if ((m + s.mr - 1) / s.mr * s.mr * s.kc * es <= 524288 && n >= 4 * s.nr * cores) {
+  // A short, wide product (a convolution's: 64 filters x 3136 positions; a transformer's
+  // 197 tokens x 3072 features) keeps all of A in one L2 block and splits the columns among
+  // the cores instead: each task packs its own B block (gathered windows, for a convolution)
+  // into L2 and uses it at once, where packing all of B first would write and read back
+  // more than the caches hold; a B packed once is read from memory once, not once per block
+  // of rows (ViT-B/16's products on a 1 MiB L2: 227-231 -> 205 ms a call). The depth is cut
+  // into equal panels where that keeps A in L2, down to 256 steps (each panel adds into C).
+  const int64_t a_block_bytes = std::max<int64_t>(524288, caps.l2_bytes * 3 / 4);
+  const int64_t mpad = (m + s.mr - 1) / s.mr * s.mr;
+  const int64_t kc_in_l2 = a_block_bytes / (mpad * es);
+  if (kc_in_l2 >= std::min<int64_t>(s.kc, 256) && n >= 4 * s.nr * cores) {
+    if (s.kc > kc_in_l2) {
+      const int64_t depth_panels = (k + kc_in_l2 - 1) / kc_in_l2;
+      s.kc = (k + depth_panels - 1) / depth_panels;
+    }
     s.mc = (m + s.mr - 1) / s.mr * s.mr;
     // B blocks of at most 512 KiB, as many as a multiple of the cores (768 columns in 5
     // blocks left one core idle a fifth of the time).

@@ -130,10 +130,10 @@ std::vector<Variant> single_knob_changes(const std::vector<Knob>& knobs, const S
 
 int64_t round_up(int64_t x, int64_t to) { return ceil_div(x, to) * to; }
 
-// Whether a register tile of mr rows by `vectors` vectors fits the registers; 8 rows at most,
-// as default_gemm_schedule gives.
+// Whether a register tile of mr rows by `vectors` vectors fits the registers, with B's
+// vectors and A's broadcast value beside the accumulators.
 bool tile_fits_registers(int64_t mr, int64_t vectors, const Capabilities& caps) {
-  return mr >= 1 && mr <= 8 && vectors >= 1 && mr * vectors + vectors + 1 <= gemm_vector_registers(caps);
+  return mr >= 1 && vectors >= 1 && mr * vectors + vectors + 1 <= gemm_vector_registers(caps);
 }
 
 // Local memory one step of a work-group tile stages: kept within what every device offers
@@ -346,7 +346,7 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   }
   const int64_t vectors = base.nr / base.vector_width;
   std::vector<int64_t> mrs, nrs, kcs, mcs;
-  for (int64_t mr : {2, 4, 6, 8})
+  for (int64_t mr : {2, 4, 6, 8, 10, 12, 14})
     if (tile_fits_registers(mr, vectors, caps)) mrs.push_back(mr);
   for (int64_t v : {1, 2, 3, 4})
     if (tile_fits_registers(base.mr, v, caps) && v * base.vector_width < 2 * round_up(g.n, base.vector_width))

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "cpu_attention.h"
@@ -55,6 +57,7 @@ class CpuBackend final : public Backend {
     caps_.max_work_group = 1;
     caps_.vector_bytes = t.vector_bytes;
     caps_.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    caps_.l2_bytes = std::max<long>(0, sysconf(_SC_LEVEL2_CACHE_SIZE));
     // A launch of 64 parts has 128 cut compares (kir::kMaxLaneCuts allows 160: 80 parts).
     caps_.horizontal_parts = 64;
   }

@@ -39,6 +39,9 @@ struct Capabilities {
   int64_t max_work_groups = 0;
   int vector_bytes = 16;      // widest native vector register (CPU: 64 with AVX-512)
   int cores = 1;              // independent workers the launch can split across
+  /// A core's L2 cache in bytes (0: not known): the CPU GEMM sizes the A block it keeps
+  /// there from it (default_gemm_schedule).
+  int64_t l2_bytes = 0;
   /// Work-groups run as loops on CPU cores (PoCL): a barrier splits the loop, so a tree
   /// reduction costs more than a row per work-item whenever the rows fill the cores.
   bool emulated_work_groups = false;
