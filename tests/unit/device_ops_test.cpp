@@ -1072,6 +1072,22 @@ TEST(DeviceReduce, F32SumsAndProductsHaveTheRangeOfF64) {
        HostTensor::from_vector<float>(rows, {2, 37})});
 }
 
+TEST(DeviceReduce, F32ColumnSumsOverflowingOnlyInTheirLastLanesHaveTheRangeOfF64) {
+  // Column sums walk the columns as lanes; the check that sends an overflowed f32 tile to
+  // the f64 pass reads the lanes past the last whole vector as one masked vector (cpu). Only
+  // the last column overflows in f32 (3e38 + 3e38 - 3e38): 3e38, not inf; widths of 14 (no
+  // whole vector of 16), 37 and 7.
+  for (int cols : {14, 37, 7}) {
+    std::vector<float> x(static_cast<size_t>(3 * cols), 1.0f);
+    x[static_cast<size_t>(cols - 1)] = x[static_cast<size_t>(2 * cols - 1)] = 3e38f;
+    x[static_cast<size_t>(3 * cols - 1)] = -3e38f;
+    const std::string n = std::to_string(cols);
+    expect_same("graph @tail(%x: f32[3," + n + "]) -> f32[" + n + "] {\n  %s = reduce_sum %x {axes = [0]} : f32[" +
+                    n + "]\n  return %s\n}\n",
+                {HostTensor::from_vector<float>(x, {3, cols})});
+  }
+}
+
 TEST(DeviceReduce, F32SumsOfLongRowsInF32LanesHaveTheRangeOfF64) {
   // Rows long enough that a device sums them in f32 lanes (the cpu backend; OpenCL's vector
   // lanes, a row per work-item): columns 0 and 64 share a lane there, whose f32 sum 3e38 +
