@@ -677,14 +677,14 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // of rows (ViT-B/16's products on a 1 MiB L2: 227-231 -> 205 ms a call). The depth is cut
   // into equal panels where that keeps A in L2, down to 256 steps (each panel adds into C).
   const int64_t a_block_bytes = std::max<int64_t>(524288, caps.l2_bytes * 3 / 4);
-  const int64_t mpad = (m + s.mr - 1) / s.mr * s.mr;
+  const int64_t mpad = std::max<int64_t>(s.mr, (m + s.mr - 1) / s.mr * s.mr);  // an empty A: one panel
   const int64_t kc_in_l2 = a_block_bytes / (mpad * es);
   if (kc_in_l2 >= std::min<int64_t>(s.kc, 256) && n >= 4 * s.nr * cores) {
     if (s.kc > kc_in_l2) {
       const int64_t depth_panels = (k + kc_in_l2 - 1) / kc_in_l2;
       s.kc = (k + depth_panels - 1) / depth_panels;
     }
-    s.mc = (m + s.mr - 1) / s.mr * s.mr;
+    s.mc = mpad;
     // B blocks of at most 512 KiB, as many as a multiple of the cores (768 columns in 5
     // blocks left one core idle a fifth of the time).
     const int64_t l2_columns = std::max<int64_t>(s.nr, (524288 / (s.kc * es)) / s.nr * s.nr);

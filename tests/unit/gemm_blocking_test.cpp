@@ -46,6 +46,16 @@ TEST(GemmBlocking, TheDepthIsCutInEqualPanelsToKeepAInL2) {
   EXPECT_GE(tall.kc, 256) << tall.str();
 }
 
+TEST(GemmBlocking, EmptyProductsAreBlockedWithoutDividingByZero) {
+  // A product of no rows sized A's block by dividing by its padded rows (the random-graph
+  // test's empty matmuls; UBSan: division by zero).
+  for (int64_t l2 : {0, 1 << 20}) {
+    const kir::GemmSchedule s = kir::default_gemm_schedule(DType::F32, 0, 3072, 768, avx512_cpu(l2));
+    EXPECT_GE(s.kc, 1) << s.str();
+    EXPECT_GE(s.mc, s.mr) << s.str();
+  }
+}
+
 TEST(GemmBlocking, ConvolutionWindowsOfFourteenAreReadInPlaceOnlyInSixteenLaneTiles) {
   ConvGeometry c;
   c.dims = 2;
