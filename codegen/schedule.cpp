@@ -677,7 +677,7 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // of rows (ViT-B/16's products on a 1 MiB L2: 227-231 -> 205 ms a call). The depth is cut
   // into equal panels where that keeps A in L2, down to 256 steps (each panel adds into C).
   const int64_t a_block_bytes = std::max<int64_t>(524288, caps.l2_bytes * 3 / 4);
-  const int64_t mpad = std::max<int64_t>(s.mr, (m + s.mr - 1) / s.mr * s.mr);  // an empty A: one panel
+  const int64_t mpad = panels * s.mr;  // an empty A: one panel
   const int64_t kc_in_l2 = a_block_bytes / (mpad * es);
   if (kc_in_l2 >= std::min<int64_t>(s.kc, 256) && n >= 4 * s.nr * cores) {
     if (s.kc > kc_in_l2) {

@@ -231,6 +231,11 @@ class KernelEmitter {
     for (unsigned l = 0; l < w; ++l) lanes.push_back(b_.getInt32(l));
     return llvm::ConstantVector::get(lanes);
   }
+  // The mask of a `width_`-lane vector whose lanes below `count` (an i64) are on.
+  Value* lanes_below(Value* count) {
+    Value* n = b_.CreateVectorSplat(width_, b_.CreateTrunc(count, b_.getInt32Ty()));
+    return b_.CreateICmpSLT(lane_numbers(width_), n);
+  }
   // Whether a walk of lanes ends in one masked vector step (Schedule's cpu.masked_tail). Not
   // in a walk split into stretches: a stretch's masked step would add into the accumulators
   // of the next stretch's lanes.
@@ -1142,9 +1147,7 @@ void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, c
     auto* done = llvm::BasicBlock::Create(ctx_, "masked.tail.done", fn_);
     b_.CreateCondBr(b_.CreateICmpSLT(split, hi), step, done);
     b_.SetInsertPoint(step);
-    // Lane l is live where l < hi - split.
-    Value* left = b_.CreateVectorSplat(width_, b_.CreateTrunc(b_.CreateSub(hi, split), b_.getInt32Ty()));
-    Value* const outer = std::exchange(live_, b_.CreateICmpSLT(lane_numbers(width_), left));
+    Value* const outer = std::exchange(live_, lanes_below(b_.CreateSub(hi, split)));
     dims[static_cast<size_t>(lane_dim_)] = split;
     body(width_, dims);
     live_ = outer;
@@ -1660,8 +1663,7 @@ void KernelEmitter::emit_lane_tile(Value* it) {
       auto* checked = llvm::BasicBlock::Create(ctx_, "check.done", fn_);
       b_.CreateCondBr(b_.CreateICmpSLT(whole, lanes), tail, checked);
       b_.SetInsertPoint(tail);
-      Value* left = b_.CreateVectorSplat(width_, b_.CreateTrunc(b_.CreateSub(lanes, whole), b_.getInt32Ty()));
-      check(whole, width_, b_.CreateICmpSLT(lane_numbers(width_), left));
+      check(whole, width_, lanes_below(b_.CreateSub(lanes, whole)));
       b_.CreateBr(checked);
       b_.SetInsertPoint(checked);
     } else {
