@@ -344,27 +344,33 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
     if (g.k > 8) add(knobs, "group_k", {8, 16, 32}, base.group_k);
     return knobs;
   }
+  // With channel_lanes the tile's rows are output positions and its columns channels.
+  const bool lanes = base.channel_lanes > 0;
+  const int64_t rows = lanes ? g.n : g.m, columns = lanes ? g.m : g.n;
   const int64_t vectors = base.nr / base.vector_width;
   std::vector<int64_t> mrs, nrs, kcs, mcs;
-  for (int64_t mr : {2, 4, 6, 8, 10, 12, 14})
-    if (tile_fits_registers(mr, vectors, caps)) mrs.push_back(mr);
+  for (int64_t mr : {2, 4, 6, 7, 8, 10, 12, 14})
+    if (tile_fits_registers(mr, vectors, caps) && (mr != 7 || lanes)) mrs.push_back(mr);
   for (int64_t v : {1, 2, 3, 4})
-    if (tile_fits_registers(base.mr, v, caps) && v * base.vector_width < 2 * round_up(g.n, base.vector_width))
+    if (tile_fits_registers(base.mr, v, caps) && v * base.vector_width < 2 * round_up(columns, base.vector_width))
       nrs.push_back(v * base.vector_width);
   for (int64_t kc : {64, 128, 256, 512, 1024})
     if (kc <= g.k) kcs.push_back(kc);
   for (int64_t panels : {2, 4, 8, 16, 32, 64})
-    if (panels * base.mr < round_up(g.m, base.mr)) mcs.push_back(panels * base.mr);
+    if (!lanes && panels * base.mr < round_up(rows, base.mr)) mcs.push_back(panels * base.mr);
   add(knobs, "mr", mrs, base.mr);
   add(knobs, "nr", nrs, base.nr);
   add(knobs, "kc", kcs, base.kc);
   add(knobs, "mc", mcs, base.mc);
-  if (g.im2col && windows_in_place_legal(*g.im2col)) add(knobs, "windows_in_place", {0, 1}, base.windows_in_place);
-  if (g.k > 1) add(knobs, "prefetch_a", {0, 16, 64, 256}, base.prefetch_a);
-  if (g.n > base.nr) add(knobs, "prefetch_b", {0, 1}, base.prefetch_b);
+  if (g.im2col && windows_in_place_legal(*g.im2col)) {
+    if (!lanes) add(knobs, "windows_in_place", {0, 1}, base.windows_in_place);
+    add(knobs, "channel_lanes", {0, 1}, base.channel_lanes);
+  }
+  if (g.k > 1 && !lanes) add(knobs, "prefetch_a", {0, 16, 64, 256}, base.prefetch_a);
+  if (g.n > base.nr && !lanes) add(knobs, "prefetch_b", {0, 1}, base.prefetch_b);
   // Fewer workers than cores, as for kernels: a product that splits into tasks may run
   // faster on fewer when the cores share their caches or other work.
-  const int64_t tasks = g.batch.numel() * ((g.m + base.mc - 1) / base.mc) * ((g.n + base.nc - 1) / base.nc);
+  const int64_t tasks = g.batch.numel() * ((rows + base.mc - 1) / base.mc) * ((columns + base.nc - 1) / base.nc);
   if (g.m * g.n * g.k >= base.serial_below && tasks > 1)
     add(knobs, "threads", powers_of_two(1, caps.cores / 2), base.threads);
   return knobs;
@@ -375,6 +381,12 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   if (v.is_default()) return base;
   if (!names_legal_values(gemm_schedule_knobs(g, base, caps), v)) return std::nullopt;
   GemmSchedule s = base;
+  // The other form of a convolution's product blocks the transposed product: it starts from
+  // that form's default blocking (its epilogue, unknown here, then runs apart).
+  const int64_t lanes = setting(v, "channel_lanes").value_or(base.channel_lanes);
+  if (lanes != base.channel_lanes)
+    s = default_gemm_schedule(g.dtype, g.m, g.n, g.k, caps, 0, &*g.im2col, lanes > 0);
+  const GemmSchedule start = s;
   if (base.group_m > 0) {
     s.group_m = setting(v, "group_m").value_or(s.group_m);
     s.group_n = setting(v, "group_n").value_or(s.group_n);
@@ -395,12 +407,15 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   s.prefetch_a = static_cast<int>(setting(v, "prefetch_a").value_or(s.prefetch_a));
   s.prefetch_b = static_cast<int>(setting(v, "prefetch_b").value_or(s.prefetch_b));
   if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
+  if (s.channel_lanes > 0 && (s.windows_in_place == 0 || s.prefetch_a > 0 || s.prefetch_b > 0)) return std::nullopt;
   if (auto kc = setting(v, "kc")) s.kc = *kc;
   // Blocks stay whole register tiles, and a multiple of what they were: the default cuts the
   // columns where the epilogue can run on each block (as wide as the product, or on whole
-  // lines of a convolution's plane; cpu_gemm.cpp), and a multiple keeps that.
-  s.mc = round_up(setting(v, "mc").value_or(s.mc), s.mr);
-  s.nc = std::lcm<int64_t>(base.nc, s.nr);
+  // lines of a convolution's plane; cpu_gemm.cpp), and a multiple keeps that. With
+  // channel_lanes, a block of positions is whole lines whatever the tile (cpu_gemm.cpp cuts
+  // the tiles at each line's end).
+  if (s.channel_lanes == 0) s.mc = round_up(setting(v, "mc").value_or(s.mc), s.mr);
+  s.nc = std::lcm<int64_t>(start.nc, s.nr);
   return s;
 }
 

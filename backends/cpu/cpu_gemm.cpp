@@ -245,7 +245,13 @@ bool reads_windows_in_place(const LaunchPlan::Gemm& g) {
   return g.im2col && g.schedule.windows_in_place > 0 && kir::windows_in_place_legal(*g.im2col) && g.k > 0;
 }
 
-MicroKernelForm micro_form(const LaunchPlan::Gemm& g) { return {.b_offsets = reads_windows_in_place(g)}; }
+// Whether `g` runs transposed, output channels in the lanes (GemmSchedule::channel_lanes).
+bool runs_channel_lanes(const LaunchPlan::Gemm& g) { return reads_windows_in_place(g) && g.schedule.channel_lanes > 0; }
+
+MicroKernelForm micro_form(const LaunchPlan::Gemm& g) {
+  const bool lanes = runs_channel_lanes(g);
+  return {.b_offsets = reads_windows_in_place(g) && !lanes, .a_offsets = lanes};
+}
 
 // The micro-kernels a product runs: its tile's, and for windows read in place, one a vector
 // wide for what is left of a line; held for the product's duration.
@@ -266,7 +272,7 @@ MicroKernels micro_kernels(const LaunchPlan::Gemm& g) {
   MicroKernels out;
   out.tile_code = Jit::instance().gemm_microkernel(g.schedule, g.dtype, micro_form(g));
   out.tile = out.tile_code->fn();
-  if (reads_windows_in_place(g) && g.schedule.nr > g.schedule.vector_width) {
+  if (reads_windows_in_place(g) && !runs_channel_lanes(g) && g.schedule.nr > g.schedule.vector_width) {
     out.narrow_code = Jit::instance().gemm_microkernel(narrow_tile(g.schedule), g.dtype, micro_form(g));
     out.narrow = out.narrow_code->fn();
     out.narrow_nr = g.schedule.vector_width;
@@ -332,10 +338,12 @@ class PaddedWindows {
       line_start_[static_cast<size_t>(l)] = start;
     }
     // The planes, once per batch entry (once for all when B broadcasts over every batch
-    // dim), and nr elements past the last: an edge tile reads whole vectors.
+    // dim), and a tile past the last: an edge tile reads whole vectors (nr positions), or
+    // all its rows (mr, with channel_lanes).
     batches_ = same_for_every_batch(g.b_batch_stride) ? 1 : g.batch.numel();
     batch_elements_ = channels * plane_;
-    data_ = PackedBPool<T>::instance().take(batches_ * batch_elements_ + g.schedule.nr);
+    tail_ = std::max(g.schedule.nr, g.schedule.mr);
+    data_ = PackedBPool<T>::instance().take(batches_ * batch_elements_ + tail_);
     int64_t in_lines = 1;
     for (int d = 0; d < last; ++d) in_lines *= c_.in[static_cast<size_t>(d)];
     const int64_t width = c_.in[ul], low = c_.low[ul];
@@ -420,7 +428,7 @@ class PaddedWindows {
           copy_line(src + l * width, to);
         }
       }
-      if (end == planes * parts) std::fill_n(data_.data() + batches_ * batch_elements_, g.schedule.nr, T(0));
+      if (end == planes * parts) std::fill_n(data_.data() + batches_ * batch_elements_, tail_, T(0));
     };
     const int64_t units_per_task = std::max<int64_t>(1, 16384 * parts / std::max<int64_t>(1, plane_));
     if (parallel) parallel_range(planes * parts, units_per_task, copy_parts, g.schedule.threads);
@@ -442,7 +450,7 @@ class PaddedWindows {
 
  private:
   const ConvGeometry& c_;
-  int64_t phase_ = 0, plane_ = 0, batches_ = 1, batch_elements_ = 0;
+  int64_t phase_ = 0, plane_ = 0, batches_ = 1, batch_elements_ = 0, tail_ = 0;
   std::vector<int64_t> offsets_, line_start_;
   std::vector<T> data_;
 };
@@ -726,21 +734,103 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, const Mi
   run_tasks(tasks, parallel, s.threads, task);
 }
 
+// The weights of a convolution's product (its A, m channels x k steps) as the B operand of
+// the transposed product (k x m), for packing them as B is packed.
+LaunchPlan::Gemm transposed_weights(const LaunchPlan::Gemm& g) {
+  LaunchPlan::Gemm t;
+  t.dtype = g.dtype;
+  t.m = g.n;
+  t.n = g.m;
+  t.k = g.k;
+  t.batch = g.batch;
+  t.a_batch_stride = g.b_batch_stride;
+  t.b_batch_stride = g.a_batch_stride;
+  t.b_offset = g.a_offset;
+  t.b_row_stride = g.a_col_stride;
+  t.b_col_stride = g.a_row_stride;
+  t.schedule = g.schedule;
+  return t;
+}
+
+// A convolution's product transposed (GemmSchedule::channel_lanes): C^T = windows^T x W^T,
+// a tile of mr positions along an output line (A: the padded copy at per-step offsets) by
+// nr output channels (B: the weights, packed once). The micro-kernel writes the tile to a
+// scratch tile, whose columns are then stored as runs of C's rows (a channel's positions).
+// A task is (batch entry, block of mc positions, block of nc channels); per panel of the
+// depth and of nr channels (in L2), it walks its positions' tiles.
+template <class T>
+void run_channel_lanes(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, const MicroKernels& micro,
+                       const BlockDone* block_done, const ImmutableOperands& fixed) {
+  const kir::GemmSchedule& s = g.schedule;
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const int64_t pblocks = (n + s.mc - 1) / s.mc, cblocks = (m + s.nc - 1) / s.nc;
+  const int64_t tasks = g.batch.numel() * pblocks * cblocks;
+  const bool parallel = m * n * k >= s.serial_below && tasks > 1;
+  PaddedWindows<T> windows(g, b, parallel);
+  const LaunchPlan::Gemm wt = transposed_weights(g);
+  std::optional<PackedB<T>> weights;
+  if (fixed.a != 0 && PackedB<T>::bytes(wt) <= kMostPackedB)
+    weights.emplace(wt, PackedOperands::instance().get<T>(packed_b_key(wt, fixed.a), PackedB<T>::elements(wt),
+                                                          [&](T* out) { PackedB<T>::pack(wt, a, parallel, out); }));
+  else
+    weights.emplace(wt, a, parallel);
+  auto task = [&](int64_t t) {
+    const int64_t bi = t / (pblocks * cblocks), pb = t / cblocks % pblocks, cb = t % cblocks;
+    const int64_t j0 = pb * s.mc, positions = std::min(s.mc, n - j0);
+    const int64_t c0 = cb * s.nc, channels = std::min(s.nc, m - c0);
+    T* cm = c + bi * m * n;
+    thread_local std::vector<T> tile;
+    T* out = scratch(tile, int64_t{s.mr} * s.nr);
+    int64_t ldb = s.nr;
+    for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
+      const int64_t depth = std::min(s.kc, k - p0);
+      for (int64_t cp = c0; cp < c0 + channels; cp += s.nr) {
+        const int64_t w = std::min<int64_t>(s.nr, c0 + channels - cp);
+        const T* panel = weights->panel(bi, p0, cp);
+        for (int64_t j = j0; j < j0 + positions;) {
+          const int64_t h = std::min({int64_t{s.mr}, windows.line() - j % windows.line(), j0 + positions - j});
+          void* args[6] = {const_cast<T*>(windows.window(bi, j)), const_cast<T*>(panel), out, nullptr, &ldb,
+                           windows.offsets(p0)};
+          call_kernel(micro.tile, args, depth, s.nr);
+          for (int64_t jj = 0; jj < w; ++jj) {
+            T* row = cm + (cp + jj) * n + j;
+            const T* column = out + jj;
+            if (p0 == 0)
+              for (int64_t i = 0; i < h; ++i) row[i] = column[i * s.nr];
+            else
+              for (int64_t i = 0; i < h; ++i) row[i] = wrapping_add(row[i], column[i * s.nr]);
+          }
+          j += h;
+        }
+      }
+    }
+    if (block_done) (*block_done)(bi * m + c0, bi * m + c0 + channels, j0, j0 + positions);
+  };
+  run_tasks(tasks, parallel, s.threads, task);
+}
+
+// Columns of C per task (a multiple of which the blocks start at): positions per block
+// with channel_lanes, where the blocking describes C^T.
+int64_t column_block(const LaunchPlan::Gemm& g) { return runs_channel_lanes(g) ? g.schedule.mc : g.schedule.nc; }
+
 bool empty_product(const LaunchPlan::Gemm& g) { return g.m == 0 || g.n == 0 || g.batch.numel() == 0; }
 
 void dispatch(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
               const BlockDone* block_done, const ImmutableOperands& fixed) {
   if (empty_product(g)) return;
   const MicroKernels fn = micro_kernels(g);
+  auto run = [&]<class T>(T) {
+    const auto* ta = reinterpret_cast<const T*>(a);
+    const auto* tb = reinterpret_cast<const T*>(b);
+    auto* tc = reinterpret_cast<T*>(c);
+    if (runs_channel_lanes(g)) run_channel_lanes(g, ta, tb, tc, fn, block_done, fixed);
+    else run_typed(g, ta, tb, tc, fn, block_done, fixed);
+  };
   switch (g.dtype) {
-    case DType::F32:
-      return run_typed(g, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(c), fn, block_done, fixed);
-    case DType::F64:
-      return run_typed(g, reinterpret_cast<const double*>(a), reinterpret_cast<const double*>(b), reinterpret_cast<double*>(c), fn, block_done, fixed);
-    case DType::I32:
-      return run_typed(g, reinterpret_cast<const int32_t*>(a), reinterpret_cast<const int32_t*>(b), reinterpret_cast<int32_t*>(c), fn, block_done, fixed);
-    case DType::I64:
-      return run_typed(g, reinterpret_cast<const int64_t*>(a), reinterpret_cast<const int64_t*>(b), reinterpret_cast<int64_t*>(c), fn, block_done, fixed);
+    case DType::F32: return run(float{});
+    case DType::F64: return run(double{});
+    case DType::I32: return run(int32_t{});
+    case DType::I64: return run(int64_t{});
     default: break;
   }
   throw Error("matmul of bool tensors is not supported on the cpu device");
@@ -797,7 +887,7 @@ void run_gemm(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b,
 
 bool run_gemm_by_blocks(const LaunchPlan::Gemm& g, const std::byte* a, const std::byte* b, std::byte* c,
                         const BlockDone& block_done, int64_t column_granule, const ImmutableOperands& fixed) {
-  if (g.n > g.schedule.nc && (column_granule <= 0 || g.schedule.nc % column_granule != 0)) return false;
+  if (g.n > column_block(g) && (column_granule <= 0 || column_block(g) % column_granule != 0)) return false;
   if (empty_product(g)) {
     block_done(0, g.batch.numel() * g.m, 0, g.n);
     return true;

@@ -21,6 +21,7 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
                                                     llvm::LLVMContext& ctx, const MicroKernelForm& form) {
   using llvm::Value;
   const bool a_rows = form.a_rows;
+  KILN_ASSERT(!(a_rows && form.a_offsets), "gemm micro-kernel: A in rows or at offsets, not both");
   KILN_ASSERT(s.mr >= 1 && s.vector_width >= 1 && s.nr % s.vector_width == 0, "gemm schedule: nr is whole vectors");
   auto m = std::make_unique<llvm::Module>(fn_name, ctx);
   llvm::IRBuilder<> b(ctx);
@@ -58,8 +59,9 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   // or with b_offsets the first of the steps' offsets.
   Value* ldb = form.b_offsets ? nullptr : b.CreateLoad(i64, arg(4));
   Value* b_offsets = form.b_offsets ? arg(4) : nullptr;
-  // args[5] with a_rows: A's row stride in elements.
+  // args[5] with a_rows: A's row stride in elements; with a_offsets, the steps' offsets.
   Value* lda = a_rows ? b.CreateLoad(i64, arg(5)) : nullptr;
+  Value* a_offsets = form.a_offsets ? arg(5) : nullptr;
   Value* zero = llvm::Constant::getNullValue(vt);
   b.CreateCondBr(b.CreateICmpSGT(kc, b.getInt64(0)), loop, done);
 
@@ -78,8 +80,11 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   for (int v = 0; v < vecs; ++v)
     bv.push_back(b.CreateAlignedLoad(vt, b.CreateConstGEP1_64(elem, brow, static_cast<uint64_t>(v * s.vector_width)),
                                      llvm::Align(elem->getPrimitiveSizeInBits() / 8)));
-  // Step p's column of A: packed, mr values in a row; in place, one value per row of A.
-  Value* acol = a_rows ? b.CreateGEP(elem, a, p) : b.CreateGEP(elem, a, b.CreateMul(p, b.getInt64(s.mr)));
+  // Step p's column of A: packed, mr values in a row; in rows, one value per row of A; at
+  // offsets, mr adjacent values where step p's offset says.
+  Value* acol = a_rows      ? b.CreateGEP(elem, a, p)
+                : a_offsets ? b.CreateGEP(elem, a, b.CreateLoad(i64, b.CreateGEP(i64, a_offsets, p)))
+                            : b.CreateGEP(elem, a, b.CreateMul(p, b.getInt64(s.mr)));
   auto a_at = [&](int i) {
     return a_rows ? b.CreateGEP(elem, acol, b.CreateMul(b.getInt64(i), lda))
                   : b.CreateConstGEP1_64(elem, acol, static_cast<uint64_t>(i));
@@ -87,7 +92,7 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   // Packed A `prefetch_a` steps ahead, into L1 (read, high locality, data). Past the panel's
   // end the address is the next tile's panel, or memory the product does not own: a
   // prefetch never faults, and the GEP is not inbounds.
-  if (s.prefetch_a > 0 && !a_rows) {
+  if (s.prefetch_a > 0 && !a_rows && !form.a_offsets) {
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(m.get(), llvm::Intrinsic::prefetch, {ptr});
     b.CreateCall(prefetch, {b.CreateGEP(elem, acol, b.getInt64(int64_t{s.prefetch_a} * s.mr)), b.getInt32(0),
                             b.getInt32(3), b.getInt32(1)});

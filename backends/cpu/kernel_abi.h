@@ -19,10 +19,15 @@ struct MicroKernelForm {
   /// B's step p read at args[1] + offsets[p], args[4] pointing to the steps' int64 offsets
   /// (a convolution's windows in place: GemmSchedule::windows_in_place).
   bool b_offsets = false;
+  /// A's step p read at args[0] + offsets[p], its row i at + i, args[5] pointing to the
+  /// steps' int64 offsets (a convolution's windows in place, positions in the tile's rows:
+  /// GemmSchedule::channel_lanes).
+  bool a_offsets = false;
 
   /// ", A in rows, B at offsets": for the micro-kernel's description.
   std::string str() const {
-    return std::string(a_rows ? ", A in rows" : "") + (b_offsets ? ", B at offsets" : "");
+    return std::string(a_rows ? ", A in rows" : "") + (a_offsets ? ", A at offsets" : "") +
+           (b_offsets ? ", B at offsets" : "");
   }
 };
 

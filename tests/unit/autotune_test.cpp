@@ -298,6 +298,43 @@ TEST(AutotuneVariants, ConvolutionWindowsReadInPlaceComputeWhatGatheringDoes) {
   EXPECT_EQ(checked, 10);
 }
 
+// The same convolutions run transposed, output channels in the lanes (channel_lanes): as
+// one depth panel and as many, in blocks of positions that end inside a line and of
+// channels narrower than the tile's, with tiles of positions cut at each line's end.
+TEST(AutotuneVariants, ConvolutionsWithChannelsInTheLanesComputeWhatGatheringDoes) {
+  Backend& b = backend_under_test();
+  if (b.capabilities().family == DeviceFamily::WorkItems) GTEST_SKIP() << "a cpu form of the product";
+  int checked = 0;
+  for (const char* text : kWindowedConvs) {
+    for (const LaunchPlan::Gemm& g : gemms_of(b, text)) {
+      autotune::GemmBench bench(b, g);
+      kir::GemmSchedule gathered = g.schedule;
+      gathered.windows_in_place = 0;
+      gathered.channel_lanes = 0;
+      const std::string want = bench.product(gathered);
+      const kir::GemmSchedule lanes =
+          kir::default_gemm_schedule(g.dtype, g.m, g.n, g.k, b.capabilities(), 0, &*g.im2col, true);
+      ASSERT_EQ(lanes.channel_lanes, 1) << text;
+      struct Blocking {
+        int mr;
+        int64_t kc, mc, nc;
+      };
+      for (const Blocking& x : {Blocking{lanes.mr, lanes.kc, lanes.mc, lanes.nc}, Blocking{3, 7, 13, lanes.nr},
+                                Blocking{1, g.k, 5, 2 * lanes.nr}}) {
+        kir::GemmSchedule s = lanes;
+        s.mr = x.mr;
+        s.kc = x.kc;
+        s.mc = x.mc;
+        s.nc = x.nc;
+        const std::optional<std::string> diff = autotune::compare_products(g.dtype, want, bench.product(s));
+        EXPECT_FALSE(diff) << text << s.str() << ": " << *diff;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 15);
+}
+
 // The prefetch of packed A (GemmSchedule::prefetch_a) is in the micro-kernel's code where
 // the schedule asks for it, and it and B's (prefetch_b) change no result: products of every dtype, with edge tiles
 // and several depth panels, and a convolution's windows read in place, each equal to the
@@ -343,36 +380,44 @@ TEST(AutotuneVariants, PrefetchOfAChangesTheCodeNotTheProduct) {
   EXPECT_EQ(checked, 16);
 }
 
-// The windows are read in place by default only where tiles along a line waste little: a
-// 56- or 28-wide line of 16-wide tiles, not a 14- or 7-wide one (on AVX-512, 32-wide tiles
-// take the 56-wide line alone); and not for a strided 1x1 window.
+// Where output channels do not fill the lanes (12 of 16), the windows are read in place by
+// default only where tiles along a line waste little: a 56- or 28-wide line of 16-wide
+// tiles, not a 14- or 7-wide one (on AVX-512, 32-wide tiles take the 56-wide line alone);
+// and not for a strided 1x1 window.
 TEST(AutotuneVariants, WindowsAreReadInPlaceWhereLinesFillTheTiles) {
   Backend& b = backend_under_test();
   if (b.capabilities().family == DeviceFamily::WorkItems) GTEST_SKIP() << "a cpu form of the product";
   const auto in_place = [&](const char* text) {
     const std::vector<LaunchPlan::Gemm> gemms = gemms_of(b, text);
     EXPECT_EQ(gemms.size(), 1u);
-    return !gemms.empty() && gemms[0].schedule.windows_in_place == 1;
+    return !gemms.empty() && gemms[0].schedule.windows_in_place == 1 && gemms[0].schedule.channel_lanes == 0;
   };
-  EXPECT_TRUE(in_place(R"(graph @wide(%x: f32[1,16,56,56], %w: f32[16,16,3,3]) -> f32[1,16,56,56] {
-  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,16,56,56]
+  // 64 channels fill the lanes, and take them whatever the line (GemmBlocking's tests).
+  const std::vector<LaunchPlan::Gemm> seven = gemms_of(b, R"(graph @seven(%x: f32[1,64,7,7], %w: f32[64,64,3,3]) -> f32[1,64,7,7] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,64,7,7]
+  return %y
+})");
+  ASSERT_EQ(seven.size(), 1u);
+  EXPECT_EQ(seven[0].schedule.channel_lanes, 1) << seven[0].schedule.str();
+  EXPECT_TRUE(in_place(R"(graph @wide(%x: f32[1,12,56,56], %w: f32[12,12,3,3]) -> f32[1,12,56,56] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,12,56,56]
   return %y
 })"));
   const bool wide_vectors = b.capabilities().vector_bytes >= 64;
   // 14-wide lines fill a 16-lane narrow tile (AVX-512) to 7/8, and 8-lane ones not at all.
-  EXPECT_EQ(in_place(R"(graph @fourteen(%x: f32[1,64,14,14], %w: f32[64,64,3,3]) -> f32[1,64,14,14] {
-  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,64,14,14]
+  EXPECT_EQ(in_place(R"(graph @fourteen(%x: f32[1,12,14,14], %w: f32[12,12,3,3]) -> f32[1,12,14,14] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,12,14,14]
   return %y
 })"), wide_vectors);
-  EXPECT_FALSE(in_place(R"(graph @narrow(%x: f32[1,64,7,7], %w: f32[64,64,3,3]) -> f32[1,64,7,7] {
-  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,64,7,7]
+  EXPECT_FALSE(in_place(R"(graph @narrow(%x: f32[1,12,7,7], %w: f32[12,12,3,3]) -> f32[1,12,7,7] {
+  %y = conv %x, %w {strides = [1, 1], low = [1, 1], high = [1, 1]} : f32[1,12,7,7]
   return %y
 })"));
-  EXPECT_EQ(in_place(R"(graph @strided(%x: f32[1,16,56,56], %w: f32[16,16,3,3]) -> f32[1,16,28,28] {
-  %y = conv %x, %w {strides = [2, 2], low = [1, 1], high = [1, 1]} : f32[1,16,28,28]
+  EXPECT_EQ(in_place(R"(graph @strided(%x: f32[1,12,56,56], %w: f32[12,12,3,3]) -> f32[1,12,28,28] {
+  %y = conv %x, %w {strides = [2, 2], low = [1, 1], high = [1, 1]} : f32[1,12,28,28]
   return %y
 })"), !wide_vectors);
-  EXPECT_FALSE(in_place(R"(graph @downsample(%x: f32[1,16,56,56], %w: f32[32,16,1,1]) -> f32[1,32,28,28] {
+  EXPECT_FALSE(in_place(R"(graph @downsample(%x: f32[1,12,56,56], %w: f32[32,12,1,1]) -> f32[1,32,28,28] {
   %y = conv %x, %w {strides = [2, 2], low = [0, 0], high = [0, 0]} : f32[1,32,28,28]
   return %y
 })"));

@@ -1,7 +1,10 @@
 // How default_gemm_schedule blocks a product on a CPU for the cache it is told of
 // (Capabilities::l2_bytes): a short, wide product whose A fits a core's L2 is one block of
-// rows with the columns split among the cores, so that a B packed once is read once.
+// rows with the columns split among the cores, so that a B packed once is read once; and
+// which form a convolution's product takes.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include "kiln/codegen/schedule.h"
 #include "kiln/ir/conv.h"
@@ -56,24 +59,82 @@ TEST(GemmBlocking, EmptyProductsAreBlockedWithoutDividingByZero) {
   }
 }
 
-TEST(GemmBlocking, ConvolutionWindowsOfFourteenAreReadInPlaceOnlyInSixteenLaneTiles) {
+ConvGeometry conv3x3(int64_t channels, int64_t width) {
   ConvGeometry c;
   c.dims = 2;
   c.batch = 4;
-  c.channels = c.out_channels = 256;
-  c.in = {14, 14};
-  c.out = {14, 14};
+  c.channels = c.out_channels = channels;
+  c.in = {width, width};
+  c.out = {width, width};
   c.kernel = {3, 3};
   c.strides = {1, 1};
   c.dilations = {1, 1};
   c.low = {1, 1};
-  Capabilities avx2 = avx512_cpu(1 << 20);
-  avx2.vector_bytes = 32;
-  const int64_t m = 256, n = 196, k = 2304;
-  EXPECT_EQ(kir::default_gemm_schedule(DType::F32, m, n, k, avx512_cpu(1 << 20), 0, &c).windows_in_place, 1);
-  EXPECT_EQ(kir::default_gemm_schedule(DType::F32, m, n, k, avx2, 0, &c).windows_in_place, 0);
+  return c;
+}
+
+Capabilities avx2_cpu() {
+  Capabilities caps = avx512_cpu(1 << 20);
+  caps.vector_bytes = 32;
+  return caps;
+}
+
+// Where output channels do not fill the lanes (12 of 16), the positions are: a line is read
+// in place where it fills its tiles of positions.
+TEST(GemmBlocking, ConvolutionWindowsOfFourteenAreReadInPlaceOnlyInSixteenLaneTiles) {
+  ConvGeometry c = conv3x3(12, 14);
+  const int64_t m = 12, n = 196, k = 108;
+  const kir::GemmSchedule wide = kir::default_gemm_schedule(DType::F32, m, n, k, avx512_cpu(1 << 20), 0, &c);
+  EXPECT_EQ(wide.windows_in_place, 1);
+  EXPECT_EQ(wide.channel_lanes, 0);
+  EXPECT_EQ(kir::default_gemm_schedule(DType::F32, m, n, k, avx2_cpu(), 0, &c).windows_in_place, 0);
   c.out = {7, 7};  // 7 of 16 lanes: gathered
   EXPECT_EQ(kir::default_gemm_schedule(DType::F32, m, 49, k, avx512_cpu(1 << 20), 0, &c).windows_in_place, 0);
+}
+
+// Output channels that fill the vector lanes go there, whatever the lines' width: tiles of
+// as many positions as the registers hold, evened out over a line (56 = 4 x 14, 7 = 7; 14 =
+// 3 x 5 beside AVX2's 16 registers), all positions per task and the channels split among
+// the cores, or the lines where the channels are fewer panels than cores.
+TEST(GemmBlocking, OutputChannelsThatFillTheLanesAreTheLanes) {
+  struct Case {
+    Capabilities caps;
+    int64_t channels, width;
+    int mr, nr;
+  };
+  for (const Case& t : {Case{avx512_cpu(1 << 20), 64, 56, 14, 32}, Case{avx512_cpu(1 << 20), 512, 7, 7, 32},
+                        Case{avx512_cpu(1 << 20), 256, 14, 14, 32}, Case{avx512_cpu(1 << 20), 16, 56, 14, 16},
+                        Case{avx2_cpu(), 256, 14, 5, 16}, Case{avx2_cpu(), 24, 28, 14, 8}}) {
+    const ConvGeometry c = conv3x3(t.channels, t.width);
+    const int64_t m = t.channels, n = t.width * t.width, k = 9 * t.channels;
+    const kir::GemmSchedule s = kir::default_gemm_schedule(DType::F32, m, n, k, t.caps, 0, &c);
+    SCOPED_TRACE(fmt::format("{} channels over {}x{}, {}-byte vectors: {}", m, t.width, t.width, t.caps.vector_bytes,
+                             s.str()));
+    EXPECT_EQ(s.channel_lanes, 1);
+    EXPECT_EQ(s.windows_in_place, 1);
+    EXPECT_EQ(s.mr, t.mr);
+    EXPECT_EQ(s.nr, t.nr);
+    EXPECT_LE(s.kc, 1024);
+    const int64_t depth_panels = (k + s.kc - 1) / s.kc;
+    EXPECT_LT(depth_panels * s.kc - k, depth_panels) << "equal panels of the depth";
+    const int64_t channel_blocks = (m + s.nc - 1) / s.nc, position_blocks = (n + s.mc - 1) / s.mc;
+    if ((m + s.nr - 1) / s.nr >= 2) {
+      EXPECT_EQ(position_blocks, 1);
+      EXPECT_EQ(channel_blocks % 2, 0);
+    } else {
+      EXPECT_EQ(position_blocks, 2);
+      EXPECT_EQ(s.mc % t.width, 0) << "whole lines";
+    }
+  }
+  // Nor where asked not to, nor for a strided 1x1 window.
+  const ConvGeometry c = conv3x3(64, 56);
+  EXPECT_EQ(kir::default_gemm_schedule(DType::F32, 64, 3136, 576, avx512_cpu(1 << 20), 0, &c, false).channel_lanes, 0);
+  ConvGeometry downsample = conv3x3(64, 56);
+  downsample.kernel = {1, 1};
+  downsample.strides = {2, 2};
+  downsample.low = {0, 0};
+  downsample.out = {28, 28};
+  EXPECT_EQ(kir::default_gemm_schedule(DType::F32, 128, 784, 64, avx512_cpu(1 << 20), 0, &downsample).channel_lanes, 0);
 }
 
 }  // namespace

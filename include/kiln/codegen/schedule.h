@@ -169,6 +169,10 @@ struct Schedule {
 /// convolution's padding (each line split into phases by the windows' stride along it), and
 /// the micro-kernel reads step p of a tile's windows where they lie in that copy, at a
 /// per-step offset from the tile's first position (a tile never crosses an output line).
+/// With `channel_lanes` as well, the product runs transposed, C^T = windows^T x W^T: a
+/// register tile is `mr` output positions (broadcast from the padded copy, adjacent along a
+/// line) by `nr` output channels (vector lanes, from the weights packed once as B), and the
+/// blocking fields describe C^T: `mc` positions, `nc` channels per task.
 ///
 /// GPU (`group_m > 0`): a work-group computes a `group_m` x `group_n` tile of C, stepping
 /// along K by `group_k`: each step stages a `group_m` x `group_k` tile of A and a `group_k` x
@@ -188,6 +192,10 @@ struct GemmSchedule {
   int64_t serial_below = 1 << 18;
   int threads = 0;  // cpu: most workers the tasks (and B's packing) run on (0: every core)
   int windows_in_place = 0;  // cpu, convolutions: 1 reads B from a padded copy of the input
+  /// cpu, convolutions read in place: 1 puts output channels in the vector lanes and output
+  /// positions in the tile's rows (a line of 56 fills four tiles of 14 positions, where 16
+  /// lanes of positions leave 1/8 of them idle, and a 7-wide line more than half).
+  int channel_lanes = 0;
   /// cpu: steps of the depth ahead of the current one at which the micro-kernel prefetches
   /// packed A into L1 (0: none). A's panels are contiguous, one after the other, so the
   /// prefetch runs on into the next tile's panel; weights too large for the caches stream
@@ -253,8 +261,10 @@ int gemm_vector_registers(const Capabilities& caps);
 /// each block of the product as it is finished, on blocks of columns starting at multiples
 /// of it (gemm_epilogue_columns_per_iteration); the blocks are cut so. `windows`: the
 /// convolution whose windows are B (Gemm::im2col), read in place on a CPU where that pays.
+/// `channel_lanes` chooses GemmSchedule::channel_lanes for `windows` (nullopt: where it pays).
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
-                                   int64_t epilogue_columns = 0, const ConvGeometry* windows = nullptr);
+                                   int64_t epilogue_columns = 0, const ConvGeometry* windows = nullptr,
+                                   std::optional<bool> channel_lanes = std::nullopt);
 
 /// Whether a CPU product may read the windows of `c` in place (GemmSchedule::windows_in_place):
 /// the padding is not negative.

@@ -33,7 +33,9 @@ namespace kiln::kir {
 /// (lanes per work-item: work_item_lane_counts), `row_cache_elements`.
 /// every device: `NAME.MACRO` for each tunable macro of each custom kernel `k` calls.
 /// GEMM steps (gemm_schedule_knobs): cpu `mr`, `nr` (the register tile), `kc` (panel depth),
-/// `mc` (rows of an A block), `windows_in_place`, `threads`; work-item devices `group_m`,
+/// `mc` (rows of an A block), `windows_in_place`, `channel_lanes` (a convolution's product
+/// transposed, from that form's default blocking), `prefetch_a`, `prefetch_b`, `threads`;
+/// work-item devices `group_m`,
 /// `group_n`, `group_k` (the work-group's tile of C and its depth along K).
 struct Knob {
   std::string name;
