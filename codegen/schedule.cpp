@@ -659,7 +659,9 @@ GemmSchedule channel_lanes_schedule(GemmSchedule s, int64_t m, int64_t n, int64_
   s.prefetch_b = 0;
   s.nr = vectors * s.vector_width;
   const int64_t line = std::max<int64_t>(1, windows.out.back());
-  const int64_t most_rows = std::clamp((gemm_vector_registers(caps) - vectors - 1) / vectors, 1, 14);
+  // At most a vector of rows: the micro-kernel stores the tile transposed, a column of it
+  // (a channel's positions) a vector.
+  const int64_t most_rows = std::clamp((gemm_vector_registers(caps) - vectors - 1) / vectors, 1, std::min(14, s.vector_width));
   const int64_t tiles_per_line = (line + most_rows - 1) / most_rows;
   s.mr = static_cast<int>((line + tiles_per_line - 1) / tiles_per_line);
   const int64_t depth_panels = (std::max<int64_t>(k, 1) + 1023) / 1024;

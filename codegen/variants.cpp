@@ -350,7 +350,7 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   const int64_t vectors = base.nr / base.vector_width;
   std::vector<int64_t> mrs, nrs, kcs, mcs;
   for (int64_t mr : {2, 4, 6, 7, 8, 10, 12, 14})
-    if (tile_fits_registers(mr, vectors, caps) && (mr != 7 || lanes)) mrs.push_back(mr);
+    if (tile_fits_registers(mr, vectors, caps) && (lanes ? mr <= base.vector_width : mr != 7)) mrs.push_back(mr);
   for (int64_t v : {1, 2, 3, 4})
     if (tile_fits_registers(base.mr, v, caps) && v * base.vector_width < 2 * round_up(columns, base.vector_width))
       nrs.push_back(v * base.vector_width);
@@ -407,7 +407,8 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   s.prefetch_a = static_cast<int>(setting(v, "prefetch_a").value_or(s.prefetch_a));
   s.prefetch_b = static_cast<int>(setting(v, "prefetch_b").value_or(s.prefetch_b));
   if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
-  if (s.channel_lanes > 0 && (s.windows_in_place == 0 || s.prefetch_a > 0 || s.prefetch_b > 0)) return std::nullopt;
+  if (s.channel_lanes > 0 && (s.windows_in_place == 0 || s.prefetch_a > 0 || s.prefetch_b > 0 || s.mr > s.vector_width))
+    return std::nullopt;
   if (auto kc = setting(v, "kc")) s.kc = *kc;
   // Blocks stay whole register tiles, and a multiple of what they were: the default cuts the
   // columns where the epilogue can run on each block (as wide as the product, or on whole

@@ -250,7 +250,7 @@ bool runs_channel_lanes(const LaunchPlan::Gemm& g) { return reads_windows_in_pla
 
 MicroKernelForm micro_form(const LaunchPlan::Gemm& g) {
   const bool lanes = runs_channel_lanes(g);
-  return {.b_offsets = reads_windows_in_place(g) && !lanes, .a_offsets = lanes};
+  return {.b_offsets = reads_windows_in_place(g) && !lanes, .a_offsets = lanes, .c_transposed = lanes};
 }
 
 // The micro-kernels a product runs: its tile's, and for windows read in place, one a vector
@@ -754,8 +754,8 @@ LaunchPlan::Gemm transposed_weights(const LaunchPlan::Gemm& g) {
 
 // A convolution's product transposed (GemmSchedule::channel_lanes): C^T = windows^T x W^T,
 // a tile of mr positions along an output line (A: the padded copy at per-step offsets) by
-// nr output channels (B: the weights, packed once). The micro-kernel writes the tile to a
-// scratch tile, whose columns are then stored as runs of C's rows (a channel's positions).
+// nr output channels (B: the weights, packed once). The micro-kernel stores the tile
+// transposed, each channel's positions a run of its row of C (MicroKernelForm::c_transposed).
 // A task is (batch entry, block of mc positions, block of nc channels); per panel of the
 // depth and of nr channels (in L2), it walks its positions' tiles.
 template <class T>
@@ -779,8 +779,6 @@ void run_channel_lanes(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, 
     const int64_t j0 = pb * s.mc, positions = std::min(s.mc, n - j0);
     const int64_t c0 = cb * s.nc, channels = std::min(s.nc, m - c0);
     T* cm = c + bi * m * n;
-    thread_local std::vector<T> tile;
-    T* out = scratch(tile, int64_t{s.mr} * s.nr);
     int64_t ldb = s.nr;
     for (int64_t p0 = 0; p0 < k; p0 += s.kc) {
       const int64_t depth = std::min(s.kc, k - p0);
@@ -789,17 +787,11 @@ void run_channel_lanes(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, 
         const T* panel = weights->panel(bi, p0, cp);
         for (int64_t j = j0; j < j0 + positions;) {
           const int64_t h = std::min({int64_t{s.mr}, windows.line() - j % windows.line(), j0 + positions - j});
-          void* args[6] = {const_cast<T*>(windows.window(bi, j)), const_cast<T*>(panel), out, nullptr, &ldb,
-                           windows.offsets(p0)};
-          call_kernel(micro.tile, args, depth, s.nr);
-          for (int64_t jj = 0; jj < w; ++jj) {
-            T* row = cm + (cp + jj) * n + j;
-            const T* column = out + jj;
-            if (p0 == 0)
-              for (int64_t i = 0; i < h; ++i) row[i] = column[i * s.nr];
-            else
-              for (int64_t i = 0; i < h; ++i) row[i] = wrapping_add(row[i], column[i * s.nr]);
-          }
+          T* ct = cm + cp * n + j;
+          int64_t extent[2] = {h, w};
+          void* args[7] = {const_cast<T*>(windows.window(bi, j)), const_cast<T*>(panel), ct, p0 > 0 ? ct : nullptr,
+                           &ldb, windows.offsets(p0), extent};
+          call_kernel(micro.tile, args, depth, n);
           j += h;
         }
       }

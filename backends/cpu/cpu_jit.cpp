@@ -356,6 +356,7 @@ std::shared_ptr<const CpuKernel> Jit::gemm_microkernel(const kir::GemmSchedule& 
   if (form.a_rows) w.bytes("a in rows");
   if (form.b_offsets) w.bytes("b at offsets");
   if (form.a_offsets) w.bytes("a at offsets");
+  if (form.c_transposed) w.bytes("c transposed");
   w.bytes(impl_->fingerprint);
   const std::string canonical = w.take();
   return code(canonical, fmt::format("gemm micro-kernel {} {}x{}{}", dtype_name(t), s.mr, s.nr, form.str()), {},

@@ -16,12 +16,39 @@
 #include "kiln/support/error.h"
 
 namespace kiln::cpu {
+namespace {
+
+// `rows` (n vectors of n lanes, n a power of two) transposed: for each bit d of a lane
+// number, from the highest, the elements whose row and column differ in that bit swap
+// places (the off-diagonal d x d blocks of each 2d x 2d block): n log2(n) shuffles.
+std::vector<llvm::Value*> transpose(llvm::IRBuilder<>& b, std::vector<llvm::Value*> rows) {
+  const auto n = static_cast<int>(rows.size());
+  for (int d = n / 2; d >= 1; d /= 2) {
+    std::vector<int> low(static_cast<size_t>(n)), high(static_cast<size_t>(n));
+    for (int c = 0; c < n; ++c) {
+      low[static_cast<size_t>(c)] = (c & d) == 0 ? c : n + c - d;
+      high[static_cast<size_t>(c)] = (c & d) == 0 ? c + d : n + c;
+    }
+    for (int i = 0; i < n; ++i) {
+      if ((i & d) != 0) continue;
+      llvm::Value* top = rows[static_cast<size_t>(i)];
+      llvm::Value* bottom = rows[static_cast<size_t>(i + d)];
+      rows[static_cast<size_t>(i)] = b.CreateShuffleVector(top, bottom, low);
+      rows[static_cast<size_t>(i + d)] = b.CreateShuffleVector(top, bottom, high);
+    }
+  }
+  return rows;
+}
+
+}  // namespace
 
 std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, DType t, const std::string& fn_name,
                                                     llvm::LLVMContext& ctx, const MicroKernelForm& form) {
   using llvm::Value;
   const bool a_rows = form.a_rows;
   KILN_ASSERT(!(a_rows && form.a_offsets), "gemm micro-kernel: A in rows or at offsets, not both");
+  KILN_ASSERT(!form.c_transposed || (s.mr <= s.vector_width && (s.vector_width & (s.vector_width - 1)) == 0),
+              "gemm micro-kernel: a tile stored transposed has at most a vector of rows");
   KILN_ASSERT(s.mr >= 1 && s.vector_width >= 1 && s.nr % s.vector_width == 0, "gemm schedule: nr is whole vectors");
   auto m = std::make_unique<llvm::Module>(fn_name, ctx);
   llvm::IRBuilder<> b(ctx);
@@ -121,26 +148,71 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
     sums.back()->addIncoming(zero, entry);
     sums.back()->addIncoming(next[j], loop);
   }
-  for (int i = 0; i < s.mr; ++i) {
-    Value* crow = b.CreateGEP(elem, c, b.CreateMul(b.getInt64(i), ldc));
+  const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
+  if (form.c_transposed) {
+    // Each vector of columns (a vector of rows once transposed) as one masked store per
+    // column of the tile inside C: h rows of it, w columns.
+    Value* extent = arg(6);
+    Value* h = b.CreateLoad(i64, extent);
+    Value* w = b.CreateLoad(i64, b.CreateConstGEP1_64(i64, extent, 1));
+    Value* rows_inside = b.CreateICmpSLT(
+        llvm::ConstantVector::get([&] {
+          std::vector<llvm::Constant*> lanes;
+          for (int l = 0; l < s.vector_width; ++l) lanes.push_back(b.getInt64(static_cast<uint64_t>(l)));
+          return lanes;
+        }()),
+        b.CreateVectorSplat(static_cast<unsigned>(s.vector_width), h));
     for (int v = 0; v < vecs; ++v) {
-      Value* sum = sums[static_cast<size_t>(i * vecs + v)];
-      Value* at = b.CreateConstGEP1_64(elem, crow, static_cast<uint64_t>(v * s.vector_width));
-      const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
-      // The load of C stays behind the flag: on the first panel C may be uninitialized.
-      auto* add_bb = llvm::BasicBlock::Create(ctx, "add", f);
-      auto* join_bb = llvm::BasicBlock::Create(ctx, "join", f);
-      llvm::BasicBlock* from = b.GetInsertBlock();
-      b.CreateCondBr(accumulate, add_bb, join_bb);
-      b.SetInsertPoint(add_bb);
-      Value* old = b.CreateAlignedLoad(vt, at, align);
-      Value* added = is_fp ? b.CreateFAdd(old, sum) : b.CreateAdd(old, sum);
-      b.CreateBr(join_bb);
-      b.SetInsertPoint(join_bb);
-      llvm::PHINode* out = b.CreatePHI(vt, 2);
-      out->addIncoming(sum, from);
-      out->addIncoming(added, add_bb);
-      b.CreateAlignedStore(out, at, align);
+      std::vector<Value*> rows(static_cast<size_t>(s.vector_width), zero);
+      for (int i = 0; i < s.mr; ++i) rows[static_cast<size_t>(i)] = sums[static_cast<size_t>(i * vecs + v)];
+      const std::vector<Value*> columns = transpose(b, rows);
+      for (int l = 0; l < s.vector_width; ++l) {
+        const int j = v * s.vector_width + l;
+        auto* store_bb = llvm::BasicBlock::Create(ctx, "column", f);
+        auto* next_bb = llvm::BasicBlock::Create(ctx, "next", f);
+        b.CreateCondBr(b.CreateICmpSLT(b.getInt64(static_cast<uint64_t>(j)), w), store_bb, next_bb);
+        b.SetInsertPoint(store_bb);
+        Value* at = b.CreateGEP(elem, c, b.CreateMul(b.getInt64(static_cast<uint64_t>(j)), ldc));
+        // The first panel of the depth overwrites C, which may be uninitialized: the load
+        // stays behind the flag, as below.
+        auto* add_bb = llvm::BasicBlock::Create(ctx, "add", f);
+        auto* join_bb = llvm::BasicBlock::Create(ctx, "join", f);
+        b.CreateCondBr(accumulate, add_bb, join_bb);
+        b.SetInsertPoint(add_bb);
+        Value* old = b.CreateMaskedLoad(vt, at, align, rows_inside, zero);
+        Value* column = columns[static_cast<size_t>(l)];
+        Value* added = is_fp ? b.CreateFAdd(old, column) : b.CreateAdd(old, column);
+        b.CreateBr(join_bb);
+        b.SetInsertPoint(join_bb);
+        llvm::PHINode* out = b.CreatePHI(vt, 2);
+        out->addIncoming(column, store_bb);
+        out->addIncoming(added, add_bb);
+        b.CreateMaskedStore(out, at, align, rows_inside);
+        b.CreateBr(next_bb);
+        b.SetInsertPoint(next_bb);
+      }
+    }
+  } else {
+    for (int i = 0; i < s.mr; ++i) {
+      Value* crow = b.CreateGEP(elem, c, b.CreateMul(b.getInt64(i), ldc));
+      for (int v = 0; v < vecs; ++v) {
+        Value* sum = sums[static_cast<size_t>(i * vecs + v)];
+        Value* at = b.CreateConstGEP1_64(elem, crow, static_cast<uint64_t>(v * s.vector_width));
+        // The load of C stays behind the flag: on the first panel C may be uninitialized.
+        auto* add_bb = llvm::BasicBlock::Create(ctx, "add", f);
+        auto* join_bb = llvm::BasicBlock::Create(ctx, "join", f);
+        llvm::BasicBlock* from = b.GetInsertBlock();
+        b.CreateCondBr(accumulate, add_bb, join_bb);
+        b.SetInsertPoint(add_bb);
+        Value* old = b.CreateAlignedLoad(vt, at, align);
+        Value* added = is_fp ? b.CreateFAdd(old, sum) : b.CreateAdd(old, sum);
+        b.CreateBr(join_bb);
+        b.SetInsertPoint(join_bb);
+        llvm::PHINode* out = b.CreatePHI(vt, 2);
+        out->addIncoming(sum, from);
+        out->addIncoming(added, add_bb);
+        b.CreateAlignedStore(out, at, align);
+      }
     }
   }
   b.CreateRetVoid();

@@ -23,7 +23,7 @@ namespace kiln::cpu {
 /// called as fn(args, kc, ldc). The tile lives in mr x nr/vector_width vector registers
 /// for the whole depth; floats accumulate with llvm.fmuladd, integers wrap. Each step
 /// prefetches packed A `s.prefetch_a` steps ahead (none when 0, or with A not packed). `form`
-/// reads A or B elsewhere (MicroKernelForm, kernel_abi.h).
+/// reads A or B elsewhere, or stores the tile transposed (MicroKernelForm, kernel_abi.h).
 std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, DType t, const std::string& fn_name,
                                                     llvm::LLVMContext& ctx, const MicroKernelForm& form = {});
 

@@ -23,11 +23,15 @@ struct MicroKernelForm {
   /// steps' int64 offsets (a convolution's windows in place, positions in the tile's rows:
   /// GemmSchedule::channel_lanes).
   bool a_offsets = false;
+  /// The tile stored transposed: its element (i, j) at C[j * ldc + i], for i below h and j
+  /// below w, args[6] pointing to the int64 pair {h, w} (i <= vector width: each of the
+  /// tile's columns is one masked vector store; GemmSchedule::channel_lanes).
+  bool c_transposed = false;
 
   /// ", A in rows, B at offsets": for the micro-kernel's description.
   std::string str() const {
     return std::string(a_rows ? ", A in rows" : "") + (a_offsets ? ", A at offsets" : "") +
-           (b_offsets ? ", B at offsets" : "");
+           (b_offsets ? ", B at offsets" : "") + (c_transposed ? ", C transposed" : "");
   }
 };
 

@@ -93,9 +93,10 @@ TEST(GemmBlocking, ConvolutionWindowsOfFourteenAreReadInPlaceOnlyInSixteenLaneTi
 }
 
 // Output channels that fill the vector lanes go there, whatever the lines' width: tiles of
-// as many positions as the registers hold, evened out over a line (56 = 4 x 14, 7 = 7; 14 =
-// 3 x 5 beside AVX2's 16 registers), all positions per task and the channels split among
-// the cores, or the lines where the channels are fewer panels than cores.
+// as many positions as the registers hold (a vector at most), evened out over a line (56 =
+// 4 x 14, 7 = 7; on AVX2, 14 = 3 x 5 beside 16 registers, 28 = 4 x 7 in 8 lanes), all
+// positions per task and the channels split among the cores, or the lines where the
+// channels are fewer panels than cores.
 TEST(GemmBlocking, OutputChannelsThatFillTheLanesAreTheLanes) {
   struct Case {
     Capabilities caps;
@@ -104,7 +105,7 @@ TEST(GemmBlocking, OutputChannelsThatFillTheLanesAreTheLanes) {
   };
   for (const Case& t : {Case{avx512_cpu(1 << 20), 64, 56, 14, 32}, Case{avx512_cpu(1 << 20), 512, 7, 7, 32},
                         Case{avx512_cpu(1 << 20), 256, 14, 14, 32}, Case{avx512_cpu(1 << 20), 16, 56, 14, 16},
-                        Case{avx2_cpu(), 256, 14, 5, 16}, Case{avx2_cpu(), 24, 28, 14, 8}}) {
+                        Case{avx2_cpu(), 256, 14, 5, 16}, Case{avx2_cpu(), 24, 28, 7, 8}}) {
     const ConvGeometry c = conv3x3(t.channels, t.width);
     const int64_t m = t.channels, n = t.width * t.width, k = 9 * t.channels;
     const kir::GemmSchedule s = kir::default_gemm_schedule(DType::F32, m, n, k, t.caps, 0, &c);
