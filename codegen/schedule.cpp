@@ -643,22 +643,23 @@ bool channel_lanes_pay(const ConvGeometry& c, int64_t m, int vector_width) {
   return windows_in_place_legal(c) && c.window() >= 4 && channel_lane_vectors(m, vector_width) > 0;
 }
 
-// The blocking of a convolution's product run transposed (GemmSchedule::channel_lanes), its
-// fields over C^T: `mr` positions of a line per tile (as many as the registers hold beside
-// the weights' vectors, evened out over the line: 56 is 4 x 14, 17 is 9 + 8), `nr` channels
-// in lanes; the depth in equal panels of at most 1024 steps (each adding into C once); the
-// channels split among the cores where there are enough, every task walking all positions
-// (whole rows of C, for the epilogue), else the lines (not for a product that runs on one
-// thread, below serial_below: its epilogue then runs on the whole of it).
+// The blocking of a product run transposed (GemmSchedule::channel_lanes), its fields over
+// C^T: `mr` positions of a line per tile (as many as the registers hold beside the weights'
+// vectors, evened out over the line: 56 is 4 x 14, 17 is 9 + 8; a plain product's line is
+// a row of C), `nr` channels in lanes; the depth in equal panels of at most 1024 steps (each
+// adding into C once); the channels split among the cores where there are enough, every
+// task walking all positions (whole rows of C, for the epilogue), else the lines (not for a
+// product that runs on one thread, below serial_below: its epilogue then runs on the whole
+// of it). `windows`: the convolution's, read in place; null for a plain product.
 GemmSchedule channel_lanes_schedule(GemmSchedule s, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
-                                    int64_t epilogue_columns, const ConvGeometry& windows) {
+                                    int64_t epilogue_columns, const ConvGeometry* windows) {
   const int vectors = std::max(1, channel_lane_vectors(m, s.vector_width));
-  s.windows_in_place = 1;
+  s.windows_in_place = windows != nullptr ? 1 : 0;
   s.channel_lanes = 1;
   s.prefetch_a = 0;  // the positions are not a packed panel
   s.prefetch_b = 0;
   s.nr = vectors * s.vector_width;
-  const int64_t line = std::max<int64_t>(1, windows.out.back());
+  const int64_t line = std::max<int64_t>(1, windows != nullptr ? windows->out.back() : n);
   // At most a vector of rows: the micro-kernel stores the tile transposed, a column of it
   // (a channel's positions) a vector.
   const int64_t most_rows = std::clamp((gemm_vector_registers(caps) - vectors - 1) / vectors, 1, std::min(14, s.vector_width));
@@ -682,6 +683,14 @@ GemmSchedule channel_lanes_schedule(GemmSchedule s, int64_t m, int64_t n, int64_
 }
 
 }  // namespace
+
+bool rows_in_lanes_pay(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps) {
+  if (caps.family == DeviceFamily::WorkItems) return false;
+  const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
+  const int lanes = std::max(1, caps.vector_bytes / es);
+  const int64_t tile = 2 * int64_t{lanes}, idle = (n + tile - 1) / tile * tile - n;
+  return k >= 64 && idle * 16 > n && channel_lane_vectors(m, lanes) > 0;
+}
 
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
                                    int64_t epilogue_columns, const ConvGeometry* windows,
@@ -714,9 +723,9 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   // Windows read in place have no B panel to keep in L1: the depth is cut only into equal
   // panels of at most 1024 steps, each adding its tile into C once (a 3x3 window over 64
   // channels ran 10% faster as one panel of 576 than as two of 288).
-  if (windows != nullptr && windows_in_place_legal(*windows) &&
-      channel_lanes.value_or(channel_lanes_pay(*windows, m, s.vector_width)))
-    return channel_lanes_schedule(s, m, n, k, caps, epilogue_columns, *windows);
+  if ((windows == nullptr || windows_in_place_legal(*windows)) &&
+      channel_lanes.value_or(windows != nullptr && channel_lanes_pay(*windows, m, s.vector_width)))
+    return channel_lanes_schedule(s, m, n, k, caps, epilogue_columns, windows);
   const bool in_place = windows != nullptr && windows_in_place_pay(*windows, s.nr, s.vector_width);
   if (in_place) {
     s.windows_in_place = 1;

@@ -365,6 +365,8 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   if (g.im2col && windows_in_place_legal(*g.im2col)) {
     if (!lanes) add(knobs, "windows_in_place", {0, 1}, base.windows_in_place);
     add(knobs, "channel_lanes", {0, 1}, base.channel_lanes);
+  } else if (!g.im2col && g.b_col_stride == 1) {
+    add(knobs, "channel_lanes", {0, 1}, base.channel_lanes);
   }
   if (g.k > 1 && !lanes) add(knobs, "prefetch_a", {0, 16, 64, 256}, base.prefetch_a);
   if (g.n > base.nr && !lanes) add(knobs, "prefetch_b", {0, 1}, base.prefetch_b);
@@ -381,11 +383,11 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   if (v.is_default()) return base;
   if (!names_legal_values(gemm_schedule_knobs(g, base, caps), v)) return std::nullopt;
   GemmSchedule s = base;
-  // The other form of a convolution's product blocks the transposed product: it starts from
+  // The other form of a product blocks the transposed product: it starts from
   // that form's default blocking (its epilogue, unknown here, then runs apart).
   const int64_t lanes = setting(v, "channel_lanes").value_or(base.channel_lanes);
   if (lanes != base.channel_lanes)
-    s = default_gemm_schedule(g.dtype, g.m, g.n, g.k, caps, 0, &*g.im2col, lanes > 0);
+    s = default_gemm_schedule(g.dtype, g.m, g.n, g.k, caps, 0, g.im2col ? &*g.im2col : nullptr, lanes > 0);
   const GemmSchedule start = s;
   if (base.group_m > 0) {
     s.group_m = setting(v, "group_m").value_or(s.group_m);
@@ -407,7 +409,8 @@ std::optional<GemmSchedule> apply_gemm_variant(const LaunchPlan::Gemm& g, const 
   s.prefetch_a = static_cast<int>(setting(v, "prefetch_a").value_or(s.prefetch_a));
   s.prefetch_b = static_cast<int>(setting(v, "prefetch_b").value_or(s.prefetch_b));
   if (!tile_fits_registers(s.mr, s.nr / s.vector_width, caps)) return std::nullopt;
-  if (s.channel_lanes > 0 && (s.windows_in_place == 0 || s.prefetch_a > 0 || s.prefetch_b > 0 || s.mr > s.vector_width))
+  if (s.channel_lanes > 0 &&
+      ((g.im2col && s.windows_in_place == 0) || s.prefetch_a > 0 || s.prefetch_b > 0 || s.mr > s.vector_width))
     return std::nullopt;
   if (auto kc = setting(v, "kc")) s.kc = *kc;
   // Blocks stay whole register tiles, and a multiple of what they were: the default cuts the

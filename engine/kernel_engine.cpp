@@ -682,9 +682,16 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
       LaunchPlan::Attention& a = *step.attention;
       a.schedule = kir::default_attention_schedule(a.rows, a.keys, a.depth, a.width, caps);
     } else if (step.kernel < 0) {
-      step.gemm.schedule = kir::default_gemm_schedule(step.gemm.dtype, step.gemm.m, step.gemm.n, step.gemm.k, caps,
-                                                      gemm_epilogue_columns_per_iteration(plan, i),
-                                                      step.gemm.im2col ? &*step.gemm.im2col : nullptr);
+      LaunchPlan::Gemm& product = step.gemm;
+      // A plain product runs with C's rows in the lanes where its columns fit them badly.
+      const std::optional<bool> rows_in_lanes =
+          !product.im2col && product.b_col_stride == 1 &&
+                  kir::rows_in_lanes_pay(product.dtype, product.m, product.n, product.k, caps)
+              ? std::optional<bool>(true)
+              : std::nullopt;
+      product.schedule = kir::default_gemm_schedule(product.dtype, product.m, product.n, product.k, caps,
+                                                    gemm_epilogue_columns_per_iteration(plan, i),
+                                                    product.im2col ? &*product.im2col : nullptr, rows_in_lanes);
     }
   }
   return c;

@@ -245,8 +245,12 @@ bool reads_windows_in_place(const LaunchPlan::Gemm& g) {
   return g.im2col && g.schedule.windows_in_place > 0 && kir::windows_in_place_legal(*g.im2col) && g.k > 0;
 }
 
-// Whether `g` runs transposed, output channels in the lanes (GemmSchedule::channel_lanes).
-bool runs_channel_lanes(const LaunchPlan::Gemm& g) { return reads_windows_in_place(g) && g.schedule.channel_lanes > 0; }
+// Whether `g` runs transposed, C's rows in the lanes (GemmSchedule::channel_lanes): its
+// columns are read in place, a convolution's windows from their padded copy or a plain
+// product's B where it lies (adjacent columns).
+bool runs_channel_lanes(const LaunchPlan::Gemm& g) {
+  return g.schedule.channel_lanes > 0 && g.k > 0 && (g.im2col ? reads_windows_in_place(g) : g.b_col_stride == 1);
+}
 
 MicroKernelForm micro_form(const LaunchPlan::Gemm& g) {
   const bool lanes = runs_channel_lanes(g);
@@ -440,6 +444,12 @@ class PaddedWindows {
 
   /// Output positions per line: a tile of the micro-kernel stays inside one.
   int64_t line() const { return c_.out.back(); }
+  /// With channel_lanes, the first of the columns (positions) of a tile from `j` and the
+  /// offsets of its steps from p0 on: rows past the tile's `h` (to mr) read what follows, in
+  /// the copy.
+  std::pair<const T*, const int64_t*> tile(int64_t bi, int64_t j, int64_t p0, int64_t, int64_t) {
+    return {window(bi, j), offsets(p0)};
+  }
   /// Where output position `j`'s window starts in batch `bi`'s padded planes.
   const T* window(int64_t bi, int64_t j) const {
     return data_.data() + (batches_ == 1 ? 0 : bi) * batch_elements_ + line_start_[static_cast<size_t>(j / line())] +
@@ -734,6 +744,40 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, const Mi
   run_tasks(tasks, parallel, s.threads, task);
 }
 
+// A plain product's B read in place by the transposed product (channel_lanes): a tile's
+// column j + i (a row of C^T) at step p is B[p * b_row_stride + j + i]. The tile at the end
+// of a row whose mr columns would reach past it (and past the buffer, for the last step) is
+// copied first into a panel of its own, zeros past the row.
+template <class T>
+class RowsInPlace {
+ public:
+  RowsInPlace(const LaunchPlan::Gemm& g, const T* b) : g_(g), b_(b) {
+    offsets_.resize(static_cast<size_t>(g.k));
+    for (int64_t p = 0; p < g.k; ++p) offsets_[static_cast<size_t>(p)] = p * g.b_row_stride;
+    edge_offsets_.resize(static_cast<size_t>(std::min(g.schedule.kc, g.k)));
+    for (size_t q = 0; q < edge_offsets_.size(); ++q) edge_offsets_[q] = static_cast<int64_t>(q) * g.schedule.mr;
+  }
+  int64_t line() const { return g_.n; }
+  std::pair<const T*, const int64_t*> tile(int64_t bi, int64_t j, int64_t p0, int64_t depth, int64_t h) const {
+    const T* first = b_ + batch_offsets(g_, bi).second + j;
+    const int mr = g_.schedule.mr;
+    if (j + mr <= g_.n) return {first, offsets_.data() + p0};
+    thread_local std::vector<T> edge;
+    T* panel = scratch(edge, depth * mr);
+    for (int64_t q = 0; q < depth; ++q) {
+      const T* row = first + (p0 + q) * g_.b_row_stride;
+      std::copy_n(row, h, panel + q * mr);
+      std::fill(panel + q * mr + h, panel + (q + 1) * mr, T(0));
+    }
+    return {panel, edge_offsets_.data()};
+  }
+
+ private:
+  const LaunchPlan::Gemm& g_;
+  const T* b_;
+  std::vector<int64_t> offsets_, edge_offsets_;
+};
+
 // The weights of a convolution's product (its A, m channels x k steps) as the B operand of
 // the transposed product (k x m), for packing them as B is packed.
 LaunchPlan::Gemm transposed_weights(const LaunchPlan::Gemm& g) {
@@ -752,9 +796,9 @@ LaunchPlan::Gemm transposed_weights(const LaunchPlan::Gemm& g) {
   return t;
 }
 
-// A convolution's product transposed (GemmSchedule::channel_lanes): C^T = windows^T x W^T,
-// a tile of mr positions along an output line (A: the padded copy at per-step offsets) by
-// nr output channels (B: the weights, packed once). The micro-kernel stores the tile
+// A product transposed (GemmSchedule::channel_lanes): C^T = B^T x A^T, for a convolution
+// windows^T x W^T; a tile of mr positions along an output line (the padded copy, or B where
+// it lies, at per-step offsets) by nr output channels (the weights, packed once). The micro-kernel stores the tile
 // transposed, each channel's positions a run of its row of C (MicroKernelForm::c_transposed).
 // A task is (batch entry, block of mc positions, block of nc channels); per panel of the
 // depth and of nr channels (in L2), it walks its positions' tiles.
@@ -766,7 +810,11 @@ void run_channel_lanes(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, 
   const int64_t pblocks = (n + s.mc - 1) / s.mc, cblocks = (m + s.nc - 1) / s.nc;
   const int64_t tasks = g.batch.numel() * pblocks * cblocks;
   const bool parallel = m * n * k >= s.serial_below && tasks > 1;
-  PaddedWindows<T> windows(g, b, parallel);
+  std::optional<PaddedWindows<T>> windows;
+  std::optional<RowsInPlace<T>> rows;
+  if (g.im2col) windows.emplace(g, b, parallel);
+  else rows.emplace(g, b);
+  const int64_t line = windows ? windows->line() : rows->line();
   const LaunchPlan::Gemm wt = transposed_weights(g);
   std::optional<PackedB<T>> weights;
   if (fixed.a != 0 && PackedB<T>::bytes(wt) <= kMostPackedB)
@@ -786,11 +834,12 @@ void run_channel_lanes(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, 
         const int64_t w = std::min<int64_t>(s.nr, c0 + channels - cp);
         const T* panel = weights->panel(bi, p0, cp);
         for (int64_t j = j0; j < j0 + positions;) {
-          const int64_t h = std::min({int64_t{s.mr}, windows.line() - j % windows.line(), j0 + positions - j});
+          const int64_t h = std::min({int64_t{s.mr}, line - j % line, j0 + positions - j});
+          const auto [first, offsets] = windows ? windows->tile(bi, j, p0, depth, h) : rows->tile(bi, j, p0, depth, h);
           T* ct = cm + cp * n + j;
           int64_t extent[2] = {h, w};
-          void* args[7] = {const_cast<T*>(windows.window(bi, j)), const_cast<T*>(panel), ct, p0 > 0 ? ct : nullptr,
-                           &ldb, windows.offsets(p0), extent};
+          void* args[7] = {const_cast<T*>(first), const_cast<T*>(panel), ct, p0 > 0 ? ct : nullptr, &ldb,
+                           const_cast<int64_t*>(offsets), extent};
           call_kernel(micro.tile, args, depth, n);
           j += h;
         }

@@ -442,6 +442,10 @@ TEST(AutotuneVariants, IllegalGemmVariantsAreRefused) {
       if (std::optional<kir::GemmSchedule> s = kir::apply_gemm_variant(g, g.schedule, v, caps)) {
         if (s->group_m > 0) {
           EXPECT_LE(s->local_size(), caps.max_work_group) << v.str();
+        } else if (s->channel_lanes > 0) {  // the transposed form's blocking, over C^T
+          EXPECT_EQ(s->nr % s->vector_width, 0) << v.str();
+          EXPECT_LE(s->mr, s->vector_width) << v.str();
+          EXPECT_EQ(s->nc % s->nr, 0) << v.str();
         } else {
           EXPECT_EQ(s->nr % s->vector_width, 0) << v.str();
           EXPECT_EQ(s->mc % s->mr, 0) << v.str();

@@ -138,5 +138,27 @@ TEST(GemmBlocking, OutputChannelsThatFillTheLanesAreTheLanes) {
   EXPECT_EQ(kir::default_gemm_schedule(DType::F32, 128, 784, 64, avx512_cpu(1 << 20), 0, &downsample).channel_lanes, 0);
 }
 
+// A plain product runs transposed where its columns leave lanes of the default tiles idle
+// and its rows fill them: a 1x1 convolution over 14x14 or 7x7, not over 56x56, nor a
+// transformer's 768 features, nor 12 rows, nor a depth too short to pay the transposed store.
+TEST(GemmBlocking, PlainProductsWhoseColumnsFitTheLanesBadlyPutTheirRowsThere) {
+  const Capabilities avx512 = avx512_cpu(1 << 20);
+  EXPECT_TRUE(kir::rows_in_lanes_pay(DType::F32, 1024, 196, 256, avx512));
+  EXPECT_TRUE(kir::rows_in_lanes_pay(DType::F32, 2048, 49, 512, avx512));
+  EXPECT_FALSE(kir::rows_in_lanes_pay(DType::F32, 256, 3136, 64, avx512));
+  EXPECT_FALSE(kir::rows_in_lanes_pay(DType::F32, 128, 768, 768, avx512));
+  EXPECT_FALSE(kir::rows_in_lanes_pay(DType::F32, 12, 196, 256, avx512));
+  EXPECT_FALSE(kir::rows_in_lanes_pay(DType::F32, 1024, 196, 32, avx512));
+  Capabilities gpu = avx512;
+  gpu.family = DeviceFamily::WorkItems;
+  EXPECT_FALSE(kir::rows_in_lanes_pay(DType::F32, 1024, 196, 256, gpu));
+  const kir::GemmSchedule s = kir::default_gemm_schedule(DType::F32, 1024, 196, 256, avx512, 0, nullptr, true);
+  EXPECT_EQ(s.channel_lanes, 1);
+  EXPECT_EQ(s.windows_in_place, 0);
+  EXPECT_EQ(s.mr, 14) << "196 positions as 14 tiles of 14";
+  EXPECT_EQ(s.mc, 196) << "all positions per task";
+  EXPECT_EQ((1024 + s.nc - 1) / s.nc, 2) << "the channels split among the cores";
+}
+
 }  // namespace
 }  // namespace kiln

@@ -169,10 +169,11 @@ struct Schedule {
 /// convolution's padding (each line split into phases by the windows' stride along it), and
 /// the micro-kernel reads step p of a tile's windows where they lie in that copy, at a
 /// per-step offset from the tile's first position (a tile never crosses an output line).
-/// With `channel_lanes` as well, the product runs transposed, C^T = windows^T x W^T: a
-/// register tile is `mr` output positions (broadcast from the padded copy, adjacent along a
-/// line) by `nr` output channels (vector lanes, from the weights packed once as B), and the
-/// blocking fields describe C^T: `mc` positions, `nc` channels per task.
+/// With `channel_lanes`, the product runs transposed, C^T = B^T x A^T (for a convolution,
+/// windows^T x W^T): a register tile is `mr` columns of C (output positions, broadcast from
+/// B read in place, or from the padded copy, adjacent along a line) by `nr` rows of C (output
+/// channels: vector lanes, from A packed as B is), and the blocking fields describe C^T:
+/// `mc` positions, `nc` channels per task.
 ///
 /// GPU (`group_m > 0`): a work-group computes a `group_m` x `group_n` tile of C, stepping
 /// along K by `group_k`: each step stages a `group_m` x `group_k` tile of A and a `group_k` x
@@ -192,9 +193,10 @@ struct GemmSchedule {
   int64_t serial_below = 1 << 18;
   int threads = 0;  // cpu: most workers the tasks (and B's packing) run on (0: every core)
   int windows_in_place = 0;  // cpu, convolutions: 1 reads B from a padded copy of the input
-  /// cpu, convolutions read in place: 1 puts output channels in the vector lanes and output
-  /// positions in the tile's rows (a line of 56 fills four tiles of 14 positions, where 16
-  /// lanes of positions leave 1/8 of them idle, and a 7-wide line more than half).
+  /// cpu: 1 puts C's rows (output channels) in the vector lanes and its columns (output
+  /// positions) in the tile's rows: a convolution's product read in place (a line of 56 fills
+  /// four tiles of 14 positions, where 16 lanes of positions leave 1/8 of them idle, and a
+  /// 7-wide line more than half), or a plain one whose B has adjacent columns.
   int channel_lanes = 0;
   /// cpu: steps of the depth ahead of the current one at which the micro-kernel prefetches
   /// packed A into L1 (0: none). A's panels are contiguous, one after the other, so the
@@ -265,6 +267,12 @@ int gemm_vector_registers(const Capabilities& caps);
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
                                    int64_t epilogue_columns = 0, const ConvGeometry* windows = nullptr,
                                    std::optional<bool> channel_lanes = std::nullopt);
+
+/// Whether a CPU product of m x k by k x n whose B has adjacent columns pays run transposed,
+/// C's rows in the vector lanes (GemmSchedule::channel_lanes): its rows fill them (to within
+/// 1/8) where its columns leave more than 1/16 of the default tiles' lanes idle (a 1x1
+/// convolution over 14 x 14 positions: 196 of 224), over at least 64 steps of depth.
+bool rows_in_lanes_pay(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps);
 
 /// Whether a CPU product may read the windows of `c` in place (GemmSchedule::windows_in_place):
 /// the padding is not negative.
