@@ -138,6 +138,15 @@ TEST(GemmBlocking, OutputChannelsThatFillTheLanesAreTheLanes) {
   EXPECT_EQ(kir::default_gemm_schedule(DType::F32, 128, 784, 64, avx512_cpu(1 << 20), 0, &downsample).channel_lanes, 0);
 }
 
+// A shallow product writes more of C than it reads of B: its tasks' blocks of C stay in
+// half the L2 (512 KiB), where its epilogue reads them back, in a multiple of the cores.
+TEST(GemmBlocking, AShallowProductsBlocksOfCStayInL2) {
+  const kir::GemmSchedule s = kir::default_gemm_schedule(DType::F32, 96, 12544, 16, avx512_cpu(1 << 20));
+  EXPECT_EQ(s.mc, 96) << s.str();
+  EXPECT_LE(s.mc * s.nc * 4, 512 << 10) << s.str();
+  EXPECT_EQ((12544 + s.nc - 1) / s.nc % 2, 0) << s.str();
+}
+
 // A plain product runs transposed where its columns leave lanes of the default tiles idle
 // and its rows fill them: a 1x1 convolution over 14x14 or 7x7, not over 56x56, nor a
 // transformer's 768 features, nor 12 rows, nor a depth too short to pay the transposed store.
