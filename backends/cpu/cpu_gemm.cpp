@@ -9,7 +9,9 @@
 // When several blocks of rows read the same panels of B, B is packed once, in parallel,
 // before the tasks start, instead of once per task (W6: 16 packings of a 1 MiB block).
 // A convolution's B is its windows: gathered while packing, or read in place from a padded
-// copy of the input (PaddedWindows).
+// copy of the input (PaddedWindows). A product whose rows fill the vector lanes better than
+// its columns runs transposed (run_channel_lanes): C's rows in the lanes, its columns
+// broadcast from B read in place.
 #include "cpu_gemm.h"
 
 #include <algorithm>
@@ -778,8 +780,8 @@ class RowsInPlace {
   std::vector<int64_t> offsets_, edge_offsets_;
 };
 
-// The weights of a convolution's product (its A, m channels x k steps) as the B operand of
-// the transposed product (k x m), for packing them as B is packed.
+// A product's A (m rows x k steps: a convolution's weights) as the B operand of the
+// transposed product (k x m), for packing it as B is packed.
 LaunchPlan::Gemm transposed_weights(const LaunchPlan::Gemm& g) {
   LaunchPlan::Gemm t;
   t.dtype = g.dtype;
@@ -798,8 +800,9 @@ LaunchPlan::Gemm transposed_weights(const LaunchPlan::Gemm& g) {
 
 // A product transposed (GemmSchedule::channel_lanes): C^T = B^T x A^T, for a convolution
 // windows^T x W^T; a tile of mr positions along an output line (the padded copy, or B where
-// it lies, at per-step offsets) by nr output channels (the weights, packed once). The micro-kernel stores the tile
-// transposed, each channel's positions a run of its row of C (MicroKernelForm::c_transposed).
+// it lies, at per-step offsets) by nr output channels (the weights, packed once). The
+// micro-kernel stores the tile transposed, each channel's positions a run of its row of C
+// (MicroKernelForm::c_transposed).
 // A task is (batch entry, block of mc positions, block of nc channels); per panel of the
 // depth and of nr channels (in L2), it walks its positions' tiles.
 template <class T>
