@@ -662,7 +662,8 @@ GemmSchedule channel_lanes_schedule(GemmSchedule s, int64_t m, int64_t n, int64_
   const int64_t line = std::max<int64_t>(1, windows != nullptr ? windows->out.back() : n);
   // At most a vector of rows: the micro-kernel stores the tile transposed, a column of it
   // (a channel's positions) a vector.
-  const int64_t most_rows = std::clamp((gemm_vector_registers(caps) - vectors - 1) / vectors, 1, std::min(14, s.vector_width));
+  const int64_t most_rows =
+      std::clamp((gemm_vector_registers(caps) - vectors - 1) / vectors, 1, std::min(14, s.vector_width));
   const int64_t tiles_per_line = (line + most_rows - 1) / most_rows;
   s.mr = static_cast<int>((line + tiles_per_line - 1) / tiles_per_line);
   const int64_t depth_panels = (std::max<int64_t>(k, 1) + 1023) / 1024;
@@ -720,12 +721,14 @@ GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k,
   const int64_t micro_panel_bytes = b_past_l2 ? 131072 : 32768;
   s.kc = std::clamp<int64_t>(micro_panel_bytes / (s.nr * es), 64, b_past_l2 ? 1024 : 512);
   s.kc = std::min(s.kc, std::max<int64_t>(k, 1));
-  // Windows read in place have no B panel to keep in L1: the depth is cut only into equal
-  // panels of at most 1024 steps, each adding its tile into C once (a 3x3 window over 64
-  // channels ran 10% faster as one panel of 576 than as two of 288).
+  // Transposed, C's rows in the lanes, where asked (a plain product: rows_in_lanes_pay) or
+  // where a convolution's output channels fill them.
   if ((windows == nullptr || windows_in_place_legal(*windows)) &&
       channel_lanes.value_or(windows != nullptr && channel_lanes_pay(*windows, m, s.vector_width)))
     return channel_lanes_schedule(s, m, n, k, caps, epilogue_columns, windows);
+  // Windows read in place have no B panel to keep in L1: the depth is cut only into equal
+  // panels of at most 1024 steps, each adding its tile into C once (a 3x3 window over 64
+  // channels ran 10% faster as one panel of 576 than as two of 288).
   const bool in_place = windows != nullptr && windows_in_place_pay(*windows, s.nr, s.vector_width);
   if (in_place) {
     s.windows_in_place = 1;

@@ -149,45 +149,45 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
     sums.back()->addIncoming(next[j], loop);
   }
   const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
+  // C at `at` (+)= `value`, the lanes in `mask` only where there is one. The load of C stays
+  // behind the flag: on the first panel of the depth C may be uninitialized.
+  auto store = [&](Value* at, Value* value, Value* mask) {
+    auto* add_bb = llvm::BasicBlock::Create(ctx, "add", f);
+    auto* join_bb = llvm::BasicBlock::Create(ctx, "join", f);
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    b.CreateCondBr(accumulate, add_bb, join_bb);
+    b.SetInsertPoint(add_bb);
+    Value* old = mask ? static_cast<Value*>(b.CreateMaskedLoad(vt, at, align, mask, zero))
+                      : b.CreateAlignedLoad(vt, at, align);
+    Value* added = is_fp ? b.CreateFAdd(old, value) : b.CreateAdd(old, value);
+    b.CreateBr(join_bb);
+    b.SetInsertPoint(join_bb);
+    llvm::PHINode* out = b.CreatePHI(vt, 2);
+    out->addIncoming(value, from);
+    out->addIncoming(added, add_bb);
+    if (mask) b.CreateMaskedStore(out, at, align, mask);
+    else b.CreateAlignedStore(out, at, align);
+  };
   if (form.c_transposed) {
-    // Each vector of columns (a vector of rows once transposed) as one masked store per
-    // column of the tile inside C: h rows of it, w columns.
+    // Each vector of columns, transposed, is a vector of rows per column: one masked store
+    // per column of the tile inside C, of its first h rows.
     Value* extent = arg(6);
     Value* h = b.CreateLoad(i64, extent);
     Value* w = b.CreateLoad(i64, b.CreateConstGEP1_64(i64, extent, 1));
-    Value* rows_inside = b.CreateICmpSLT(
-        llvm::ConstantVector::get([&] {
-          std::vector<llvm::Constant*> lanes;
-          for (int l = 0; l < s.vector_width; ++l) lanes.push_back(b.getInt64(static_cast<uint64_t>(l)));
-          return lanes;
-        }()),
-        b.CreateVectorSplat(static_cast<unsigned>(s.vector_width), h));
+    const auto lanes = static_cast<unsigned>(s.vector_width);
+    Value* rows_inside =
+        b.CreateICmpSLT(b.CreateStepVector(llvm::FixedVectorType::get(i64, lanes)), b.CreateVectorSplat(lanes, h));
     for (int v = 0; v < vecs; ++v) {
-      std::vector<Value*> rows(static_cast<size_t>(s.vector_width), zero);
+      std::vector<Value*> rows(lanes, zero);
       for (int i = 0; i < s.mr; ++i) rows[static_cast<size_t>(i)] = sums[static_cast<size_t>(i * vecs + v)];
       const std::vector<Value*> columns = transpose(b, rows);
-      for (int l = 0; l < s.vector_width; ++l) {
-        const int j = v * s.vector_width + l;
-        auto* store_bb = llvm::BasicBlock::Create(ctx, "column", f);
+      for (unsigned l = 0; l < lanes; ++l) {
+        const uint64_t j = static_cast<uint64_t>(v) * lanes + l;
+        auto* column_bb = llvm::BasicBlock::Create(ctx, "column", f);
         auto* next_bb = llvm::BasicBlock::Create(ctx, "next", f);
-        b.CreateCondBr(b.CreateICmpSLT(b.getInt64(static_cast<uint64_t>(j)), w), store_bb, next_bb);
-        b.SetInsertPoint(store_bb);
-        Value* at = b.CreateGEP(elem, c, b.CreateMul(b.getInt64(static_cast<uint64_t>(j)), ldc));
-        // The first panel of the depth overwrites C, which may be uninitialized: the load
-        // stays behind the flag, as below.
-        auto* add_bb = llvm::BasicBlock::Create(ctx, "add", f);
-        auto* join_bb = llvm::BasicBlock::Create(ctx, "join", f);
-        b.CreateCondBr(accumulate, add_bb, join_bb);
-        b.SetInsertPoint(add_bb);
-        Value* old = b.CreateMaskedLoad(vt, at, align, rows_inside, zero);
-        Value* column = columns[static_cast<size_t>(l)];
-        Value* added = is_fp ? b.CreateFAdd(old, column) : b.CreateAdd(old, column);
-        b.CreateBr(join_bb);
-        b.SetInsertPoint(join_bb);
-        llvm::PHINode* out = b.CreatePHI(vt, 2);
-        out->addIncoming(column, store_bb);
-        out->addIncoming(added, add_bb);
-        b.CreateMaskedStore(out, at, align, rows_inside);
+        b.CreateCondBr(b.CreateICmpSLT(b.getInt64(j), w), column_bb, next_bb);
+        b.SetInsertPoint(column_bb);
+        store(b.CreateGEP(elem, c, b.CreateMul(b.getInt64(j), ldc)), columns[l], rows_inside);
         b.CreateBr(next_bb);
         b.SetInsertPoint(next_bb);
       }
@@ -195,24 +195,9 @@ std::unique_ptr<llvm::Module> emit_gemm_microkernel(const kir::GemmSchedule& s, 
   } else {
     for (int i = 0; i < s.mr; ++i) {
       Value* crow = b.CreateGEP(elem, c, b.CreateMul(b.getInt64(i), ldc));
-      for (int v = 0; v < vecs; ++v) {
-        Value* sum = sums[static_cast<size_t>(i * vecs + v)];
-        Value* at = b.CreateConstGEP1_64(elem, crow, static_cast<uint64_t>(v * s.vector_width));
-        // The load of C stays behind the flag: on the first panel C may be uninitialized.
-        auto* add_bb = llvm::BasicBlock::Create(ctx, "add", f);
-        auto* join_bb = llvm::BasicBlock::Create(ctx, "join", f);
-        llvm::BasicBlock* from = b.GetInsertBlock();
-        b.CreateCondBr(accumulate, add_bb, join_bb);
-        b.SetInsertPoint(add_bb);
-        Value* old = b.CreateAlignedLoad(vt, at, align);
-        Value* added = is_fp ? b.CreateFAdd(old, sum) : b.CreateAdd(old, sum);
-        b.CreateBr(join_bb);
-        b.SetInsertPoint(join_bb);
-        llvm::PHINode* out = b.CreatePHI(vt, 2);
-        out->addIncoming(sum, from);
-        out->addIncoming(added, add_bb);
-        b.CreateAlignedStore(out, at, align);
-      }
+      for (int v = 0; v < vecs; ++v)
+        store(b.CreateConstGEP1_64(elem, crow, static_cast<uint64_t>(v * s.vector_width)),
+              sums[static_cast<size_t>(i * vecs + v)], nullptr);
     }
   }
   b.CreateRetVoid();
