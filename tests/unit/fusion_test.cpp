@@ -53,6 +53,39 @@ TEST(Fusion, CrossAxisReductionsDoNotFuseAndSayWhy) {
       << g.kernels()[0].note;
 }
 
+// A depthwise convolution over a channels-last value permuted back (ConvNeXt's first block,
+// after its stem's layer norm): its overlapping windows would read every element through
+// the permute, a gather per lane at each of 49 taps. The permute is stored once instead, by
+// a kernel that what computes the value joins (a copy, for a parameter), and the
+// convolution reads it in order.
+TEST(Fusion, OverlappingWindowsOfAPermutedValueReadItStoredInThatOrder) {
+  auto kernels = [](const char* text) { return optimize(parse_graph(text, "test").take()); };
+  const Graph computed = kernels(R"(graph @computed(%x: f32[1,14,14,32], %w: f32[32,1,7,7]) -> f32[1,32,14,14] {
+  %e = exp %x : f32[1,14,14,32]
+  %p = permute %e {perm = [0, 3, 1, 2]} : f32[1,32,14,14]
+  %y = conv %p, %w {strides = [1, 1], low = [3, 3], high = [3, 3], groups = 32} : f32[1,32,14,14]
+  return %y
+})");
+  ASSERT_EQ(computed.kernels().size(), 2u) << print_graph(computed);
+  const KernelRegion& stored = computed.kernels()[0];
+  EXPECT_EQ(computed.kernel_index().members[0].size(), 2u) << "the exp and the permute: " << print_graph(computed);
+  EXPECT_NE(stored.note.find("overlapping windows read each of its elements up to 7 times"), std::string::npos)
+      << stored.note;
+  const Graph parameter = kernels(R"(graph @parameter(%x: f32[1,14,14,32], %w: f32[32,1,7,7]) -> f32[1,32,14,14] {
+  %p = permute %x {perm = [0, 3, 1, 2]} : f32[1,32,14,14]
+  %y = conv %p, %w {strides = [1, 1], low = [3, 3], high = [3, 3], groups = 32} : f32[1,32,14,14]
+  return %y
+})");
+  EXPECT_EQ(parameter.kernels().size(), 2u) << print_graph(parameter);
+  // Not where the permute keeps the last axis in place.
+  const Graph kept = kernels(R"(graph @kept(%x: f32[1,14,32,14], %w: f32[32,1,7,7]) -> f32[1,32,14,14] {
+  %p = permute %x {perm = [0, 2, 1, 3]} : f32[1,32,14,14]
+  %y = conv %p, %w {strides = [1, 1], low = [3, 3], high = [3, 3], groups = 32} : f32[1,32,14,14]
+  return %y
+})");
+  EXPECT_EQ(kept.kernels().size(), 1u) << print_graph(kept);
+}
+
 TEST(Fusion, FusedGraphsRoundTripAndKeepValues) {
   for (const char* name : {"w3_softmax.kir", "w7_mlp.kir", "no_fusion_cross_axis.kir"}) {
     const Graph fused = optimize(load(name));
