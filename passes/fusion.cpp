@@ -133,7 +133,7 @@ class Planner {
         join(static_cast<size_t>(target), v);
         continue;
       }
-      if (auto it = stored_views_.find(v); it != stored_views_.end() && kernel_of_[v] < 0) {
+      if (auto it = stored_views_.find(v); it != stored_views_.end()) {
         start(v, it->second);
         continue;
       }

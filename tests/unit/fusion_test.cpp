@@ -1,5 +1,7 @@
 // The fusion planner: the kernel counts promised for the peer workloads (docs/passes.md),
 // the case that must not fuse, and the policy knobs.
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -59,7 +61,7 @@ TEST(Fusion, CrossAxisReductionsDoNotFuseAndSayWhy) {
 // a kernel that what computes the value joins (a copy, for a parameter), and the
 // convolution reads it in order.
 TEST(Fusion, OverlappingWindowsOfAPermutedValueReadItStoredInThatOrder) {
-  auto kernels = [](const char* text) { return optimize(parse_graph(text, "test").take()); };
+  auto kernels = [](const std::string& text) { return optimize(parse_graph(text, "test").take()); };
   const Graph computed = kernels(R"(graph @computed(%x: f32[1,14,14,32], %w: f32[32,1,7,7]) -> f32[1,32,14,14] {
   %e = exp %x : f32[1,14,14,32]
   %p = permute %e {perm = [0, 3, 1, 2]} : f32[1,32,14,14]
@@ -71,18 +73,17 @@ TEST(Fusion, OverlappingWindowsOfAPermutedValueReadItStoredInThatOrder) {
   EXPECT_EQ(computed.kernel_index().members[0].size(), 2u) << "the exp and the permute: " << print_graph(computed);
   EXPECT_NE(stored.note.find("overlapping windows read each of its elements up to 7 times"), std::string::npos)
       << stored.note;
-  const Graph parameter = kernels(R"(graph @parameter(%x: f32[1,14,14,32], %w: f32[32,1,7,7]) -> f32[1,32,14,14] {
-  %p = permute %x {perm = [0, 3, 1, 2]} : f32[1,32,14,14]
-  %y = conv %p, %w {strides = [1, 1], low = [3, 3], high = [3, 3], groups = 32} : f32[1,32,14,14]
+  // A parameter permuted so is copied once; not where the permute keeps the last axis.
+  auto of_parameter = [&](const char* input, const char* perm) {
+    return kernels(fmt::format(R"(graph @parameter(%x: f32[{}], %w: f32[32,1,7,7]) -> f32[1,32,14,14] {{
+  %p = permute %x {{perm = [{}]}} : f32[1,32,14,14]
+  %y = conv %p, %w {{strides = [1, 1], low = [3, 3], high = [3, 3], groups = 32}} : f32[1,32,14,14]
   return %y
-})");
+}})", input, perm));
+  };
+  const Graph parameter = of_parameter("1,14,14,32", "0, 3, 1, 2");
   EXPECT_EQ(parameter.kernels().size(), 2u) << print_graph(parameter);
-  // Not where the permute keeps the last axis in place.
-  const Graph kept = kernels(R"(graph @kept(%x: f32[1,14,32,14], %w: f32[32,1,7,7]) -> f32[1,32,14,14] {
-  %p = permute %x {perm = [0, 2, 1, 3]} : f32[1,32,14,14]
-  %y = conv %p, %w {strides = [1, 1], low = [3, 3], high = [3, 3], groups = 32} : f32[1,32,14,14]
-  return %y
-})");
+  const Graph kept = of_parameter("1,14,32,14", "0, 2, 1, 3");
   EXPECT_EQ(kept.kernels().size(), 1u) << print_graph(kept);
 }
 
