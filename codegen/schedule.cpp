@@ -243,6 +243,17 @@ void update_walk(const Kernel& k, Schedule& s) {
   s.elements_per_iteration = s.tile * reduced;
 }
 
+int64_t window_rows(const Kernel& k) {
+  int64_t rows = 1;
+  bool inner = true;  // the last reduced dim, walked by the step itself
+  for (int d = k.domain.rank() - 1; d >= 0; --d) {
+    if (!k.reduced[static_cast<size_t>(d)]) continue;
+    if (!inner) rows *= k.domain[d];
+    inner = false;
+  }
+  return rows;
+}
+
 int64_t walked_row(const Kernel& k, const Schedule& s) {
   const int rank = k.domain.rank();
   if (rank == 0) return 1;
@@ -409,6 +420,10 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
                                : row % lanes != 0 && merge_keeps_positions_affine(k);
     if (merge) {
       c.merge_rows = 1;
+      // Its window's rows unrolled: a step's positions, bounds and masks are then constants
+      // (5x5 over 7x7, 576 channels: 46 -> 25 us). Rows walked one by one gain nothing from
+      // it (the row's own index stays a variable), and the code grows with every row.
+      if (reduces && window_rows(k) <= kMaxUnrolledWindowRows) c.unroll_window = 1;
       s.tile = tile;
       update_walk(k, s);
     }

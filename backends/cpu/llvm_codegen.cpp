@@ -326,7 +326,10 @@ class KernelEmitter {
   std::vector<int64_t> cuts_;  // the lanes inside the lane dim where a cut flips, ascending
   std::vector<std::pair<Ref, bool>> known_;  // compares every context made now may take as known
   /// Nested loops over `loop_dims`, then `body`.
-  void nest(std::vector<Value*>& dims, const std::vector<int>& loop_dims, size_t i, const std::function<void()>& body);
+  /// `body` at every point of `loop_dims` from the i-th on: loops, or, with `unrolled`, the
+  /// body emitted once per point with the dims constants.
+  void nest(std::vector<Value*>& dims, const std::vector<int>& loop_dims, size_t i, const std::function<void()>& body,
+            bool unrolled = false);
   void decompose(Value* index, const std::vector<int>& over, std::vector<Value*>& dims);
 
   // ---- reductions ----
@@ -1174,10 +1177,18 @@ void KernelEmitter::lane_walk(std::vector<Value*>& dims, Value* lo, Value* hi, c
 }
 
 void KernelEmitter::nest(std::vector<Value*>& dims, const std::vector<int>& loop_dims, size_t i,
-                         const std::function<void()>& body) {
+                         const std::function<void()>& body, bool unrolled) {
   if (i == loop_dims.size()) return body();
+  const auto d = static_cast<size_t>(loop_dims[i]);
+  if (unrolled) {
+    for (int64_t p = 0; p < k_.domain[loop_dims[i]]; ++p) {
+      dims[d] = i64(p);
+      nest(dims, loop_dims, i + 1, body, unrolled);
+    }
+    return;
+  }
   loop(i64(0), i64(k_.domain[loop_dims[i]]), i64(1), [&](Value* iv) {
-    dims[static_cast<size_t>(loop_dims[i])] = iv;
+    dims[d] = iv;
     nest(dims, loop_dims, i + 1, body);
   });
 }
@@ -1579,15 +1590,19 @@ void KernelEmitter::emit_lane_tile(Value* it) {
       // saves most of the accumulator loads and stores.
       const bool any_arg = std::any_of(run.begin(), run.end(), [&](Ref r) { return is_arg_reduce(k_.insts[static_cast<size_t>(r)].op); });
       const int64_t kRowsPerStep = std::max(1, sched_.cpu.unroll);
+      const bool window_unrolled = sched_.cpu.unroll_window != 0;
+      const std::vector<int> outer_reduced(reduced.begin(), reduced.empty() ? reduced.end() : reduced.end() - 1);
       if (reduced.empty() || any_arg || kRowsPerStep < 2 || k_.domain[reduced.back()] < kRowsPerStep) {
-        nest(dims, reduced, 0, [&] { lane_loops(dims, c0, c1, accumulate); });
+        nest(dims, outer_reduced, 0, [&] {
+          const std::vector<int> innermost(reduced.end() - (reduced.empty() ? 0 : 1), reduced.end());
+          nest(dims, innermost, 0, [&] { lane_loops(dims, c0, c1, accumulate); });
+        }, window_unrolled);
         return;
       }
       const int rd = reduced.back();
       const int64_t rows = k_.domain[rd], main = rows / kRowsPerStep * kRowsPerStep;
-      const std::vector<int> outer_reduced(reduced.begin(), reduced.end() - 1);
       nest(dims, outer_reduced, 0, [&] {
-        loop(i64(0), i64(main), i64(kRowsPerStep), [&](Value* r0) {
+        auto step = [&](Value* r0) {
           std::vector<std::vector<Value*>> row_positions;  // of the rows this step adds
           for (int64_t u = 0; u < kRowsPerStep; ++u) {
             row_positions.push_back(dims);
@@ -1618,12 +1633,19 @@ void KernelEmitter::emit_lane_tile(Value* it) {
               b_.CreateAlignedStore(to_acc_memory(combine(in, cur, xs[0]), at, w), p, llvm::Align(1));
             }
           }, &row_positions);
-        });
-        loop(i64(main), i64(rows), i64(1), [&](Value* r) {
+        };
+        auto one_row = [&](Value* r) {
           dims[static_cast<size_t>(rd)] = r;
           lane_loops(dims, c0, c1, accumulate);
-        });
-      });
+        };
+        if (window_unrolled) {
+          for (int64_t r = 0; r < main; r += kRowsPerStep) step(i64(r));
+          for (int64_t r = main; r < rows; ++r) one_row(i64(r));
+          return;
+        }
+        loop(i64(0), i64(main), i64(kRowsPerStep), step);
+        loop(i64(main), i64(rows), i64(1), one_row);
+      }, window_unrolled);
     };
     run_stage(reds);
     // As along rows: f32 sums kept in f32 whose total overflows are summed again in f64

@@ -96,6 +96,56 @@ TEST(NarrowRows, ASevenBySevenPlaneWalksAsOneRowOfFourVectors) {
   EXPECT_EQ(kir::default_schedule(test::only_kernel(depthwise(64, 10, 10, 3)), cpu_with(64)).cpu.merge_rows, 0);
 }
 
+TEST(NarrowRows, AMergedPlanesWindowRowsAreUnrolled) {
+  // A merged plane's step is the whole plane: with the window's rows unrolled, every lane's
+  // position and bound is a constant (lit: codegen/cpu_merge_rows.kir).
+  const Capabilities avx512 = cpu_with(64);
+  const kir::Kernel plane = test::only_kernel(depthwise(576, 7, 7, 5));
+  EXPECT_EQ(kir::window_rows(plane), 5);
+  const kir::Schedule s = kir::default_schedule(plane, avx512);
+  ASSERT_EQ(s.cpu.merge_rows, 1);
+  EXPECT_EQ(s.cpu.unroll_window, 1);
+  EXPECT_NE(s.str().find("unroll_window = 1,"), std::string::npos) << s.str();  // in the cache key
+  // Rows walked one by one keep their loops: a row's own index stays a variable.
+  const kir::Kernel rows = test::only_kernel(depthwise(240, 14, 14, 5));
+  EXPECT_EQ(kir::default_schedule(rows, avx512).cpu.unroll_window, 0);
+  EXPECT_EQ(kir::default_schedule(plane, cpu_with(32)).cpu.unroll_window, 0);  // 8 lanes: not merged
+  // A knob where the window has 2 to kMaxUnrolledWindowRows rows; a 9x9 window has too many.
+  auto has_knob = [&](const kir::Kernel& k) {
+    const kir::Schedule base = kir::default_schedule(k, avx512);
+    for (const kir::Knob& knob : kir::schedule_knobs(k, base, avx512))
+      if (knob.name == "unroll_window") return knob.values == std::vector<int64_t>{0, 1};
+    return false;
+  };
+  EXPECT_TRUE(has_knob(plane));
+  EXPECT_TRUE(has_knob(rows));
+  const kir::Kernel nine = test::only_kernel(depthwise(16, 7, 7, 9));
+  EXPECT_EQ(kir::window_rows(nine), 9);
+  EXPECT_FALSE(has_knob(nine));
+  EXPECT_EQ(kir::default_schedule(nine, avx512).cpu.unroll_window, 0);
+  // One reduced dim (the reduced axes of a sum fold into one): no window rows.
+  const kir::Kernel sum = test::only_kernel(
+      "graph @s(%x: f32[64,7,7]) -> f32[7] {\n  %s = reduce_sum %x {axes = [0, 1]} : f32[7]\n  return %s\n}");
+  EXPECT_EQ(kir::window_rows(sum), 1);
+  EXPECT_FALSE(has_knob(sum));
+}
+
+TEST(NarrowRows, UnrolledAndLoopedWindowsWriteTheSameBytes) {
+  // Merged planes (7x7, 6x7 and 8x8 with 3x3 and 5x5 windows, a strided one) and rows walked
+  // one by one (14x14), each with and without its window's rows unrolled.
+  const std::string strided =
+      "graph @dw(%x: f32[1,32,13,13], %w: f32[32,1,3,3]) -> f32[1,32,7,7] {\n"
+      "  %y = conv %x, %w {strides = [2, 2], dilations = [1, 1], low = [1, 1], high = [1, 1], groups = 32} : "
+      "f32[1,32,7,7]\n  return %y\n}";
+  for (const std::string& text : {depthwise(40, 7, 7, 5), depthwise(16, 6, 7, 3), depthwise(24, 8, 8, 3),
+                                  depthwise(24, 14, 14, 5), depthwise(8, 7, 7, 7), strided}) {
+    const auto both = same_bytes(text, "unroll_window=0", "unroll_window=1");
+    if (!both) GTEST_SKIP() << "no vector registers on this host";
+    EXPECT_EQ(both->first.cpu.unroll_window, 0) << text;
+    EXPECT_EQ(both->second.cpu.unroll_window, 1) << text;
+  }
+}
+
 TEST(NarrowRows, AStrideTwoWindowKeepsItsRows) {
   // 14x14 to 7x7 through 5x5 windows, stride 2: merged, the plane's positions would be
   // read at 28 * (p floordiv 7) + 2 * (p mod 7), a gather (127 us against 60 on AVX-512).

@@ -314,6 +314,11 @@ void update_walk(const Kernel& k, Schedule& s);
 /// The row a case-B walk cuts into tiles: the last dim, times the kept dim merged into it
 /// where `s.cpu.merge_rows`.
 int64_t walked_row(const Kernel& k, const Schedule& s);
+/// Points of the reduced dims before the last reduced one (a window's rows, which
+/// `cpu.unroll_window` emits one by one): 1 where fewer than two dims are reduced.
+int64_t window_rows(const Kernel& k);
+/// The most window rows `cpu.unroll_window` unrolls: each is a copy of the step's code.
+inline constexpr int64_t kMaxUnrolledWindowRows = 7;
 /// Lanes of the kernel's widest element that fill one vector register of the device.
 int register_lanes(const Kernel& k, const Capabilities& caps);
 
