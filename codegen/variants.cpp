@@ -367,7 +367,7 @@ std::vector<Knob> gemm_schedule_knobs(const LaunchPlan::Gemm& g, const GemmSched
   if (g.im2col && windows_in_place_legal(*g.im2col)) {
     if (!lanes) add(knobs, "windows_in_place", {0, 1}, base.windows_in_place);
     add(knobs, "channel_lanes", {0, 1}, base.channel_lanes);
-  } else if (!g.im2col && g.b_col_stride == 1) {
+  } else if (g.b_columns_adjacent()) {
     add(knobs, "channel_lanes", {0, 1}, base.channel_lanes);
   }
   if (g.k > 1 && !lanes) add(knobs, "prefetch_a", {0, 16, 64, 256}, base.prefetch_a);

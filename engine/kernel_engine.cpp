@@ -685,7 +685,7 @@ Compilation compile_graph(const Capabilities& caps, std::span<const PassInfo* co
       LaunchPlan::Gemm& product = step.gemm;
       // A plain product runs with C's rows in the lanes where its columns fit them badly.
       const std::optional<bool> rows_in_lanes =
-          !product.im2col && product.b_col_stride == 1 &&
+          product.b_columns_adjacent() &&
                   kir::rows_in_lanes_pay(product.dtype, product.m, product.n, product.k, caps)
               ? std::optional<bool>(true)
               : std::nullopt;

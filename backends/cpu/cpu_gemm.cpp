@@ -251,7 +251,7 @@ bool reads_windows_in_place(const LaunchPlan::Gemm& g) {
 // columns are read in place, a convolution's windows from their padded copy or a plain
 // product's B where it lies (adjacent columns).
 bool runs_channel_lanes(const LaunchPlan::Gemm& g) {
-  return g.schedule.channel_lanes > 0 && g.k > 0 && (g.im2col ? reads_windows_in_place(g) : g.b_col_stride == 1);
+  return g.schedule.channel_lanes > 0 && g.k > 0 && (g.im2col ? reads_windows_in_place(g) : g.b_columns_adjacent());
 }
 
 MicroKernelForm micro_form(const LaunchPlan::Gemm& g) {

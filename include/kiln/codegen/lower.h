@@ -66,6 +66,10 @@ struct LaunchPlan {
     /// product reads none.
     int64_t a_extent() const;
     int64_t b_extent() const;
+    /// Whether B is a plain operand (no im2col) whose columns are adjacent in memory: its
+    /// rows can then be read where they lie, as the transposed form
+    /// (GemmSchedule::channel_lanes) reads them.
+    bool b_columns_adjacent() const { return !im2col && b_col_stride == 1; }
     /// How it runs; filled by the backend's engine like `schedules` (default after lowering).
     kir::GemmSchedule schedule;
     /// The kernel region whose contraction it computes (kir::gemm_of_contraction), for dumps.
