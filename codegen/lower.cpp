@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -487,9 +488,14 @@ Ref KernelBuilder::offset_of(const IndexMap& p, const Shape& s) {
 Ref KernelBuilder::in_bounds(const IndexMap& q, const Shape& s) {
   Ref ok = kir::kNoRef;
   for (size_t j = 0; j < q.size(); ++j) {
+    // A bound every point of the domain meets is not compared (a depthwise window's
+    // channel, which its own dim walks): a CPU paid a compare and a mask per window row.
+    const auto [lo, hi] = q[j].range();
+    const int64_t extent = s[static_cast<int>(j)];
+    if (lo >= 0 && hi < extent) continue;
     const Ref x = q[j].build(*this, index_cache_);
-    ok = both(ok, op(OpKind::Ge, DType::Bool, {x, constant(0)}));
-    ok = both(ok, op(OpKind::Lt, DType::Bool, {x, constant(s[static_cast<int>(j)])}));
+    if (lo < 0) ok = both(ok, op(OpKind::Ge, DType::Bool, {x, constant(0)}));
+    if (hi >= extent) ok = both(ok, op(OpKind::Lt, DType::Bool, {x, constant(extent)}));
   }
   return ok == kir::kNoRef ? konst(Scalar::from_int(1), DType::Bool) : ok;
 }
@@ -879,8 +885,17 @@ Ref KernelBuilder::combine(const Graph& g, const Request& at, const std::vector<
     case OpCategory::Movement: {
       if (n.op == OpKind::Pad) {
         const AttrValue& fill = n.attr("value");
-        return op(OpKind::Where, t,
-                  {pad_inside(g, n, at.p), cast(x[0], t), konst(fill.present ? fill.scalar : Scalar::from_int(0), t)});
+        const Scalar value = fill.present ? fill.scalar : Scalar::from_int(0);
+        const Ref inside = pad_inside(g, n, at.p);
+        // An operand loaded only inside (its mask: operand_requests') is 0 outside already:
+        // a zero fill selects nothing new, and a CPU would pay a masked move per load (a
+        // depthwise window's taps).
+        const Inst& read = k_.insts[static_cast<size_t>(x[0])];
+        const bool zero_fill = value.as_double() == 0 && !std::signbit(value.as_double());
+        if (zero_fill && read.code == Code::Load && read.args.size() == 2 && read.args[1] == both(at.mask, inside) &&
+            cast(x[0], t) == x[0])
+          return x[0];
+        return op(OpKind::Where, t, {inside, cast(x[0], t), konst(value, t)});
       }
       if (n.op == OpKind::Gather) return gathered(g, n, at, x[0]);
       if (n.op == OpKind::Concat) {

@@ -34,6 +34,9 @@ class IndexExpr {
   /// out, is exponentially longer than the shared nodes it is built from.
   std::string str(size_t limit = 4096) const;
   bool is_linear() const { return op_ == Op::Linear; }
+  /// The range [lo, hi] of the expression given 0 <= d < extent for every dim. Computed from
+  /// the direct terms only: shared nodes carry theirs (share()).
+  std::pair<int64_t, int64_t> range() const;
 
   /// Structural equality (shared sub-expressions compare by identity first).
   bool operator==(const IndexExpr& o) const;
@@ -58,9 +61,6 @@ class IndexExpr {
     std::shared_ptr<const IndexExpr> atom;  // a floordiv/mod inside a linear expression
     bool same_atom(const Term& o) const;
   };
-  // The range [lo, hi] of the expression given 0 <= d < extent for every dim. Computed from
-  // the direct terms only: shared nodes carry theirs (share()).
-  std::pair<int64_t, int64_t> range() const;
   IndexExpr as_linear() const;
   /// A node other expressions refer to, with its range and hash fixed.
   static std::shared_ptr<const IndexExpr> share(IndexExpr e);
