@@ -276,6 +276,8 @@ std::vector<Knob> schedule_knobs(const Kernel& k, const Schedule& base, const Ca
     if (reduces && has_reduction_of_kind(k, /*arg=*/false)) add(knobs, base, "unroll", {1, 2, 4, 8});
     if (reduces && window_rows(k) > 1 && window_rows(k) <= kMaxUnrolledWindowRows)
       add(knobs, base, "unroll_window", {0, 1});
+    if (reduces && !base.cpu.merge_rows && !window_row_bounds(k, affine_analysis(k), rank - 1).empty())
+      add(knobs, base, "split_rows", {0, 1});
     if (base.vector_width > 1 && !base.cpu.split_lanes) add(knobs, base, "masked_tail", {0, 1});
   }
   if (base.cpu.split_lanes) add(knobs, base, "split_lanes", {0, 1, 2});

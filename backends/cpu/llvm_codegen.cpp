@@ -76,6 +76,7 @@ class KernelEmitter {
     rank_ = k.domain.rank();
     lane_dim_ = rank_ - 1;
     if (sched_.cpu.split_lanes) lane_bounds_ = kir::lane_bounds(k, affine_, lane_dim_);
+    if (sched_.cpu.split_rows && !sched_.lanes_reduce) row_bounds_ = kir::window_row_bounds(k, affine_, lane_dim_);
     if (sched_.cpu.split_lanes < 2) std::erase_if(lane_bounds_, [](const kir::LaneBound& b) { return !kir::is_cut(b); });
     for (const kir::LaneBound& b : lane_bounds_)
       if (kir::is_cut(b) && kir::cut_lane(b) > 0 && kir::cut_lane(b) < k.domain[lane_dim_]) cuts_.push_back(kir::cut_lane(b));
@@ -323,6 +324,7 @@ class KernelEmitter {
   }
   Value* ceil_div(Value* n, int64_t d) { return b_.CreateNeg(floor_div(b_.CreateNeg(n), d)); }
   std::vector<kir::LaneBound> lane_bounds_;
+  std::vector<kir::LaneBound> row_bounds_;  // Schedule's cpu.split_rows: kir::window_row_bounds
   std::vector<int64_t> cuts_;  // the lanes inside the lane dim where a cut flips, ascending
   std::vector<std::pair<Ref, bool>> known_;  // compares every context made now may take as known
   /// Nested loops over `loop_dims`, then `body`.
@@ -1082,6 +1084,7 @@ void KernelEmitter::lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, 
   if (at == nullptr) at = &here;
   // One stretch per run of lanes between cuts (all of them when there are none), with every
   // cut compare as it is at the stretch's first lane.
+  const size_t known_before = known_.size();  // (a tile's window rows, known inside the input)
   for (size_t part = 0; part <= cuts_.size(); ++part) {
     const int64_t first = part == 0 ? 0 : cuts_[part - 1];
     for (const kir::LaneBound& b : lane_bounds_)
@@ -1089,7 +1092,7 @@ void KernelEmitter::lane_loops(std::vector<Value*>& dims, Value* lo, Value* hi, 
     Value* from = part == 0 ? lo : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, lo, i64(first)), hi);
     Value* to = part == cuts_.size() ? hi : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, hi, i64(cuts_[part])), from);
     lane_interior(dims, from, to, body, *at);
-    known_.clear();
+    known_.resize(known_before);
   }
 }
 
@@ -1515,214 +1518,251 @@ void KernelEmitter::emit_lane_tile(Value* it) {
   decompose(outer, kept_outer, dims);
   Value* c0 = b_.CreateMul(t, i64(tile));
   Value* c1 = b_.CreateIntrinsic(llvm::Intrinsic::smin, {b_.getInt64Ty()}, {b_.CreateAdd(c0, i64(tile)), i64(last)});
-  // Reduction results, one per lane of the tile.
-  std::map<Ref, llvm::AllocaInst*> acc;  // [tile x acc type]; arg reductions: the positions
-  std::map<Ref, ArgState> arg;
-  auto lane_offset = [&](Value* lane) { return b_.CreateSub(lane, c0); };
-  std::function<Val(Ref, unsigned, std::vector<Value*>&)> read_result = [&](Ref r, unsigned w, std::vector<Value*>& d) {
-    const Inst& in = k_.insts[static_cast<size_t>(r)];
-    if (empty_reduction()) return Val{empty_value(in, w), w == 1 ? Val::Uniform : Val::Vector};
-    llvm::AllocaInst* a = is_arg_reduce(in.op) ? arg[r].index : acc[r];
-    llvm::Type* et = a->getAllocatedType()->getArrayElementType();
-    Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
-    Value* p = b_.CreateGEP(et, a, lane);
-    Value* v = b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1));
-    if (!is_arg_reduce(in.op)) v = emit_cast(from_acc_memory(v, acc_type(in), w), acc_type(in), in.type);
-    return Val{v, w == 1 ? Val::Uniform : Val::Vector};
-  };
-  for (int s = 1; s <= num_stages_; ++s) {
-    const std::vector<Ref> reds = reduces_of_stage(s);
-    if (empty_reduction()) continue;
-    // One pass over the reduced dims for this stage: the accumulators of every lane.
-    auto run_stage = [&](const std::vector<Ref>& run) {
-      llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
-      b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
-      for (Ref r : run) {
-        const Inst& in = k_.insts[static_cast<size_t>(r)];
-        if (is_arg_reduce(in.op)) {
-          const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-          arg[r] = {b_.CreateAlloca(llvm::ArrayType::get(reg_type(vt), static_cast<uint64_t>(tile))),
-                    b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(tile))),
-                    b_.CreateAlloca(llvm::ArrayType::get(b_.getInt1Ty(), static_cast<uint64_t>(tile)))};
-        } else {
-          // (A masked step's lanes past the tile read and write a vector past its end.)
-          const int64_t lanes = masked_tail() ? tile + width_ : tile;
-          acc[r] = b_.CreateAlloca(llvm::ArrayType::get(mem_type(acc_type(in)), static_cast<uint64_t>(lanes)));
-        }
-      }
-      b_.restoreIP(ip);
-      loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+  // Where window rows split, the tile is emitted twice: for iterations whose window lies
+  // inside the input, with its row bounds known true, and for the others.
+  auto tile_body = [&] {
+    // Reduction results, one per lane of the tile.
+    std::map<Ref, llvm::AllocaInst*> acc;  // [tile x acc type]; arg reductions: the positions
+    std::map<Ref, ArgState> arg;
+    auto lane_offset = [&](Value* lane) { return b_.CreateSub(lane, c0); };
+    std::function<Val(Ref, unsigned, std::vector<Value*>&)> read_result = [&](Ref r, unsigned w, std::vector<Value*>& d) {
+      const Inst& in = k_.insts[static_cast<size_t>(r)];
+      if (empty_reduction()) return Val{empty_value(in, w), w == 1 ? Val::Uniform : Val::Vector};
+      llvm::AllocaInst* a = is_arg_reduce(in.op) ? arg[r].index : acc[r];
+      llvm::Type* et = a->getAllocatedType()->getArrayElementType();
+      Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+      Value* p = b_.CreateGEP(et, a, lane);
+      Value* v = b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1));
+      if (!is_arg_reduce(in.op)) v = emit_cast(from_acc_memory(v, acc_type(in), w), acc_type(in), in.type);
+      return Val{v, w == 1 ? Val::Uniform : Val::Vector};
+    };
+    for (int s = 1; s <= num_stages_; ++s) {
+      const std::vector<Ref> reds = reduces_of_stage(s);
+      if (empty_reduction()) continue;
+      // One pass over the reduced dims for this stage: the accumulators of every lane.
+      auto run_stage = [&](const std::vector<Ref>& run) {
+        llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
+        b_.SetInsertPoint(entry_, entry_->getFirstInsertionPt());
         for (Ref r : run) {
           const Inst& in = k_.insts[static_cast<size_t>(r)];
           if (is_arg_reduce(in.op)) {
-            b_.CreateStore(b_.getFalse(), b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, l));
-            b_.CreateStore(b_.getInt64(0), b_.CreateGEP(b_.getInt64Ty(), arg[r].index, l));
-          } else {
-            b_.CreateStore(to_acc_memory(identity(in, 1), acc_type(in), 1), b_.CreateGEP(mem_type(acc_type(in)), acc[r], l));
-          }
-        }
-      });
-      // One row of the reduced dims into every lane's accumulators.
-      auto accumulate = [&](unsigned w, std::vector<Value*>& d) {
-        Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
-        Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
-        for (Ref r : run) {
-          const Inst& in = k_.insts[static_cast<size_t>(r)];
-          if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
             const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
-            llvm::Type* et = reg_type(vt);
-            Value* pv = b_.CreateGEP(et, arg[r].value, lane);
-            Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
-            Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
-            update_arg(in, get(c, in.args[0]).v, get(c, in.args[1]).v, pv, pi, ps);
-            continue;
+            arg[r] = {b_.CreateAlloca(llvm::ArrayType::get(reg_type(vt), static_cast<uint64_t>(tile))),
+                      b_.CreateAlloca(llvm::ArrayType::get(b_.getInt64Ty(), static_cast<uint64_t>(tile))),
+                      b_.CreateAlloca(llvm::ArrayType::get(b_.getInt1Ty(), static_cast<uint64_t>(tile)))};
+          } else {
+            // (A masked step's lanes past the tile read and write a vector past its end.)
+            const int64_t lanes = masked_tail() ? tile + width_ : tile;
+            acc[r] = b_.CreateAlloca(llvm::ArrayType::get(mem_type(acc_type(in)), static_cast<uint64_t>(lanes)));
           }
-          const DType at = acc_type(in);
-          llvm::Type* et = mem_type(at);
-          Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
-          Value* p = b_.CreateGEP(et, acc[r], lane);
-          Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
-          b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
         }
-      };
-      // Without arg reductions, the innermost reduced dim goes `unroll` rows at a time:
-      // their values are combined first (pairwise) and added to the accumulators once, which
-      // saves most of the accumulator loads and stores.
-      const bool any_arg = std::any_of(run.begin(), run.end(), [&](Ref r) { return is_arg_reduce(k_.insts[static_cast<size_t>(r)].op); });
-      const int64_t kRowsPerStep = std::max(1, sched_.cpu.unroll);
-      const bool window_unrolled = sched_.cpu.unroll_window != 0;
-      const std::vector<int> outer_reduced(reduced.begin(), reduced.empty() ? reduced.end() : reduced.end() - 1);
-      if (reduced.empty() || any_arg || kRowsPerStep < 2 || k_.domain[reduced.back()] < kRowsPerStep) {
-        nest(dims, outer_reduced, 0, [&] {
-          const std::vector<int> innermost(reduced.end() - (reduced.empty() ? 0 : 1), reduced.end());
-          nest(dims, innermost, 0, [&] { lane_loops(dims, c0, c1, accumulate); });
-        }, window_unrolled);
-        return;
-      }
-      const int rd = reduced.back();
-      const int64_t rows = k_.domain[rd], main = rows / kRowsPerStep * kRowsPerStep;
-      nest(dims, outer_reduced, 0, [&] {
-        auto step = [&](Value* r0) {
-          std::vector<std::vector<Value*>> row_positions;  // of the rows this step adds
-          for (int64_t u = 0; u < kRowsPerStep; ++u) {
-            row_positions.push_back(dims);
-            row_positions.back()[static_cast<size_t>(rd)] = b_.CreateAdd(r0, i64(u));
+        b_.restoreIP(ip);
+        loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+          for (Ref r : run) {
+            const Inst& in = k_.insts[static_cast<size_t>(r)];
+            if (is_arg_reduce(in.op)) {
+              b_.CreateStore(b_.getFalse(), b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, l));
+              b_.CreateStore(b_.getInt64(0), b_.CreateGEP(b_.getInt64Ty(), arg[r].index, l));
+            } else {
+              b_.CreateStore(to_acc_memory(identity(in, 1), acc_type(in), 1), b_.CreateGEP(mem_type(acc_type(in)), acc[r], l));
+            }
           }
-          lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
-            std::vector<Ctx> ctx;
-            for (int64_t u = 0; u < kRowsPerStep; ++u) {
-              std::vector<Value*> du = d;
-              du[static_cast<size_t>(rd)] = row_positions[static_cast<size_t>(u)][static_cast<size_t>(rd)];
-              ctx.push_back(make_ctx(w, du, [&, w](Ref r) { return read_result(r, w, d); }));
+        });
+        // One row of the reduced dims into every lane's accumulators.
+        auto accumulate = [&](unsigned w, std::vector<Value*>& d) {
+          Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
+          Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+          for (Ref r : run) {
+            const Inst& in = k_.insts[static_cast<size_t>(r)];
+            if (is_arg_reduce(in.op)) {  // width 1 (arg reductions run scalar)
+              const DType vt = k_.insts[static_cast<size_t>(in.args[0])].type;
+              llvm::Type* et = reg_type(vt);
+              Value* pv = b_.CreateGEP(et, arg[r].value, lane);
+              Value* pi = b_.CreateGEP(b_.getInt64Ty(), arg[r].index, lane);
+              Value* ps = b_.CreateGEP(b_.getInt1Ty(), arg[r].seen, lane);
+              update_arg(in, get(c, in.args[0]).v, get(c, in.args[1]).v, pv, pi, ps);
+              continue;
             }
-            Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
-            for (Ref r : run) {
-              const Inst& in = k_.insts[static_cast<size_t>(r)];
-              const DType at = acc_type(in);
-              std::vector<Value*> xs;
-              for (Ctx& c : ctx) xs.push_back(emit_cast(vector_of(c, get(c, in.args[0])), in.type, at));
-              while (xs.size() > 1) {
-                std::vector<Value*> next;
-                for (size_t i = 0; i + 1 < xs.size(); i += 2) next.push_back(combine(in, xs[i], xs[i + 1]));
-                if (xs.size() % 2) next.push_back(xs.back());
-                xs = std::move(next);
-              }
-              llvm::Type* et = mem_type(at);
-              Value* p = b_.CreateGEP(et, acc[r], lane);
-              Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
-              b_.CreateAlignedStore(to_acc_memory(combine(in, cur, xs[0]), at, w), p, llvm::Align(1));
-            }
-          }, &row_positions);
+            const DType at = acc_type(in);
+            llvm::Type* et = mem_type(at);
+            Value* x = emit_cast(vector_of(c, get(c, in.args[0])), in.type, at);
+            Value* p = b_.CreateGEP(et, acc[r], lane);
+            Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
+            b_.CreateAlignedStore(to_acc_memory(combine(in, cur, x), at, w), p, llvm::Align(1));
+          }
         };
-        auto one_row = [&](Value* r) {
-          dims[static_cast<size_t>(rd)] = r;
-          lane_loops(dims, c0, c1, accumulate);
-        };
-        if (window_unrolled) {
-          for (int64_t r = 0; r < main; r += kRowsPerStep) step(i64(r));
-          for (int64_t r = main; r < rows; ++r) one_row(i64(r));
+        // Without arg reductions, the innermost reduced dim goes `unroll` rows at a time:
+        // their values are combined first (pairwise) and added to the accumulators once, which
+        // saves most of the accumulator loads and stores.
+        const bool any_arg = std::any_of(run.begin(), run.end(), [&](Ref r) { return is_arg_reduce(k_.insts[static_cast<size_t>(r)].op); });
+        const int64_t kRowsPerStep = std::max(1, sched_.cpu.unroll);
+        const bool window_unrolled = sched_.cpu.unroll_window != 0;
+        const std::vector<int> outer_reduced(reduced.begin(), reduced.empty() ? reduced.end() : reduced.end() - 1);
+        if (reduced.empty() || any_arg || kRowsPerStep < 2 || k_.domain[reduced.back()] < kRowsPerStep) {
+          nest(dims, outer_reduced, 0, [&] {
+            const std::vector<int> innermost(reduced.end() - (reduced.empty() ? 0 : 1), reduced.end());
+            nest(dims, innermost, 0, [&] { lane_loops(dims, c0, c1, accumulate); });
+          }, window_unrolled);
           return;
         }
-        loop(i64(0), i64(main), i64(kRowsPerStep), step);
-        loop(i64(main), i64(rows), i64(1), one_row);
-      }, window_unrolled);
-    };
-    run_stage(reds);
-    // As along rows: f32 sums kept in f32 whose total overflows are summed again in f64
-    // (the whole tile), then rounded into the f32 accumulators the stores read.
-    std::vector<Ref> narrow;
-    for (Ref r : reds) {
-      const Inst& in = k_.insts[static_cast<size_t>(r)];
-      if (in.op == OpKind::ReduceSum && in.type == DType::F32 && acc_type(in) == DType::F32) narrow.push_back(r);
-    }
-    if (narrow.empty()) continue;
-    llvm::AllocaInst* bad;
-    {
-      llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
-      bad = eb.CreateAlloca(b_.getInt1Ty());
-    }
-    b_.CreateStore(b_.getFalse(), bad);
-    // A vector of lanes at a time, what is left in one masked vector: |sum| >= inf or
-    // unordered. (Lane by lane, the check took a third of a depthwise 5x5's rows of 14; the
-    // last 14 lanes one at a time, another third.)
-    auto check = [&](Value* l, unsigned w, Value* mask) {
-      for (Ref r : narrow) {
-        llvm::Type* vt = vec_type(b_.getFloatTy(), w);
-        Value* at = b_.CreateGEP(b_.getFloatTy(), acc[r], l);
-        Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, at, llvm::Align(1), mask, llvm::Constant::getNullValue(vt)))
-                        : b_.CreateAlignedLoad(vt, at, llvm::Align(1));
-        Value* big = b_.CreateFCmpUGE(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {v->getType()}, {v}),
-                                      llvm::ConstantFP::getInfinity(v->getType()));
-        if (w > 1) big = b_.CreateOrReduce(big);
-        b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), bad), big), bad);
+        const int rd = reduced.back();
+        const int64_t rows = k_.domain[rd], main = rows / kRowsPerStep * kRowsPerStep;
+        nest(dims, outer_reduced, 0, [&] {
+          auto step = [&](Value* r0) {
+            std::vector<std::vector<Value*>> row_positions;  // of the rows this step adds
+            for (int64_t u = 0; u < kRowsPerStep; ++u) {
+              row_positions.push_back(dims);
+              row_positions.back()[static_cast<size_t>(rd)] = b_.CreateAdd(r0, i64(u));
+            }
+            lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
+              std::vector<Ctx> ctx;
+              for (int64_t u = 0; u < kRowsPerStep; ++u) {
+                std::vector<Value*> du = d;
+                du[static_cast<size_t>(rd)] = row_positions[static_cast<size_t>(u)][static_cast<size_t>(rd)];
+                ctx.push_back(make_ctx(w, du, [&, w](Ref r) { return read_result(r, w, d); }));
+              }
+              Value* lane = rank_ > 0 ? lane_offset(d[static_cast<size_t>(lane_dim_)]) : i64(0);
+              for (Ref r : run) {
+                const Inst& in = k_.insts[static_cast<size_t>(r)];
+                const DType at = acc_type(in);
+                std::vector<Value*> xs;
+                for (Ctx& c : ctx) xs.push_back(emit_cast(vector_of(c, get(c, in.args[0])), in.type, at));
+                while (xs.size() > 1) {
+                  std::vector<Value*> next;
+                  for (size_t i = 0; i + 1 < xs.size(); i += 2) next.push_back(combine(in, xs[i], xs[i + 1]));
+                  if (xs.size() % 2) next.push_back(xs.back());
+                  xs = std::move(next);
+                }
+                llvm::Type* et = mem_type(at);
+                Value* p = b_.CreateGEP(et, acc[r], lane);
+                Value* cur = from_acc_memory(b_.CreateAlignedLoad(vec_type(et, w), p, llvm::Align(1)), at, w);
+                b_.CreateAlignedStore(to_acc_memory(combine(in, cur, xs[0]), at, w), p, llvm::Align(1));
+              }
+            }, &row_positions);
+          };
+          auto one_row = [&](Value* r) {
+            dims[static_cast<size_t>(rd)] = r;
+            lane_loops(dims, c0, c1, accumulate);
+          };
+          if (window_unrolled) {
+            for (int64_t r = 0; r < main; r += kRowsPerStep) step(i64(r));
+            for (int64_t r = main; r < rows; ++r) one_row(i64(r));
+            return;
+          }
+          loop(i64(0), i64(main), i64(kRowsPerStep), step);
+          loop(i64(main), i64(rows), i64(1), one_row);
+        }, window_unrolled);
+      };
+      run_stage(reds);
+      // As along rows: f32 sums kept in f32 whose total overflows are summed again in f64
+      // (the whole tile), then rounded into the f32 accumulators the stores read.
+      std::vector<Ref> narrow;
+      for (Ref r : reds) {
+        const Inst& in = k_.insts[static_cast<size_t>(r)];
+        if (in.op == OpKind::ReduceSum && in.type == DType::F32 && acc_type(in) == DType::F32) narrow.push_back(r);
       }
-    };
-    Value* lanes = b_.CreateSub(c1, c0);
-    if (width_ > 1) {
-      Value* whole = b_.CreateMul(b_.CreateSDiv(lanes, i64(width_)), i64(width_));
-      loop(i64(0), whole, i64(width_), [&](Value* l) { check(l, width_, nullptr); });
-      auto* tail = llvm::BasicBlock::Create(ctx_, "check.tail", fn_);
-      auto* checked = llvm::BasicBlock::Create(ctx_, "check.done", fn_);
-      b_.CreateCondBr(b_.CreateICmpSLT(whole, lanes), tail, checked);
-      b_.SetInsertPoint(tail);
-      check(whole, width_, lanes_below(b_.CreateSub(lanes, whole)));
-      b_.CreateBr(checked);
-      b_.SetInsertPoint(checked);
-    } else {
-      loop(i64(0), lanes, i64(1), [&](Value* l) { check(l, 1, nullptr); });
-    }
-    auto* slow = llvm::BasicBlock::Create(ctx_, "wide.sum", fn_);
-    auto* join = llvm::BasicBlock::Create(ctx_, "wide.join", fn_);
-    b_.CreateCondBr(b_.CreateLoad(b_.getInt1Ty(), bad), slow, join);
-    b_.SetInsertPoint(slow);
-    const std::map<Ref, llvm::AllocaInst*> fast = acc;
-    wide_sums_ = true;
-    const unsigned width = std::exchange(width_, 1u);  // rare: small code, one lane at a time
-    run_stage(narrow);  // the other reductions keep their results
-    width_ = width;
-    loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
-      for (Ref r : narrow) {
-        Value* v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateGEP(b_.getDoubleTy(), acc[r], l));
-        b_.CreateStore(b_.CreateFPTrunc(v, b_.getFloatTy()), b_.CreateGEP(b_.getFloatTy(), fast.at(r), l));
+      if (narrow.empty()) continue;
+      llvm::AllocaInst* bad;
+      {
+        llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+        bad = eb.CreateAlloca(b_.getInt1Ty());
       }
-    });
-    wide_sums_ = false;
-    acc = fast;
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
-  }
-  auto stores = [&](bool inner) {
-    lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
-      Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
-      emit_stores(c, [&](const kir::Store& s) { return store_is_inner(s) == inner; });
-    });
+      b_.CreateStore(b_.getFalse(), bad);
+      // A vector of lanes at a time, what is left in one masked vector: |sum| >= inf or
+      // unordered. (Lane by lane, the check took a third of a depthwise 5x5's rows of 14; the
+      // last 14 lanes one at a time, another third.)
+      auto check = [&](Value* l, unsigned w, Value* mask) {
+        for (Ref r : narrow) {
+          llvm::Type* vt = vec_type(b_.getFloatTy(), w);
+          Value* at = b_.CreateGEP(b_.getFloatTy(), acc[r], l);
+          Value* v = mask ? static_cast<Value*>(b_.CreateMaskedLoad(vt, at, llvm::Align(1), mask, llvm::Constant::getNullValue(vt)))
+                          : b_.CreateAlignedLoad(vt, at, llvm::Align(1));
+          Value* big = b_.CreateFCmpUGE(b_.CreateIntrinsic(llvm::Intrinsic::fabs, {v->getType()}, {v}),
+                                        llvm::ConstantFP::getInfinity(v->getType()));
+          if (w > 1) big = b_.CreateOrReduce(big);
+          b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), bad), big), bad);
+        }
+      };
+      Value* lanes = b_.CreateSub(c1, c0);
+      if (width_ > 1) {
+        Value* whole = b_.CreateMul(b_.CreateSDiv(lanes, i64(width_)), i64(width_));
+        loop(i64(0), whole, i64(width_), [&](Value* l) { check(l, width_, nullptr); });
+        auto* tail = llvm::BasicBlock::Create(ctx_, "check.tail", fn_);
+        auto* checked = llvm::BasicBlock::Create(ctx_, "check.done", fn_);
+        b_.CreateCondBr(b_.CreateICmpSLT(whole, lanes), tail, checked);
+        b_.SetInsertPoint(tail);
+        check(whole, width_, lanes_below(b_.CreateSub(lanes, whole)));
+        b_.CreateBr(checked);
+        b_.SetInsertPoint(checked);
+      } else {
+        loop(i64(0), lanes, i64(1), [&](Value* l) { check(l, 1, nullptr); });
+      }
+      auto* slow = llvm::BasicBlock::Create(ctx_, "wide.sum", fn_);
+      auto* join = llvm::BasicBlock::Create(ctx_, "wide.join", fn_);
+      b_.CreateCondBr(b_.CreateLoad(b_.getInt1Ty(), bad), slow, join);
+      b_.SetInsertPoint(slow);
+      const std::map<Ref, llvm::AllocaInst*> fast = acc;
+      wide_sums_ = true;
+      const unsigned width = std::exchange(width_, 1u);  // rare: small code, one lane at a time
+      run_stage(narrow);  // the other reductions keep their results
+      width_ = width;
+      loop(i64(0), b_.CreateSub(c1, c0), i64(1), [&](Value* l) {
+        for (Ref r : narrow) {
+          Value* v = b_.CreateLoad(b_.getDoubleTy(), b_.CreateGEP(b_.getDoubleTy(), acc[r], l));
+          b_.CreateStore(b_.CreateFPTrunc(v, b_.getFloatTy()), b_.CreateGEP(b_.getFloatTy(), fast.at(r), l));
+        }
+      });
+      wide_sums_ = false;
+      acc = fast;
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+    }
+    auto stores = [&](bool inner) {
+      lane_loops(dims, c0, c1, [&](unsigned w, std::vector<Value*>& d) {
+        Ctx c = make_ctx(w, d, [&](Ref r) { return read_result(r, w, d); });
+        emit_stores(c, [&](const kir::Store& s) { return store_is_inner(s) == inner; });
+      });
+    };
+    // (The reduced dims' loops are over: no bound of the lanes may read their last values.)
+    for (int d : reduced) dims[static_cast<size_t>(d)] = nullptr;
+    stores(false);
+    bool any_inner = false;
+    for (const kir::Store& s : k_.stores) any_inner = any_inner || store_is_inner(s);
+    if (any_inner) nest(dims, reduced, 0, [&] { stores(true); });
   };
-  // (The reduced dims' loops are over: no bound of the lanes may read their last values.)
-  for (int d : reduced) dims[static_cast<size_t>(d)] = nullptr;
-  stores(false);
-  bool any_inner = false;
-  for (const kir::Store& s : k_.stores) any_inner = any_inner || store_is_inner(s);
-  if (any_inner) nest(dims, reduced, 0, [&] { stores(true); });
+  if (row_bounds_.empty()) return tile_body();
+  const std::vector<Value*> kept = dims;
+  Value* inside = b_.getTrue();
+  for (const kir::LaneBound& bound : row_bounds_) {
+    // rest >= 0 at every reduced point: at its least, each reduced dim at the end that
+    // makes its term smallest.
+    Value* least = i64(bound.rest.base);
+    for (int d = 0; d < rank_; ++d) {
+      const int64_t stride = bound.rest.stride[static_cast<size_t>(d)];
+      if (stride == 0) continue;
+      if (k_.reduced[static_cast<size_t>(d)]) {
+        if (stride < 0) least = b_.CreateAdd(least, i64(stride * (k_.domain[d] - 1)));
+      } else {
+        least = b_.CreateAdd(least, b_.CreateMul(dims[static_cast<size_t>(d)], i64(stride)));
+      }
+    }
+    inside = b_.CreateAnd(inside, b_.CreateICmpSGE(least, i64(0)));
+  }
+  auto* within = llvm::BasicBlock::Create(ctx_, "window.inside", fn_);
+  auto* across = llvm::BasicBlock::Create(ctx_, "window.edge", fn_);
+  auto* joined = llvm::BasicBlock::Create(ctx_, "window.join", fn_);
+  b_.CreateCondBr(inside, within, across);
+  b_.SetInsertPoint(within);
+  const size_t known_before = known_.size();
+  for (const kir::LaneBound& bound : row_bounds_) known_.emplace_back(bound.compare, true);
+  tile_body();
+  known_.resize(known_before);
+  b_.CreateBr(joined);
+  b_.SetInsertPoint(across);
+  dims = kept;  // (the first walk left its loops' positions in the dims)
+  tile_body();
+  b_.CreateBr(joined);
+  b_.SetInsertPoint(joined);
 }
 
 void KernelEmitter::emit(const std::string& name) {

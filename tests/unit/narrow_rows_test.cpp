@@ -130,6 +130,53 @@ TEST(NarrowRows, AMergedPlanesWindowRowsAreUnrolled) {
   EXPECT_FALSE(has_knob(sum));
 }
 
+TEST(NarrowRows, WindowRowsInsideTheInputWalkWithTheirBoundsKnown) {
+  // A window's row bounds (0 <= h + kh - 2 < 14) hold or fail for a whole iteration: an
+  // iteration whose window rows all lie inside the input walks with them known.
+  const Capabilities avx512 = cpu_with(64);
+  const kir::Kernel rows = test::only_kernel(depthwise(240, 14, 14, 5));
+  const auto bounds = kir::window_row_bounds(rows, kir::affine_analysis(rows), rows.domain.rank() - 1);
+  EXPECT_EQ(bounds.size(), 2u);  // above and below; the columns' bounds are the lanes'
+  for (const kir::LaneBound& b : bounds) EXPECT_EQ(b.lane, 0);
+  const kir::Schedule s = kir::default_schedule(rows, avx512);
+  EXPECT_EQ(s.cpu.split_rows, 1);
+  EXPECT_NE(s.str().find("split_rows = 1,"), std::string::npos) << s.str();  // in the cache key
+  bool knob = false;
+  for (const kir::Knob& k : kir::schedule_knobs(rows, s, avx512))
+    if (k.name == "split_rows") knob = k.values == std::vector<int64_t>{0, 1};
+  EXPECT_TRUE(knob);
+  // A merged plane walks its rows in its lanes; an elementwise kernel has no window.
+  const kir::Kernel plane = test::only_kernel(depthwise(576, 7, 7, 5));
+  ASSERT_EQ(kir::default_schedule(plane, avx512).cpu.merge_rows, 1);
+  EXPECT_EQ(kir::default_schedule(plane, avx512).cpu.split_rows, 0);
+  const kir::Kernel add = test::only_kernel(
+      "graph @add(%x: f32[64,14], %y: f32[64,14]) -> f32[64,14] {\n  %z = add %x, %y : f32[64,14]\n  return %z\n}");
+  EXPECT_EQ(kir::default_schedule(add, avx512).cpu.split_rows, 0);
+}
+
+TEST(NarrowRows, SplitAndUnsplitWindowRowsWriteTheSameBytes) {
+  // Rows of 14 (5x5 and 3x3), strided, dilated and one-sided windows, a plane taller than
+  // its window and one shorter (every row at an edge), each with and without the split.
+  auto conv = [](int64_t c, int64_t h, int64_t w, int64_t taps, int64_t stride, int64_t dilation, int64_t low,
+                 int64_t high) {
+    const int64_t oh = (h + low + high - dilation * (taps - 1) - 1) / stride + 1;
+    const int64_t ow = (w + low + high - dilation * (taps - 1) - 1) / stride + 1;
+    return fmt::format(
+        "graph @dw(%x: f32[1,{0},{1},{2}], %w: f32[{0},1,{3},{3}]) -> f32[1,{0},{7},{8}] {{\n"
+        "  %y = conv %x, %w {{strides = [{4}, {4}], dilations = [{5}, {5}], low = [{6}, {6}], high = [{9}, {9}], "
+        "groups = {0}}} : f32[1,{0},{7},{8}]\n  return %y\n}}\n",
+        c, h, w, taps, stride, dilation, low, oh, ow, high);
+  };
+  for (const std::string& text : {depthwise(24, 14, 14, 5), depthwise(16, 28, 28, 3), conv(8, 29, 30, 3, 2, 1, 1, 1),
+                                  conv(8, 20, 21, 3, 1, 2, 2, 2), conv(8, 17, 17, 5, 1, 1, 4, 0),
+                                  conv(8, 3, 19, 5, 1, 1, 2, 2)}) {
+    const auto both = same_bytes(text, "split_rows=0", "split_rows=1");
+    if (!both) GTEST_SKIP() << "no vector registers on this host";
+    EXPECT_EQ(both->first.cpu.split_rows, 0) << text;
+    EXPECT_EQ(both->second.cpu.split_rows, 1) << text;
+  }
+}
+
 TEST(NarrowRows, UnrolledAndLoopedWindowsWriteTheSameBytes) {
   // Merged planes (7x7, 6x7 and 8x8 with 3x3 and 5x5 windows, a strided one) and rows walked
   // one by one (14x14), each with and without its window's rows unrolled.
