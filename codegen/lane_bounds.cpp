@@ -74,10 +74,23 @@ std::vector<LaneBound> window_row_bounds(const Kernel& k, const std::vector<std:
   for (size_t i = 0; i < k.insts.size(); ++i) {
     std::optional<LaneBound> b = as_bound(k, affine, i, lane);
     if (!b || b->lane != 0) continue;
-    bool reads_reduced = false, reads_kept = false;
-    for (size_t d = 0; d < b->rest.stride.size(); ++d)
-      if (b->rest.stride[d] != 0) (k.reduced[d] ? reads_reduced : reads_kept) = true;
-    if (reads_reduced && reads_kept) out.push_back(std::move(*b));
+    // Its least over the reduced dims, each at the end that makes its term smallest: what
+    // is left is affine in the kept dims alone.
+    bool reads_reduced = false, reads_kept = false, overflow = false;
+    for (size_t d = 0; d < b->rest.stride.size(); ++d) {
+      int64_t& stride = b->rest.stride[d];
+      if (stride == 0) continue;
+      if (!k.reduced[d]) {
+        reads_kept = true;
+        continue;
+      }
+      reads_reduced = true;
+      int64_t span = 0;
+      if (stride < 0) overflow = overflow || __builtin_mul_overflow(stride, k.domain[static_cast<int>(d)] - 1, &span) ||
+                                 __builtin_add_overflow(b->rest.base, span, &b->rest.base);
+      stride = 0;
+    }
+    if (reads_reduced && reads_kept && !overflow) out.push_back(std::move(*b));
   }
   return out;
 }

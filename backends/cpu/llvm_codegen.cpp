@@ -1733,19 +1733,11 @@ void KernelEmitter::emit_lane_tile(Value* it) {
   if (row_bounds_.empty()) return tile_body();
   const std::vector<Value*> kept = dims;
   Value* inside = b_.getTrue();
-  for (const kir::LaneBound& bound : row_bounds_) {
-    // rest >= 0 at every reduced point: at its least, each reduced dim at the end that
-    // makes its term smallest.
+  for (const kir::LaneBound& bound : row_bounds_) {  // each its least over the window
     Value* least = i64(bound.rest.base);
-    for (int d = 0; d < rank_; ++d) {
-      const int64_t stride = bound.rest.stride[static_cast<size_t>(d)];
-      if (stride == 0) continue;
-      if (k_.reduced[static_cast<size_t>(d)]) {
-        if (stride < 0) least = b_.CreateAdd(least, i64(stride * (k_.domain[d] - 1)));
-      } else {
+    for (int d = 0; d < rank_; ++d)
+      if (const int64_t stride = bound.rest.stride[static_cast<size_t>(d)]; stride != 0)
         least = b_.CreateAdd(least, b_.CreateMul(dims[static_cast<size_t>(d)], i64(stride)));
-      }
-    }
     inside = b_.CreateAnd(inside, b_.CreateICmpSGE(least, i64(0)));
   }
   auto* within = llvm::BasicBlock::Create(ctx_, "window.inside", fn_);

@@ -138,6 +138,20 @@ TEST(NarrowRows, WindowRowsInsideTheInputWalkWithTheirBoundsKnown) {
   const auto bounds = kir::window_row_bounds(rows, kir::affine_analysis(rows), rows.domain.rank() - 1);
   EXPECT_EQ(bounds.size(), 2u);  // above and below; the columns' bounds are the lanes'
   for (const kir::LaneBound& b : bounds) EXPECT_EQ(b.lane, 0);
+  // Each is its least over the window's rows, affine in the kept dims alone: the window lies
+  // inside the input for output rows 2 to 11, 10 of the 14.
+  ASSERT_EQ(rows.domain_str(), "[240, 14, reduce 5, reduce 5, 14]");
+  int inside = 0;
+  for (int64_t h = 0; h < 14; ++h) {
+    bool all = true;
+    for (const kir::LaneBound& b : bounds) {
+      EXPECT_EQ(b.rest.stride[2], 0);
+      EXPECT_EQ(b.rest.stride[3], 0);
+      all = all && b.rest.base + b.rest.stride[1] * h >= 0;
+    }
+    inside += all;
+  }
+  EXPECT_EQ(inside, 10);
   const kir::Schedule s = kir::default_schedule(rows, avx512);
   EXPECT_EQ(s.cpu.split_rows, 1);
   EXPECT_NE(s.str().find("split_rows = 1,"), std::string::npos) << s.str();  // in the cache key

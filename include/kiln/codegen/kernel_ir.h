@@ -213,9 +213,10 @@ std::vector<LaneBound> lane_bounds(const Kernel& k, const std::vector<std::optio
 inline constexpr int64_t kMaxLaneCuts = 160;
 /// The compares of `k` that hold or fail for a whole iteration of a tile walk along dim
 /// `lane`: those the lane does not enter and a reduced dim does (a window's row bounds,
-/// `0 <= h*s + kh - p < H`), each as `rest >= 0` (`lane` 0). Where an iteration's kept dims
-/// make every one hold at every reduced point, an emitter may walk it with them known
-/// (Schedule's cpu.split_rows): a window row inside the input.
+/// `0 <= h*s + kh - p < H`), each as the least over the reduced dims of its `lane * l + rest
+/// >= 0` form (`lane` 0, `rest` affine in the kept dims alone): where an iteration's kept
+/// dims make every `rest` >= 0, every compare holds at every reduced point, and an emitter
+/// may walk it with them known (Schedule's cpu.split_rows): a window inside the input.
 std::vector<LaneBound> window_row_bounds(const Kernel& k, const std::vector<std::optional<Affine>>& affine, int lane);
 /// Whether `b` is a cut, and the lane where it flips: it holds from there on (lane > 0) or
 /// before there (lane < 0).
