@@ -474,6 +474,7 @@ Model load_proto(::onnx::ModelProto model, const std::string& path, const std::o
     detail::ExternalFiles files(base_dir);
     for (auto& t : *model.mutable_graph()->mutable_initializer()) {
       initializers.push_back(detail::tensor_from_proto(t, files));
+      std::string().swap(*t.mutable_raw_data());  // clear_raw_data() alone keeps the capacity
       t.clear_raw_data();
     }
   } catch (const Unsupported& e) {

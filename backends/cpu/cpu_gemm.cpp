@@ -505,8 +505,8 @@ class PackedB {
     pack(g, b, parallel, owned_.data());
   }
   /// B packed before (an operand that never changes: PackedOperands).
-  PackedB(const LaunchPlan::Gemm& g, std::shared_ptr<const std::vector<T>> kept)
-      : g_(g), kept_(std::move(kept)), data_(kept_->data()) {}
+  PackedB(const LaunchPlan::Gemm& g, std::shared_ptr<const T[]> kept)
+      : g_(g), kept_(std::move(kept)), data_(kept_.get()) {}
   PackedB(const PackedB&) = delete;
   PackedB& operator=(const PackedB&) = delete;
   ~PackedB() {
@@ -529,7 +529,7 @@ class PackedB {
   }
   const LaunchPlan::Gemm& g_;
   std::vector<T> owned_;
-  std::shared_ptr<const std::vector<T>> kept_;
+  std::shared_ptr<const T[]> kept_;
   const T* data_;
 };
 
@@ -567,18 +567,21 @@ class PackedOperands {
     return *cache;
   }
   template <class T, class Pack>
-  std::shared_ptr<const std::vector<T>> get(const std::string& key, int64_t elements, Pack&& pack) {
+  std::shared_ptr<const T[]> get(const std::string& key, int64_t elements, Pack&& pack) {
     {
       std::lock_guard lock(mutex_);
       if (auto it = index_.find(key); it != index_.end()) {
         order_.splice(order_.begin(), order_, it->second);
         runtime_counters().packed_operand_hits++;
-        return std::static_pointer_cast<const std::vector<T>>(it->second->value);
+        return std::static_pointer_cast<const T[]>(it->second->value);
       }
     }
     runtime_counters().packed_operands++;
-    auto packed = std::make_shared<std::vector<T>>(static_cast<size_t>(elements));
-    pack(packed->data());
+    // Not zero-filled: the packing writes every element, padding included, and its threads
+    // touch the pages first (a value-initialized vector had one thread zero all of GPT-2's
+    // 340 MB of panels before the packing wrote them).
+    std::shared_ptr<T[]> packed = std::make_shared_for_overwrite<T[]>(static_cast<size_t>(elements));
+    pack(packed.get());
     const int64_t bytes = elements * static_cast<int64_t>(sizeof(T));
     if (bytes > budget_) return packed;  // used once, kept by no one
     std::lock_guard lock(mutex_);
@@ -650,12 +653,12 @@ void run_typed(const LaunchPlan::Gemm& g, const T* a, const T* b, T* c, const Mi
   const int64_t mpad = PackedA<T>::padded_rows(g);
   const bool a_broadcast = PackedA<T>::broadcast(g);
   std::vector<T> packed_a_now;
-  std::shared_ptr<const std::vector<T>> packed_a_kept;
+  std::shared_ptr<const T[]> packed_a_kept;
   const T* packed_a = nullptr;
   if (fixed.a != 0 && k > 0) {
     packed_a_kept = PackedOperands::instance().get<T>(packed_a_key(g, fixed.a), PackedA<T>::elements(g),
                                                       [&](T* out) { PackedA<T>::pack(g, a, out); });
-    packed_a = packed_a_kept->data();
+    packed_a = packed_a_kept.get();
   } else if (mblocks == 1 && nblocks > 1 && k > 0) {
     packed_a_now.resize(static_cast<size_t>(PackedA<T>::elements(g)));
     PackedA<T>::pack(g, a, packed_a_now.data());
