@@ -375,6 +375,10 @@ class Lowering {
   void store_gather_data(int32_t k);
   /// A region around a matmul or conv `mm`: its GEMM step, then its elementwise epilogue.
   void lower_matmul_region(int32_t k, ValueId mm);
+  /// The buffer of region k's one output where the product `mm` may be written first: the
+  /// epilogue then reads each element of it where it writes that element's result, as an
+  /// in-place elementwise kernel does. -1 where it may not (docs/passes.md).
+  int32_t product_in_output(int32_t k, ValueId mm);
   /// A region around an attention node `a`: its attention step, then its epilogue.
   void lower_attention_region(int32_t k, ValueId a);
   /// Operand `o` of an attention node, rows x cols over the node's `batch` dims (right-
@@ -469,6 +473,9 @@ Ref KernelBuilder::add_inst(Inst in) {
 int32_t KernelBuilder::param_for(int32_t plan_buffer, const std::string& name, const TensorType& type, bool written) {
   for (size_t i = 0; i < bindings_.size(); ++i)
     if (bindings_[i] == plan_buffer) {
+      // A buffer read and then written over (in place) is named by the value written there,
+      // which is what it holds after the kernel and what the profiler reports it wrote.
+      if (written && !k_.buffers[i].written) k_.buffers[i].name = name;
       k_.buffers[i].written = k_.buffers[i].written || written;
       return static_cast<int32_t>(i);
     }
@@ -1374,7 +1381,9 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
       compute_first(i);  // a conv gathers from a row-major buffer only
     }
   }
-  const int32_t stored_c = mp_.buffer_of[mm] >= 0 ? mp_.buffer_of[mm] : new_buffer(n.type);
+  int32_t stored_c = mp_.buffer_of[mm];
+  if (stored_c < 0 && t == n.type.dtype) stored_c = product_in_output(k, mm);
+  if (stored_c < 0) stored_c = new_buffer(n.type);
   const int32_t c = t == n.type.dtype ? stored_c : new_buffer(TensorType{t, n.type.shape});
   bool unfit[2] = {false, false};
   std::optional<LaunchPlan::Gemm> gemm;
@@ -1420,6 +1429,39 @@ void Lowering::lower_matmul_region(int32_t k, ValueId mm) {
     add_kernel(b);
   }
   lower_epilogue(k, mm, member, written);
+}
+
+int32_t Lowering::product_in_output(int32_t k, ValueId mm) {
+  // A product of its own buffer is written to memory once by the GEMM and once more as its
+  // cache lines are evicted after the epilogue read them: ResNet-50's 1x1 convolution from
+  // 64 to 256 channels over 56x56 spent a fifth of its time on its bias and relu so.
+  const auto ki = static_cast<size_t>(k);
+  const std::vector<ValueId>& outputs = index_.outputs[ki];
+  if (outputs.size() != 1 || outputs[0] == mm) return -1;
+  const ValueId out = outputs[0];
+  if (!(g_.type(out) == g_.type(mm))) return -1;
+  const int32_t home = mp_.buffer_of[out];
+  if (home < 0) return -1;
+  // Every member that reads the product, directly or not, is elementwise over its shape:
+  // each element of the product is read only where its own result is written.
+  std::vector<bool> reads_product(g_.size(), false);
+  reads_product[mm] = true;
+  for (ValueId v : index_.members[ki]) {
+    if (v == mm) continue;
+    const Node& n = g_.node(v);
+    if (std::none_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return reads_product[o]; })) continue;
+    if (n.info().category != OpCategory::Elementwise || n.type.shape != g_.type(mm).shape) return -1;
+    reads_product[v] = true;
+  }
+  // Nothing the region reads lives there (an input the output is written over in place).
+  for (ValueId r : index_.inputs[ki]) {
+    ValueId root = r;
+    while (mp_.buffer_of[root] < 0 && g_.node(root).kernel < 0 && g_.node(root).info().is_view() &&
+           !g_.node(root).operands.empty())
+      root = g_.node(root).operands[0];
+    if (mp_.buffer_of[root] == home) return -1;
+  }
+  return home;
 }
 
 void Lowering::lower_epilogue(int32_t k, ValueId mm, const std::vector<bool>& member,
@@ -1789,6 +1831,14 @@ int64_t gemm_epilogue_columns_per_iteration(const LaunchPlan& plan, size_t i) {
 
 bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i) {
   const int32_t c = plan.steps[i].gemm.c;
+  // A product written where the epilogue writes its result (Lowering::product_in_output)
+  // is replaced there: what reads that buffer later reads the result.
+  if (i + 1 < plan.steps.size() && plan.steps[i + 1].kernel >= 0) {
+    const LaunchPlan::Step& epilogue = plan.steps[i + 1];
+    const kir::Kernel& e = plan.kernels[static_cast<size_t>(epilogue.kernel)];
+    for (size_t p = 0; p < epilogue.bindings.size(); ++p)
+      if (epilogue.bindings[p] == c && e.buffers[p].written) return false;
+  }
   if (plan.buffers[static_cast<size_t>(c)].kind != LaunchPlan::Buffer::Kind::Temp) return true;
   for (size_t j = i + 2; j < plan.steps.size(); ++j) {
     const LaunchPlan::Step& step = plan.steps[j];

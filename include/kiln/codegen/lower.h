@@ -151,7 +151,8 @@ int64_t gemm_epilogue_iterations_per_row(const LaunchPlan& plan, size_t i);
 int64_t gemm_epilogue_columns_per_iteration(const LaunchPlan& plan, size_t i);
 
 /// Whether the product of GEMM step steps[i] may be read after step i + 1 (its epilogue):
-/// its buffer is not a temporary, or a later step binds it.
+/// its buffer is not a temporary, or a later step binds it; never when the epilogue writes
+/// its result over the product.
 bool gemm_product_read_after_epilogue(const LaunchPlan& plan, size_t i);
 
 namespace kir {
