@@ -713,11 +713,7 @@ bool rows_in_lanes_pay(DType dtype, int64_t m, int64_t n, int64_t k, const Capab
   const int es = static_cast<int>(dtype == DType::Bool ? 1 : dtype_size(dtype));
   const int lanes = std::max(1, caps.vector_bytes / es);
   const int64_t tile = 2 * int64_t{lanes}, idle = (n + tile - 1) / tile * tile - n;
-  // Rows that fill a vector run transposed even where they fill their last one badly: the
-  // transposed product reads B where it lies, where the other form packs it at every call.
-  // MobileNetV3's 240 -> 40 channels over 14x14 (the third vector of channels half used)
-  // took 52 us a call with positions in the lanes and 31 us transposed.
-  return k >= 64 && idle * 16 > n && (channel_lane_vectors(m, lanes) > 0 || m >= lanes);
+  return k >= 64 && idle * 16 > n && channel_lane_vectors(m, lanes) > 0;
 }
 
 GemmSchedule default_gemm_schedule(DType dtype, int64_t m, int64_t n, int64_t k, const Capabilities& caps,
