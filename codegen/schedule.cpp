@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -448,8 +450,10 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // padded window's interior, whose bounds each row computes anew, where its tile is at
   // least 8 vectors (a depthwise 3x3 over 112x112, W10: 2.3 -> 1.9 ms; over 56x56 no
   // difference, over 14x14 with 4 lanes 1.5x slower: the borders walk lane by lane).
+  // Where each access lies, for the lane cuts and the window rows below.
+  const std::vector<std::optional<Affine>> affine = work_items ? std::vector<std::optional<Affine>>{} : affine_analysis(k);
   if (!work_items && rank > 0) {
-    const std::vector<LaneBound> bounds = lane_bounds(k, affine_analysis(k), rank - 1);
+    const std::vector<LaneBound> bounds = lane_bounds(k, affine, rank - 1);
     const int64_t lanes_walked = s.lanes_reduce ? k.domain[rank - 1] : s.tile;
     const bool interior = std::any_of(bounds.begin(), bounds.end(), [](const LaneBound& b) { return !is_cut(b); });
     if (interior && lanes_walked >= 8 * int64_t{s.vector_width}) c.split_lanes = 2;
@@ -502,7 +506,7 @@ Schedule default_schedule(const Kernel& k, const Capabilities& caps) {
   // us; 3x3 with stride 2 over 112x112, 96 channels, 148 -> 113 us; 5x5 over 14x14 and 28x28
   // unchanged). Not in a merged plane, whose rows are its lanes.
   if (!work_items && !s.lanes_reduce && reduces && !c.merge_rows &&
-      !window_row_bounds(k, affine_analysis(k), rank - 1).empty())
+      !window_row_bounds(k, affine, rank - 1).empty())
     c.split_rows = 1;
   s.f32_run = 256;
   // Rows up to 16K elements keep expensive values (softmax's exp) between passes, in at most
